@@ -1,0 +1,119 @@
+"""Aligning user tables with a forest's global feature space."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+
+def to_global_matrix(
+    X,
+    feature_names: Sequence[str],
+    categories: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Place the columns of ``X`` at their global feature positions.
+
+    Parameters
+    ----------
+    X : DataFrame or ndarray of shape (n_rows, n_columns)
+        A DataFrame is matched by column name; it may lack features (they are
+        unavailable) but may not have columns the forest does not know. An
+        ndarray must hold every feature, in ``feature_names`` order.
+    feature_names : sequence of str
+        The global feature names.
+    categories : mapping of str to list of str, optional
+        Levels of categorical features. Their columns may hold integer codes
+        or the level strings themselves.
+
+    Returns
+    -------
+    Xg : ndarray of shape (n_rows, n_features), float32
+        Values at global positions; NaN where a column is absent or a value
+        is missing.
+    present : ndarray of shape (n_features,), bool
+        Which features had a column in ``X``.
+    """
+    categories = categories or {}
+    names = list(feature_names)
+    index = {n: i for i, n in enumerate(names)}
+    if isinstance(X, pd.DataFrame):
+        cols = [str(c) for c in X.columns]
+        if len(set(cols)) != len(cols):
+            dup = sorted({c for c in cols if cols.count(c) > 1})
+            raise ValueError(f"X has duplicate columns {dup}")
+        unknown = [c for c in cols if c not in index]
+        if unknown:
+            raise ValueError(
+                f"X has columns the forest does not know: {unknown}. Known features: {names}. "
+                "Drop the other columns (the target, identifiers) before predicting."
+            )
+        if not cols:
+            raise ValueError(f"X has no columns; expected some of {names}")
+        frame = X
+    else:
+        arr = np.asarray(X)
+        if arr.ndim != 2:
+            raise ValueError(f"X must be 2-dimensional, got shape {arr.shape}")
+        if arr.shape[1] != len(names):
+            raise ValueError(
+                f"X is an array with {arr.shape[1]} columns but the forest has {len(names)} "
+                "features; pass a pandas DataFrame with column names to use a subset"
+            )
+        frame = pd.DataFrame(arr, columns=names)
+        cols = names
+    if frame.shape[0] == 0:
+        raise ValueError("X has 0 rows; at least one row is needed")
+
+    Xg = np.full((frame.shape[0], len(names)), np.nan, dtype=np.float32)
+    present = np.zeros(len(names), dtype=bool)
+    bad: list[str] = []
+    for col, series in zip(cols, frame.columns, strict=True):
+        j = index[col]
+        present[j] = True
+        values = frame[series]
+        if col in categories:
+            Xg[:, j] = _encode_categorical(col, values, categories[col])
+            continue
+        if values.dtype == bool:
+            values = values.astype(np.float32)
+        if not (pd.api.types.is_numeric_dtype(values.dtype)):
+            converted = pd.to_numeric(values, errors="coerce")
+            if converted.isna().sum() > values.isna().sum():
+                bad.append(col)
+                continue
+            values = converted
+        Xg[:, j] = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    if bad:
+        raise ValueError(
+            f"columns {bad} hold non-numeric values but are numeric features; "
+            f"categorical features are {sorted(categories)}"
+        )
+    if np.isinf(Xg).any():
+        cols_inf = [names[j] for j in np.flatnonzero(np.isinf(Xg).any(axis=0))]
+        raise ValueError(f"columns {cols_inf} hold infinite values")
+    return Xg, present
+
+
+def _encode_categorical(col: str, values: pd.Series, levels: Sequence[str]) -> np.ndarray:
+    levels = list(levels)
+    if pd.api.types.is_numeric_dtype(values.dtype) and values.dtype != bool:
+        codes = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        ok = np.isnan(codes) | ((codes == np.round(codes)) & (codes >= 0) & (codes < len(levels)))
+        if not ok.all():
+            raise ValueError(
+                f"column {col!r} is categorical with {len(levels)} levels {levels}; integer "
+                f"codes must lie in [0, {len(levels) - 1}], got {sorted(set(codes[~ok]))[:5]}"
+            )
+        return codes
+    lookup = {lvl: float(i) for i, lvl in enumerate(levels)}
+    as_str = values.astype("string")
+    codes = as_str.map(lookup).astype("Float64")
+    unknown = as_str[codes.isna() & as_str.notna()].unique()
+    if len(unknown):
+        raise ValueError(
+            f"column {col!r} has levels {sorted(map(str, unknown))[:10]} that are not among "
+            f"its known levels {levels}"
+        )
+    return codes.to_numpy(dtype=np.float64, na_value=np.nan)

@@ -1,0 +1,103 @@
+"""Shared fixtures: small real scikit-learn forests and hand-built trees."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+
+from fedforest import PooledForest
+
+
+def make_tree_forest(
+    trees,
+    feature_names,
+    classes=(0, 1),
+    owners=("s1",),
+    tree_owner=None,
+    categories=None,
+    surrogates=None,
+):
+    """Build a PooledForest from hand-written trees.
+
+    Each tree is a list of nodes in depth-first order; a node is either
+    ``("leaf", value, n)`` or ``("split", feature, threshold, left, right, n)``
+    with optional keyword dict as 7th item (``saw_missing``, ``missing_left``).
+    """
+    fields = {k: [] for k in ("l", "r", "f", "t", "n", "m", "s", "v")}
+    starts = [0]
+    for tree in trees:
+        for node in tree:
+            if node[0] == "leaf":
+                _, value, n = node
+                fields["l"].append(-1)
+                fields["r"].append(-1)
+                fields["f"].append(-1)
+                fields["t"].append(0.0)
+                fields["m"].append(False)
+                fields["s"].append(False)
+            else:
+                _, feat, thr, left, right, n, *extra = node
+                opts = extra[0] if extra else {}
+                fields["l"].append(left)
+                fields["r"].append(right)
+                fields["f"].append(feature_names.index(feat))
+                fields["t"].append(thr)
+                fields["m"].append(opts.get("missing_left", True))
+                fields["s"].append(opts.get("saw_missing", False))
+                value = [1.0 / len(classes)] * len(classes)
+            fields["n"].append(n)
+            fields["v"].append(value)
+        starts.append(starts[-1] + len(tree))
+    forest = PooledForest(
+        feature_names=feature_names,
+        classes=np.asarray(classes),
+        owners=list(owners),
+        categories=categories,
+        tree_start=np.asarray(starts),
+        tree_owner=np.zeros(len(trees), int) if tree_owner is None else tree_owner,
+        children_left=fields["l"],
+        children_right=fields["r"],
+        feature=fields["f"],
+        threshold=fields["t"],
+        n_node_samples=fields["n"],
+        missing_left=fields["m"],
+        saw_missing=fields["s"],
+        value=np.asarray(fields["v"], dtype=float),
+    )
+    if surrogates:
+        sf = np.full(forest.n_nodes, -1)
+        st = np.zeros(forest.n_nodes)
+        sl = np.ones(forest.n_nodes, bool)
+        sa = np.zeros(forest.n_nodes)
+        for node, (feat, thr, left_le) in surrogates.items():
+            sf[node] = feature_names.index(feat)
+            st[node] = thr
+            sl[node] = left_le
+            sa[node] = 0.9
+        forest = forest.with_surrogates(sf, st, sl, sa)
+    return forest
+
+
+@pytest.fixture(scope="session")
+def table():
+    """A 3-class-free binary table with 6 informative-ish numeric columns."""
+    rng = np.random.RandomState(0)
+    X = pd.DataFrame(rng.normal(size=(600, 6)), columns=[f"x{i}" for i in range(6)])
+    logit = X["x0"] + 0.8 * X["x1"] - 0.6 * X["x3"] + 0.5 * X["x5"]
+    y = (logit + rng.normal(scale=0.5, size=600) > 0).astype(int)
+    return X, y
+
+
+@pytest.fixture(scope="session")
+def two_site_forest(table):
+    """Two sites with partially overlapping columns, pooled; plus the sklearn forests."""
+    X, y = table
+    cols_a = ["x0", "x1", "x2", "x3"]
+    cols_b = ["x0", "x1", "x4", "x5"]
+    rf_a = RandomForestClassifier(n_estimators=15, random_state=1).fit(X[cols_a][:300], y[:300])
+    rf_b = RandomForestClassifier(n_estimators=15, random_state=2).fit(X[cols_b][300:], y[300:])
+    fa = PooledForest.from_sklearn(rf_a, cols_a, owner="a")
+    fb = PooledForest.from_sklearn(rf_b, cols_b, owner="b")
+    return PooledForest.concat([fa, fb]), rf_a, rf_b

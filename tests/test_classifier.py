@@ -402,3 +402,24 @@ def test_auto_selects_on_validation_rows(two_site_forest, table):
     assert clf.selection_scores_[clf.strategy_] == best
     assert clf.predict_proba(X[cols][500:]).shape == (100, 2)
     assert clf.diagnostics_.strategy == clf.strategy_
+
+
+@pytest.mark.parametrize("strategy", ["mp", "mi", "ss", "fpv"])
+def test_results_do_not_depend_on_row_chunking(real_forest, table, monkeypatch, strategy):
+    _, forest, X, _ = real_forest
+    Xt, _ = table
+    from fedforest import fit_imputers, fit_surrogates
+    from fedforest import routing
+
+    forest = fit_surrogates(forest, Xt[:400], ["x0", "x1", "x2"])
+    imps = fit_imputers(Xt[:400], ["x3", "x4", "x5"], ["x0", "x1", "x2"], random_state=0)
+    std = Xt.std().to_dict()
+    half = X[["x0", "x1", "x2"]].copy()
+    half.iloc[::7, 1] = np.nan  # some rows also miss a value in a column the site has
+    monkeypatch.setattr(classifier_module.fastpath, "available", lambda: False)
+    # depth_threshold=50: the pr fallback always discards, so nothing is random here
+    params = dict(strategy=strategy, imputers=imps, feature_std=std, depth_threshold=50)
+    whole = PooledForestClassifier(forest, **params).predict_proba(half)
+    monkeypatch.setattr(routing, "MAX_PAIRS", 90)  # two rows at a time
+    chunked = PooledForestClassifier(forest, **params).predict_proba(half)
+    assert np.allclose(whole, chunked, rtol=0, atol=1e-12)

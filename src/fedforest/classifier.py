@@ -305,7 +305,9 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             if fast.any():
                 proba[fast] = average_leaves(cf, leaves[:, fast], "soft")[0]
             if rest.any():
-                dist = route_marginal(cf, Xg[rest], trees, _rows(rules, rest).right_probability)
+                dist = route_marginal(
+                    cf, Xg[rest], trees, _rows(rules, rest).right_probability, absent
+                )
                 proba[rest] = _sum_in_order(dist) / len(trees)
             kept = np.full(n_rows, len(trees))
         else:
@@ -318,7 +320,7 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         if fallback.any():
             sub = _rows(rules, fallback, name="mp")
             all_trees = np.arange(forest.n_trees)
-            dist = route_marginal(cf, Xg[fallback], all_trees, sub.right_probability)
+            dist = route_marginal(cf, Xg[fallback], all_trees, sub.right_probability, absent)
             proba[fallback] = _sum_in_order(dist) / forest.n_trees
             logger.info(
                 "%d of %d rows had every tree discarded; they use mp", int(fallback.sum()), n_rows

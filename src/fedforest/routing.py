@@ -71,8 +71,8 @@ class CompiledForest:
         )
 
 
-def _row_chunks(n_rows: int, n_trees: int):
-    step = max(1, MAX_PAIRS // max(n_trees, 1))
+def _row_chunks(n_rows: int, n_trees: int, max_pairs: int | None = None):
+    step = max(1, (max_pairs or MAX_PAIRS) // max(n_trees, 1))
     for start in range(0, n_rows, step):
         yield start, min(n_rows, start + step)
 
@@ -103,11 +103,11 @@ def route_leaves(
     n_rows = X.shape[0]
     out = np.empty((len(trees), n_rows), dtype=np.int64)
     for lo, hi in _row_chunks(n_rows, len(trees)):
-        out[:, lo:hi] = _route_chunk(cf, X[lo:hi], trees, resolve)
+        out[:, lo:hi] = _route_chunk(cf, X[lo:hi], trees, resolve, lo)
     return out
 
 
-def _route_chunk(cf, X, trees, resolve):
+def _route_chunk(cf, X, trees, resolve, row_offset):
     n_rows, n_feat = X.shape
     flat = X.reshape(-1)
     n_pairs = len(trees) * n_rows
@@ -140,7 +140,7 @@ def _route_chunk(cf, X, trees, resolve):
                 step[s] = 2 * node[s] + cf.missing_right[node[s]]
             if not seen.all():
                 u = idx[~seen]
-                decision = resolve(node[u], rowbase[u] // n_feat)
+                decision = resolve(node[u], rowbase[u] // n_feat + row_offset)
                 drop = decision == DISCARD
                 step[u] = 2 * node[u] + (decision == RIGHT)
                 if drop.any():
@@ -156,6 +156,7 @@ def route_marginal(
     X: np.ndarray,
     trees: np.ndarray,
     right_probability: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    absent: np.ndarray | None = None,
 ) -> np.ndarray:
     """Class distribution of every (tree, row) pair under marginal prediction.
 
@@ -163,71 +164,85 @@ def route_marginal(
     value in training) both children are followed, weighted by
     ``right_probability(nodes, rows)`` and its complement.
 
+    Parameters
+    ----------
+    absent : ndarray of bool, shape (n_features,), optional
+        Columns missing for every row; nodes on them are known to branch
+        without looking at the row, which saves work.
+
     Returns
     -------
     ndarray of shape (len(trees), n_rows, n_classes)
     """
-    n_rows = X.shape[0]
+    n_rows, n_feat = X.shape
+    internal = cf.feature >= 0
+    kind = cf.feature.astype(np.int32)
+    check_nan = True
+    if absent is not None and absent.any():
+        on_absent = internal & absent[np.where(internal, cf.feature, 0)]
+        kind[on_absent & ~cf.saw_missing] = -2
+        # NaN checks are needed only for NaN values in present columns and for
+        # absent-column nodes that learned a direction for missing values
+        check_nan = bool(np.isnan(X[:, ~absent]).any() or (on_absent & cf.saw_missing).any())
+    children = cf.children.astype(np.int32)
     out = np.empty((len(trees), n_rows, cf.value.shape[1]))
-    for lo, hi in _row_chunks(n_rows, len(trees)):
-        out[:, lo:hi] = _marginal_chunk(cf, X[lo:hi], trees, right_probability)
+    for lo, hi in _row_chunks(n_rows, len(trees), MAX_PAIRS // 2):
+        out[:, lo:hi] = _marginal_chunk(
+            cf, kind, children, X, lo, hi, trees, right_probability, check_nan
+        )
     return out
 
 
-def _marginal_chunk(cf, X, trees, right_probability):
-    n_rows, n_feat = X.shape
+def _marginal_chunk(cf, kind, children, X, lo, hi, trees, right_probability, check_nan):
+    n_feat = X.shape[1]
     flat = X.reshape(-1)
-    n_pairs = len(trees) * n_rows
+    m = hi - lo
+    n_pairs = len(trees) * m
     n_classes = cf.value.shape[1]
-    node = np.repeat(cf.roots[trees], n_rows)
-    rowbase = np.tile(np.arange(n_rows, dtype=np.int64) * n_feat, len(trees))
-    pid = np.arange(n_pairs, dtype=np.int64)
+    node = np.repeat(cf.roots[trees].astype(np.int32), m)
+    rows = np.tile(np.arange(lo, hi, dtype=np.int64), len(trees))
+    pid = np.arange(n_pairs, dtype=np.int32)
     weight = np.ones(n_pairs)
     leaf_pid, leaf_node, leaf_w = [], [], []
-    feature, children = cf.feature, cf.children
+    threshold = cf.threshold
     while node.size:
-        f = feature[node]
-        leaf = f < 0
-        if leaf.any():
+        k = kind[node]
+        leaf = np.flatnonzero(k == -1)
+        if leaf.size:
             leaf_pid.append(pid[leaf])
             leaf_node.append(node[leaf])
             leaf_w.append(weight[leaf])
-            keep = ~leaf
-            node, rowbase, pid, f, weight = (
-                node[keep],
-                rowbase[keep],
-                pid[keep],
-                f[keep],
-                weight[keep],
-            )
-            if not node.size:
-                break
-        x = flat[rowbase + f]
-        step = 2 * node + (x > cf.threshold[node])
-        missing = np.isnan(x)
-        if missing.any():
-            idx = np.flatnonzero(missing)
-            seen = cf.saw_missing[node[idx]]
-            s = idx[seen]
-            step[s] = 2 * node[s] + cf.missing_right[node[s]]
-            u = idx[~seen]
-            if u.size:
-                p = right_probability(node[u], rowbase[u] // n_feat)
-                step[u] = 2 * node[u]  # left branch keeps the pair
-                w = weight[u]
-                weight[u] = w * (1.0 - p)
-                step = np.concatenate([step, 2 * node[u] + 1])
-                rowbase = np.concatenate([rowbase, rowbase[u]])
-                pid = np.concatenate([pid, pid[u]])
-                weight = np.concatenate([weight, w * p])
-        node = children[step]
+        reg = np.flatnonzero(k >= 0)
+        br = np.flatnonzero(k == -2)
+        nr = node[reg]
+        x = flat[rows[reg] * n_feat + k[reg]]
+        step = 2 * nr + (x > threshold[nr])
+        if check_nan:
+            miss = np.flatnonzero(np.isnan(x))
+            if miss.size:
+                seen = cf.saw_missing[nr[miss]]
+                s = miss[seen]
+                step[s] = 2 * nr[s] + cf.missing_right[nr[s]]
+                # unresolvable: branch like an absent column
+                br = np.concatenate([br, reg[miss[~seen]]])
+                keep = np.ones(reg.size, dtype=bool)
+                keep[miss[~seen]] = False
+                reg, step = reg[keep], step[keep]
+        nb = node[br]
+        rb = rows[br]
+        p = right_probability(nb.astype(np.int64), rb)
+        wb = weight[br]
+        node = np.concatenate([children[step], children[2 * nb], children[2 * nb + 1]])
+        rows = np.concatenate([rows[reg], rb, rb])
+        pid = np.concatenate([pid[reg], pid[br], pid[br]])
+        weight = np.concatenate([weight[reg], wb * (1.0 - p), wb * p])
     pids = np.concatenate(leaf_pid)
     nodes = np.concatenate(leaf_node)
     ws = np.concatenate(leaf_w)
     out = np.empty((n_pairs, n_classes))
     for c in range(n_classes):
         out[:, c] = np.bincount(pids, weights=ws * cf.value[nodes, c], minlength=n_pairs)
-    return out.reshape(len(trees), n_rows, n_classes)
+    return out.reshape(len(trees), m, n_classes)
 
 
 def average_leaves(

@@ -144,7 +144,7 @@ def run(rows: int, out: Path) -> dict:
                 pooled, strategy="mp", imputers=imputers, feature_std=feature_std
             )
             fallback_rows = half[diag.fallback_rows]
-            t_fallback = best_time(lambda mp=mp: mp.predict_proba(fallback_rows), 1)
+            t_fallback = best_time(lambda mp=mp, rows=fallback_rows: mp.predict_proba(rows), 1)
         else:
             t_fallback = 0.0
         results["all_features"][strategy] = {"seconds": t_all, "ratio": t_all / sk}

@@ -408,8 +408,7 @@ def test_auto_selects_on_validation_rows(two_site_forest, table):
 def test_results_do_not_depend_on_row_chunking(real_forest, table, monkeypatch, strategy):
     _, forest, X, _ = real_forest
     Xt, _ = table
-    from fedforest import fit_imputers, fit_surrogates
-    from fedforest import routing
+    from fedforest import fit_imputers, fit_surrogates, routing
 
     forest = fit_surrogates(forest, Xt[:400], ["x0", "x1", "x2"])
     imps = fit_imputers(Xt[:400], ["x3", "x4", "x5"], ["x0", "x1", "x2"], random_state=0)

@@ -1,0 +1,125 @@
+"""The site side of the fedforest job: receive a task, call the core, reply."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from pathlib import Path
+
+from nvflare.apis.event_type import EventType
+from nvflare.apis.executor import Executor
+from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.signal import Signal
+
+from ..config import LOCAL_OVERRIDE, SiteConfig
+from ..site import SiteRunner
+from .controller import ERROR, PAYLOAD
+
+logger = logging.getLogger(__name__)
+
+
+class FedForestExecutor(Executor):
+    """Serves the fedforest phases at one site.
+
+    Parameters
+    ----------
+    site_config : str
+        File name of the site YAML in the site app's config folder (the job
+        builder ships ``site_configs/<site>.yaml`` there). A file
+        ``fedforest.yaml`` in the site's own FLARE ``local/`` folder may set
+        ``data_path`` and takes precedence.
+    """
+
+    def __init__(self, site_config: str = "fedforest_site.yaml"):
+        super().__init__()
+        if not isinstance(site_config, str) or not site_config:
+            raise ValueError(
+                f"site_config={site_config!r} must be the file name of the site YAML in the "
+                "site app's config folder; rebuild the job with `fedforest job build`"
+            )
+        self.site_config = site_config
+        self.runner: SiteRunner | None = None
+        self.startup_error: str | None = None
+        self.run_dir: Path | None = None
+
+    def handle_event(self, event_type: str, fl_ctx: FLContext) -> None:
+        if event_type != EventType.START_RUN:
+            return
+        site = fl_ctx.get_identity_name()
+        try:
+            workspace = fl_ctx.get_engine().get_workspace()
+            job_id = fl_ctx.get_job_id()
+            self.run_dir = Path(workspace.get_run_dir(job_id))
+            path = Path(workspace.get_app_config_dir(job_id)) / self.site_config
+            override = Path(workspace.get_file_path_in_site_config(LOCAL_OVERRIDE))
+            config = SiteConfig.load(path, override=override)
+            if override.is_file():
+                logger.info("site %s: data path taken from its own %s", site, override)
+            if config.site != site:
+                raise ValueError(
+                    f"{config.source}: key 'site' is {config.site!r} but this site is {site!r}"
+                )
+            self.runner = SiteRunner(config).load()
+        except Exception as err:  # noqa: BLE001 - any start-up failure stops this site
+            self.startup_error = f"{type(err).__name__}: {err}"
+            logger.error("site %s cannot start: %s", site, self.startup_error)
+            self.system_panic(f"fedforest site {site}: {self.startup_error}", fl_ctx)
+
+    def execute(
+        self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal
+    ) -> Shareable:
+        site = fl_ctx.get_identity_name()
+        if self.runner is None:
+            return self._error(
+                ReturnCode.EXECUTION_EXCEPTION, self.startup_error or "the site did not start"
+            )
+        data = shareable.get(PAYLOAD)
+        if not isinstance(data, dict):
+            return self._error(ReturnCode.BAD_TASK_DATA, f"task {task_name} carries no payload")
+        try:
+            payload = self.run_task(task_name, data)
+        except KeyError as err:
+            return self._error(ReturnCode.BAD_TASK_DATA, f"task {task_name}: missing {err}")
+        except Exception as err:  # noqa: BLE001 - reported to the server, which drops the site
+            logger.error("site %s: task %s failed:\n%s", site, task_name, traceback.format_exc())
+            return self._error(ReturnCode.EXECUTION_EXCEPTION, f"{type(err).__name__}: {err}")
+        if payload is None:
+            return self._error(ReturnCode.TASK_UNKNOWN, f"unknown task {task_name!r}")
+        reply = make_reply(ReturnCode.OK)
+        reply[PAYLOAD] = payload
+        return reply
+
+    def run_task(self, task_name: str, data: dict):
+        """Call the core for one task; ``None`` for an unknown task."""
+        runner = self.runner
+        if task_name == "schema":
+            runner.random_state = int(data.get("seed", 0))
+            return runner.describe()
+        if task_name == "vote":
+            runner.set_schema(data["schema"])
+            return runner.vote() if data["vote"] else {}
+        if task_name == "score_mask":
+            return runner.score_mask(data["features"], data["metric"])
+        if task_name == "train":
+            return runner.train(
+                data["elected"], data["forest"], data["surrogates"], data["intersection"]
+            )
+        if task_name == "evaluate":
+            return runner.evaluate(
+                data["model"],
+                data["strategies"],
+                data["voting"],
+                data["depth_threshold"],
+                data["metrics"],
+                data["auto_metric"],
+                save_dir=self.run_dir,
+            )
+        return None
+
+    @staticmethod
+    def _error(rc: str, message: str) -> Shareable:
+        reply = make_reply(rc)
+        reply[ERROR] = message
+        return reply

@@ -1,0 +1,370 @@
+"""Everything the server does in a job, without FLARE.
+
+:class:`JobServer` joins the sites' schemas, counts the election (and tunes it
+through a callback that asks the sites to score masks), validates and pools the
+trained payloads, and writes the results. A payload that fails validation is
+refused: the site is named, dropped from later phases, and its payload is
+never used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import JobConfig
+from .election import Ballot, ElectionResult, SiteVote
+from .errors import PayloadError
+from .forest import PooledForest
+from .imputers import ImputerSet
+from .model_io import model_bundle
+from .schema import GlobalSchema, SchemaError, SiteSchema
+from .tuning import TuningResult, hill_climb
+
+logger = logging.getLogger(__name__)
+
+
+def payload_bytes(value) -> int:
+    """Approximate size of a payload on the wire (array bytes + plain values)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, Mapping):
+        return sum(len(str(k)) + payload_bytes(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(payload_bytes(v) for v in value)
+    return len(str(value))
+
+
+@dataclass
+class JobServer:
+    """The server's side of the job.
+
+    Parameters
+    ----------
+    config : JobConfig
+    """
+
+    config: JobConfig
+    schema: GlobalSchema | None = None
+    election: ElectionResult | None = None
+    tuning: TuningResult | None = None
+    dropped: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    payload_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+    site_rows: dict[str, int] = field(default_factory=dict)
+
+    # ------------------------------------------------------------- helpers
+    def drop(self, site: str, phase: str, reason: str) -> None:
+        """Record that ``site`` is out of the job from ``phase`` on."""
+        if site not in self.dropped:
+            self.dropped[site] = f"{phase}: {reason}"
+            logger.warning("site %s dropped in phase %s: %s", site, phase, reason)
+
+    def record_sizes(self, phase: str, payloads: Mapping[str, Any]) -> None:
+        for site, payload in payloads.items():
+            self.payload_sizes.setdefault(site, {})[phase] = payload_bytes(payload)
+
+    def alive(self, sites) -> list[str]:
+        return [s for s in sites if s not in self.dropped]
+
+    def check_min_sites(self, alive: list[str], phase: str) -> None:
+        """Stop the job when fewer than ``min_sites`` sites are left."""
+        if len(alive) < self.config.min_sites:
+            dropped = "; ".join(f"{s} ({why})" for s, why in self.dropped.items()) or "none"
+            raise RuntimeError(
+                f"phase {phase}: only {len(alive)} site(s) left ({', '.join(alive) or 'none'}), "
+                f"fewer than min_sites={self.config.min_sites}. Dropped: {dropped}"
+            )
+
+    # ------------------------------------------------------------- phase 1
+    def build_schema(self, payloads: Mapping[str, Mapping]) -> dict:
+        """Join the site schemas; refuse malformed ones (the site is dropped)."""
+        self.record_sizes("schema", payloads)
+        schemas = []
+        for site, payload in payloads.items():
+            try:
+                s = SiteSchema.from_payload(payload, sender=site)
+                if s.site != site:
+                    raise PayloadError(f"it says it is site {s.site!r}", sender=site)
+                if len(s.classes) < 2:
+                    raise SchemaError(
+                        f"site {site!r} has a single class {s.classes}; its target needs at "
+                        "least two classes"
+                    )
+                schemas.append(s)
+            except (PayloadError, SchemaError) as err:
+                self.drop(site, "schema", str(err))
+        self.check_min_sites([s.site for s in schemas], "schema")
+        self.schema = GlobalSchema.build(schemas)
+        self.site_rows = dict(self.schema.site_rows)
+        if not self.schema.shared:
+            raise SchemaError(
+                "the sites share no column: at least one feature every site has is needed "
+                f"(columns per site: {self.schema.site_columns})"
+            )
+        logger.info(
+            "schema: %d features (%d shared) over %d sites, classes %s",
+            len(self.schema.features),
+            len(self.schema.shared),
+            len(schemas),
+            self.schema.classes,
+        )
+        return self.schema.to_payload()
+
+    # ------------------------------------------------------------- phase 2
+    def read_votes(self, payloads: Mapping[str, Mapping]) -> Ballot:
+        """Validate the votes and build the ballot."""
+        self.record_sizes("election", payloads)
+        votes = []
+        for site, payload in payloads.items():
+            try:
+                vote = SiteVote.from_payload(payload, sender=site, features=self.schema.features)
+                if vote.site != site:
+                    raise PayloadError(f"it says it is site {vote.site!r}", sender=site)
+                unknown = set(vote.features) - set(self.schema.site_columns.get(site, []))
+                if unknown:
+                    raise PayloadError(
+                        f"it votes on columns it does not have: {sorted(unknown)}", sender=site
+                    )
+                votes.append(vote)
+            except PayloadError as err:
+                self.drop(site, "election", str(err))
+        self.check_min_sites([v.site for v in votes], "election")
+        el = self.config.election
+        return Ballot(votes, el["aggregation"], el["always_keep"])
+
+    def elect(self, ballot: Ballot, score: Callable[[list[str]], float] | None) -> list[str]:
+        """Count the ballot (hill-climbing the freedom degree when auto-tuning)."""
+        el = self.config.election
+        if el["auto_tune"] and score is not None:
+            self.tuning = hill_climb(
+                ballot,
+                score,
+                start=el["freedom_degree"],
+                rounds=el["tuning_rounds"],
+                tolerance=el["tolerance"],
+            )
+            self.election = self.tuning.election
+        else:
+            self.election = ballot.count(el["freedom_degree"])
+        logger.info(
+            "election: kept %d of %d features %s",
+            len(self.election.selected),
+            len(self.election.features),
+            self.election.stats,
+        )
+        return list(self.election.selected)
+
+    @staticmethod
+    def weighted_score(replies: Mapping[str, Mapping]) -> float:
+        """Row-weighted mean of the sites' mask scores."""
+        scores, weights = [], []
+        for site, reply in replies.items():
+            value, rows = reply.get("score"), reply.get("n_rows")
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise PayloadError(f"score {value!r} is not a finite number", sender=site)
+            if not isinstance(rows, int) or rows < 1:
+                raise PayloadError(f"n_rows {rows!r} is not a positive integer", sender=site)
+            scores.append(float(value))
+            weights.append(rows)
+        if not scores:
+            raise RuntimeError("no site scored the proposed mask")
+        return float(np.average(scores, weights=weights))
+
+    # ------------------------------------------------------------- phase 3
+    def pool(self, payloads: Mapping[str, Mapping], want_intersection: bool) -> dict:
+        """Validate every site's training payload and pool them into a model bundle."""
+        self.record_sizes("train", payloads)
+        forests, imputers, stds, inters = [], [], [], []
+        elected = set(self.election.selected) if self.election else set(self.schema.features)
+        for site, payload in payloads.items():
+            try:
+                if not isinstance(payload, Mapping):
+                    raise PayloadError("expected a dict", sender=site)
+                forest = PooledForest.from_payload(payload.get("forest"), sender=site)
+                if forest.owners != [site]:
+                    raise PayloadError(f"its trees claim owners {forest.owners}", sender=site)
+                extra = set(forest.feature_names) - elected
+                if extra:
+                    raise PayloadError(
+                        f"its trees use features that were not elected: {sorted(extra)}",
+                        sender=site,
+                    )
+                imps = ImputerSet.from_payload(payload.get("imputers"), sender=site)
+                std = payload.get("feature_std")
+                if not isinstance(std, Mapping) or not all(
+                    isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+                    for v in std.values()
+                ):
+                    raise PayloadError(
+                        "feature_std must map features to finite numbers >= 0", sender=site
+                    )
+                inter = None
+                if want_intersection and payload.get("intersection") is not None:
+                    inter = PooledForest.from_payload(payload["intersection"], sender=site)
+            except PayloadError as err:
+                self.drop(site, "train", str(err))
+                continue
+            forests.append(forest)
+            imputers.append(imps)
+            stds.append(std)
+            if inter is not None:
+                inters.append(inter)
+        self.check_min_sites([f.owners[0] for f in forests], "train")
+        pooled = PooledForest.concat(forests)
+        selected = ImputerSet.select(imputers)
+        feature_std = {}
+        for name in pooled.feature_names:
+            values = [s[name] for s in stds if name in s]
+            if values:
+                feature_std[name] = float(np.mean(values))
+        intersection = PooledForest.concat(inters) if inters else None
+        logger.info(
+            "pooled %d trees from %d sites; %d imputers",
+            pooled.n_trees,
+            len(forests),
+            len(selected),
+        )
+        return model_bundle(
+            pooled.to_payload(),
+            selected.to_payload(),
+            feature_std,
+            intersection.to_payload() if intersection is not None else None,
+            settings={
+                "depth_threshold": self.config.depth_threshold,
+                "voting": self.config.voting,
+                "seed": self.config.seed,
+            },
+        )
+
+    # ------------------------------------------------------------- phase 4
+    def write_results(
+        self,
+        run_dir,
+        metrics: Mapping[str, Mapping],
+        model: Mapping | None,
+        status: str = "finished",
+        error: str | None = None,
+    ) -> dict:
+        """Write ``results.json`` and ``report.md`` into ``run_dir``."""
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        results = {
+            "job": self.config.name,
+            "status": status,
+            "error": error,
+            "sites": self.config.sites,
+            "dropped_sites": dict(self.dropped),
+            "strategies": list(self.config.strategies),
+            "metrics": {site: m.get("strategies", {}) for site, m in metrics.items()},
+            "test_rows": {site: m.get("rows") for site, m in metrics.items()},
+            "schema": self.schema.to_payload() if self.schema else None,
+            "election": self.election.to_dict() if self.election else None,
+            "tuning": self.tuning.to_dict() if self.tuning else None,
+            "phase_seconds": {k: round(v, 3) for k, v in self.timings.items()},
+            "payload_bytes": self.payload_sizes,
+        }
+        if model is not None:
+            forest = model["forest"]
+            results["model"] = {
+                "trees": int(len(forest["tree_start"]) - 1),
+                "nodes": int(forest["tree_start"][-1]),
+                "features": list(forest["feature_names"]),
+                "owners": list(forest["owners"]),
+                "bytes": payload_bytes(model),
+            }
+        (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+        (run_dir / "report.md").write_text(render_report(results))
+        logger.info("results written to %s", run_dir)
+        return results
+
+
+def render_report(results: Mapping) -> str:
+    """A readable report of a job's results."""
+    lines = [f"# fedforest job `{results['job']}`: {results['status']}", ""]
+    if results.get("error"):
+        lines += [f"**Error:** {results['error']}", ""]
+    if results.get("dropped_sites"):
+        lines += ["## Dropped sites", ""]
+        lines += [f"- `{s}`: {why}" for s, why in results["dropped_sites"].items()]
+        lines.append("")
+    metrics = results.get("metrics") or {}
+    if metrics:
+        lines += ["## Test metrics per site and strategy", ""]
+        for site, per in metrics.items():
+            lines += [
+                f"### {site} ({results['test_rows'].get(site)} test rows)",
+                "",
+                "| strategy | AUPRC | AUC | MCC | accuracy | trees kept | fallback rows |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for strategy, row in per.items():
+                name = strategy + (f" → {row['chosen']}" if row.get("chosen") else "")
+                lines.append(
+                    f"| {name} | {_fmt(row.get('auprc'))} | {_fmt(row.get('auc'))} | "
+                    f"{_fmt(row.get('mcc'))} | {_fmt(row.get('accuracy'))} | "
+                    f"{row.get('mean_trees_kept', 0):.1f} | {row.get('fallback_rows', 0)} |"
+                )
+            lines.append("")
+        lines += [
+            "### Mean over sites",
+            "",
+            "| strategy | AUPRC | AUC | MCC | accuracy |",
+            "|---|---|---|---|---|",
+        ]
+        strategies = list(next(iter(metrics.values())).keys())
+        for strategy in strategies:
+            vals = {
+                m: [
+                    per[strategy].get(m)
+                    for per in metrics.values()
+                    if strategy in per and per[strategy].get(m) is not None
+                ]
+                for m in ("auprc", "auc", "mcc", "accuracy")
+            }
+            lines.append(
+                f"| {strategy} | "
+                + " | ".join(_fmt(float(np.mean(v)) if v else None) for v in vals.values())
+                + " |"
+            )
+        lines.append("")
+    election = results.get("election")
+    if election:
+        st = election["stats"]
+        lines += [
+            "## Feature election",
+            "",
+            f"Kept {st['kept']} features (intersection {st['intersection']}, union "
+            f"{st['union']}, disputed {st['disputed']}) at freedom degree "
+            f"{election['freedom_degree']:.4g}: {', '.join(election['selected'])}",
+            "",
+        ]
+    tuning = results.get("tuning")
+    if tuning:
+        lines += ["| freedom degree | features kept | validation score |", "|---|---|---|"]
+        lines += [
+            f"| {h['freedom_degree']:.4f} | {h['kept']} | {h['score']:.4f} |"
+            for h in tuning["history"]
+        ]
+        lines.append("")
+    if results.get("phase_seconds"):
+        lines += ["## Phase timings (seconds)", "", "| phase | seconds |", "|---|---|"]
+        lines += [f"| {k} | {v:.2f} |" for k, v in results["phase_seconds"].items()]
+        lines.append("")
+    if results.get("payload_bytes"):
+        lines += ["## Payload sizes (bytes)", ""]
+        for site, sizes in results["payload_bytes"].items():
+            lines.append(f"- `{site}`: " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    return "–" if value is None else f"{value:.3f}"

@@ -1,0 +1,33 @@
+"""Demo data and small job configs in a temporary folder, for real FLARE runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "data_prep"))
+
+from make_demo_data import make_demo_data  # noqa: E402
+
+
+def write_configs(folder: Path, rows: int = 400, **job_overrides) -> Path:
+    """Demo data for three sites and a small, fast job config; returns the config folder."""
+    data = folder / "data"
+    make_demo_data(data, rows=rows, seed=1)
+    configs = folder / "site_configs"
+    configs.mkdir(parents=True)
+    job = yaml.safe_load((ROOT / "site_configs" / "job.yaml").read_text())
+    job["forest"]["n_estimators"] = 30
+    job["election"]["tuning_rounds"] = 3
+    job["job"]["wait_after_min"] = 2
+    for section, values in job_overrides.items():
+        job[section].update(values)
+    (configs / "job.yaml").write_text(yaml.safe_dump(job))
+    for site in ("site-1", "site-2", "site-3"):
+        cfg = yaml.safe_load((ROOT / "site_configs" / f"{site}.yaml").read_text())
+        cfg["data_path"] = str(data / f"{site}.csv")
+        (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
+    return configs

@@ -1,0 +1,91 @@
+"""End-to-end runs of the real NVIDIA FLARE simulator (no mocks)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from faulty_executors import FailingTrainExecutor, MalformedTreeExecutor
+from flare_setup import write_configs
+
+from fedforest.config import JOB_STRATEGIES
+from fedforest.flare.job import build_job, simulate
+from fedforest.model_io import load_model
+
+pytestmark = pytest.mark.flare
+SITES = ["site-1", "site-2", "site-3"]
+
+
+def run(configs, tmp_path, custom=None):
+    job_dir = build_job(configs, tmp_path / "jobs", job_custom=custom)
+    ws = tmp_path / "ws"
+    run_dir = simulate(job_dir, ws, SITES, log_file=tmp_path / "sim.log")
+    path = run_dir / "results.json"
+    assert path.is_file(), (tmp_path / "sim.log").read_text()[-3000:]
+    return json.loads(path.read_text()), run_dir, ws
+
+
+def test_three_sites_with_different_columns(tmp_path):
+    configs = write_configs(tmp_path)
+    results, run_dir, ws = run(configs, tmp_path)
+    assert results["status"] == "finished" and results["dropped_sites"] == {}
+    assert sorted(results["metrics"]) == SITES
+    for site in SITES:
+        per = results["metrics"][site]
+        assert set(per) == set(JOB_STRATEGIES)
+        for strategy, row in per.items():
+            assert 0.3 <= row["auprc"] <= 1.0, (site, strategy)
+            assert 0.5 <= row["auc"] <= 1.0, (site, strategy)
+            assert -1.0 <= row["mcc"] <= 1.0 and 0 <= row["accuracy"] <= 1
+            assert row["rows"] == results["test_rows"][site]
+        assert per["auto"]["chosen"] in per
+    mean = {s: sum(results["metrics"][x][s]["auprc"] for x in SITES) / 3 for s in JOB_STRATEGIES}
+    assert mean["mp"] > mean["intersection"] + 0.05
+    # election, tuning history, timings and payload sizes are reported
+    assert results["election"]["selected"]
+    assert 1 <= len(results["tuning"]["history"])
+    assert {"schema", "train", "evaluate"} <= set(results["phase_seconds"])
+    assert all(results["payload_bytes"][s]["train"] > 1000 for s in SITES)
+    report = (run_dir / "report.md").read_text()
+    assert "## Test metrics per site and strategy" in report and "site-2" in report
+    # each site saved the pooled model, which loads, and its own metrics
+    for site in SITES:
+        model = load_model(ws / site / "simulate_job" / "pooled_model.npz")
+        assert model["forest"].n_trees == 90 and model["intersection"] is not None
+        saved = json.loads((ws / site / "simulate_job" / "metrics.json").read_text())
+        assert math.isclose(
+            saved["strategies"]["mp"]["auprc"], results["metrics"][site]["mp"]["auprc"]
+        )
+
+
+def test_a_site_failing_in_train_is_dropped_and_named(tmp_path):
+    configs = write_configs(tmp_path, election={"auto_tune": False})
+    faulty = FailingTrainExecutor(site_config="fedforest_site.yaml")
+    results, _, _ = run(configs, tmp_path, custom=[("site-2", faulty)])
+    assert results["status"] == "finished"
+    assert list(results["dropped_sites"]) == ["site-2"]
+    assert "rehearsed fault" in results["dropped_sites"]["site-2"]
+    assert sorted(results["metrics"]) == ["site-1", "site-3"]
+    assert sorted(results["model"]["owners"]) == ["site-1", "site-3"]
+
+
+def test_the_job_fails_clearly_below_min_sites(tmp_path):
+    configs = write_configs(tmp_path, job={"min_sites": 3}, election={"auto_tune": False})
+    faulty = FailingTrainExecutor(site_config="fedforest_site.yaml")
+    results, run_dir, _ = run(configs, tmp_path, custom=[("site-1", faulty)])
+    assert results["status"] == "failed"
+    assert "fewer than min_sites=3" in results["error"] and "site-1" in results["error"]
+    assert results["metrics"] == {}
+    assert "**Error:**" in (run_dir / "report.md").read_text()
+
+
+def test_a_malformed_tree_payload_is_refused_and_never_used(tmp_path):
+    configs = write_configs(tmp_path, election={"auto_tune": False})
+    bad = MalformedTreeExecutor(site_config="fedforest_site.yaml")
+    results, _, _ = run(configs, tmp_path, custom=[("site-3", bad)])
+    assert results["status"] == "finished"
+    reason = results["dropped_sites"]["site-3"]
+    assert "payload from 'site-3' refused" in reason and "children_left" in reason
+    assert sorted(results["model"]["owners"]) == ["site-1", "site-2"]
+    assert sorted(results["metrics"]) == ["site-1", "site-2"]

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format bench clean
+.PHONY: install test lint format bench bench-job demo demo-data job poc clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,5 +29,22 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_inference.py
 
+bench-job: $(STAMP)
+	$(PY) benchmarks/bench_job.py
+
+demo-data: $(STAMP)
+	$(PY) data_prep/make_demo_data.py --out demo_data
+
+job: demo-data
+	$(VENV)/bin/fedforest job build --config site_configs --out jobs
+
+# The main command: demo data for 3 hospitals, the job, a run in the FLARE simulator.
+demo: job
+	$(VENV)/bin/fedforest job simulate jobs/fedforest-demo --workspace workspaces/demo
+
+# The same job as separate processes: nvflare poc prepare/start, submit, wait, download, stop.
+poc: job
+	$(VENV)/bin/fedforest job poc jobs/fedforest-demo --workspace /tmp/fedforest-poc --out workspaces/poc
+
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info workspaces demo_data jobs/fedforest-demo

@@ -62,3 +62,41 @@ def test_elect_prints_votes_and_mask(tmp_path, capsys):
 def test_elect_errors_are_reported(tmp_path, capsys):
     assert main(["elect", str(tmp_path / "missing.csv"), "x.csv", "--target", "y"]) == 1
     assert "no such CSV file" in capsys.readouterr().err
+
+
+def test_predict_applies_a_saved_model_to_new_rows(tmp_path, capsys, two_site_forest, table):
+    import numpy as np
+    import pandas as pd
+
+    from fedforest import PooledForestClassifier, fit_imputers
+    from fedforest.model_io import model_bundle, save_model
+
+    forest, _, _ = two_site_forest
+    X, _ = table
+    imps = fit_imputers(X[:300], ["x2", "x3", "x4", "x5"], ["x0", "x1"], random_state=0)
+    std = X.std().to_dict()
+    path = save_model(tmp_path / "model", model_bundle(
+        forest.to_payload(), imps.to_payload(), std, settings={"seed": 3}))
+    # a hospital with columns x0, x1, x2 under a local name, plus an id column
+    rows = X[["x0", "x1", "x2"]][500:].rename(columns={"x2": "local_x2"}).assign(pid=1)
+    rows.to_csv(tmp_path / "new.csv", index=False)
+    out = tmp_path / "pred.csv"
+    code = main(["predict", "--model", str(path), "--data", str(tmp_path / "new.csv"),
+                 "--strategy", "mp", "--rename", "local_x2=x2", "--out", str(out)])
+    assert code == 0
+    captured = capsys.readouterr()
+    assert "ignoring columns the model does not use: pid" in captured.err
+    pred = pd.read_csv(out)
+    expected = PooledForestClassifier(forest, strategy="mp", imputers=imps, feature_std=std)
+    proba = expected.predict_proba(X[["x0", "x1", "x2"]][500:])
+    assert np.allclose(pred[["p_0", "p_1"]].to_numpy(), proba)
+    assert list(pred["prediction"]) == list(proba.argmax(axis=1))
+
+
+def test_predict_refuses_a_file_that_is_not_a_model(tmp_path, capsys):
+    bogus = tmp_path / "model.npz"
+    bogus.write_bytes(b"not a model")
+    data = tmp_path / "d.csv"
+    data.write_text("a\n1\n")
+    assert main(["predict", "--model", str(bogus), "--data", str(data)]) == 1
+    assert "not a fedforest payload file" in capsys.readouterr().err

@@ -153,6 +153,10 @@ def _job_simulate(args: argparse.Namespace) -> int:
     workspace = Path(args.workspace)
     log = workspace.with_suffix(".log")
     workspace.parent.mkdir(parents=True, exist_ok=True)
+    if workspace.exists() and (workspace / "server").is_dir():
+        import shutil
+
+        shutil.rmtree(workspace)  # a previous simulator run: start clean
     print(f"running the simulator with {len(sites)} sites (log: {log}) ...", flush=True)
     run_dir = simulate(job_dir, workspace, sites, log_file=log)
     results_path = run_dir / "results.json"
@@ -162,6 +166,27 @@ def _job_simulate(args: argparse.Namespace) -> int:
     print(format_results(results))
     print(f"\nreport: {run_dir / 'report.md'}\nresults: {results_path}")
     print(f"site models: {workspace}/<site>/simulate_job/pooled_model.npz")
+    return 0 if results.get("status") == "finished" else 1
+
+
+def _job_poc(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from .flare.poc import run_poc
+
+    job_dir = Path(args.job)
+    if not (job_dir / "meta.json").is_file():
+        raise FileNotFoundError(f"{job_dir} is not a FLARE job folder (no meta.json); build it "
+                                "with `fedforest job build`")
+    meta = json.loads((job_dir / "meta.json").read_text())
+    sites = sorted(s for targets in meta["deploy_map"].values() for s in targets if s != "server")
+    print(f"POC: preparing {len(sites)} sites in {args.workspace}, starting them, submitting "
+          f"{job_dir} ...", flush=True)
+    run_dir = run_poc(job_dir, sites, args.workspace, args.out, timeout=args.timeout)
+    results = json.loads((run_dir / "results.json").read_text())
+    print(format_results(results))
+    print(f"\nreport: {run_dir / 'report.md'}\nresults: {run_dir / 'results.json'}")
     return 0 if results.get("status") == "finished" else 1
 
 
@@ -298,6 +323,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace", default="workspaces/simulator", help="simulator workspace")
     p.add_argument("--config", help="check that these configs are still valid first")
     p.set_defaults(func=_job_simulate)
+
+    p = job_sub.add_parser("poc", help="run a built job in POC mode (separate processes)")
+    p.add_argument("job", help="the job folder (e.g. jobs/fedforest-demo)")
+    p.add_argument("--workspace", default="/tmp/fedforest-poc", help="POC workspace")
+    p.add_argument("--out", default="workspaces/poc", help="where the results are downloaded")
+    p.add_argument("--timeout", type=float, default=900, help="seconds to wait for the job")
+    p.set_defaults(func=_job_poc)
 
     p = sub.add_parser("predict", help="apply a saved pooled model to new rows at a site")
     p.add_argument("--model", required=True, help="pooled_model.npz saved by a job")

@@ -13,7 +13,7 @@ The job file (``site_configs/job.yaml``)::
       min_sites: 2                      # fewer sites alive and the job stops
       seed: 0
       timeouts: {schema: 120, election: 300, train: 900, evaluate: 600}  # seconds, 0 = no limit
-      wait_after_min: 5                 # seconds to wait for late sites once min_sites replied
+      wait_after_min: 30                # seconds to wait for late sites once min_sites replied
     evaluation:
       strategies: [fpv, pr, mi, ipr, mp, ss, park, local, intersection, auto]
       voting: soft
@@ -52,6 +52,7 @@ takes precedence over the job's value.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +78,7 @@ JOB_DEFAULTS: dict[str, Any] = {
         "min_sites": None,
         "seed": 0,
         "timeouts": {"schema": 120, "election": 300, "train": 900, "evaluate": 600},
-        "wait_after_min": 5,
+        "wait_after_min": 30,
     },
     "evaluation": {
         "strategies": ["fpv", "pr", "mi", "ipr", "mp", "ss", "park", "local", "intersection"],
@@ -161,15 +162,23 @@ class _Checker:
         return value
 
     def number(self, key, value, lo=None, hi=None, open_hi=False, open_lo=False):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(key, value, f"a number{_range(lo, hi)}")
+        if open_lo or open_hi:
+            allowed = (
+                f"a finite number in {'(' if open_lo else '['}{lo}, {hi}{')' if open_hi else ']'}"
+            )
+        else:
+            allowed = f"a finite number{_range(lo, hi)}"
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not math.isfinite(value))
+        ):
+            self.fail(key, value, allowed)
         bad = (lo is not None and (value <= lo if open_lo else value < lo)) or (
             hi is not None and (value >= hi if open_hi else value > hi)
         )
         if bad:
-            lo_b = "(" if open_lo else "["
-            hi_b = ")" if open_hi else "]"
-            self.fail(key, value, f"a number in {lo_b}{lo}, {hi}{hi_b}")
+            self.fail(key, value, allowed)
         return float(value)
 
     def boolean(self, key, value):
@@ -277,9 +286,14 @@ class JobConfig:
         mf = forest["max_features"]
         if not (
             mf in ("sqrt", "log2", None)
-            or (isinstance(mf, (int, float)) and not isinstance(mf, bool) and mf > 0)
+            or (isinstance(mf, int) and not isinstance(mf, bool) and mf >= 1)
+            or (isinstance(mf, float) and 0 < mf <= 1)
         ):
-            c.fail("forest.max_features", mf, "sqrt, log2, null, an integer >= 1 or a fraction")
+            c.fail(
+                "forest.max_features",
+                mf,
+                "sqrt, log2, null, an integer >= 1 or a fraction in (0, 1]",
+            )
         c.number("surrogates.min_agreement", sur["min_agreement"], -1, 1)
         c.integer("surrogates.min_rows", sur["min_rows"], 1)
         c.boolean("election.enabled", el["enabled"])
@@ -429,6 +443,13 @@ class SiteConfig:
             if local not in header:
                 c.fail(f"renames.{local}", local, "a column of the data file: " + ", ".join(header))
         columns = [self.renames.get(h, h) for h in header]
+        for local, name in self.renames.items():
+            if columns.count(name) > 1:
+                c.fail(
+                    f"renames.{local}",
+                    name,
+                    "a global name no other column of the data file has: " + ", ".join(columns),
+                )
         if self.target not in columns:
             c.fail("target", self.target, "a column of the data file: " + ", ".join(columns))
         for col in self.categorical:

@@ -65,6 +65,9 @@ def load_payload(path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")
+    with open(path, "rb") as fh:
+        if fh.read(4) != b"PK\x03\x04":
+            raise PayloadError(f"{path} is not a fedforest payload file (not an .npz archive)")
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
@@ -74,13 +77,16 @@ def load_payload(path) -> dict:
         raise PayloadError(f"{path} is not a fedforest payload file: {err}") from err
     if _META not in arrays:
         raise PayloadError(f"{path} is not a fedforest payload file (no structure entry)")
-    structure = json.loads(str(arrays.pop(_META)))
+    try:
+        structure = json.loads(str(arrays.pop(_META)))
+    except ValueError as err:
+        raise PayloadError(f"{path}: its structure entry is not valid JSON ({err})") from err
 
     def fill(value):
         if isinstance(value, dict):
             if set(value) == {"__array__"}:
                 name = value["__array__"]
-                if name not in arrays:
+                if not isinstance(name, str) or name not in arrays:
                     raise PayloadError(f"{path}: entry {name!r} is missing")
                 return arrays[name]
             return {k: fill(v) for k, v in value.items()}

@@ -189,15 +189,23 @@ class JobServer:
                 if not isinstance(payload, Mapping):
                     raise PayloadError("expected a dict", sender=site)
                 forest = PooledForest.from_payload(payload.get("forest"), sender=site)
-                if forest.owners != [site]:
-                    raise PayloadError(f"its trees claim owners {forest.owners}", sender=site)
-                extra = set(forest.feature_names) - elected
-                if extra:
-                    raise PayloadError(
-                        f"its trees use features that were not elected: {sorted(extra)}",
-                        sender=site,
-                    )
+                self._check_forest(forest, site, elected, "elected")
                 imps = ImputerSet.from_payload(payload.get("imputers"), sender=site)
+                for name, imp in imps.items():
+                    levels = self.schema.categories.get(name)
+                    if (
+                        name not in elected
+                        or not set(imp.predictors) <= elected
+                        or imp.kind != ("numeric" if levels is None else "categorical")
+                        or imp.n_levels != len(levels or ())
+                        or imp.owner != site
+                    ):
+                        raise PayloadError(
+                            f"its imputer for {name!r} ({imp.kind}, {imp.n_levels} levels, "
+                            f"predictors {imp.predictors}, owner {imp.owner!r}) does not match "
+                            "the elected features and the schema",
+                            sender=site,
+                        )
                 std = payload.get("feature_std")
                 if not isinstance(std, Mapping) or not all(
                     isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
@@ -209,6 +217,7 @@ class JobServer:
                 inter = None
                 if want_intersection and payload.get("intersection") is not None:
                     inter = PooledForest.from_payload(payload["intersection"], sender=site)
+                    self._check_forest(inter, site, set(self.schema.shared), "shared")
             except PayloadError as err:
                 self.drop(site, "train", str(err))
                 continue
@@ -243,6 +252,29 @@ class JobServer:
                 "seed": self.config.seed,
             },
         )
+
+    def _check_forest(self, forest: PooledForest, site: str, allowed: set, word: str) -> None:
+        """Refuse a site's forest that breaks the schema (concat would fail on it later)."""
+        if forest.owners != [site]:
+            raise PayloadError(f"its trees claim owners {forest.owners}", sender=site)
+        extra = set(forest.feature_names) - allowed
+        if extra:
+            raise PayloadError(
+                f"its trees use features that were not {word}: {sorted(extra)}", sender=site
+            )
+        for name in forest.feature_names:
+            if forest.categories.get(name) != self.schema.categories.get(name):
+                raise PayloadError(
+                    f"its trees give feature {name!r} the levels {forest.categories.get(name)}, "
+                    f"but the schema has {self.schema.categories.get(name)}",
+                    sender=site,
+                )
+        if not set(forest.classes.tolist()) <= set(self.schema.classes):
+            raise PayloadError(
+                f"its trees have classes {forest.classes.tolist()}, "
+                f"but the schema has {self.schema.classes}",
+                sender=site,
+            )
 
     # ------------------------------------------------------------- phase 4
     def write_results(

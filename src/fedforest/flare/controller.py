@@ -205,7 +205,8 @@ class FedForestController(Controller):
             answered.add(site)
             result = client_task.result
             if result is None:
-                server.drop(site, task_name, f"no reply within {int(timeout)} s")
+                server.drop(site, task_name,
+                            f"no reply (timed out after {int(timeout)} s, or the site stopped)")
                 continue
             rc = result.get_return_code()
             if rc != ReturnCode.OK:

@@ -63,9 +63,10 @@ class FedForestExecutor(Executor):
                 )
             self.runner = SiteRunner(config).load()
         except Exception as err:  # noqa: BLE001 - any start-up failure stops this site
+            # Reply to every task with the reason instead of dying silently: the server
+            # then names this site and the exact error, and goes on if min_sites allows.
             self.startup_error = f"{type(err).__name__}: {err}"
             logger.error("site %s cannot start: %s", site, self.startup_error)
-            self.system_panic(f"fedforest site {site}: {self.startup_error}", fl_ctx)
 
     def execute(
         self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal

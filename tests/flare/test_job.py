@@ -1,0 +1,84 @@
+"""Building the job from site_configs/, and configuration errors at build and at a site."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+from flare_setup import write_configs
+
+from fedforest.cli import main
+from fedforest.errors import ConfigError
+from fedforest.flare.job import build_job, simulate
+
+SITES = ["site-1", "site-2", "site-3"]
+
+
+def edit(path, fn):
+    data = yaml.safe_load(path.read_text())
+    fn(data)
+    path.write_text(yaml.safe_dump(data))
+
+
+def test_built_job_has_one_app_per_site_with_code_and_configs(tmp_path):
+    configs = write_configs(tmp_path, rows=60)
+    job = build_job(configs, tmp_path / "jobs")
+    meta = json.loads((job / "meta.json").read_text())
+    assert meta["deploy_map"] == {
+        "app_server": ["server"], **{f"app_{s}": [s] for s in SITES}
+    }
+    server = json.loads((job / "app_server/config/config_fed_server.json").read_text())
+    assert server["workflows"][0]["path"] == "fedforest.flare.controller.FedForestController"
+    for site in SITES:
+        app = job / f"app_{site}"
+        assert (app / "custom/fedforest/forest.py").is_file()
+        assert (app / "custom/fedforest/flare/executor.py").is_file()
+        shipped = yaml.safe_load((app / "config/fedforest_site.yaml").read_text())
+        assert shipped["site"] == site and os.path.isabs(shipped["data_path"])
+    assert (job / "app_server/config/fedforest_job.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    "target, change, message",
+    [
+        ("site-2", lambda d: d.update(data_path="missing.csv"), "key 'data_path'"),
+        ("site-1", lambda d: d.update(target="diagnosis"), "key 'target' is 'diagnosis'"),
+        ("site-3", lambda d: d.update(selector="magic"), "key 'selector' is 'magic'"),
+        ("site-3", lambda d: d.update(test_fraction="a lot"), "key 'test_fraction'"),
+        ("site-1", lambda d: d.update(renames={"sugar": "glucose"}), "key 'renames.sugar'"),
+        ("job", lambda d: d["evaluation"].update(strategies=["mp", "guess"]), "'guess'"),
+        ("job", lambda d: d["forest"].update(n_estimators="many"), "forest.n_estimators"),
+        ("job", lambda d: d["job"].update(sites=SITES + ["site-4"]), "site-4"),
+        ("job", lambda d: d["election"].update(freedom_degree=2), "election.freedom_degree"),
+    ],
+)
+def test_config_errors_stop_the_build_with_a_precise_message(tmp_path, target, change, message):
+    configs = write_configs(tmp_path, rows=60)
+    edit(configs / f"{target}.yaml", change)
+    with pytest.raises(ConfigError, match=message) as err:
+        build_job(configs, tmp_path / "jobs")
+    assert f"{target}.yaml" in str(err.value) or "site-4" in str(err.value)
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())
+
+
+def test_cli_build_reports_config_errors(tmp_path, capsys):
+    configs = write_configs(tmp_path, rows=60)
+    edit(configs / "site-1.yaml", lambda d: d.update(selector="magic"))
+    assert main(["job", "build", "--config", str(configs), "--out", str(tmp_path / "j")]) == 1
+    err = capsys.readouterr().err
+    assert "site-1.yaml: key 'selector' is 'magic'; allowed: lasso" in err
+
+
+@pytest.mark.flare
+def test_a_site_whose_data_vanished_is_dropped_with_the_reason(tmp_path):
+    configs = write_configs(tmp_path, election={"auto_tune": False})
+    job = build_job(configs, tmp_path / "jobs")
+    (tmp_path / "data" / "site-3.csv").unlink()
+    run_dir = simulate(job, tmp_path / "ws", SITES, log_file=tmp_path / "sim.log")
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["status"] == "finished"
+    reason = results["dropped_sites"]["site-3"]
+    assert "ConfigError" in reason and "key 'data_path'" in reason and "file not found" in reason
+    assert sorted(results["metrics"]) == ["site-1", "site-2"]

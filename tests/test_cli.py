@@ -75,14 +75,29 @@ def test_predict_applies_a_saved_model_to_new_rows(tmp_path, capsys, two_site_fo
     X, _ = table
     imps = fit_imputers(X[:300], ["x2", "x3", "x4", "x5"], ["x0", "x1"], random_state=0)
     std = X.std().to_dict()
-    path = save_model(tmp_path / "model", model_bundle(
-        forest.to_payload(), imps.to_payload(), std, settings={"seed": 3}))
+    path = save_model(
+        tmp_path / "model",
+        model_bundle(forest.to_payload(), imps.to_payload(), std, settings={"seed": 3}),
+    )
     # a hospital with columns x0, x1, x2 under a local name, plus an id column
     rows = X[["x0", "x1", "x2"]][500:].rename(columns={"x2": "local_x2"}).assign(pid=1)
     rows.to_csv(tmp_path / "new.csv", index=False)
     out = tmp_path / "pred.csv"
-    code = main(["predict", "--model", str(path), "--data", str(tmp_path / "new.csv"),
-                 "--strategy", "mp", "--rename", "local_x2=x2", "--out", str(out)])
+    code = main(
+        [
+            "predict",
+            "--model",
+            str(path),
+            "--data",
+            str(tmp_path / "new.csv"),
+            "--strategy",
+            "mp",
+            "--rename",
+            "local_x2=x2",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     captured = capsys.readouterr()
     assert "ignoring columns the model does not use: pid" in captured.err

@@ -120,8 +120,8 @@ def test_job_defaults_are_filled():
     assert cfg.name == "fedforest"
     assert cfg.min_sites == 3  # default: every site
     assert cfg.seed == 0
-    assert cfg.timeouts == {"schema": 120.0, "election": 300.0, "train": 900.0, "evaluate": 600.0}
-    assert cfg.wait_after_min == 5.0
+    assert cfg.timeouts == {k: float(v) for k, v in JOB_DEFAULTS["job"]["timeouts"].items()}
+    assert cfg.wait_after_min == float(JOB_DEFAULTS["job"]["wait_after_min"])
     assert cfg.strategies == JOB_DEFAULTS["evaluation"]["strategies"]
     assert cfg.voting == "soft" and cfg.depth_threshold == 2
     assert cfg.metrics == ["auprc", "auc", "mcc", "accuracy"]

@@ -337,11 +337,9 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------ helpers
     def _compiled(self) -> CompiledForest:
-        key = id(self.forest)
-        cache = self.__dict__.setdefault("_cache", {})
-        if cache.get("forest") != key:
-            cache.clear()
-            cache["forest"] = key
+        # cached on the forest (treated as immutable), shared by every classifier using it
+        cache = self.forest._cache
+        if "compiled" not in cache:
             cache["compiled"] = CompiledForest.build(self.forest)
         return cache["compiled"]
 
@@ -394,16 +392,22 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         """Leaves of the clean rows through scikit-learn's compiled engine."""
         forest = self.forest
         n_feat = forest.n_features
-        cache = self.__dict__.setdefault("_cache", {})
+        cache = forest._cache.setdefault("static", {})
+        with_imputer = (
+            tuple(np.flatnonzero(~np.all(np.isnan(rules.imputed), axis=0)))
+            if rules.name == "mi"
+            else ()
+        )
         key = (
-            "static",
             "sklearn" if sklearn_missing else rules.name,
             absent.tobytes(),
             int(self.depth_threshold),
             trees.tobytes(),
-            id(self.imputers),
+            with_imputer,
         )
         if key not in cache:
+            if len(cache) >= 64:
+                cache.clear()
             if sklearn_missing:
                 arrays = {
                     "left": forest.children_left,

@@ -177,12 +177,17 @@ def _job_poc(args: argparse.Namespace) -> int:
 
     job_dir = Path(args.job)
     if not (job_dir / "meta.json").is_file():
-        raise FileNotFoundError(f"{job_dir} is not a FLARE job folder (no meta.json); build it "
-                                "with `fedforest job build`")
+        raise FileNotFoundError(
+            f"{job_dir} is not a FLARE job folder (no meta.json); build it "
+            "with `fedforest job build`"
+        )
     meta = json.loads((job_dir / "meta.json").read_text())
     sites = sorted(s for targets in meta["deploy_map"].values() for s in targets if s != "server")
-    print(f"POC: preparing {len(sites)} sites in {args.workspace}, starting them, submitting "
-          f"{job_dir} ...", flush=True)
+    print(
+        f"POC: preparing {len(sites)} sites in {args.workspace}, starting them, submitting "
+        f"{job_dir} ...",
+        flush=True,
+    )
     run_dir = run_poc(job_dir, sites, args.workspace, args.out, timeout=args.timeout)
     results = json.loads((run_dir / "results.json").read_text())
     print(format_results(results))
@@ -262,6 +267,49 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _floats(text: str) -> list[float]:
+    return [float(t) for t in _csv_list(text)]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(t) for t in _csv_list(text)]
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .experiment import ExperimentPlan, run_experiment
+    from .reports import summary_tables, write_report
+
+    plan = ExperimentPlan(
+        datasets=list(args.datasets),
+        n_sites=_ints(args.sites),
+        jaccards=_floats(args.jaccards),
+        reps=args.reps,
+        methods=_csv_list(args.methods),
+        metrics=_csv_list(args.metrics),
+        voting=args.voting,
+        n_estimators=args.trees,
+        depth_threshold=args.depth_threshold,
+        target=args.target,
+        categorical=_csv_list(args.categorical),
+        n_jobs=args.n_jobs,
+    )
+    out = Path(args.out)
+    # progress lines (one per finished scenario) show even without --verbose
+    logging.getLogger("fedforest.experiment").setLevel(logging.INFO)
+    logging.getLogger("fedforest.reports").setLevel(logging.INFO)
+    tidy = run_experiment(plan, out)
+    print(f"results: {out / 'results.csv'} ({len(tidy)} rows)")
+    metric = plan.metrics[0]
+    for dataset, table in summary_tables(tidy, metric=metric).items():
+        print(f"\nmean {metric} ({dataset}):")
+        print(table.round(3).to_string())
+    if not args.no_report:
+        print(f"\nreport: {write_report(tidy, out, metrics=tuple(plan.metrics))}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedforest",
@@ -330,6 +378,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="workspaces/poc", help="where the results are downloaded")
     p.add_argument("--timeout", type=float, default=900, help="seconds to wait for the job")
     p.set_defaults(func=_job_poc)
+
+    from .experiment import METHODS, PAPER_JACCARDS, PAPER_SITES
+
+    p = sub.add_parser(
+        "experiment",
+        help="the missing-split paper's protocol over sites, overlaps and repetitions",
+        description="Run the paper's protocol in-process: for each dataset, number of sites, "
+        "Jaccard overlap and repetition, split rows and features, train, pool and score every "
+        "method at every site. Writes results.csv (tidy), summary tables, plots and report.md.",
+    )
+    p.add_argument(
+        "datasets", nargs="+", help="S-500-Num, S-500-Cat, S-500-Mix or CSV files (with --target)"
+    )
+    p.add_argument("--target", help="target column of CSV datasets")
+    p.add_argument("--categorical", help="categorical columns of CSV datasets, comma-separated")
+    p.add_argument(
+        "--sites",
+        default=",".join(map(str, PAPER_SITES)),
+        help="numbers of sites (default 2,3,4,6)",
+    )
+    p.add_argument(
+        "--jaccards",
+        default=",".join(map(str, PAPER_JACCARDS)),
+        help="target pairwise Jaccard overlaps (default 0.2,...,0.9)",
+    )
+    p.add_argument("--reps", type=int, default=100, help="repetitions per scenario")
+    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--metrics", default="auprc,auc,mcc")
+    p.add_argument(
+        "--voting",
+        default="soft",
+        choices=["soft", "hard"],
+        help="hard reproduces the paper's reference code",
+    )
+    p.add_argument("--trees", type=int, default=100, help="trees per site")
+    p.add_argument("--depth-threshold", type=int, default=2)
+    p.add_argument("--n-jobs", type=int, default=1, help="parallel processes")
+    p.add_argument("--out", default="experiments/run", help="output folder")
+    p.add_argument("--no-report", action="store_true", help="skip plots and report.md")
+    p.set_defaults(func=_experiment)
 
     p = sub.add_parser("predict", help="apply a saved pooled model to new rows at a site")
     p.add_argument("--model", required=True, help="pooled_model.npz saved by a job")

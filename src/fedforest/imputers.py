@@ -514,7 +514,7 @@ def fit_imputers(
     *,
     categories: Mapping[str, Sequence[str]] | None = None,
     owner: str = "site",
-    cv: int = 3,
+    cv: int | None = 3,
     random_state: int | None = None,
 ) -> ImputerSet:
     """Fit one imputer per target column from the predictor columns.
@@ -552,8 +552,11 @@ def fit_imputers(
         Levels of categorical features; a target named here is categorical.
     owner : str
         Site name recorded in each imputer.
-    cv : int
-        Number of cross-validation folds (at least 2).
+    cv : int or None
+        Number of cross-validation folds (at least 2). ``None`` skips
+        cross-validation and scores each model in-sample: the score only
+        matters when several sites offer an imputer for the same feature, so
+        skip it only when each feature has a single candidate.
     random_state : int, optional
         Seed of the fold shuffling.
 
@@ -587,8 +590,8 @@ def fit_imputers(
     targets = [str(t) for t in targets]
     predictors = [str(p) for p in predictors]
     categories = {str(k): list(v) for k, v in (categories or {}).items()}
-    if isinstance(cv, bool) or not isinstance(cv, (int, np.integer)) or cv < 2:
-        raise ValueError(f"cv must be an integer >= 2, got {cv!r}")
+    if cv is not None and (isinstance(cv, bool) or not isinstance(cv, (int, np.integer)) or cv < 2):
+        raise ValueError(f"cv must be an integer >= 2 or None, got {cv!r}")
     cols = [str(c) for c in X.columns]
     if len(set(cols)) != len(cols):
         raise ValueError(
@@ -681,8 +684,11 @@ def _fit_numeric(target, Xt, yt, center, predictors, owner, cv, random_state) ->
     model = LinearRegression().fit(D, yt)
     p = Xt.shape[1]
     coef = np.asarray(model.coef_, dtype=np.float64).reshape(-1)[:p]
-    splitter = KFold(cv, shuffle=True, random_state=random_state)
-    scores = _cv_scores(LinearRegression(), D, yt, splitter, "r2")
+    if cv is None:
+        scores = np.array([r2_score(yt, model.predict(D))])
+    else:
+        splitter = KFold(cv, shuffle=True, random_state=random_state)
+        scores = _cv_scores(LinearRegression(), D, yt, splitter, "r2")
     if np.all(np.isfinite(scores)):
         score = float(scores.mean())
     else:
@@ -758,11 +764,14 @@ def _fit_categorical(
         coef = np.vstack([np.zeros((1, p)), coef])
         intercept = np.array([0.0, intercept[0]])
 
-    if counts.min() >= cv:
-        splitter = StratifiedKFold(cv, shuffle=True, random_state=random_state)
+    if cv is None:
+        scores = np.array([f1_score(codes, model.predict(Z), average="macro")])
     else:
-        splitter = KFold(cv, shuffle=True, random_state=random_state)
-    scores = _cv_scores(LogisticRegression(max_iter=1000), Z, codes, splitter, "f1_macro")
+        if counts.min() >= cv:
+            splitter = StratifiedKFold(cv, shuffle=True, random_state=random_state)
+        else:
+            splitter = KFold(cv, shuffle=True, random_state=random_state)
+        scores = _cv_scores(LogisticRegression(max_iter=1000), Z, codes, splitter, "f1_macro")
     if np.all(np.isfinite(scores)):
         score = float(scores.mean())
     else:

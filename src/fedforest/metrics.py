@@ -9,6 +9,10 @@ from sklearn.metrics import (
     matthews_corrcoef,
     roc_auc_score,
 )
+
+# Binary AUC, AUPRC and MCC are computed here directly (the same values as
+# scikit-learn's, checked in the tests): experiments score thousands of small
+# test sets, where scikit-learn's input validation costs more than the metric.
 from sklearn.preprocessing import label_binarize
 
 METRICS = ("auprc", "auc", "mcc", "accuracy")
@@ -53,20 +57,62 @@ def score(metric: str, y_true, proba: np.ndarray, classes) -> float:
     if metric == "accuracy":
         return float(accuracy_score(y_true, classes[np.argmax(proba, axis=1)]))
     if metric == "mcc":
-        return float(matthews_corrcoef(y_true, classes[np.argmax(proba, axis=1)]))
+        predicted = classes[np.argmax(proba, axis=1)]
+        if classes.size == 2:
+            return binary_mcc(y_true == classes[1], predicted == classes[1])
+        return float(matthews_corrcoef(y_true, predicted))
     present = np.unique(y_true)
     if present.size < 2:
         return float("nan")
     if classes.size == 2:
         pos = y_true == classes[1]
         if metric == "auc":
-            return float(roc_auc_score(pos, proba[:, 1]))
-        return float(average_precision_score(pos, proba[:, 1]))
+            return binary_auc(pos, proba[:, 1])
+        return binary_average_precision(pos, proba[:, 1])
     onehot = label_binarize(y_true, classes=classes)
     keep = onehot.sum(axis=0) > 0
     if metric == "auc":
         return float(roc_auc_score(onehot[:, keep], proba[:, keep], average="macro"))
     return float(average_precision_score(onehot[:, keep], proba[:, keep], average="macro"))
+
+
+def _binary_curve(positive: np.ndarray, scores: np.ndarray):
+    """False and true positives at each distinct score, highest first."""
+    order = np.argsort(scores, kind="mergesort")[::-1]
+    scores, positive = scores[order], positive[order]
+    idx = np.r_[np.flatnonzero(np.diff(scores)), scores.size - 1]
+    tps = np.cumsum(positive, dtype=np.float64)[idx]
+    fps = 1.0 + idx - tps
+    return fps, tps
+
+
+def binary_auc(positive, scores) -> float:
+    """ROC AUC (the same value as scikit-learn's ``roc_auc_score``, without its overhead)."""
+    fps, tps = _binary_curve(np.asarray(positive, bool), np.asarray(scores, float))
+    fpr = np.r_[0.0, fps / fps[-1]]
+    tpr = np.r_[0.0, tps / tps[-1]]
+    return float(np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2))
+
+
+def binary_average_precision(positive, scores) -> float:
+    """Average precision, as scikit-learn's ``average_precision_score`` defines it."""
+    fps, tps = _binary_curve(np.asarray(positive, bool), np.asarray(scores, float))
+    precision = tps / (tps + fps)
+    recall = tps / tps[-1]
+    recall = np.r_[recall[::-1], 0.0]
+    precision = np.r_[precision[::-1], 1.0]
+    return float(-np.sum(np.diff(recall) * precision[:-1]))
+
+
+def binary_mcc(actual, predicted) -> float:
+    """Matthews correlation of two boolean vectors (0 when undefined, as scikit-learn)."""
+    actual, predicted = np.asarray(actual, bool), np.asarray(predicted, bool)
+    tp = float(np.sum(actual & predicted))
+    tn = float(np.sum(~actual & ~predicted))
+    fp = float(np.sum(~actual & predicted))
+    fn = float(np.sum(actual & ~predicted))
+    denom = (tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)
+    return float((tp * tn - fp * fn) / np.sqrt(denom)) if denom > 0 else 0.0
 
 
 def score_all(y_true, proba, classes, metrics=METRICS) -> dict[str, float]:

@@ -168,15 +168,33 @@ class JobServer:
         scores, weights = [], []
         for site, reply in replies.items():
             value, rows = reply.get("score"), reply.get("n_rows")
-            if not isinstance(value, (int, float)) or not math.isfinite(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+            ):
                 raise PayloadError(f"score {value!r} is not a finite number", sender=site)
-            if not isinstance(rows, int) or rows < 1:
+            if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
                 raise PayloadError(f"n_rows {rows!r} is not a positive integer", sender=site)
             scores.append(float(value))
             weights.append(rows)
         if not scores:
             raise RuntimeError("no site scored the proposed mask")
         return float(np.average(scores, weights=weights))
+
+    def score_replies(self, replies: Mapping[str, Mapping]) -> float:
+        """Row-weighted mean score of a proposed mask; a site with a bad reply is dropped."""
+        good = {}
+        for site, reply in replies.items():
+            try:
+                if not isinstance(reply, Mapping):
+                    raise PayloadError("expected a dict", sender=site)
+                self.weighted_score({site: reply})
+                good[site] = reply
+            except PayloadError as err:
+                self.drop(site, "election", str(err))
+        self.check_min_sites(list(good), "election")
+        return self.weighted_score(good)
 
     # ------------------------------------------------------------- phase 3
     def pool(self, payloads: Mapping[str, Mapping], want_intersection: bool) -> dict:

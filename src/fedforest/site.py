@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -156,52 +157,27 @@ class SiteRunner:
         own, shared = self.elected_columns(elected)
         if not own:
             raise ValueError(f"site {self.site!r} has none of the elected features {list(elected)}")
-        cats = {c: self.schema.categories[c] for c in own if c in self.schema.categories}
-        X = self.X_train[own]
-        rf = RandomForestClassifier(**forest_params, random_state=self.random_state, n_jobs=1)
-        rf.fit(X.to_numpy(dtype=np.float32), self.y_train)
-        forest = PooledForest.from_sklearn(rf, own, owner=self.site, X=X, categories=cats)
-        private = [c for c in own if c not in shared]
-        if shared and private:
-            forest = fit_surrogates(forest, X, shared, **surrogate_params)
-        if shared and private:
-            imputers = fit_imputers(
-                X, private, shared, categories=cats, owner=self.site, random_state=self.random_state
-            )
-        else:
-            imputers = ImputerSet([])
-        numeric = [c for c in own if c not in cats]
-        std = X[numeric].std(ddof=0).fillna(0.0)
-        out = {
-            "forest": forest.to_payload(),
-            "imputers": imputers.to_payload(),
-            "feature_std": {c: float(v) for c, v in std.items()},
-            "n_rows": int(len(X)),
-        }
-        if intersection:
-            # the classic baseline: every column all sites have, whatever the election kept
-            common = list(self.schema.shared)
-            Xc = self.X_train[common]
-            rf_i = RandomForestClassifier(**forest_params, random_state=self.random_state, n_jobs=1)
-            rf_i.fit(Xc.to_numpy(dtype=np.float32), self.y_train)
-            inter = PooledForest.from_sklearn(
-                rf_i,
-                common,
-                owner=self.site,
-                X=Xc,
-                categories={
-                    c: self.schema.categories[c] for c in common if c in self.schema.categories
-                },
-            )
-            out["intersection"] = inter.to_payload()
-        logger.info(
-            "site %s: trained %d trees on %d columns (%d private), %d imputers",
+        models = fit_site_models(
             self.site,
-            forest.n_trees,
-            len(own),
-            len(private),
-            len(imputers),
+            self.X_train,
+            self.y_train,
+            own,
+            shared,
+            self.schema.categories,
+            forest_params,
+            surrogate_params,
+            self.random_state,
+            # the classic baseline: every column all sites have, whatever the election kept
+            intersection_columns=list(self.schema.shared) if intersection else None,
         )
+        out = {
+            "forest": models.forest.to_payload(),
+            "imputers": models.imputers.to_payload(),
+            "feature_std": models.feature_std,
+            "n_rows": int(len(self.X_train)),
+        }
+        if models.intersection is not None:
+            out["intersection"] = models.intersection.to_payload()
         return out
 
     # ------------------------------------------------------------- phase 4
@@ -224,69 +200,24 @@ class SiteRunner:
             also names the strategy it chose.
         """
         parts = read_model(model, sender="server")
-        forest: PooledForest = parts["forest"]
-        classes = np.asarray(self.schema.classes)
-        cols = [c for c in self.columns if c in forest.feature_names]
-        X_test, X_val = self.X_test[cols], self.X_val[cols]
-        common = dict(
-            imputers=parts["imputers"],
-            feature_std=parts["feature_std"],
+        results = evaluate_strategies(
+            parts["forest"],
+            parts["imputers"],
+            parts["feature_std"],
+            parts["intersection"],
+            self.X_test,
+            self.y_test,
+            self.schema.classes,
+            strategies,
+            site=self.site,
             voting=voting,
             depth_threshold=depth_threshold,
-            site=self.site,
+            metrics=metrics,
+            auto_metric=auto_metric,
+            X_val=self.X_val,
+            y_val=self.y_val,
             random_state=self.random_state,
         )
-        results: dict[str, dict] = {}
-        for strategy in strategies:
-            extra: dict[str, Any] = {}
-            if strategy == "intersection":
-                inter = parts["intersection"]
-                if inter is None:
-                    raise ValueError("the model has no intersection forest to evaluate")
-                clf = PooledForestClassifier(
-                    inter, strategy="fpv", voting=voting, random_state=self.random_state
-                )
-                X_use = self.X_test[[c for c in inter.feature_names if c in self.columns]]
-            elif strategy == "auto":
-                candidates = [
-                    s
-                    for s in STRATEGIES
-                    if s not in ("park", "local") or self.site in forest.owners
-                ]
-                clf = PooledForestClassifier(
-                    forest,
-                    strategy="auto",
-                    auto_metric=auto_metric,
-                    auto_candidates=candidates,
-                    **common,
-                )
-                clf.fit(X_val, self.y_val)
-                extra = {
-                    "chosen": clf.strategy_,
-                    "validation": {k: float(v) for k, v in clf.selection_scores_.items()},
-                }
-                X_use = X_test
-            else:
-                clf = PooledForestClassifier(forest, strategy=strategy, **common)
-                X_use = X_test
-            proba = _on_classes(clf.predict_proba(X_use), clf.classes_, classes)
-            row = {
-                k: _finite(v) for k, v in score_all(self.y_test, proba, classes, metrics).items()
-            }
-            diag = clf.diagnostics_
-            row.update(
-                rows=int(len(X_use)),
-                mean_trees_kept=float(np.mean(diag.trees_kept)),
-                fallback_rows=int(diag.n_fallback),
-                **extra,
-            )
-            results[strategy] = row
-            logger.info(
-                "site %s: %s %s",
-                self.site,
-                strategy,
-                ", ".join(f"{m}={row[m]:.3f}" for m in metrics if row[m] is not None),
-            )
         out = {"site": self.site, "rows": int(len(self.X_test)), "strategies": results}
         if save_dir is not None:
             save_dir = Path(save_dir)
@@ -306,3 +237,164 @@ def _on_classes(proba: np.ndarray, have, classes: np.ndarray) -> np.ndarray:
 
 def _finite(value) -> float | None:
     return float(value) if np.isfinite(value) else None
+
+
+@dataclass
+class SiteModels:
+    """What one site trains: its forest (with surrogates), imputers, std, baseline."""
+
+    forest: PooledForest
+    imputers: ImputerSet
+    feature_std: dict[str, float]
+    intersection: PooledForest | None
+
+
+def fit_site_models(
+    site: str,
+    X_train: pd.DataFrame,
+    y_train,
+    own: Sequence[str],
+    shared: Sequence[str],
+    categories: Mapping[str, Sequence[str]],
+    forest_params: Mapping[str, Any],
+    surrogate_params: Mapping[str, Any] | None = None,
+    random_state=0,
+    intersection_columns: Sequence[str] | None = None,
+    imputer_cv: int | None = 3,
+) -> SiteModels:
+    """Train a site's forest on ``own`` columns, with surrogates, imputers and std.
+
+    Surrogate splits and imputers are fitted for the private columns (``own``
+    minus ``shared``) from the ``shared`` ones. With ``intersection_columns``
+    a second forest on those columns is trained as the intersection baseline.
+    ``imputer_cv`` is passed to :func:`fedforest.fit_imputers` (``None`` when
+    no other site can impute the same columns, so scores need no CV).
+    """
+    own, shared = list(own), [c for c in shared if c in own]
+    cats = {c: list(categories[c]) for c in own if c in categories}
+    X = X_train[own]
+    rf = RandomForestClassifier(**forest_params, random_state=random_state, n_jobs=1)
+    rf.fit(X.to_numpy(dtype=np.float32), y_train)
+    forest = PooledForest.from_sklearn(rf, own, owner=site, X=X, categories=cats)
+    private = [c for c in own if c not in shared]
+    imputers = ImputerSet([])
+    if shared and private:
+        forest = fit_surrogates(forest, X, shared, **(surrogate_params or {}))
+        imputers = fit_imputers(
+            X,
+            private,
+            shared,
+            categories=cats,
+            owner=site,
+            cv=imputer_cv,
+            random_state=random_state,
+        )
+    numeric = [c for c in own if c not in cats]
+    std = X[numeric].std(ddof=0).fillna(0.0)
+    inter = None
+    if intersection_columns:
+        common = list(intersection_columns)
+        Xc = X_train[common]
+        rf_i = RandomForestClassifier(**forest_params, random_state=random_state, n_jobs=1)
+        rf_i.fit(Xc.to_numpy(dtype=np.float32), y_train)
+        inter = PooledForest.from_sklearn(
+            rf_i,
+            common,
+            owner=site,
+            X=Xc,
+            categories={c: list(categories[c]) for c in common if c in categories},
+        )
+    logger.info(
+        "site %s: trained %d trees on %d columns (%d private), %d imputers",
+        site,
+        forest.n_trees,
+        len(own),
+        len(private),
+        len(imputers),
+    )
+    return SiteModels(forest, imputers, {c: float(v) for c, v in std.items()}, inter)
+
+
+def evaluate_strategies(
+    forest: PooledForest,
+    imputers: ImputerSet | None,
+    feature_std: Mapping[str, float],
+    intersection: PooledForest | None,
+    X_test: pd.DataFrame,
+    y_test,
+    classes,
+    strategies: Sequence[str],
+    site: str | None = None,
+    voting: str = "soft",
+    depth_threshold: int = 2,
+    metrics: Sequence[str] = ("auprc", "auc", "mcc", "accuracy"),
+    auto_metric: str = "auprc",
+    X_val: pd.DataFrame | None = None,
+    y_val=None,
+    random_state=0,
+) -> dict[str, dict]:
+    """Score strategies on a site's test rows.
+
+    ``X_test`` holds the site's columns (those the forest does not know are
+    ignored). ``intersection`` scores the intersection forest; ``auto`` chooses
+    on ``X_val``, ``y_val``. Returns ``{strategy: {metric: value, ..., "rows",
+    "mean_trees_kept", "fallback_rows"}}``.
+    """
+    classes = np.asarray(classes)
+    cols = [c for c in X_test.columns if c in forest.feature_names]
+    common = dict(
+        imputers=imputers,
+        feature_std=feature_std,
+        voting=voting,
+        depth_threshold=depth_threshold,
+        site=site,
+        random_state=random_state,
+    )
+    results: dict[str, dict] = {}
+    for strategy in strategies:
+        extra: dict[str, Any] = {}
+        X_use = X_test[cols]
+        if strategy == "intersection":
+            if intersection is None:
+                raise ValueError("there is no intersection forest to evaluate")
+            clf = PooledForestClassifier(
+                intersection, strategy="fpv", voting=voting, random_state=random_state
+            )
+            X_use = X_test[[c for c in intersection.feature_names if c in X_test.columns]]
+        elif strategy == "auto":
+            if X_val is None or y_val is None:
+                raise ValueError("strategy 'auto' needs validation rows")
+            candidates = [
+                s for s in STRATEGIES if s not in ("park", "local") or site in forest.owners
+            ]
+            clf = PooledForestClassifier(
+                forest,
+                strategy="auto",
+                auto_metric=auto_metric,
+                auto_candidates=candidates,
+                **common,
+            )
+            clf.fit(X_val[cols], y_val)
+            extra = {
+                "chosen": clf.strategy_,
+                "validation": {k: _finite(v) for k, v in clf.selection_scores_.items()},
+            }
+        else:
+            clf = PooledForestClassifier(forest, strategy=strategy, **common)
+        proba = _on_classes(clf.predict_proba(X_use), clf.classes_, classes)
+        row = {k: _finite(v) for k, v in score_all(y_test, proba, classes, metrics).items()}
+        diag = clf.diagnostics_
+        row.update(
+            rows=int(len(X_use)),
+            mean_trees_kept=float(np.mean(diag.trees_kept)),
+            fallback_rows=int(diag.n_fallback),
+            **extra,
+        )
+        results[strategy] = row
+        logger.info(
+            "site %s: %s %s",
+            site,
+            strategy,
+            ", ".join(f"{m}={row[m]:.3f}" for m in metrics if row[m] is not None),
+        )
+    return results

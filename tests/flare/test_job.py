@@ -26,9 +26,7 @@ def test_built_job_has_one_app_per_site_with_code_and_configs(tmp_path):
     configs = write_configs(tmp_path, rows=60)
     job = build_job(configs, tmp_path / "jobs")
     meta = json.loads((job / "meta.json").read_text())
-    assert meta["deploy_map"] == {
-        "app_server": ["server"], **{f"app_{s}": [s] for s in SITES}
-    }
+    assert meta["deploy_map"] == {"app_server": ["server"], **{f"app_{s}": [s] for s in SITES}}
     server = json.loads((job / "app_server/config/config_fed_server.json").read_text())
     assert server["workflows"][0]["path"] == "fedforest.flare.controller.FedForestController"
     for site in SITES:

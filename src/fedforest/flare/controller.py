@@ -116,7 +116,7 @@ class FedForestController(Controller):
                         abort_signal,
                         timeout_key="election",
                     )
-                    return server.weighted_score(scored)
+                    return server.score_replies(scored)
 
                 elected = self._timed("election", lambda: server.elect(ballot, score))
             else:
@@ -205,8 +205,11 @@ class FedForestController(Controller):
             answered.add(site)
             result = client_task.result
             if result is None:
-                server.drop(site, task_name,
-                            f"no reply (timed out after {int(timeout)} s, or the site stopped)")
+                server.drop(
+                    site,
+                    task_name,
+                    f"no reply (timed out after {int(timeout)} s, or the site stopped)",
+                )
                 continue
             rc = result.get_return_code()
             if rc != ReturnCode.OK:

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format bench bench-job demo demo-data job poc clean
+.PHONY: install test lint format bench bench-job bench-experiment demo demo-data job poc clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,9 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_inference.py
+
+bench-experiment: $(STAMP)
+	$(PY) benchmarks/bench_experiment.py
 
 bench-job: $(STAMP)
 	$(PY) benchmarks/bench_job.py

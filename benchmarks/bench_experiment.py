@@ -88,7 +88,9 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--sample-reps", type=int, default=1)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
+    for name in ("bench_experiment", "fedforest.experiment"):
+        logging.getLogger(name).setLevel(logging.INFO)
     print(markdown(run(args.out, args.sample_reps)))
 
 

@@ -40,10 +40,12 @@ def ideal_shared(F: int, N: int, J: float) -> float:
 def best_achievable(F: int, N: int, J: float) -> float:
     """Smallest |realised - J| over every shared count O in [1, F] with balanced private sets."""
     best = np.inf
-    for O in range(1, F + 1):
-        q, r = divmod(F - O, N)
+    for n_shared in range(1, F + 1):
+        q, r = divmod(F - n_shared, N)
         sizes = [q + 1] * r + [q] * (N - r)
-        realised = np.mean([O / (O + a + b) for a, b in itertools.combinations(sizes, 2)])
+        realised = np.mean(
+            [n_shared / (n_shared + a + b) for a, b in itertools.combinations(sizes, 2)]
+        )
         best = min(best, abs(realised - J))
     return best
 
@@ -114,8 +116,8 @@ def test_realised_jaccard_close_to_target(N, J):
     assert abs(realised - J) <= 0.035
     assert abs(realised - J) <= best_achievable(16, N, J) + 0.01
     # the realised value follows from O and balanced private sets (eq. 23)
-    O = shared_feature_count(16, N, J)
-    assert len(set.intersection(*map(set, sets))) == O
+    n_shared = shared_feature_count(16, N, J)
+    assert len(set.intersection(*map(set, sets))) == n_shared
 
 
 @pytest.mark.parametrize("N, J", SCENARIOS)

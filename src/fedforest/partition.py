@@ -290,7 +290,7 @@ def split_table(
         name: frame.iloc[idx][cols + [target]]
         for name, cols, idx in zip(names, columns, rows, strict=True)
     }
-    logger.info(
+    logger.debug(
         "split %d rows x %d features into %d sites (target J=%.2f, shared %d, realised J=%.3f)",
         len(frame),
         len(features),

@@ -134,6 +134,21 @@ def _job_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _job_sites(job_dir) -> list[str]:
+    """The site names of a built job folder (from its meta.json)."""
+    import json
+    from pathlib import Path
+
+    meta_path = Path(job_dir) / "meta.json"
+    if not meta_path.is_file():
+        raise FileNotFoundError(
+            f"{job_dir} is not a FLARE job folder (no meta.json); build it "
+            "with `fedforest job build`"
+        )
+    meta = json.loads(meta_path.read_text())
+    return sorted(s for targets in meta["deploy_map"].values() for s in targets if s != "server")
+
+
 def _job_simulate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
@@ -141,13 +156,7 @@ def _job_simulate(args: argparse.Namespace) -> int:
     from .flare.job import load_configs, simulate
 
     job_dir = Path(args.job)
-    if not (job_dir / "meta.json").is_file():
-        raise FileNotFoundError(
-            f"{job_dir} is not a FLARE job folder (no meta.json); build it "
-            "with `fedforest job build`"
-        )
-    meta = json.loads((job_dir / "meta.json").read_text())
-    sites = sorted(s for targets in meta["deploy_map"].values() for s in targets if s != "server")
+    sites = _job_sites(job_dir)
     if args.config:
         load_configs(args.config)  # the configs the job came from must still be valid
     workspace = Path(args.workspace)
@@ -176,13 +185,7 @@ def _job_poc(args: argparse.Namespace) -> int:
     from .flare.poc import run_poc
 
     job_dir = Path(args.job)
-    if not (job_dir / "meta.json").is_file():
-        raise FileNotFoundError(
-            f"{job_dir} is not a FLARE job folder (no meta.json); build it "
-            "with `fedforest job build`"
-        )
-    meta = json.loads((job_dir / "meta.json").read_text())
-    sites = sorted(s for targets in meta["deploy_map"].values() for s in targets if s != "server")
+    sites = _job_sites(job_dir)
     print(
         f"POC: preparing {len(sites)} sites in {args.workspace}, starting them, submitting "
         f"{job_dir} ...",

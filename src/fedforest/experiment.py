@@ -24,11 +24,9 @@ import numpy as np
 import pandas as pd
 
 from .election_offline import split_validation
-from .forest import PooledForest
-from .imputers import ImputerSet
 from .metrics import METRICS
 from .partition import split_table
-from .site import evaluate_strategies, fit_site_models
+from .site import evaluate_strategies, fit_site_models, pool_site_models
 
 logger = logging.getLogger(__name__)
 
@@ -133,16 +131,9 @@ def run_repetition(
             # so its score decides nothing and needs no cross-validation
             imputer_cv=None,
         )
-    forest = PooledForest.concat([m.forest for m in models.values()])
-    imputers = ImputerSet.select([m.imputers for m in models.values()])
-    feature_std = {}
-    for name in forest.feature_names:
-        values = [m.feature_std[name] for m in models.values() if name in m.feature_std]
-        if values:
-            feature_std[name] = float(np.mean(values))
-    intersection = (
-        PooledForest.concat([m.intersection for m in models.values()]) if want_inter else None
-    )
+    pooled = pool_site_models(list(models.values()))
+    forest, imputers = pooled.forest, pooled.imputers
+    feature_std, intersection = pooled.feature_std, pooled.intersection
     classes = np.unique(data.y)
     rows = []
     for site in sites:

@@ -26,6 +26,7 @@ from .forest import PooledForest
 from .imputers import ImputerSet
 from .model_io import model_bundle
 from .schema import GlobalSchema, SchemaError, SiteSchema
+from .site import SiteModels, pool_site_models
 from .tuning import TuningResult, hill_climb
 
 logger = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ class JobServer:
     def pool(self, payloads: Mapping[str, Mapping], want_intersection: bool) -> dict:
         """Validate every site's training payload and pool them into a model bundle."""
         self.record_sizes("train", payloads)
-        forests, imputers, stds, inters = [], [], [], []
+        models: list[SiteModels] = []
         elected = set(self.election.selected) if self.election else set(self.schema.features)
         for site, payload in payloads.items():
             try:
@@ -239,31 +240,22 @@ class JobServer:
             except PayloadError as err:
                 self.drop(site, "train", str(err))
                 continue
-            forests.append(forest)
-            imputers.append(imps)
-            stds.append(std)
-            if inter is not None:
-                inters.append(inter)
-        self.check_min_sites([f.owners[0] for f in forests], "train")
-        pooled = PooledForest.concat(forests)
-        selected = ImputerSet.select(imputers)
-        feature_std = {}
-        for name in pooled.feature_names:
-            values = [s[name] for s in stds if name in s]
-            if values:
-                feature_std[name] = float(np.mean(values))
-        intersection = PooledForest.concat(inters) if inters else None
+            models.append(
+                SiteModels(forest, imps, {str(k): float(v) for k, v in std.items()}, inter)
+            )
+        self.check_min_sites([m.forest.owners[0] for m in models], "train")
+        pooled = pool_site_models(models)
         logger.info(
             "pooled %d trees from %d sites; %d imputers",
-            pooled.n_trees,
-            len(forests),
-            len(selected),
+            pooled.forest.n_trees,
+            len(models),
+            len(pooled.imputers),
         )
         return model_bundle(
-            pooled.to_payload(),
-            selected.to_payload(),
-            feature_std,
-            intersection.to_payload() if intersection is not None else None,
+            pooled.forest.to_payload(),
+            pooled.imputers.to_payload(),
+            pooled.feature_std,
+            pooled.intersection.to_payload() if pooled.intersection is not None else None,
             settings={
                 "depth_threshold": self.config.depth_threshold,
                 "voting": self.config.voting,

@@ -315,6 +315,25 @@ def fit_site_models(
     return SiteModels(forest, imputers, {c: float(v) for c, v in std.items()}, inter)
 
 
+def pool_site_models(models: Sequence[SiteModels]) -> SiteModels:
+    """Pool what the sites trained: all trees, the best imputer per feature, the mean std.
+
+    σ_f is the mean of the standard deviations of ``f`` over the sites that
+    have it; intersection forests are pooled too when the sites trained them.
+    """
+    models = list(models)
+    forest = PooledForest.concat([m.forest for m in models])
+    imputers = ImputerSet.select([m.imputers for m in models])
+    feature_std = {}
+    for name in forest.feature_names:
+        values = [m.feature_std[name] for m in models if name in m.feature_std]
+        if values:
+            feature_std[name] = float(np.mean(values))
+    inters = [m.intersection for m in models if m.intersection is not None]
+    intersection = PooledForest.concat(inters) if inters else None
+    return SiteModels(forest, imputers, feature_std, intersection)
+
+
 def evaluate_strategies(
     forest: PooledForest,
     imputers: ImputerSet | None,

@@ -115,3 +115,26 @@ def test_predict_refuses_a_file_that_is_not_a_model(tmp_path, capsys):
     data.write_text("a\n1\n")
     assert main(["predict", "--model", str(bogus), "--data", str(data)]) == 1
     assert "not a fedforest payload file" in capsys.readouterr().err
+
+
+def test_experiment_command_writes_tables_plots_and_report(tmp_path, capsys):
+    import pandas as pd
+
+    out = tmp_path / "exp"
+    code = main(["experiment", "S-500-Mix", "--sites", "2,3", "--jaccards", "0.3,0.7",
+                 "--reps", "2", "--trees", "10", "--methods", "intersection,local,fpv,mp",
+                 "--metrics", "auprc,auc", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "mean auprc (S-500-Mix)" in printed and "report:" in printed
+    tidy = pd.read_csv(out / "results.csv")
+    # (2 + 3 sites) x 4 methods x 2 metrics x 2 overlaps x 2 repetitions
+    assert len(tidy) == (2 + 3) * 4 * 2 * 2 * 2
+    assert set(tidy["method"]) == {"intersection", "local", "fpv", "mp"}
+    for name in ("S-500-Mix_auprc_vs_jaccard.png", "S-500-Mix_auprc_gain.png", "cd_auprc.png",
+                 "summary_S-500-Mix_auprc.csv", "report.md"):
+        path = out / name
+        assert path.is_file() and path.stat().st_size > 0, name
+    assert (out / "S-500-Mix_auprc_gain.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = (out / "report.md").read_text()
+    assert "S-500-Mix_auprc_vs_jaccard.png" in report and "Friedman" in report

@@ -532,3 +532,14 @@ def test_score_replies_drops_a_site_with_a_bad_score():
     assert list(server.dropped) == ["b"] and "finite" in server.dropped["b"]
     with pytest.raises(RuntimeError, match="min_sites"):
         server.score_replies({"a": {"score": True, "n_rows": 10}, "c": {"score": 0.5, "n_rows": 3}})
+
+
+def test_pooling_does_not_depend_on_the_order_replies_arrive(job):
+    forward = server_after_election(job).pool(copy.deepcopy(job.trained), want_intersection=True)
+    backward_payloads = dict(reversed(list(copy.deepcopy(job.trained).items())))
+    backward = server_after_election(job).pool(backward_payloads, want_intersection=True)
+    a, b = read_model(forward), read_model(backward)
+    assert a["forest"].owners == b["forest"].owners == sorted(SITES)
+    assert np.array_equal(a["forest"].feature, b["forest"].feature)
+    assert np.array_equal(a["forest"].threshold, b["forest"].threshold)
+    assert a["feature_std"] == b["feature_std"]

@@ -69,7 +69,7 @@ class JobServer:
             logger.warning("site %s dropped in phase %s: %s", site, phase, reason)
 
     def record_sizes(self, phase: str, payloads: Mapping[str, Any]) -> None:
-        for site, payload in payloads.items():
+        for site, payload in sorted(payloads.items()):  # reply order must not matter
             self.payload_sizes.setdefault(site, {})[phase] = payload_bytes(payload)
 
     def alive(self, sites) -> list[str]:
@@ -89,7 +89,7 @@ class JobServer:
         """Join the site schemas; refuse malformed ones (the site is dropped)."""
         self.record_sizes("schema", payloads)
         schemas = []
-        for site, payload in payloads.items():
+        for site, payload in sorted(payloads.items()):  # reply order must not matter
             try:
                 s = SiteSchema.from_payload(payload, sender=site)
                 if s.site != site:
@@ -124,7 +124,7 @@ class JobServer:
         """Validate the votes and build the ballot."""
         self.record_sizes("election", payloads)
         votes = []
-        for site, payload in payloads.items():
+        for site, payload in sorted(payloads.items()):  # reply order must not matter
             try:
                 vote = SiteVote.from_payload(payload, sender=site, features=self.schema.features)
                 if vote.site != site:
@@ -167,7 +167,7 @@ class JobServer:
     def weighted_score(replies: Mapping[str, Mapping]) -> float:
         """Row-weighted mean of the sites' mask scores."""
         scores, weights = [], []
-        for site, reply in replies.items():
+        for site, reply in sorted(replies.items()):
             value, rows = reply.get("score"), reply.get("n_rows")
             if (
                 isinstance(value, bool)
@@ -186,7 +186,7 @@ class JobServer:
     def score_replies(self, replies: Mapping[str, Mapping]) -> float:
         """Row-weighted mean score of a proposed mask; a site with a bad reply is dropped."""
         good = {}
-        for site, reply in replies.items():
+        for site, reply in sorted(replies.items()):
             try:
                 if not isinstance(reply, Mapping):
                     raise PayloadError("expected a dict", sender=site)
@@ -203,7 +203,7 @@ class JobServer:
         self.record_sizes("train", payloads)
         models: list[SiteModels] = []
         elected = set(self.election.selected) if self.election else set(self.schema.features)
-        for site, payload in payloads.items():
+        for site, payload in sorted(payloads.items()):  # reply order must not matter
             try:
                 if not isinstance(payload, Mapping):
                     raise PayloadError("expected a dict", sender=site)

@@ -227,7 +227,7 @@ class FedForestController(Controller):
             "phase %s: %d of %d sites replied in %.1f s", task_name, len(good), len(alive), spent
         )
         server.check_min_sites(list(good), task_name)
-        return good
+        return dict(sorted(good.items()))  # by site name: results must not depend on timing
 
     def _read_metrics(self, replies: dict) -> dict:
         metrics = {}

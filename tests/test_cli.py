@@ -121,9 +121,26 @@ def test_experiment_command_writes_tables_plots_and_report(tmp_path, capsys):
     import pandas as pd
 
     out = tmp_path / "exp"
-    code = main(["experiment", "S-500-Mix", "--sites", "2,3", "--jaccards", "0.3,0.7",
-                 "--reps", "2", "--trees", "10", "--methods", "intersection,local,fpv,mp",
-                 "--metrics", "auprc,auc", "--out", str(out)])
+    code = main(
+        [
+            "experiment",
+            "S-500-Mix",
+            "--sites",
+            "2,3",
+            "--jaccards",
+            "0.3,0.7",
+            "--reps",
+            "2",
+            "--trees",
+            "10",
+            "--methods",
+            "intersection,local,fpv,mp",
+            "--metrics",
+            "auprc,auc",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "mean auprc (S-500-Mix)" in printed and "report:" in printed
@@ -131,10 +148,52 @@ def test_experiment_command_writes_tables_plots_and_report(tmp_path, capsys):
     # (2 + 3 sites) x 4 methods x 2 metrics x 2 overlaps x 2 repetitions
     assert len(tidy) == (2 + 3) * 4 * 2 * 2 * 2
     assert set(tidy["method"]) == {"intersection", "local", "fpv", "mp"}
-    for name in ("S-500-Mix_auprc_vs_jaccard.png", "S-500-Mix_auprc_gain.png", "cd_auprc.png",
-                 "summary_S-500-Mix_auprc.csv", "report.md"):
+    for name in (
+        "S-500-Mix_auprc_vs_jaccard.png",
+        "S-500-Mix_auprc_gain.png",
+        "cd_auprc.png",
+        "summary_S-500-Mix_auprc.csv",
+        "report.md",
+    ):
         path = out / name
         assert path.is_file() and path.stat().st_size > 0, name
     assert (out / "S-500-Mix_auprc_gain.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (out / "report.md").read_text()
     assert "S-500-Mix_auprc_vs_jaccard.png" in report and "Friedman" in report
+
+
+def test_predict_reads_categorical_csv_values_as_levels_not_codes(tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+    from sklearn.ensemble import RandomForestClassifier
+
+    from fedforest import PooledForest
+    from fedforest.model_io import model_bundle, save_model
+
+    rng = np.random.default_rng(0)
+    stage = rng.choice([1, 2, 3], 300)  # levels "1", "2", "3" -> codes 0, 1, 2
+    y = (stage == 3).astype(int)
+    X = pd.DataFrame({"stage": stage - 1, "age": rng.normal(size=300)})
+    rf = RandomForestClassifier(n_estimators=10, random_state=0).fit(X, y)
+    forest = PooledForest.from_sklearn(
+        rf, ["stage", "age"], "s1", categories={"stage": ["1", "2", "3"]}
+    )
+    path = save_model(tmp_path / "m", model_bundle(forest.to_payload()))
+    pd.DataFrame({"stage": [3, 1], "age": [0.0, 0.0]}).to_csv(tmp_path / "d.csv", index=False)
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(path),
+                "--data",
+                str(tmp_path / "d.csv"),
+                "--strategy",
+                "fpv",
+                "--out",
+                str(tmp_path / "p.csv"),
+            ]
+        )
+        == 0
+    )
+    assert pd.read_csv(tmp_path / "p.csv")["prediction"].tolist() == [1, 0]

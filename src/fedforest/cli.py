@@ -245,6 +245,12 @@ def _predict(args: argparse.Namespace) -> int:
             f"ignoring columns the model does not use: {', '.join(map(str, drop))}", file=sys.stderr
         )
     X = frame.drop(columns=drop)
+    # raw CSV values of categorical columns are levels (e.g. stage 1, 2, 3), never codes
+    from .schema import as_level_strings
+
+    for col in X.columns:
+        if col in forest.categories:
+            X[col] = as_level_strings(X[col])
     settings = model["settings"]
     clf = PooledForestClassifier(
         forest,

@@ -113,7 +113,7 @@ class SiteSchema:
             )
             kinds[col] = "categorical" if is_cat else "numeric"
             if is_cat:
-                levels[col] = _sorted_levels(set(_as_level_strings(series).dropna().unique()))
+                levels[col] = _sorted_levels(set(as_level_strings(series).dropna().unique()))
         y = frame[target]
         if y.isna().any():
             raise SchemaError(
@@ -170,7 +170,7 @@ class SiteSchema:
         )
 
 
-def _as_level_strings(series: pd.Series) -> pd.Series:
+def as_level_strings(series: pd.Series) -> pd.Series:
     """Category levels as strings; integer-valued numbers without a trailing '.0'."""
     if pd.api.types.is_numeric_dtype(series.dtype) and series.dtype != bool:
         values = series.to_numpy(dtype=float, na_value=np.nan)
@@ -268,7 +268,7 @@ class GlobalSchema:
             series = frame[col]
             if col in self.categories:
                 lookup = {lvl: float(i) for i, lvl in enumerate(self.categories[col])}
-                as_str = _as_level_strings(series)
+                as_str = as_level_strings(series)
                 codes = as_str.map(lookup).astype("Float64")
                 unknown = sorted(set(as_str[codes.isna() & as_str.notna()]))
                 if unknown:

@@ -74,7 +74,7 @@ def test_a_site_whose_data_vanished_is_dropped_with_the_reason(tmp_path):
     configs = write_configs(tmp_path, election={"auto_tune": False})
     job = build_job(configs, tmp_path / "jobs")
     (tmp_path / "data" / "site-3.csv").unlink()
-    run_dir = simulate(job, tmp_path / "ws", SITES, log_file=tmp_path / "sim.log")
+    run_dir = simulate(job, tmp_path / "ws", SITES, log_file=tmp_path / "sim.log", timeout=600)
     results = json.loads((run_dir / "results.json").read_text())
     assert results["status"] == "finished"
     reason = results["dropped_sites"]["site-3"]

@@ -20,7 +20,7 @@ SITES = ["site-1", "site-2", "site-3"]
 def run(configs, tmp_path, custom=None):
     job_dir = build_job(configs, tmp_path / "jobs", job_custom=custom)
     ws = tmp_path / "ws"
-    run_dir = simulate(job_dir, ws, SITES, log_file=tmp_path / "sim.log")
+    run_dir = simulate(job_dir, ws, SITES, log_file=tmp_path / "sim.log", timeout=600)
     path = run_dir / "results.json"
     assert path.is_file(), (tmp_path / "sim.log").read_text()[-3000:]
     return json.loads(path.read_text()), run_dir, ws

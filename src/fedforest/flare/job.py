@@ -111,10 +111,11 @@ def build_job(config_dir, out_dir, job_custom: list[object] | None = None) -> Pa
     return folder
 
 
-def simulate(job_dir, workspace, sites: list[str], log_file=None) -> Path:
+def simulate(job_dir, workspace, sites: list[str], log_file=None, timeout: float = 3600) -> Path:
     """Run the job in the NVIDIA FLARE simulator, one thread per site.
 
-    Returns the server's run folder (``results.json``, ``report.md``).
+    Returns the server's run folder (``results.json``, ``report.md``). A run
+    that takes longer than ``timeout`` seconds is stopped.
     """
     workspace = Path(workspace)
     cmd = [
@@ -133,7 +134,16 @@ def simulate(job_dir, workspace, sites: list[str], log_file=None) -> Path:
     logger.info("simulator: %s", " ".join(cmd))
     out = open(log_file, "w") if log_file else subprocess.DEVNULL  # noqa: SIM115
     try:
-        subprocess.run(cmd, check=False, stdout=out, stderr=subprocess.STDOUT)
+        subprocess.run(
+            cmd,
+            check=False,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise RuntimeError(f"the simulator did not finish within {timeout:.0f} s") from err
     finally:
         if log_file:
             out.close()

@@ -70,8 +70,20 @@ def _find_job_id(data) -> str | None:
     return None
 
 
-def run_poc(job_dir, sites: list[str], workspace, out_dir, timeout: float = 600) -> Path:
-    """Prepare, start, submit, wait, download and stop; return the server's run folder."""
+def run_poc(
+    job_dir,
+    sites: list[str],
+    workspace,
+    out_dir,
+    timeout: float = 600,
+    site_files: dict[str, dict[str, str]] | None = None,
+) -> Path:
+    """Prepare, start, submit, wait, download and stop; return the server's run folder.
+
+    ``site_files`` maps a site to files (name -> text) written into that site's
+    own ``local/`` folder after ``poc prepare``, as a hospital would place its
+    ``fedforest.yaml`` with its private data path.
+    """
     workspace, out_dir = Path(workspace).resolve(), Path(out_dir).resolve()
     env = dict(os.environ)
     env["NVFLARE_POC_WORKSPACE"] = str(workspace)
@@ -79,6 +91,12 @@ def run_poc(job_dir, sites: list[str], workspace, out_dir, timeout: float = 600)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     nvflare = _nvflare()
     _run([nvflare, "poc", "prepare", "-c", *sites, "--force"], env, 120)
+    for site, files in (site_files or {}).items():
+        local = sorted(workspace.glob(f"**/{site}/local"))
+        if not local:
+            raise RuntimeError(f"poc prepare made no local/ folder for site {site!r}")
+        for name, text in files.items():
+            (local[0] / name).write_text(text)
     _run([nvflare, "poc", "start"], env, 180)
     try:
         submitted = _json(

@@ -519,9 +519,10 @@ def test_override_sets_data_path_relative_to_its_own_folder(tmp_path, site_yaml)
     cfg = SiteConfig.load(site_yaml, override=override)
     assert cfg.data_path == str((tmp_path / "local" / "secure" / "site-1.csv").resolve())
     assert base.data_path == str((tmp_path / "app" / "data" / "public.csv").resolve())
-    # everything else comes from the job's site file
-    for name in ("site", "target", "categorical", "renames", "selector", "source"):
+    # everything else comes from the job's site file; errors name both files
+    for name in ("site", "target", "categorical", "renames", "selector"):
         assert getattr(cfg, name) == getattr(base, name)
+    assert cfg.source == f"{base.source} (data_path from {override})"
 
 
 def test_override_with_an_absolute_path(tmp_path, site_yaml):

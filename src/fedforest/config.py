@@ -278,6 +278,8 @@ class JobConfig:
         c.choice("evaluation.voting", ev["voting"], ("soft", "hard"))
         c.integer("evaluation.depth_threshold", ev["depth_threshold"], 0)
         metrics = c.str_list("evaluation.metrics", ev["metrics"], METRICS)
+        if not metrics:
+            c.fail("evaluation.metrics", metrics, "at least one of " + ", ".join(METRICS))
         c.choice("evaluation.auto_metric", ev["auto_metric"], METRICS)
         c.integer("forest.n_estimators", forest["n_estimators"], 1, 10_000)
         if forest["max_depth"] is not None:
@@ -412,7 +414,13 @@ class SiteConfig:
             p = Path(data["data_path"]).expanduser()
             if not p.is_absolute():
                 p = (path.parent / p).resolve()
-            return SiteConfig(**{**self.__dict__, "data_path": str(p)})
+            return SiteConfig(
+                **{
+                    **self.__dict__,
+                    "data_path": str(p),
+                    "source": f"{self.source} (data_path from {path})",
+                }
+            )
         return self
 
     def check_data(self) -> list[str]:

@@ -188,7 +188,11 @@ class PooledForest:
     @property
     def is_categorical(self) -> np.ndarray:
         """Boolean mask over ``feature_names``: which features are categorical."""
-        return np.array([f in self.categories for f in self.feature_names], dtype=bool)
+        if "is_categorical" not in self._cache:
+            self._cache["is_categorical"] = np.array(
+                [f in self.categories for f in self.feature_names], dtype=bool
+            )
+        return self._cache["is_categorical"]
 
     # ------------------------------------------------------- derived arrays
     @property

@@ -69,26 +69,47 @@ class Strategy:
         decision[self.cf.depth[nodes] < self.depth_threshold] = DISCARD
         return decision
 
+    def _probability_tables(self):
+        """Per-node lookups for :meth:`right_probability`, built once per call."""
+        if getattr(self, "_tables", None) is None:
+            cf = self.cf
+            n_feat = self.X.shape[1]
+            has_imputer = ~np.all(np.isnan(self.imputed), axis=0)
+            categorical = self.forest.is_categorical
+            inv_sigma = np.where(np.isfinite(self.sigma) & (self.sigma > 0), 1 / self.sigma, 0.0)
+            # 0: no imputer (N_right / N_node), 1: numeric imputer, 2: categorical imputer
+            kind_f = np.where(has_imputer, np.where(categorical, 2, 1), 0)
+            f = np.where(cf.feature >= 0, cf.feature, 0)
+            node_kind = np.where(cf.feature >= 0, kind_f[f], 0)
+            # sigmoid((x - t) / s) = sigmoid(x / s - t / s): the row part is precomputed
+            scaled = (self.imputed.astype(np.float64) * inv_sigma[None, :]).reshape(-1)
+            offset = cf.threshold * inv_sigma[f]
+            self._tables = (node_kind, scaled, offset, n_feat)
+        return self._tables
+
     def right_probability(self, nodes, rows) -> np.ndarray:
         """IPR probability of going right; ``N_right / N_node`` without imputer."""
-        p = self.cf.right_fraction[nodes].copy()
+        node_kind, scaled, offset, n_feat = self._probability_tables()
+        kind = node_kind[nodes]
         f = self.cf.feature[nodes]
-        value = self.imputed[rows, f]
-        has = ~np.isnan(value)
-        if not has.any():
-            return p
-        thr = self.cf.threshold[nodes]
-        cat = self.forest.is_categorical[f]
-        num = has & ~cat
-        if num.any():
-            z = (value[num].astype(np.float64) - thr[num]) / self.sigma[f[num]]
-            p[num] = 1.0 / (1.0 + np.exp(-z))
-        for feat in np.unique(f[has & cat]):
-            sel = np.flatnonzero(has & (f == feat))
-            cdf = self.level_cdf[int(feat)]
-            code = np.floor(thr[sel]).astype(np.int64)
-            p_left = np.where(code < 0, 0.0, cdf[rows[sel], np.clip(code, 0, cdf.shape[1] - 1)])
-            p[sel] = 1.0 - p_left
+        numeric = kind == 1
+        if numeric.all():
+            z = scaled[rows * n_feat + f] - offset[nodes]
+            return 1.0 / (1.0 + np.exp(-z))
+        p = self.cf.right_fraction[nodes]
+        if numeric.any():
+            i = np.flatnonzero(numeric)
+            z = scaled[rows[i] * n_feat + f[i]] - offset[nodes[i]]
+            p[i] = 1.0 / (1.0 + np.exp(-z))
+        cat = kind == 2
+        if cat.any():
+            thr = self.cf.threshold[nodes]
+            for feat in np.unique(f[cat]):
+                sel = np.flatnonzero(cat & (f == feat))
+                cdf = self.level_cdf[int(feat)]
+                code = np.floor(thr[sel]).astype(np.int64)
+                p_left = np.where(code < 0, 0.0, cdf[rows[sel], np.clip(code, 0, cdf.shape[1] - 1)])
+                p[sel] = 1.0 - p_left
         return np.clip(p, 0.0, 1.0)
 
     def resolver(self, nodes, rows) -> np.ndarray:

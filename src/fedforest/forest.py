@@ -43,6 +43,19 @@ _NODE_FIELDS = (
 )
 
 
+#: Fields of a payload besides ``format`` and ``version``.
+_PAYLOAD_FIELDS = {
+    "feature_names",
+    "categories",
+    "classes",
+    "owners",
+    "tree_start",
+    "tree_owner",
+    "value",
+    *_NODE_FIELDS,
+}
+
+
 class PooledForest:
     """Trees from one or several sites, in a global feature space.
 
@@ -511,7 +524,7 @@ class PooledForest:
             thresholds, class distributions that are not distributions).
         """
         r = Reader(payload, FORMAT, VERSION, sender)
-        r.check_keys(set(cls(**_empty_forest_args()).to_payload()))
+        r.check_keys(_PAYLOAD_FIELDS)
         names = r.str_list("feature_names", MAX_FEATURES)
         owners = r.str_list("owners", MAX_TREES)
         classes = r.get("classes")
@@ -589,25 +602,6 @@ class PooledForest:
 
 def _kind(levels) -> str:
     return "numeric" if levels is None else f"categorical with levels {list(levels)}"
-
-
-def _empty_forest_args() -> dict:
-    z = np.zeros(0)
-    return dict(
-        feature_names=[],
-        classes=np.zeros(0, int),
-        owners=[],
-        tree_start=np.zeros(1),
-        tree_owner=z,
-        children_left=z,
-        children_right=z,
-        feature=z,
-        threshold=z,
-        n_node_samples=z,
-        missing_left=z,
-        saw_missing=z,
-        value=np.zeros((0, 0)),
-    )
 
 
 def _check_tree_structure(r: Reader, tree_start, a: dict, n_features: int, n_classes: int):

@@ -29,14 +29,6 @@ class SchemaError(ValueError):
     """Sites describe their tables in contradicting ways."""
 
 
-def _label(value):
-    if isinstance(value, (np.integer, int)) and not isinstance(value, (bool, np.bool_)):
-        return int(value)
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return int(value)
-    return str(value)
-
-
 def normalize_labels(y) -> np.ndarray:
     """Labels as an int64 array (integer-valued numbers) or a string array."""
     series = pd.Series(y)
@@ -48,12 +40,13 @@ def normalize_labels(y) -> np.ndarray:
 
 
 def class_labels(y) -> list:
-    """Sorted distinct class labels of ``y`` as plain ints or strings."""
-    values = pd.Series(y).dropna().unique()
-    labels = [_label(v) for v in values]
-    if len({type(v) for v in labels}) > 1:
-        labels = [str(v) for v in labels]
-    return sorted(set(labels))
+    """Sorted distinct class labels of ``y`` as plain ints or strings.
+
+    The same labels :func:`normalize_labels` gives each row, so that the
+    schema's class list and a site's encoded targets always agree.
+    """
+    values = normalize_labels(pd.Series(y).dropna())
+    return sorted(set(values.tolist()))
 
 
 @dataclass

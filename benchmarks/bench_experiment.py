@@ -21,7 +21,7 @@ import logging
 import time
 from pathlib import Path
 
-from fedforest.experiment import (
+from fedforest.experiments.runner import (
     METHODS,
     PAPER_JACCARDS,
     PAPER_SITES,

@@ -40,7 +40,7 @@ from fedforest import (
     fit_imputers,
     fit_surrogates,
 )
-from fedforest.strategies import STRATEGIES
+from fedforest.prediction.strategies import STRATEGIES
 
 logger = logging.getLogger("bench_inference")
 

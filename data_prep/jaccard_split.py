@@ -27,9 +27,9 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from fedforest.config import JOB_DEFAULTS, JobConfig, SiteConfig
-from fedforest.partition import pairwise_jaccard, shared_feature_count, split_table
-from fedforest.selectors import SELECTORS
+from fedforest.experiments.partition import pairwise_jaccard, shared_feature_count, split_table
+from fedforest.federation.config import JOB_DEFAULTS, JobConfig, SiteConfig
+from fedforest.federation.selectors import SELECTORS
 
 logger = logging.getLogger("jaccard_split")
 
@@ -78,7 +78,7 @@ def write_split(
         Integer-coded categorical columns of ``frame``; each site's YAML lists
         the ones it has.
     selector : str
-        Feature selector of every site (one of ``fedforest.selectors.SELECTORS``).
+        Feature selector of every site (one of ``fedforest.federation.selectors.SELECTORS``).
     random_state : int
         Seed of the split; also the job's ``seed``.
     name : str, optional

@@ -1,7 +1,7 @@
 """Write one of the paper's synthetic datasets (S-500-Num, S-500-Cat, S-500-Mix) as CSV.
 
 500 rows, 16 features that contribute evenly to a binary ``target`` column
-(see :mod:`fedforest.synthetic`). Categorical columns are integer codes; the
+(see :mod:`fedforest.experiments.synthetic`). Categorical columns are integer codes; the
 script prints their names, to pass on as ``--categorical`` to
 ``data_prep/jaccard_split.py``.
 
@@ -16,7 +16,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from fedforest.synthetic import DATASETS, load_dataset
+from fedforest.experiments.synthetic import DATASETS, load_dataset
 
 logger = logging.getLogger("make_synthetic")
 

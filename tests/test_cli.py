@@ -26,7 +26,7 @@ def test_no_command_prints_help(capsys):
 
 
 def test_elect_prints_votes_and_mask(tmp_path, capsys):
-    from test_election_offline import site_tables
+    from test_offline import site_tables
 
     paths = []
     for site, frame in site_tables(4, rows=200).items():
@@ -69,13 +69,13 @@ def test_predict_applies_a_saved_model_to_new_rows(tmp_path, capsys, two_site_fo
     import pandas as pd
 
     from fedforest import PooledForestClassifier, fit_imputers
-    from fedforest.model_io import model_bundle, save_model
+    from fedforest.model.model_files import model_bundle, save_payload
 
     forest, _, _ = two_site_forest
     X, _ = table
     imps = fit_imputers(X[:300], ["x2", "x3", "x4", "x5"], ["x0", "x1"], random_state=0)
     std = X.std().to_dict()
-    path = save_model(
+    path = save_payload(
         tmp_path / "model",
         model_bundle(forest.to_payload(), imps.to_payload(), std, settings={"seed": 3}),
     )
@@ -168,7 +168,7 @@ def test_predict_reads_categorical_csv_values_as_levels_not_codes(tmp_path, caps
     from sklearn.ensemble import RandomForestClassifier
 
     from fedforest import PooledForest
-    from fedforest.model_io import model_bundle, save_model
+    from fedforest.model.model_files import model_bundle, save_payload
 
     rng = np.random.default_rng(0)
     stage = rng.choice([1, 2, 3], 300)  # levels "1", "2", "3" -> codes 0, 1, 2
@@ -178,7 +178,7 @@ def test_predict_reads_categorical_csv_values_as_levels_not_codes(tmp_path, caps
     forest = PooledForest.from_sklearn(
         rf, ["stage", "age"], "s1", categories={"stage": ["1", "2", "3"]}
     )
-    path = save_model(tmp_path / "m", model_bundle(forest.to_payload()))
+    path = save_payload(tmp_path / "m", model_bundle(forest.to_payload()))
     pd.DataFrame({"stage": [3, 1], "age": [0.0, 0.0]}).to_csv(tmp_path / "d.csv", index=False)
     assert (
         main(

@@ -1,16 +1,31 @@
 """fedforest: random forests pooled across sites with different columns.
 
-The core (everything outside :mod:`fedforest.flare`) needs no NVIDIA FLARE.
+The package is layered; a layer imports only the layers above it in this list:
+
+* foundations -- :mod:`fedforest.errors`, :mod:`fedforest.vocabulary` (every
+  choice list), :mod:`fedforest.protocol` (the wire protocol),
+  :mod:`fedforest.validation` (one family of validators) and
+  :mod:`fedforest.metrics`;
+* :mod:`fedforest.model` -- the pooled forest, imputers, surrogate splits and
+  their payloads and files;
+* :mod:`fedforest.prediction` -- prediction with missing splits;
+* :mod:`fedforest.federation` -- the federation protocol of site and server:
+  schema, configuration, selectors, election, tuning, site and server;
+* :mod:`fedforest.flare` (the NVIDIA FLARE adapter) and
+  :mod:`fedforest.experiments` (the paper's protocol, reports and plots);
+* :mod:`fedforest.cli` -- the ``fedforest`` command.
+
+Only :mod:`fedforest.flare` imports NVIDIA FLARE, and only
+:mod:`fedforest.experiments` plots. See ``docs/architecture.md``.
 """
 
-from .classifier import PooledForestClassifier, PredictionDiagnostics
-from .errors import ConfigError, PayloadError
-from .forest import PooledForest
-from .imputers import Imputer, ImputerSet, fit_imputers
+from .errors import ConfigError, PayloadError, SchemaError
 from .metrics import score, score_all
-from .selection import select_strategy
-from .strategies import STRATEGIES
-from .surrogates import fit_surrogates
+from .model.forest import PooledForest
+from .model.imputers import Imputer, ImputerSet, fit_imputers
+from .model.surrogates import fit_surrogates
+from .prediction.classifier import PooledForestClassifier, PredictionDiagnostics, select_strategy
+from .vocabulary import STRATEGIES
 
 __version__ = "0.1.0"
 
@@ -23,6 +38,7 @@ __all__ = [
     "PooledForest",
     "PooledForestClassifier",
     "PredictionDiagnostics",
+    "SchemaError",
     "fit_imputers",
     "fit_surrogates",
     "score",

@@ -7,6 +7,7 @@ import logging
 import sys
 
 from . import __version__
+from .vocabulary import AGGREGATIONS, METRICS, SELECTORS, STRATEGIES, VOTING
 
 STRATEGY_HELP = {
     "fpv": "discard a tree when the row's path meets an unavailable feature",
@@ -37,7 +38,7 @@ def _elect(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from .election_offline import run_election
+    from .federation.offline import run_election
 
     tables = {}
     for path in args.tables:
@@ -228,8 +229,8 @@ def _predict(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from .classifier import PooledForestClassifier
-    from .model_io import load_model
+    from .model.model_files import load_model
+    from .prediction.classifier import PooledForestClassifier
 
     model = load_model(args.model)
     path = Path(args.data)
@@ -246,7 +247,7 @@ def _predict(args: argparse.Namespace) -> int:
         )
     X = frame.drop(columns=drop)
     # raw CSV values of categorical columns are levels (e.g. stage 1, 2, 3), never codes
-    from .schema import as_level_strings
+    from .federation.schema import as_level_strings
 
     for col in X.columns:
         if col in forest.categories:
@@ -287,8 +288,8 @@ def _ints(text: str) -> list[int]:
 def _experiment(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .experiment import ExperimentPlan, run_experiment
-    from .reports import summary_tables, write_report
+    from .experiments.reports import summary_tables, write_report
+    from .experiments.runner import ExperimentPlan, run_experiment
 
     plan = ExperimentPlan(
         datasets=list(args.datasets),
@@ -330,8 +331,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("strategies", help="list the missing-split strategies")
     p.set_defaults(func=_strategies)
 
-    from .selectors import SELECTORS
-
     p = sub.add_parser(
         "elect",
         help="run a feature election on local CSV files (one per site), without FLARE",
@@ -354,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.5,
         help="0 keeps the intersection, 1 the union (default 0.5)",
     )
-    p.add_argument("--aggregation", default="weighted", choices=["weighted", "uniform"])
+    p.add_argument("--aggregation", default="weighted", choices=AGGREGATIONS)
     p.add_argument("--always-keep", help="features kept regardless of the vote, comma-separated")
     p.add_argument("--auto-tune", action="store_true", help="hill-climb the freedom degree")
     p.add_argument("--tuning-rounds", type=int, default=5)
@@ -364,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="scores within this of the best count as equal (smallest mask wins)",
     )
-    p.add_argument("--metric", default="auprc", choices=["auprc", "auc", "mcc", "accuracy"])
+    p.add_argument("--metric", default="auprc", choices=METRICS)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="also write the election and tuning history to this file")
     p.set_defaults(func=_elect)
@@ -388,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900, help="seconds to wait for the job")
     p.set_defaults(func=_job_poc)
 
-    from .experiment import METHODS, PAPER_JACCARDS, PAPER_SITES
+    from .experiments.runner import METHODS, PAPER_JACCARDS, PAPER_SITES
 
     p = sub.add_parser(
         "experiment",
@@ -418,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--voting",
         default="soft",
-        choices=["soft", "hard"],
+        choices=VOTING,
         help="hard reproduces the paper's reference code",
     )
     p.add_argument("--trees", type=int, default=100, help="trees per site")
@@ -431,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="apply a saved pooled model to new rows at a site")
     p.add_argument("--model", required=True, help="pooled_model.npz saved by a job")
     p.add_argument("--data", required=True, help="CSV with the site's columns")
-    p.add_argument("--strategy", default="mp", choices=list(STRATEGY_HELP)[:-1])
+    p.add_argument("--strategy", default="mp", choices=STRATEGIES)
     p.add_argument("--site", help="this site's name (park, local)")
     p.add_argument("--rename", help="local=global column renames, comma-separated")
     p.add_argument("--seed", type=int, help="seed of pr / ipr (default: the job's)")

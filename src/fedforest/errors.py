@@ -21,3 +21,7 @@ class ConfigError(ValueError):
 
     The message names the file, the key, the bad value and what is allowed.
     """
+
+
+class SchemaError(ValueError):
+    """Sites describe their tables in contradicting ways."""

@@ -15,7 +15,7 @@ from sklearn.metrics import (
 # test sets, where scikit-learn's input validation costs more than the metric.
 from sklearn.preprocessing import label_binarize
 
-METRICS = ("auprc", "auc", "mcc", "accuracy")
+from .vocabulary import METRICS
 
 
 def score(metric: str, y_true, proba: np.ndarray, classes) -> float:

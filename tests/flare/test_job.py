@@ -31,7 +31,7 @@ def test_built_job_has_one_app_per_site_with_code_and_configs(tmp_path):
     assert server["workflows"][0]["path"] == "fedforest.flare.controller.FedForestController"
     for site in SITES:
         app = job / f"app_{site}"
-        assert (app / "custom/fedforest/forest.py").is_file()
+        assert (app / "custom/fedforest/model/forest.py").is_file()
         assert (app / "custom/fedforest/flare/executor.py").is_file()
         shipped = yaml.safe_load((app / "config/fedforest_site.yaml").read_text())
         assert shipped["site"] == site and os.path.isabs(shipped["data_path"])

@@ -7,7 +7,7 @@ import json
 import pytest
 from flare_setup import write_configs
 
-from fedforest.config import JOB_STRATEGIES
+from fedforest.federation.config import JOB_STRATEGIES
 from fedforest.flare.job import build_job
 from fedforest.flare.poc import run_poc
 

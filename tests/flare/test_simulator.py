@@ -9,9 +9,9 @@ import pytest
 from faulty_executors import FailingTrainExecutor, MalformedTreeExecutor
 from flare_setup import write_configs
 
-from fedforest.config import JOB_STRATEGIES
+from fedforest.federation.config import JOB_STRATEGIES
 from fedforest.flare.job import build_job, simulate
-from fedforest.model_io import load_model
+from fedforest.model.model_files import load_model
 
 pytestmark = pytest.mark.flare
 SITES = ["site-1", "site-2", "site-3"]

@@ -22,16 +22,12 @@ from nvflare.apis.impl.controller import Controller, Task
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
-from ..config import JobConfig
-from ..errors import ConfigError, PayloadError
-from ..schema import SchemaError
-from ..server import JobServer
+from .. import protocol
+from ..errors import ConfigError, PayloadError, SchemaError
+from ..federation.config import JobConfig
+from ..federation.server import JobServer
 
 logger = logging.getLogger(__name__)
-
-PAYLOAD = "fedforest_payload"
-ERROR = "fedforest_error"
-TASKS = ("schema", "vote", "score_mask", "train", "evaluate")
 
 
 class FedForestController(Controller):
@@ -95,26 +91,21 @@ class FedForestController(Controller):
         metrics: dict = {}
         model = None
         try:
-            replies = self._phase("schema", {"seed": config.seed}, fl_ctx, abort_signal)
+            replies = self._phase(protocol.SCHEMA, {"seed": config.seed}, fl_ctx, abort_signal)
             schema = self._timed("schema", lambda: server.build_schema(replies))
             vote_on = config.election["enabled"]
             replies = self._phase(
-                "vote",
-                {"schema": schema, "vote": vote_on},
-                fl_ctx,
-                abort_signal,
-                timeout_key="election",
+                protocol.VOTE, {"schema": schema, "vote": vote_on}, fl_ctx, abort_signal
             )
             if vote_on:
                 ballot = server.read_votes(replies)
 
                 def score(features: list[str]) -> float:
                     scored = self._phase(
-                        "score_mask",
+                        protocol.SCORE_MASK,
                         {"features": list(features), "metric": config.election["metric"]},
                         fl_ctx,
                         abort_signal,
-                        timeout_key="election",
                     )
                     return server.score_replies(scored)
 
@@ -123,7 +114,7 @@ class FedForestController(Controller):
                 elected = list(server.schema.features)
             want_inter = "intersection" in config.strategies
             replies = self._phase(
-                "train",
+                protocol.TRAIN,
                 {
                     "elected": elected,
                     "forest": config.forest,
@@ -135,7 +126,7 @@ class FedForestController(Controller):
             )
             model = self._timed("pool", lambda: server.pool(replies, want_inter))
             replies = self._phase(
-                "evaluate",
+                protocol.EVALUATE,
                 {
                     "model": model,
                     "strategies": config.strategies,
@@ -147,7 +138,7 @@ class FedForestController(Controller):
                 fl_ctx,
                 abort_signal,
             )
-            metrics = self._read_metrics(replies)
+            metrics = server.read_metrics(replies)
             server.check_min_sites(list(metrics), "evaluate")
             server.write_results(self.run_dir, metrics, model)
             logger.info("fedforest job finished; report: %s", self.run_dir / "report.md")
@@ -173,7 +164,6 @@ class FedForestController(Controller):
         data: dict,
         fl_ctx: FLContext,
         abort_signal: Signal,
-        timeout_key: str | None = None,
     ) -> dict:
         """Broadcast one task to the live sites; return {site: payload} of good replies."""
         server, config = self.server, self.server.config
@@ -181,9 +171,10 @@ class FedForestController(Controller):
         server.check_min_sites(alive, task_name)
         if abort_signal.triggered:
             raise RuntimeError("the job was aborted")
-        timeout = config.timeouts[timeout_key or task_name]
+        phase = protocol.TASK_PHASE[task_name]
+        timeout = config.timeouts[phase]
         shareable = Shareable()
-        shareable[PAYLOAD] = data
+        shareable[protocol.PAYLOAD] = protocol.task_data(task_name, **data)
         task = Task(name=task_name, data=shareable, timeout=int(timeout))
         logger.info("phase %s: sent to %s (timeout %s s)", task_name, alive, int(timeout) or "none")
         start = time.monotonic()
@@ -196,7 +187,7 @@ class FedForestController(Controller):
             abort_signal=abort_signal,
         )
         spent = time.monotonic() - start
-        key = "election" if task_name == "score_mask" else task_name
+        key = phase if task_name == protocol.SCORE_MASK else task_name
         server.timings[key] = server.timings.get(key, 0.0) + spent
         good: dict = {}
         answered = set()
@@ -213,9 +204,9 @@ class FedForestController(Controller):
                 continue
             rc = result.get_return_code()
             if rc != ReturnCode.OK:
-                server.drop(site, task_name, f"{rc}: {result.get(ERROR, 'no details')}")
+                server.drop(site, task_name, f"{rc}: {result.get(protocol.ERROR, 'no details')}")
                 continue
-            payload = result.get(PAYLOAD)
+            payload = result.get(protocol.PAYLOAD)
             if payload is None:
                 server.drop(site, task_name, "the reply carries no payload")
                 continue
@@ -228,12 +219,3 @@ class FedForestController(Controller):
         )
         server.check_min_sites(list(good), task_name)
         return dict(sorted(good.items()))  # by site name: results must not depend on timing
-
-    def _read_metrics(self, replies: dict) -> dict:
-        metrics = {}
-        for site, payload in replies.items():
-            if not isinstance(payload, dict) or not isinstance(payload.get("strategies"), dict):
-                self.server.drop(site, "evaluate", "its metrics are malformed")
-                continue
-            metrics[site] = payload
-        return metrics

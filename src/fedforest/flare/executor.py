@@ -1,4 +1,9 @@
-"""The site side of the fedforest job: receive a task, call the core, reply."""
+"""The site side of the fedforest job: receive a task, call the core, reply.
+
+Tasks are dispatched by :meth:`fedforest.federation.site.SiteRunner.run_task`
+through its table of handlers; the names of tasks and message keys come from
+:mod:`fedforest.protocol`.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,9 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
-from ..config import LOCAL_OVERRIDE, SiteConfig
-from ..site import SiteRunner
-from .controller import ERROR, PAYLOAD
+from .. import protocol
+from ..federation.config import LOCAL_OVERRIDE, SiteConfig
+from ..federation.site import SiteRunner
 
 logger = logging.getLogger(__name__)
 
@@ -76,51 +81,26 @@ class FedForestExecutor(Executor):
             return self._error(
                 ReturnCode.EXECUTION_EXCEPTION, self.startup_error or "the site did not start"
             )
-        data = shareable.get(PAYLOAD)
+        if task_name not in protocol.TASKS:
+            return self._error(ReturnCode.TASK_UNKNOWN, f"unknown task {task_name!r}")
+        data = shareable.get(protocol.PAYLOAD)
         if not isinstance(data, dict):
             return self._error(ReturnCode.BAD_TASK_DATA, f"task {task_name} carries no payload")
         try:
             payload = self.run_task(task_name, data)
-        except KeyError as err:
-            return self._error(ReturnCode.BAD_TASK_DATA, f"task {task_name}: missing {err}")
         except Exception as err:  # noqa: BLE001 - reported to the server, which drops the site
             logger.error("site %s: task %s failed:\n%s", site, task_name, traceback.format_exc())
             return self._error(ReturnCode.EXECUTION_EXCEPTION, f"{type(err).__name__}: {err}")
-        if payload is None:
-            return self._error(ReturnCode.TASK_UNKNOWN, f"unknown task {task_name!r}")
         reply = make_reply(ReturnCode.OK)
-        reply[PAYLOAD] = payload
+        reply[protocol.PAYLOAD] = payload
         return reply
 
     def run_task(self, task_name: str, data: dict):
-        """Call the core for one task; ``None`` for an unknown task."""
-        runner = self.runner
-        if task_name == "schema":
-            runner.random_state = int(data.get("seed", 0))
-            return runner.describe()
-        if task_name == "vote":
-            runner.set_schema(data["schema"])
-            return runner.vote() if data["vote"] else {}
-        if task_name == "score_mask":
-            return runner.score_mask(data["features"], data["metric"])
-        if task_name == "train":
-            return runner.train(
-                data["elected"], data["forest"], data["surrogates"], data["intersection"]
-            )
-        if task_name == "evaluate":
-            return runner.evaluate(
-                data["model"],
-                data["strategies"],
-                data["voting"],
-                data["depth_threshold"],
-                data["metrics"],
-                data["auto_metric"],
-                save_dir=self.run_dir,
-            )
-        return None
+        """Call the core for one task (the site's table of handlers)."""
+        return self.runner.run_task(task_name, data, save_dir=self.run_dir)
 
     @staticmethod
     def _error(rc: str, message: str) -> Shareable:
         reply = make_reply(rc)
-        reply[ERROR] = message
+        reply[protocol.ERROR] = message
         return reply

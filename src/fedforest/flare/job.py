@@ -20,9 +20,10 @@ from pathlib import Path
 
 import yaml
 
-from ..config import JobConfig, SiteConfig
+from .. import protocol
 from ..errors import ConfigError
-from .controller import TASKS, FedForestController
+from ..federation.config import JobConfig, SiteConfig
+from .controller import FedForestController
 from .executor import FedForestExecutor
 
 logger = logging.getLogger(__name__)
@@ -56,11 +57,20 @@ def load_configs(config_dir) -> tuple[JobConfig, dict[str, SiteConfig]]:
     return job, sites
 
 
+#: What the job's ``custom/`` folder leaves out: code no site or server runs (the
+#: experiment runner, reports and plots, and the command line).
+NOT_SHIPPED = ("experiments", "cli.py", "__pycache__", "*.pyc")
+
+
 def _stage_package(stage: Path) -> Path:
-    """Copy the fedforest package (without caches) into ``stage`` for ``custom/``."""
+    """Copy the fedforest runtime into ``stage`` for the apps' ``custom/`` folders.
+
+    Only what sites and the server run travels: the package without
+    :data:`NOT_SHIPPED`.
+    """
     package = Path(__file__).resolve().parents[1]
     target = stage / "fedforest"
-    shutil.copytree(package, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(package, target, ignore=shutil.ignore_patterns(*NOT_SHIPPED))
     return stage
 
 
@@ -100,7 +110,7 @@ def build_job(config_dir, out_dir, job_custom: list[object] | None = None) -> Pa
             data["data_path"] = site.data_path
             resolved.write_text(yaml.safe_dump(data, sort_keys=False))
             executor = overrides.get(name) or FedForestExecutor(site_config=SITE_FILE)
-            job.to(executor, name, tasks=list(TASKS))
+            job.to(executor, name, tasks=list(protocol.TASKS))
             job.to(str(stage), name)
             if name in overrides:
                 job.to(inspect.getfile(type(executor)), name)  # its module goes in custom/

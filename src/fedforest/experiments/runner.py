@@ -1,0 +1,315 @@
+"""The missing-split paper's experimental protocol, in one process (no FLARE).
+
+For every dataset, number of sites N, Jaccard overlap J and repetition r
+(everything seeded by r): the rows are dealt evenly and stratified over N
+sites, the features assigned so that the site feature sets have pairwise
+Jaccard overlap J (paper eq. 23-24), each site splits 75/25 stratified into
+train and test, trains its forest on its columns (plus surrogate splits,
+imputers and an intersection forest on the shared columns), the forests are
+pooled, and every method is scored on every site's test rows. Results are a
+tidy table: one row per (dataset, n_sites, jaccard, rep, site, method, metric).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..federation.evaluation import evaluate_strategies
+from ..federation.splits import split_validation
+from ..federation.training import fit_site_models, pool_site_models
+from ..vocabulary import METRICS, PAPER_METHODS, VOTING
+from .partition import split_table
+
+logger = logging.getLogger(__name__)
+
+#: The nine methods of the paper's comparison.
+METHODS = PAPER_METHODS
+PAPER_SITES = (2, 3, 4, 6)
+PAPER_JACCARDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+TIDY_COLUMNS = ["dataset", "n_sites", "jaccard", "rep", "site", "method", "metric", "value"]
+
+
+@dataclass
+class Dataset:
+    """A table for experiments: features, labels and which columns are categorical."""
+
+    name: str
+    X: pd.DataFrame
+    y: np.ndarray
+    categorical: list[str] = field(default_factory=list)
+
+    @property
+    def categories(self) -> dict[str, list[str]]:
+        """Levels of the categorical columns (integer codes 0..K-1)."""
+        out = {}
+        for c in self.categorical:
+            k = int(np.nanmax(self.X[c].to_numpy(dtype=float))) + 1
+            out[c] = [str(i) for i in range(k)]
+        return out
+
+
+def load_table(
+    spec: str, target: str | None = None, categorical: Sequence[str] = (), random_state: int = 0
+) -> Dataset:
+    """A synthetic dataset by name (``S-500-Mix`` ...) or a CSV file with a target column.
+
+    Non-numeric CSV columns are coded as integers and treated as categorical.
+    """
+    from .synthetic import DATASETS, load_dataset
+
+    if spec in DATASETS:
+        X, y, cats = load_dataset(spec, random_state=random_state)
+        return Dataset(spec, X, np.asarray(y), list(cats))
+    path = Path(spec)
+    if not path.is_file():
+        raise ValueError(
+            f"dataset {spec!r} is neither a known synthetic set {sorted(DATASETS)} nor a CSV file"
+        )
+    if not target:
+        raise ValueError(f"dataset {spec}: give the target column (--target)")
+    frame = pd.read_csv(path)
+    if target not in frame.columns:
+        raise ValueError(f"dataset {spec}: no target column {target!r} in {list(frame.columns)}")
+    y = frame.pop(target).to_numpy()
+    cats = list(categorical)
+    for col in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[col]) or col in cats:
+            codes, _ = pd.factorize(frame[col], sort=True)
+            frame[col] = np.where(codes < 0, np.nan, codes)
+            if col not in cats:
+                cats.append(col)
+    return Dataset(path.stem, frame.astype(float), y, cats)
+
+
+def run_repetition(
+    data: Dataset,
+    n_sites: int,
+    jaccard: float,
+    rep: int,
+    methods: Sequence[str] = METHODS,
+    metrics: Sequence[str] = ("auprc", "auc", "mcc"),
+    voting: str = "soft",
+    n_estimators: int = 100,
+    depth_threshold: int = 2,
+    test_fraction: float = 0.25,
+) -> list[dict]:
+    """One repetition of one scenario; tidy rows (one per site, method and metric)."""
+    frame = data.X.assign(__target__=data.y)
+    tables = split_table(frame, "__target__", n_sites, jaccard, random_state=rep)
+    sites = list(tables)
+    columns = {s: [c for c in t.columns if c != "__target__"] for s, t in tables.items()}
+    shared = [c for c in data.X.columns if all(c in columns[s] for s in sites)]
+    categories = data.categories
+    forest_params = {"n_estimators": n_estimators}
+    want_inter = "intersection" in methods
+    splits, models = {}, {}
+    for k, site in enumerate(sites):
+        t = tables[site]
+        X_tr, X_te, y_tr, y_te = split_validation(
+            t[columns[site]], t["__target__"].to_numpy(), test_fraction, rep
+        )
+        splits[site] = (X_te, y_te)
+        models[site] = fit_site_models(
+            site,
+            X_tr,
+            y_tr,
+            columns[site],
+            shared,
+            categories,
+            forest_params,
+            random_state=rep * 1000 + k,
+            intersection_columns=shared if want_inter else None,
+            # private columns are disjoint across sites: one imputer candidate per column,
+            # so its score decides nothing and needs no cross-validation
+            imputer_cv=None,
+        )
+    pooled = pool_site_models(list(models.values()))
+    forest, imputers = pooled.forest, pooled.imputers
+    feature_std, intersection = pooled.feature_std, pooled.intersection
+    classes = np.unique(data.y)
+    rows = []
+    for site in sites:
+        X_te, y_te = splits[site]
+        scores = evaluate_strategies(
+            forest,
+            imputers,
+            feature_std,
+            intersection,
+            X_te,
+            y_te,
+            classes,
+            list(methods),
+            site=site,
+            voting=voting,
+            depth_threshold=depth_threshold,
+            metrics=metrics,
+            random_state=rep,
+        )
+        for method, row in scores.items():
+            for metric in metrics:
+                value = row[metric]
+                rows.append(
+                    {
+                        "dataset": data.name,
+                        "n_sites": n_sites,
+                        "jaccard": jaccard,
+                        "rep": rep,
+                        "site": site,
+                        "method": method,
+                        "metric": metric,
+                        "value": float("nan") if value is None else value,
+                    }
+                )
+    return rows
+
+
+@dataclass
+class ExperimentPlan:
+    """What to run. See :func:`run_experiment`."""
+
+    datasets: list[str]
+    n_sites: list[int] = field(default_factory=lambda: list(PAPER_SITES))
+    jaccards: list[float] = field(default_factory=lambda: list(PAPER_JACCARDS))
+    reps: int = 100
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    metrics: list[str] = field(default_factory=lambda: ["auprc", "auc", "mcc"])
+    voting: str = "soft"
+    n_estimators: int = 100
+    depth_threshold: int = 2
+    target: str | None = None
+    categorical: list[str] = field(default_factory=list)
+    n_jobs: int = 1
+
+    def validate(self) -> None:
+        if not self.datasets:
+            raise ValueError("datasets is empty; name at least one dataset")
+        bad = [m for m in self.methods if m not in METHODS]
+        if bad:
+            raise ValueError(f"methods {bad} are not among {list(METHODS)}")
+        bad = [m for m in self.metrics if m not in METRICS]
+        if bad:
+            raise ValueError(f"metrics {bad} are not among {list(METRICS)}")
+        if any((not isinstance(n, int)) or n < 2 for n in self.n_sites):
+            raise ValueError(f"n_sites={self.n_sites} must be integers >= 2")
+        if any(not 0 < j <= 1 for j in self.jaccards):
+            raise ValueError(f"jaccards={self.jaccards} must lie in (0, 1]")
+        if self.reps < 1:
+            raise ValueError(f"reps={self.reps} must be at least 1")
+        if self.voting not in VOTING:
+            raise ValueError(f"voting={self.voting!r} must be soft or hard")
+        if self.n_jobs < 1:
+            raise ValueError(f"n_jobs={self.n_jobs} must be at least 1")
+
+
+def _init_worker() -> None:
+    """One BLAS thread per worker process: the processes already fill the cores."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+
+
+def _task(args):
+    data, n_sites, jaccard, rep, plan = args
+    return run_repetition(
+        data,
+        n_sites,
+        jaccard,
+        rep,
+        plan.methods,
+        plan.metrics,
+        plan.voting,
+        plan.n_estimators,
+        plan.depth_threshold,
+    )
+
+
+def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
+    """Run every (dataset, N, J, rep) of ``plan``; return the tidy results.
+
+    With ``out_dir`` the tidy table is written to ``out_dir/results.csv`` as the
+    batches finish (a long run can be followed, and survives interruption).
+    Progress is logged after every finished (dataset, N, J) scenario.
+    """
+    plan.validate()
+    datasets = [load_table(d, plan.target, plan.categorical) for d in plan.datasets]
+    tasks = [
+        (data, n, j, r, plan)
+        for data in datasets
+        for n in plan.n_sites
+        for j in plan.jaccards
+        for r in range(plan.reps)
+    ]
+    per_scenario = plan.reps
+    total = len(tasks)
+    logger.info(
+        "experiment: %d repetitions (%d datasets x %d N x %d J x %d reps), %d jobs",
+        total,
+        len(datasets),
+        len(plan.n_sites),
+        len(plan.jaccards),
+        plan.reps,
+        plan.n_jobs,
+    )
+    out_path = None
+    if out_dir is not None:
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        out_path = out_dir / "results.csv"
+        pd.DataFrame(columns=TIDY_COLUMNS).to_csv(out_path, index=False)
+    rows: list[dict] = []
+    done_per: dict[tuple, int] = {}
+    start = time.monotonic()
+
+    def collect(task, result) -> None:
+        rows.extend(result)
+        if out_path is not None:
+            pd.DataFrame(result, columns=TIDY_COLUMNS).to_csv(
+                out_path, mode="a", header=False, index=False
+            )
+        key = (task[0].name, task[1], task[2])
+        done_per[key] = done_per.get(key, 0) + 1
+        finished = sum(done_per.values())
+        if done_per[key] == per_scenario:
+            elapsed = time.monotonic() - start
+            eta = elapsed / finished * (total - finished)
+            logger.info(
+                "%s N=%d J=%.2f done: %d/%d repetitions, %.0f s elapsed, ~%.0f s left",
+                key[0],
+                key[1],
+                key[2],
+                finished,
+                total,
+                elapsed,
+                eta,
+            )
+
+    if plan.n_jobs == 1:
+        for task in tasks:
+            collect(task, _task(task))
+    else:
+        workers = min(plan.n_jobs, os.cpu_count() or 1)
+        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker) as pool:
+            futures = {pool.submit(_task, t): t for t in tasks}
+            for future in as_completed(futures):
+                collect(futures[future], future.result())
+    tidy = pd.DataFrame(rows, columns=TIDY_COLUMNS)
+    tidy = tidy.sort_values(
+        ["dataset", "n_sites", "jaccard", "rep", "site", "method", "metric"], kind="stable"
+    ).reset_index(drop=True)
+    if out_path is not None:
+        tidy.to_csv(out_path, index=False)
+    logger.info(
+        "experiment finished in %.0f s (%.2f s per repetition)",
+        time.monotonic() - start,
+        (time.monotonic() - start) / max(total, 1),
+    )
+    return tidy

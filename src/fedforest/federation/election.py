@@ -1,0 +1,327 @@
+"""Feature election across sites that do not have the same columns.
+
+Every site runs a local selector on its own columns and sends a mask and
+scores keyed by feature name. Per feature *f*, let S_f be the sites that have
+it; a site without *f* abstains (it does not vote against). Then
+
+* intersection: features selected by every site in S_f;
+* union: features selected by at least one site;
+* disputed: union minus intersection;
+* each site's |scores| are min-max normalised over its own columns, and
+  vote(f) = sum_{s in S_f} w_s norm_s(f) / sum_{s in S_f} w_s, with w_s
+  proportional to the site's rows (``"weighted"``) or 1 (``"uniform"``);
+* the intersection is kept, plus the top ceil(freedom_degree * |disputed|)
+  disputed features by vote (ties by name), plus ``always_keep``.
+
+With the same columns everywhere this is the reference rule of the Feature
+Election paper (FLASH) and NVIDIA FLARE's ``feature_election``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import protocol
+from ..model.payload_checks import MAX_FEATURES
+from ..validation import PayloadReader
+from ..vocabulary import AGGREGATIONS
+
+FORMAT_VOTE = protocol.SITE_VOTE
+VERSION = protocol.FORMATS[FORMAT_VOTE]
+
+
+@dataclass
+class SiteVote:
+    """One site's local selection.
+
+    Parameters
+    ----------
+    site : str
+    features : list of str
+        The site's own columns (global names).
+    mask : ndarray of bool
+        Which of them the local selector kept.
+    scores : ndarray of float
+        Usefulness score of each (only |score| matters).
+    n_rows : int
+        Training rows at the site (the weight in ``"weighted"`` aggregation).
+    """
+
+    site: str
+    features: list[str]
+    mask: np.ndarray
+    scores: np.ndarray
+    n_rows: int
+
+    def __post_init__(self):
+        self.features = [str(f) for f in self.features]
+        self.mask = np.asarray(self.mask, dtype=bool)
+        self.scores = np.asarray(self.scores, dtype=np.float64)
+
+    def to_payload(self, feature_index: Mapping[str, int] | None = None) -> dict:
+        """Mask and scores as arrays; features as global indices when given an index."""
+        payload = {
+            "format": FORMAT_VOTE,
+            "version": VERSION,
+            "site": self.site,
+            "mask": self.mask.astype(bool),
+            "scores": self.scores.astype(np.float64),
+            "n_rows": int(self.n_rows),
+        }
+        if feature_index is None:
+            payload["features"] = list(self.features)
+        else:
+            payload["feature_index"] = np.array(
+                [feature_index[f] for f in self.features], dtype=np.int32
+            )
+        return payload
+
+    @classmethod
+    def from_payload(
+        cls, payload: Mapping, sender: str | None = None, features: Sequence[str] | None = None
+    ) -> SiteVote:
+        """Read a vote; ``features`` is the global feature list when indices are used."""
+        r = PayloadReader(payload, FORMAT_VOTE, sender)
+        r.check_keys({"site", "mask", "scores", "n_rows", "features", "feature_index"})
+        if "feature_index" in payload:
+            if features is None:
+                r.fail("field 'feature_index' needs the global feature list to be read")
+            idx = r.read_array("feature_index", "i")
+            if idx.size and (idx.min() < 0 or idx.max() >= len(features)):
+                r.fail(f"field 'feature_index' has indices outside [0, {len(features)})")
+            if len(set(idx.tolist())) != idx.size:
+                r.fail("field 'feature_index' has duplicates")
+            names = [features[i] for i in idx]
+        else:
+            names = r.read_str_list("features", MAX_FEATURES)
+        n = len(names)
+        mask = r.read_array("mask", "b", length=n)
+        scores = r.read_array("scores", "f", length=n)
+        n_rows = r.read_number("n_rows", lo=1)
+        site = r.get("site")
+        if not isinstance(site, str) or not site:
+            r.fail("field 'site' must be a non-empty string")
+        return cls(site, names, mask, scores, int(n_rows))
+
+
+@dataclass
+class ElectionResult:
+    """The outcome of an election.
+
+    Attributes
+    ----------
+    features : list of str
+        Every feature some site has, sorted by name.
+    selected : list of str
+        The elected features, sorted by name.
+    intersection, union, disputed : list of str
+    votes : dict of str to float
+        vote(f) for every feature.
+    sites_with : dict of str to list of str
+        S_f: the sites that have each feature.
+    selected_by : dict of str to list of str
+        The sites whose selector kept each feature.
+    freedom_degree : float
+    aggregation : str
+    always_keep : list of str
+    """
+
+    features: list[str]
+    selected: list[str]
+    intersection: list[str]
+    union: list[str]
+    disputed: list[str]
+    votes: dict[str, float]
+    sites_with: dict[str, list[str]]
+    selected_by: dict[str, list[str]]
+    freedom_degree: float
+    aggregation: str
+    always_keep: list[str] = field(default_factory=list)
+
+    @property
+    def mask(self) -> np.ndarray:
+        """Boolean mask over :attr:`features`."""
+        chosen = set(self.selected)
+        return np.array([f in chosen for f in self.features], dtype=bool)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return {
+            "intersection": len(self.intersection),
+            "union": len(self.union),
+            "disputed": len(self.disputed),
+            "kept": len(self.selected),
+        }
+
+    def to_dict(self) -> dict:
+        """Plain dict for reports."""
+        return {
+            "selected": list(self.selected),
+            "stats": self.stats,
+            "freedom_degree": self.freedom_degree,
+            "aggregation": self.aggregation,
+            "always_keep": list(self.always_keep),
+            "votes": {f: float(v) for f, v in self.votes.items()},
+            "intersection": list(self.intersection),
+            "disputed": list(self.disputed),
+            "sites_with": {f: list(v) for f, v in self.sites_with.items()},
+            "selected_by": {f: list(v) for f, v in self.selected_by.items()},
+        }
+
+
+def check_freedom_degree(value, name: str = "freedom_degree") -> float:
+    """Validate a freedom degree: a number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{name}={value!r} must be a number in [0, 1]")
+    if not (0.0 <= float(value) <= 1.0):
+        raise ValueError(f"{name}={value!r} must be in [0, 1]")
+    return float(value)
+
+
+class Ballot:
+    """The votes of all sites, ready to be counted at any freedom degree.
+
+    Counting is cheap once the ballot is built, which is what the tuner needs.
+
+    Parameters
+    ----------
+    votes : sequence of SiteVote
+    aggregation : {"weighted", "uniform"}, default="weighted"
+    always_keep : sequence of str, optional
+        Features kept whatever the vote.
+    """
+
+    def __init__(
+        self,
+        votes: Sequence[SiteVote],
+        aggregation: str = "weighted",
+        always_keep: Sequence[str] = (),
+    ):
+        votes = list(votes)
+        if not votes:
+            raise ValueError("an election needs at least one site's vote")
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation={aggregation!r} must be one of {list(AGGREGATIONS)}")
+        sites = [v.site for v in votes]
+        if len(set(sites)) != len(sites):
+            raise ValueError(f"more than one vote from the same site: {sites}")
+        for v in votes:
+            if v.mask.shape != (len(v.features),) or v.scores.shape != (len(v.features),):
+                raise ValueError(
+                    f"site {v.site!r}: mask and scores must have one entry per feature "
+                    f"({len(v.features)})"
+                )
+            if len(set(v.features)) != len(v.features):
+                raise ValueError(f"site {v.site!r}: duplicate features")
+            if not np.all(np.isfinite(v.scores)):
+                raise ValueError(f"site {v.site!r}: scores must be finite")
+            if v.n_rows < 1:
+                raise ValueError(f"site {v.site!r}: n_rows must be at least 1")
+        shared = set(votes[0].features).intersection(*(v.features for v in votes[1:]))
+        if not shared and len(votes) > 1:
+            raise ValueError(
+                "the sites share no column (features): at least one feature every site has "
+                "is needed to pool their forests; check the column names and renames"
+            )
+        features = sorted({f for v in votes for f in v.features})
+        unknown = [f for f in always_keep if f not in features]
+        if unknown:
+            raise ValueError(f"always_keep names features no site has: {unknown}")
+        index = {f: i for i, f in enumerate(features)}
+        n_sites, n_feat = len(votes), len(features)
+        has = np.zeros((n_sites, n_feat), dtype=bool)
+        chose = np.zeros((n_sites, n_feat), dtype=bool)
+        norm = np.zeros((n_sites, n_feat))
+        for s, v in enumerate(votes):
+            cols = np.array([index[f] for f in v.features], dtype=int)
+            has[s, cols] = True
+            chose[s, cols] = v.mask
+            a = np.abs(v.scores)
+            lo, span = (a.min(), a.max() - a.min()) if a.size else (0.0, 0.0)
+            norm[s, cols] = (a - lo) / span if span > 0 else 0.0
+        w = np.array(
+            [v.n_rows if aggregation == "weighted" else 1.0 for v in votes], dtype=np.float64
+        )
+        weight_f = (w[:, None] * has).sum(axis=0)
+        self.votes = (w[:, None] * norm * has).sum(axis=0) / np.where(weight_f > 0, weight_f, 1)
+        self.features = features
+        self.sites = sites
+        self.aggregation = aggregation
+        self.always_keep = sorted(set(always_keep))
+        self.has, self.chose = has, chose
+        union = chose.any(axis=0)
+        inter = union & np.all(chose | ~has, axis=0)
+        self.union_mask, self.intersection_mask = union, inter
+        disputed = np.flatnonzero(union & ~inter)
+        # order disputed features by vote, highest first; ties by name (features are sorted)
+        self.disputed_order = disputed[np.lexsort((disputed, -self.votes[disputed]))]
+
+    def count(self, freedom_degree: float) -> ElectionResult:
+        """The election's result at ``freedom_degree``."""
+        fd = check_freedom_degree(freedom_degree)
+        k = math.ceil(fd * len(self.disputed_order))
+        keep = self.intersection_mask.copy()
+        keep[self.disputed_order[:k]] = True
+        for f in self.always_keep:
+            keep[self.features.index(f)] = True
+        names = self.features
+        return ElectionResult(
+            features=list(names),
+            selected=[names[i] for i in np.flatnonzero(keep)],
+            intersection=[names[i] for i in np.flatnonzero(self.intersection_mask)],
+            union=[names[i] for i in np.flatnonzero(self.union_mask)],
+            disputed=sorted(names[i] for i in self.disputed_order),
+            votes={names[i]: float(self.votes[i]) for i in range(len(names))},
+            sites_with={
+                f: [self.sites[s] for s in np.flatnonzero(self.has[:, i])]
+                for i, f in enumerate(names)
+            },
+            selected_by={
+                f: [self.sites[s] for s in np.flatnonzero(self.chose[:, i])]
+                for i, f in enumerate(names)
+            },
+            freedom_degree=fd,
+            aggregation=self.aggregation,
+            always_keep=list(self.always_keep),
+        )
+
+
+def elect(
+    votes: Sequence[SiteVote],
+    freedom_degree: float = 0.5,
+    aggregation: str = "weighted",
+    always_keep: Sequence[str] = (),
+) -> ElectionResult:
+    """Run a feature election over sites with different columns.
+
+    Parameters
+    ----------
+    votes : sequence of SiteVote
+        One per site.
+    freedom_degree : float in [0, 1], default=0.5
+        0 keeps the intersection, 1 the union.
+    aggregation : {"weighted", "uniform"}, default="weighted"
+        Site weights proportional to rows, or equal.
+    always_keep : sequence of str
+        Features kept regardless of the vote.
+
+    Returns
+    -------
+    ElectionResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedforest.election import SiteVote, elect
+    >>> a = SiteVote("a", ["age", "bmi", "hba1c"], [True, True, False], [0.9, 0.5, 0.1], 100)
+    >>> b = SiteVote("b", ["age", "bmi", "insulin"], [True, False, True], [0.8, 0.2, 0.7], 100)
+    >>> elect([a, b], freedom_degree=0.0).selected     # age: both; insulin: its only site
+    ['age', 'insulin']
+    >>> elect([a, b], freedom_degree=1.0).selected
+    ['age', 'bmi', 'insulin']
+    """
+    return Ballot(votes, aggregation, always_keep).count(freedom_degree)

@@ -1,0 +1,114 @@
+"""Scoring the strategies of a pooled model on a site's held-out rows."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..metrics import score_all
+from ..model.forest import PooledForest
+from ..model.imputers import ImputerSet
+from ..prediction.classifier import PooledForestClassifier
+from ..vocabulary import METRICS, STRATEGIES
+
+logger = logging.getLogger(__name__)
+
+
+def _on_classes(proba: np.ndarray, have, classes: np.ndarray) -> np.ndarray:
+    """Place probability columns for ``have`` into the global ``classes`` order."""
+    out = np.zeros((proba.shape[0], len(classes)))
+    out[:, np.searchsorted(classes, np.asarray(have))] = proba
+    return out
+
+
+def _finite(value) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def evaluate_strategies(
+    forest: PooledForest,
+    imputers: ImputerSet | None,
+    feature_std: Mapping[str, float],
+    intersection: PooledForest | None,
+    X_test: pd.DataFrame,
+    y_test,
+    classes,
+    strategies: Sequence[str],
+    site: str | None = None,
+    voting: str = "soft",
+    depth_threshold: int = 2,
+    metrics: Sequence[str] = METRICS,
+    auto_metric: str = "auprc",
+    X_val: pd.DataFrame | None = None,
+    y_val=None,
+    random_state=0,
+) -> dict[str, dict]:
+    """Score strategies on a site's test rows.
+
+    ``X_test`` holds the site's columns (those the forest does not know are
+    ignored). ``intersection`` scores the intersection forest; ``auto`` chooses
+    on ``X_val``, ``y_val``. Returns ``{strategy: {metric: value, ..., "rows",
+    "mean_trees_kept", "fallback_rows"}}``.
+    """
+    classes = np.asarray(classes)
+    cols = [c for c in X_test.columns if c in forest.feature_names]
+    common = dict(
+        imputers=imputers,
+        feature_std=feature_std,
+        voting=voting,
+        depth_threshold=depth_threshold,
+        site=site,
+        random_state=random_state,
+    )
+    results: dict[str, dict] = {}
+    for strategy in strategies:
+        extra: dict[str, Any] = {}
+        X_use = X_test[cols]
+        if strategy == "intersection":
+            if intersection is None:
+                raise ValueError("there is no intersection forest to evaluate")
+            clf = PooledForestClassifier(
+                intersection, strategy="fpv", voting=voting, random_state=random_state
+            )
+            X_use = X_test[[c for c in intersection.feature_names if c in X_test.columns]]
+        elif strategy == "auto":
+            if X_val is None or y_val is None:
+                raise ValueError("strategy 'auto' needs validation rows")
+            candidates = [
+                s for s in STRATEGIES if s not in ("park", "local") or site in forest.owners
+            ]
+            clf = PooledForestClassifier(
+                forest,
+                strategy="auto",
+                auto_metric=auto_metric,
+                auto_candidates=candidates,
+                **common,
+            )
+            clf.fit(X_val[cols], y_val)
+            extra = {
+                "chosen": clf.strategy_,
+                "validation": {k: _finite(v) for k, v in clf.selection_scores_.items()},
+            }
+        else:
+            clf = PooledForestClassifier(forest, strategy=strategy, **common)
+        proba = _on_classes(clf.predict_proba(X_use), clf.classes_, classes)
+        row = {k: _finite(v) for k, v in score_all(y_test, proba, classes, metrics).items()}
+        diag = clf.diagnostics_
+        row.update(
+            rows=int(len(X_use)),
+            mean_trees_kept=float(np.mean(diag.trees_kept)),
+            fallback_rows=int(diag.n_fallback),
+            **extra,
+        )
+        results[strategy] = row
+        logger.info(
+            "site %s: %s %s",
+            site,
+            strategy,
+            ", ".join(f"{m}={row[m]:.3f}" for m in metrics if row[m] is not None),
+        )
+    return results

@@ -1,0 +1,171 @@
+"""A whole feature election on local tables, in one process (``fedforest elect``).
+
+The election runs the job's own code: one :class:`~fedforest.federation.site.SiteRunner`
+per table and a :class:`~fedforest.federation.server.JobServer`, exchanging the
+same payloads as in a FLARE job (schema, votes, mask scores), only without the
+network, as NVIDIA FLARE's ``simulate_election`` runs its real controller. The
+offline and the federated election therefore cannot drift apart: the same
+tables, settings and seed give the same elected features as the job's
+election phase. Hospitals use it on copies of their data before joining a job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..vocabulary import SELECTORS
+from .config import JobConfig, SiteConfig
+from .election import ElectionResult, SiteVote
+from .schema import GlobalSchema
+from .server import JobServer
+from .site import SiteRunner
+from .tuning import TuningResult
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class OfflineElection:
+    """Everything an offline election produced."""
+
+    schema: GlobalSchema
+    votes: list[SiteVote]
+    election: ElectionResult
+    tuning: TuningResult | None
+
+
+def run_election(
+    tables: Mapping[str, pd.DataFrame],
+    target: str,
+    selectors: Mapping[str, str] | str = "random_forest",
+    categorical: Sequence[str] = (),
+    freedom_degree: float = 0.5,
+    aggregation: str = "weighted",
+    always_keep: Sequence[str] = (),
+    auto_tune: bool = False,
+    tuning_rounds: int = 5,
+    tolerance: float = 0.0,
+    metric: str = "auprc",
+    validation_fraction: float = 0.2,
+    test_fraction: float = 0.25,
+    random_state: int = 0,
+) -> OfflineElection:
+    """Elect features over several sites' tables with the job's site and server logic.
+
+    Parameters
+    ----------
+    tables : mapping of site name to DataFrame
+        Each site's table, with global column names and the target column
+        (at least two sites).
+    target : str
+        The target column.
+    selectors : str or mapping of site name to str
+        Local selector of every site (see :data:`fedforest.vocabulary.SELECTORS`).
+    categorical : sequence of str
+        Integer-coded columns to treat as categorical (non-numeric columns
+        always are).
+    freedom_degree, aggregation, always_keep
+        As in :func:`fedforest.federation.election.elect`.
+    auto_tune : bool
+        Tune the freedom degree by hill-climbing, each site scoring proposed
+        masks on its validation rows (:func:`fedforest.federation.tuning.hill_climb`).
+    tuning_rounds, tolerance, metric
+        Tuning settings.
+    validation_fraction, test_fraction : float
+        Each site's held-out shares, as in a site's YAML (the job's defaults).
+    random_state : int
+        The job seed: selectors, splits and scoring models.
+
+    Returns
+    -------
+    OfflineElection
+
+    Raises
+    ------
+    fedforest.ConfigError
+        If a setting is invalid (the message names the key).
+    ValueError
+        If a site's table cannot take part (the message names the site).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> def table(private):
+    ...     X = pd.DataFrame(rng.normal(size=(200, 3)), columns=["age", "bmi", private])
+    ...     return X.assign(y=(X["age"] + X[private] > 0).astype(int))
+    >>> out = run_election({"a": table("hba1c"), "b": table("insulin")}, "y", "f_classif")
+    >>> out.schema.shared
+    ['age', 'bmi']
+    """
+    if len(tables) < 2:
+        raise ValueError(f"an election needs at least two sites' tables, got {len(tables)}")
+    sites = list(tables)
+    if isinstance(selectors, str):
+        selectors = {site: selectors for site in sites}
+    missing = [s for s in sites if s not in selectors]
+    if missing:
+        raise ValueError(f"no selector given for sites {missing}; allowed: {list(SELECTORS)}")
+    job = JobConfig.from_dict(
+        {
+            "job": {
+                "name": "offline-election",
+                "sites": sites,
+                "min_sites": 1,
+                "seed": random_state,
+            },
+            "election": {
+                "freedom_degree": freedom_degree,
+                "aggregation": aggregation,
+                "always_keep": list(always_keep),
+                "auto_tune": auto_tune,
+                "tuning_rounds": tuning_rounds,
+                "tolerance": tolerance,
+                "metric": metric,
+            },
+        },
+        source="election settings",
+    )
+    runners = {}
+    for site, frame in tables.items():
+        config = SiteConfig.from_dict(
+            {
+                "site": site,
+                "data_path": f"{site} (in memory)",
+                "target": target,
+                "categorical": [c for c in categorical if c in frame.columns],
+                "selector": selectors[site],
+                "validation_fraction": validation_fraction,
+                "test_fraction": test_fraction,
+            },
+            source=f"site {site!r}",
+        )
+        runners[site] = SiteRunner(config, random_state).load(frame)
+    server = JobServer(job)
+
+    def all_sites_in() -> None:
+        # offline, a site that cannot take part is an error to fix, not a site to drop
+        for site, reason in server.dropped.items():
+            raise ValueError(f"site {site!r} cannot take part: {reason}")
+
+    schema = server.build_schema({s: r.describe() for s, r in runners.items()})
+    all_sites_in()
+    for runner in runners.values():
+        runner.set_schema(schema)
+    ballot = server.read_votes({s: r.vote() for s, r in runners.items()})
+    all_sites_in()
+
+    def score(features: list[str]) -> float:
+        value = server.score_replies(
+            {s: r.score_mask(features, metric) for s, r in runners.items()}
+        )
+        all_sites_in()
+        return value
+
+    server.elect(ballot, score)
+    logger.info("offline election: kept %s", server.election.selected)
+    return OfflineElection(server.schema, list(server.votes), server.election, server.tuning)

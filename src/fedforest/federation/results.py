@@ -1,0 +1,104 @@
+"""A job's results: payload sizes, the readable report and the per-site table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..vocabulary import METRICS
+
+
+def payload_bytes(value) -> int:
+    """Approximate size of a payload on the wire (array bytes + plain values)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, Mapping):
+        return sum(len(str(k)) + payload_bytes(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(payload_bytes(v) for v in value)
+    return len(str(value))
+
+
+def render_report(results: Mapping) -> str:
+    """A readable report of a job's results."""
+    lines = [f"# fedforest job `{results['job']}`: {results['status']}", ""]
+    if results.get("error"):
+        lines += [f"**Error:** {results['error']}", ""]
+    if results.get("dropped_sites"):
+        lines += ["## Dropped sites", ""]
+        lines += [f"- `{s}`: {why}" for s, why in results["dropped_sites"].items()]
+        lines.append("")
+    metrics = results.get("metrics") or {}
+    if metrics:
+        lines += ["## Test metrics per site and strategy", ""]
+        for site, per in metrics.items():
+            lines += [
+                f"### {site} ({results['test_rows'].get(site)} test rows)",
+                "",
+                "| strategy | AUPRC | AUC | MCC | accuracy | trees kept | fallback rows |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for strategy, row in per.items():
+                name = strategy + (f" → {row['chosen']}" if row.get("chosen") else "")
+                lines.append(
+                    f"| {name} | {_fmt(row.get('auprc'))} | {_fmt(row.get('auc'))} | "
+                    f"{_fmt(row.get('mcc'))} | {_fmt(row.get('accuracy'))} | "
+                    f"{row.get('mean_trees_kept', 0):.1f} | {row.get('fallback_rows', 0)} |"
+                )
+            lines.append("")
+        lines += [
+            "### Mean over sites",
+            "",
+            "| strategy | AUPRC | AUC | MCC | accuracy |",
+            "|---|---|---|---|---|",
+        ]
+        strategies = list(next(iter(metrics.values())).keys())
+        for strategy in strategies:
+            vals = {
+                m: [
+                    per[strategy].get(m)
+                    for per in metrics.values()
+                    if strategy in per and per[strategy].get(m) is not None
+                ]
+                for m in METRICS
+            }
+            lines.append(
+                f"| {strategy} | "
+                + " | ".join(_fmt(float(np.mean(v)) if v else None) for v in vals.values())
+                + " |"
+            )
+        lines.append("")
+    election = results.get("election")
+    if election:
+        st = election["stats"]
+        lines += [
+            "## Feature election",
+            "",
+            f"Kept {st['kept']} features (intersection {st['intersection']}, union "
+            f"{st['union']}, disputed {st['disputed']}) at freedom degree "
+            f"{election['freedom_degree']:.4g}: {', '.join(election['selected'])}",
+            "",
+        ]
+    tuning = results.get("tuning")
+    if tuning:
+        lines += ["| freedom degree | features kept | validation score |", "|---|---|---|"]
+        lines += [
+            f"| {h['freedom_degree']:.4f} | {h['kept']} | {h['score']:.4f} |"
+            for h in tuning["history"]
+        ]
+        lines.append("")
+    if results.get("phase_seconds"):
+        lines += ["## Phase timings (seconds)", "", "| phase | seconds |", "|---|---|"]
+        lines += [f"| {k} | {v:.2f} |" for k, v in results["phase_seconds"].items()]
+        lines.append("")
+    if results.get("payload_bytes"):
+        lines += ["## Payload sizes (bytes)", ""]
+        for site, sizes in results["payload_bytes"].items():
+            lines.append(f"- `{site}`: " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    return "–" if value is None else f"{value:.3f}"

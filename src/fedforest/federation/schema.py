@@ -1,0 +1,332 @@
+"""The global schema: features by name across sites with different columns.
+
+Each site describes its table (:class:`SiteSchema`: column names and kinds,
+category levels, class labels, row count) without sending a single row. The
+server joins them into a :class:`GlobalSchema`: the union of features by name,
+one global code per category level, the global class list and the *shared*
+features every site has. Contradictions (a column numeric at one site and
+categorical at another, class labels of different types) are refused with a
+message naming the site and the column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .. import protocol
+from ..errors import SchemaError
+from ..model.payload_checks import MAX_FEATURES, MAX_LEVELS
+from ..validation import PayloadReader
+from ..vocabulary import FEATURE_KINDS as KINDS
+
+FORMAT_SITE = protocol.SITE_SCHEMA
+FORMAT_GLOBAL = protocol.GLOBAL_SCHEMA
+
+
+def normalize_labels(y) -> np.ndarray:
+    """Labels as an int64 array (integer-valued numbers) or a string array."""
+    series = pd.Series(y)
+    if pd.api.types.is_numeric_dtype(series.dtype) and series.dtype != bool:
+        values = series.to_numpy(dtype=float)
+        if np.all(np.isfinite(values)) and np.all(values == np.round(values)):
+            return values.astype(np.int64)
+    return series.astype(str).to_numpy(dtype=str)
+
+
+def class_labels(y) -> list:
+    """Sorted distinct class labels of ``y`` as plain ints or strings.
+
+    The same labels :func:`normalize_labels` gives each row, so that the
+    schema's class list and a site's encoded targets always agree.
+    """
+    values = normalize_labels(pd.Series(y).dropna())
+    return sorted(set(values.tolist()))
+
+
+@dataclass
+class SiteSchema:
+    """What one site says about its table (no rows).
+
+    Parameters
+    ----------
+    site : str
+    columns : list of str
+        Feature columns, by global name.
+    kinds : dict of str to {"numeric", "categorical"}
+    levels : dict of str to list of str
+        Levels seen at this site for each categorical column.
+    classes : list of int or str
+        Class labels present at this site.
+    n_rows : int
+    """
+
+    site: str
+    columns: list[str]
+    kinds: dict[str, str]
+    levels: dict[str, list[str]] = field(default_factory=dict)
+    classes: list = field(default_factory=list)
+    n_rows: int = 0
+
+    @classmethod
+    def from_frame(
+        cls,
+        site: str,
+        frame: pd.DataFrame,
+        target: str,
+        categorical: Sequence[str] = (),
+    ) -> SiteSchema:
+        """Describe a site's table (already renamed to global column names).
+
+        Columns listed in ``categorical`` and every non-numeric column are
+        categorical; their levels are the distinct non-missing values as
+        strings.
+        """
+        if target not in frame.columns:
+            raise SchemaError(
+                f"site {site!r}: target column {target!r} is not in the table "
+                f"(columns: {list(frame.columns)})"
+            )
+        unknown = [c for c in categorical if c not in frame.columns]
+        if unknown:
+            raise SchemaError(f"site {site!r}: categorical columns {unknown} are not in the table")
+        columns = [str(c) for c in frame.columns if c != target]
+        if not columns:
+            raise SchemaError(f"site {site!r}: the table has no feature column besides {target!r}")
+        kinds, levels = {}, {}
+        for col in columns:
+            series = frame[col]
+            is_cat = col in categorical or not (
+                pd.api.types.is_numeric_dtype(series.dtype) or series.dtype == bool
+            )
+            kinds[col] = "categorical" if is_cat else "numeric"
+            if is_cat:
+                levels[col] = _sorted_levels(set(as_level_strings(series).dropna().unique()))
+        y = frame[target]
+        if y.isna().any():
+            raise SchemaError(
+                f"site {site!r}: target column {target!r} has {int(y.isna().sum())} missing values"
+            )
+        return cls(site, columns, kinds, levels, class_labels(y), int(frame.shape[0]))
+
+    def to_payload(self) -> dict:
+        return {
+            "format": FORMAT_SITE,
+            "version": protocol.FORMATS[FORMAT_SITE],
+            "site": self.site,
+            "columns": list(self.columns),
+            "kinds": [self.kinds[c] for c in self.columns],
+            "levels": {k: list(v) for k, v in self.levels.items()},
+            "classes": list(self.classes),
+            "n_rows": int(self.n_rows),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping, sender: str | None = None) -> SiteSchema:
+        r = PayloadReader(payload, FORMAT_SITE, sender)
+        r.check_keys({"site", "columns", "kinds", "levels", "classes", "n_rows"})
+        site = r.get("site")
+        if not isinstance(site, str) or not site:
+            r.fail("field 'site' must be a non-empty string")
+        columns = r.read_str_list("columns", MAX_FEATURES)
+        kinds = r.read_str_list("kinds", MAX_FEATURES, unique=False)
+        if len(kinds) != len(columns) or any(k not in KINDS for k in kinds):
+            r.fail(f"field 'kinds' must give one of {list(KINDS)} per column")
+        levels = r.get("levels")
+        if not isinstance(levels, Mapping):
+            r.fail("field 'levels' must be a dict")
+        for k, v in levels.items():
+            if k not in columns or kinds[columns.index(k)] != "categorical":
+                r.fail(f"field 'levels' names {k!r}, which is not a categorical column")
+            if not isinstance(v, (list, tuple)) or len(v) > MAX_LEVELS:
+                r.fail(f"levels[{k!r}] must be a list of at most {MAX_LEVELS} strings")
+            if not all(isinstance(x, str) for x in v):
+                r.fail(f"levels[{k!r}] must hold strings")
+        classes = r.get("classes")
+        if not isinstance(classes, (list, tuple)) or not all(
+            isinstance(c, (str, int)) and not isinstance(c, bool) for c in classes
+        ):
+            r.fail("field 'classes' must be a list of strings or integers")
+        n_rows = r.read_number("n_rows", lo=0)
+        return cls(
+            site,
+            columns,
+            dict(zip(columns, kinds, strict=True)),
+            {k: list(v) for k, v in levels.items()},
+            list(classes),
+            int(n_rows),
+        )
+
+
+def as_level_strings(series: pd.Series) -> pd.Series:
+    """Category levels as strings; integer-valued numbers without a trailing '.0'."""
+    if pd.api.types.is_numeric_dtype(series.dtype) and series.dtype != bool:
+        values = series.to_numpy(dtype=float, na_value=np.nan)
+        finite = values[~np.isnan(values)]
+        if np.all(finite == np.round(finite)):
+            return pd.Series(values, index=series.index).astype("Int64").astype("string")
+    return series.astype("string")
+
+
+@dataclass
+class GlobalSchema:
+    """The union of the sites' tables, by feature name.
+
+    Attributes
+    ----------
+    features : list of str
+        Every feature, sorted by name; global feature indices refer to it.
+    categories : dict of str to list of str
+        Levels of each categorical feature; level ``k`` has global code ``k``.
+    classes : list
+        Sorted union of class labels.
+    shared : list of str
+        Features every site has.
+    site_columns : dict of str to list of str
+    site_rows : dict of str to int
+    """
+
+    features: list[str]
+    categories: dict[str, list[str]]
+    classes: list
+    shared: list[str]
+    site_columns: dict[str, list[str]]
+    site_rows: dict[str, int]
+
+    @classmethod
+    def build(cls, sites: Sequence[SiteSchema]) -> GlobalSchema:
+        """Join site schemas; refuse contradictions, naming the site and column."""
+        if not sites:
+            raise SchemaError("no site schema to join")
+        names = [s.site for s in sites]
+        if len(set(names)) != len(names):
+            raise SchemaError(f"duplicate site names {names}")
+        kind_of: dict[str, tuple[str, str]] = {}
+        levels: dict[str, set[str]] = {}
+        for s in sites:
+            for col in s.columns:
+                kind = s.kinds[col]
+                if col in kind_of and kind_of[col][0] != kind:
+                    other_kind, other_site = kind_of[col]
+                    raise SchemaError(
+                        f"column {col!r} is {kind} at site {s.site!r} but {other_kind} at site "
+                        f"{other_site!r}; list it under categorical at both sites or neither"
+                    )
+                kind_of.setdefault(col, (kind, s.site))
+                if kind == "categorical":
+                    levels.setdefault(col, set()).update(s.levels.get(col, []))
+        label_types = {type(c) for s in sites for c in s.classes}
+        if len(label_types) > 1:
+            by_site = {s.site: sorted({type(c).__name__ for c in s.classes}) for s in sites}
+            raise SchemaError(f"class labels have different types across sites: {by_site}")
+        classes = sorted({c for s in sites for c in s.classes})
+        features = sorted(kind_of)
+        shared = [f for f in features if all(f in s.columns for s in sites)]
+        return cls(
+            features=features,
+            categories={c: _sorted_levels(v) for c, v in sorted(levels.items())},
+            classes=classes,
+            shared=shared,
+            site_columns={s.site: [c for c in features if c in s.columns] for s in sites},
+            site_rows={s.site: s.n_rows for s in sites},
+        )
+
+    @property
+    def sites(self) -> list[str]:
+        return list(self.site_columns)
+
+    def encode(self, frame: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """Feature columns of ``frame`` as floats, categorical levels as global codes.
+
+        Parameters
+        ----------
+        frame : DataFrame
+            A site's table with global column names (extra columns are ignored).
+        columns : sequence of str, optional
+            Columns to return (default: the features of the schema present in
+            ``frame``).
+        """
+        if columns is None:
+            columns = [f for f in self.features if f in frame.columns]
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise SchemaError(f"table lacks columns {missing}")
+        out = {}
+        for col in columns:
+            series = frame[col]
+            if col in self.categories:
+                lookup = {lvl: float(i) for i, lvl in enumerate(self.categories[col])}
+                as_str = as_level_strings(series)
+                codes = as_str.map(lookup).astype("Float64")
+                unknown = sorted(set(as_str[codes.isna() & as_str.notna()]))
+                if unknown:
+                    raise SchemaError(
+                        f"column {col!r} has levels {unknown[:10]} not in the schema's "
+                        f"{self.categories[col]}"
+                    )
+                out[col] = codes.to_numpy(dtype=float, na_value=np.nan)
+            else:
+                out[col] = pd.to_numeric(series, errors="raise").astype(float)
+        return pd.DataFrame(out, index=frame.index)
+
+    def to_payload(self) -> dict:
+        return {
+            "format": FORMAT_GLOBAL,
+            "version": protocol.FORMATS[FORMAT_GLOBAL],
+            "features": list(self.features),
+            "categories": {k: list(v) for k, v in self.categories.items()},
+            "classes": list(self.classes),
+            "shared": list(self.shared),
+            "site_columns": {k: list(v) for k, v in self.site_columns.items()},
+            "site_rows": dict(self.site_rows),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping, sender: str | None = None) -> GlobalSchema:
+        r = PayloadReader(payload, FORMAT_GLOBAL, sender)
+        keys = {"features", "categories", "classes", "shared", "site_columns", "site_rows"}
+        r.check_keys(keys)
+        features = r.read_str_list("features", MAX_FEATURES)
+        shared = r.read_str_list("shared", MAX_FEATURES)
+        if not set(shared) <= set(features):
+            r.fail("field 'shared' names features outside 'features'")
+        cats = r.get("categories")
+        if not isinstance(cats, Mapping) or not all(
+            k in features and isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
+            for k, v in cats.items()
+        ):
+            r.fail("field 'categories' must map features to lists of strings")
+        site_columns = r.get("site_columns")
+        if not isinstance(site_columns, Mapping) or not all(
+            isinstance(v, (list, tuple)) and set(v) <= set(features) for v in site_columns.values()
+        ):
+            r.fail("field 'site_columns' must map sites to lists of features")
+        site_rows = r.get("site_rows")
+        if not isinstance(site_rows, Mapping):
+            r.fail("field 'site_rows' must be a dict")
+        classes = r.get("classes")
+        if not isinstance(classes, (list, tuple)):
+            r.fail("field 'classes' must be a list")
+        return cls(
+            features=features,
+            categories={k: list(v) for k, v in cats.items()},
+            classes=list(classes),
+            shared=shared,
+            site_columns={k: list(v) for k, v in site_columns.items()},
+            site_rows={k: int(v) for k, v in site_rows.items()},
+        )
+
+
+def _sorted_levels(levels: set[str]) -> list[str]:
+    """Numeric-looking levels in numeric order, others alphabetically."""
+
+    def key(v: str):
+        try:
+            return (0, float(v), v)
+        except ValueError:
+            return (1, 0.0, v)
+
+    return sorted(levels, key=key)

@@ -1,0 +1,701 @@
+"""Local feature selectors run by each site before feature election.
+
+Every site runs one selector on its own table (its own columns only) and
+sends a boolean mask and one score per column to the feature election (see
+the design notes, "Feature election across different columns"). The election
+min-max normalises each site's scores over its own columns and averages them
+across sites, so a score here is always finite, ``>= 0`` and larger means
+"more useful".
+
+Methods and their defaults (every default can be overridden through
+``params``; the effective values are returned in :attr:`LocalSelection.params`):
+
+=================  ========================================  ===========================
+method             score (selected if)                       defaults (``params``)
+=================  ========================================  ===========================
+``lasso``          ``|coef|`` of an L1 logistic regression   ``C=0.1``,
+                   (``saga``); multiclass: max over classes  ``max_iter=2000``,
+                   (``score > threshold``)                   ``tol=1e-4``,
+                                                             ``threshold=1e-6``
+``elastic_net``    same with an elastic-net penalty          ``C=0.1``, ``l1_ratio=0.5``,
+                   (``score > threshold``)                   ``max_iter=2000``,
+                                                             ``tol=1e-4``,
+                                                             ``threshold=1e-6``
+``mutual_info``    ``mutual_info_classif``, categorical      ``n_neighbors=10``,
+                   columns as ``discrete_features``          ``threshold="mean"``
+                   (``score >= threshold`` and ``> 0``)
+``random_forest``  ``RandomForestClassifier`` importance,    ``n_estimators=100``,
+                   impurity (``feature_importances_``)       ``max_depth=None``,
+                   or ``"permutation"`` (stratified          ``min_samples_leaf=1``,
+                   held-out split, negatives clipped to 0)   ``importance="impurity"``,
+                   (``score >= threshold`` and ``> 0``)      ``n_repeats=5``,
+                                                             ``test_size=0.25``,
+                                                             ``threshold="mean"``
+``f_classif``      ``-log10(p)``: numeric ANOVA F test,      ``alpha=0.05``
+                   categorical chi-square test of
+                   independence (level x class table)
+                   (``p < alpha``)
+``chi2``           ``-log10(p)`` of scikit-learn ``chi2``    ``alpha=0.05``
+                   (numeric min-max scaled to [0, 1],
+                   categorical one-hot, min p over dummies)
+                   (``p < alpha``)
+``none``           ``1.0`` for every column (always)         (none)
+=================  ========================================  ===========================
+
+``threshold`` for ``mutual_info`` and ``random_forest`` is ``"mean"``,
+``"median"`` (of the site's scores) or a number ``>= 0``. A score of exactly 0
+(no information at all) is never selected by these two methods, so a table in
+which nothing is informative selects nothing rather than everything.
+
+``mutual_info`` uses ``n_neighbors=10`` rather than scikit-learn's 3: with a
+few hundred rows the 3-neighbour estimate of a continuous column varies so
+much that equally useful columns often fall on both sides of the mean; 10
+neighbours roughly halve that spread at a small bias.
+
+``chi2`` treats the sum of a column's values per class as a count, which is
+what the test is made for (counts, frequencies, one-hot dummies). On min-max
+scaled continuous columns it is conservative, much more so for heavy-tailed
+columns (an outlier stretches the range and squeezes the rest towards one
+value); prefer ``f_classif`` for continuous data.
+
+Categorical columns (listed in ``categorical``) hold integer codes ``0..K-1``.
+They are treated as nominal everywhere except in ``random_forest``, which
+splits on the raw codes (trees can isolate any level with two splits):
+
+* ``lasso``, ``elastic_net`` and ``chi2`` one-hot encode them (one dummy per
+  observed level, no reference level dropped); a column's score is the max of
+  its dummies' scores (largest ``|coef|``, smallest p-value).
+* ``mutual_info`` passes them as ``discrete_features``.
+* ``f_classif`` tests them with :func:`scipy.stats.chi2_contingency` instead
+  of the F test (the same ``-log10(p)`` scale).
+
+Missing values (NaN) are allowed. ``random_forest`` uses them natively
+(scikit-learn >= 1.4). Every other method needs complete data and fills a
+numeric column with its mean and a categorical column with its most frequent
+code (smallest code on ties); an entirely missing column is filled with 0 and
+scores 0.
+
+Numeric columns are standardized (zero mean, unit variance) for ``lasso`` and
+``elastic_net`` so that the penalty treats them alike; dummies stay 0/1.
+``chi2`` needs non-negative inputs, so numeric columns are min-max scaled to
+``[0, 1]`` first. p-values are clipped to ``>= 1e-300`` (scores ``<= 300``); a
+test that cannot be computed (for instance a constant column) gets p = 1,
+score 0.
+
+When ``lasso`` or ``elastic_net`` select nothing, the single best column is
+kept (largest score, or, when every coefficient is 0, the column whose
+gradient at the intercept-only model is largest, i.e. the first one to enter
+the regularisation path) and a warning is logged. ``f_classif`` and ``chi2``
+may legitimately select nothing (no test is significant).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import numbers
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import chi2_contingency
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.feature_selection import chi2 as sk_chi2
+from sklearn.feature_selection import f_classif as sk_f_classif
+from sklearn.feature_selection import mutual_info_classif
+from sklearn.inspection import permutation_importance
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+
+from ..vocabulary import SELECTORS
+
+logger = logging.getLogger(__name__)
+
+
+#: Smallest p-value used for a score, so that ``-log10(p) <= 300``.
+MIN_P = 1e-300
+
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "lasso": {"C": 0.1, "max_iter": 2000, "tol": 1e-4, "threshold": 1e-6},
+    "elastic_net": {"C": 0.1, "l1_ratio": 0.5, "max_iter": 2000, "tol": 1e-4, "threshold": 1e-6},
+    "mutual_info": {"n_neighbors": 10, "threshold": "mean"},
+    "random_forest": {
+        "n_estimators": 100,
+        "max_depth": None,
+        "min_samples_leaf": 1,
+        "importance": "impurity",
+        "n_repeats": 5,
+        "test_size": 0.25,
+        "threshold": "mean",
+    },
+    "f_classif": {"alpha": 0.05},
+    "chi2": {"alpha": 0.05},
+    "none": {},
+}
+
+_IMPORTANCES = ("impurity", "permutation")
+_RELATIVE_THRESHOLDS = ("mean", "median")
+
+
+@dataclass
+class LocalSelection:
+    """The result of a local feature selector on one site's table.
+
+    Attributes
+    ----------
+    features : list of str
+        The site's columns, in the order of ``X``.
+    mask : numpy.ndarray of bool, shape (n_features,)
+        ``True`` for a selected column.
+    scores : numpy.ndarray of float64, shape (n_features,)
+        Usefulness of each column: finite, ``>= 0``, larger is better.
+    method : str
+        The selector used (one of :data:`SELECTORS`).
+    params : dict
+        The effective parameters of the selector, defaults filled in. They
+        can be passed back as ``params`` to reproduce the selection.
+    """
+
+    features: list[str]
+    mask: np.ndarray
+    scores: np.ndarray
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.features = [str(f) for f in self.features]
+        self.mask = np.asarray(self.mask, dtype=bool)
+        self.scores = np.asarray(self.scores, dtype=np.float64)
+        n = len(self.features)
+        if self.mask.shape != (n,):
+            raise ValueError(f"mask has shape {self.mask.shape}, expected ({n},)")
+        if self.scores.shape != (n,):
+            raise ValueError(f"scores has shape {self.scores.shape}, expected ({n},)")
+        if not np.all(np.isfinite(self.scores)) or np.any(self.scores < 0):
+            raise ValueError("scores must be finite and >= 0")
+
+    @property
+    def selected(self) -> list[str]:
+        """Names of the selected columns, in the order of ``features``."""
+        return [f for f, keep in zip(self.features, self.mask, strict=True) if keep]
+
+
+def default_params(method: str) -> dict[str, Any]:
+    """Return a copy of the default parameters of a selector.
+
+    Parameters
+    ----------
+    method : str
+        One of :data:`SELECTORS`.
+
+    Returns
+    -------
+    dict
+        Parameter name to default value.
+    """
+    _check_method(method)
+    return dict(_DEFAULTS[method])
+
+
+def select_features(
+    X: pd.DataFrame,
+    y: Any,
+    method: str,
+    *,
+    categorical: Sequence[str] = (),
+    params: Mapping[str, Any] | None = None,
+    random_state: int | np.random.RandomState | None = None,
+) -> LocalSelection:
+    """Run a local feature selector on one site's table.
+
+    Parameters
+    ----------
+    X : pandas.DataFrame, shape (n_rows, n_features)
+        Feature columns only, numeric dtype. Categorical columns hold integer
+        codes ``0..K-1``. NaN marks a missing value.
+    y : array-like, shape (n_rows,)
+        Class labels, aligned with ``X`` by position. At least two classes,
+        no missing values.
+    method : str
+        One of :data:`SELECTORS`.
+    categorical : sequence of str, default ()
+        Names of the categorical columns of ``X``.
+    params : mapping, optional
+        Overrides of the method's defaults (see the module docstring). An
+        unknown key raises :class:`ValueError`.
+    random_state : int, numpy.random.RandomState or None, default None
+        Seed of every random choice (``saga`` shuffling, nearest-neighbour
+        noise of ``mutual_info``, the forest, the held-out split and the
+        permutations). Pass an int for reproducible results.
+
+    Returns
+    -------
+    LocalSelection
+        Mask and scores for every column of ``X``.
+
+    Raises
+    ------
+    ValueError
+        Unknown method or parameter, invalid parameter value, empty ``X``,
+        ``X`` and ``y`` of different lengths, a single class in ``y``, missing
+        values in ``y``, non-numeric or infinite values in ``X``, unknown or
+        invalid categorical columns.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> X = pd.DataFrame({"signal": rng.normal(size=200), "noise": rng.normal(size=200)})
+    >>> y = (X["signal"] + 0.3 * rng.normal(size=200) > 0).astype(int)
+    >>> sel = select_features(X, y, "f_classif")
+    >>> sel.selected
+    ['signal']
+    >>> sel.params
+    {'alpha': 0.05}
+    >>> select_features(X, y, "lasso", params={"C": 0.5}).params["C"]
+    0.5
+    """
+    _check_method(method)
+    effective = _resolve_params(method, params)
+    data = _prepare(X, y, categorical)
+
+    if method == "none":
+        scores = np.ones(data.n_features)
+        mask = np.ones(data.n_features, dtype=bool)
+    elif method in ("lasso", "elastic_net"):
+        scores, mask = _linear(data, method, effective, random_state)
+    elif method == "mutual_info":
+        scores = _mutual_info(data, effective, random_state)
+        mask = _relative_mask(scores, effective["threshold"], method)
+    elif method == "random_forest":
+        scores = _random_forest(data, effective, random_state)
+        mask = _relative_mask(scores, effective["threshold"], method)
+    elif method == "f_classif":
+        scores, mask = _f_classif(data, effective)
+    else:  # chi2
+        scores, mask = _chi2(data, effective)
+
+    scores = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    scores = np.maximum(scores, 0.0) + 0.0  # also turns -0.0 into 0.0
+    logger.info(
+        "selector %s: %d of %d features selected (%d rows, %d classes)",
+        method,
+        int(mask.sum()),
+        data.n_features,
+        data.n_rows,
+        len(data.classes),
+    )
+    return LocalSelection(
+        features=list(data.names),
+        mask=np.asarray(mask, dtype=bool),
+        scores=scores,
+        method=method,
+        params=effective,
+    )
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_method(method: Any) -> None:
+    if not isinstance(method, str) or method not in SELECTORS:
+        raise ValueError(f"selector {method!r} is not one of {list(SELECTORS)}")
+
+
+def _resolve_params(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    effective = dict(_DEFAULTS[method])
+    if params is None:
+        return effective
+    if not isinstance(params, Mapping):
+        raise ValueError(f"params must be a mapping, got {type(params).__name__}")
+    allowed = sorted(_DEFAULTS[method])
+    for key, value in params.items():
+        if key not in _DEFAULTS[method]:
+            raise ValueError(
+                f"unknown parameter {key!r} for selector {method!r}; allowed keys: {allowed}"
+            )
+        effective[key] = _check_param(method, key, value)
+    return effective
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def _check_param(method: str, key: str, value: Any) -> Any:
+    where = f"parameter {key!r} of selector {method!r}"
+    if key in ("max_iter", "n_neighbors", "n_estimators", "min_samples_leaf", "n_repeats"):
+        if not _is_int(value) or value < 1:
+            raise ValueError(f"{where} must be an integer >= 1, got {value!r}")
+        return int(value)
+    if key == "max_depth":
+        if value is None:
+            return None
+        if not _is_int(value) or value < 1:
+            raise ValueError(f"{where} must be None or an integer >= 1, got {value!r}")
+        return int(value)
+    if key in ("C", "tol"):
+        if not _is_real(value) or value <= 0:
+            raise ValueError(f"{where} must be a finite number > 0, got {value!r}")
+        return float(value)
+    if key == "l1_ratio":
+        if not _is_real(value) or not 0 <= value <= 1:
+            raise ValueError(f"{where} must be a number in [0, 1], got {value!r}")
+        return float(value)
+    if key == "alpha":
+        if not _is_real(value) or not 0 < value <= 1:
+            raise ValueError(f"{where} must be a number in (0, 1], got {value!r}")
+        return float(value)
+    if key == "test_size":
+        if not _is_real(value) or not 0 < value < 1:
+            raise ValueError(f"{where} must be a number in (0, 1), got {value!r}")
+        return float(value)
+    if key == "importance":
+        if value not in _IMPORTANCES:
+            raise ValueError(f"{where} must be one of {list(_IMPORTANCES)}, got {value!r}")
+        return value
+    if key == "threshold":
+        if method in ("mutual_info", "random_forest") and isinstance(value, str):
+            if value not in _RELATIVE_THRESHOLDS:
+                raise ValueError(
+                    f"{where} must be one of {list(_RELATIVE_THRESHOLDS)} or a number >= 0, "
+                    f"got {value!r}"
+                )
+            return value
+        if not _is_real(value) or value < 0:
+            raise ValueError(f"{where} must be a finite number >= 0, got {value!r}")
+        return float(value)
+    raise AssertionError(f"no validator for {where}")  # pragma: no cover
+
+
+@dataclass
+class _Data:
+    names: list[str]
+    X: np.ndarray  # float64, NaN = missing
+    is_cat: np.ndarray  # bool per column
+    y: np.ndarray  # class index 0..n_classes-1
+    classes: np.ndarray
+
+    @property
+    def n_rows(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+
+def _prepare(X: Any, y: Any, categorical: Sequence[str]) -> _Data:
+    if not isinstance(X, pd.DataFrame):
+        raise ValueError(f"X must be a pandas DataFrame, got {type(X).__name__}")
+    if X.shape[1] == 0:
+        raise ValueError("X has no columns; at least one feature column is needed")
+    if X.shape[0] == 0:
+        raise ValueError("X has no rows; at least one row is needed")
+    names = [str(c) for c in X.columns]
+    if len(set(names)) != len(names):
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"X has duplicate column names: {dupes}")
+    non_numeric = [str(c) for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
+    if non_numeric:
+        raise ValueError(
+            f"X columns must be numeric (categorical columns as integer codes); "
+            f"non-numeric columns: {non_numeric}"
+        )
+
+    y_arr = np.asarray(y)
+    if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+        y_arr = y_arr.ravel()
+    if y_arr.ndim != 1:
+        raise ValueError(f"y must be one-dimensional, got shape {y_arr.shape}")
+    if len(y_arr) != X.shape[0]:
+        raise ValueError(f"y has {len(y_arr)} values but X has {X.shape[0]} rows")
+    if pd.isna(y_arr).any():
+        raise ValueError("y (target) contains missing values")
+    classes, y_idx = np.unique(y_arr, return_inverse=True)
+    if len(classes) < 2:
+        raise ValueError(
+            f"target has a single class ({classes.tolist()}); "
+            "feature selection needs at least two classes"
+        )
+
+    if isinstance(categorical, str):
+        categorical = [categorical]
+    cat_names = [str(c) for c in categorical]
+    unknown = [c for c in cat_names if c not in names]
+    if unknown:
+        raise ValueError(f"categorical columns not in X: {unknown}")
+
+    values = np.column_stack(
+        [X.iloc[:, j].to_numpy(dtype=np.float64, na_value=np.nan) for j in range(X.shape[1])]
+    )
+    infinite = [names[j] for j in range(len(names)) if np.isinf(values[:, j]).any()]
+    if infinite:
+        raise ValueError(f"X columns contain infinite values: {infinite}")
+    is_cat = np.array([n in cat_names for n in names], dtype=bool)
+    for j in np.flatnonzero(is_cat):
+        col = values[:, j]
+        col = col[~np.isnan(col)]
+        bad = col[(col < 0) | (col != np.floor(col))]
+        if bad.size:
+            raise ValueError(
+                f"categorical column {names[j]!r} must hold integer codes 0..K-1; "
+                f"found {bad[:3].tolist()}"
+            )
+    return _Data(names=names, X=values, is_cat=is_cat, y=y_idx.astype(np.intp), classes=classes)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _filled(data: _Data) -> np.ndarray:
+    """Copy of ``X`` with NaN filled: numeric by mean, categorical by mode."""
+    out = data.X.copy()
+    for j in range(data.n_features):
+        col = out[:, j]
+        missing = np.isnan(col)
+        if not missing.any():
+            continue
+        observed = col[~missing]
+        if observed.size == 0:
+            fill = 0.0
+            logger.warning("column %r is entirely missing; filled with 0", data.names[j])
+        elif data.is_cat[j]:
+            levels, counts = np.unique(observed, return_counts=True)
+            fill = float(levels[np.argmax(counts)])
+        else:
+            fill = float(observed.mean())
+        col[missing] = fill
+    return out
+
+
+def _design(data: _Data, filled: np.ndarray, numeric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Numeric columns scaled (``"standard"`` or ``"minmax"``), categorical one-hot.
+
+    Returns the design matrix and, for each of its columns, the index of the
+    original feature it comes from. A constant numeric column becomes zeros.
+    """
+    blocks: list[np.ndarray] = []
+    owner: list[int] = []
+    for j in range(data.n_features):
+        col = filled[:, j]
+        if data.is_cat[j]:
+            levels = np.unique(col)
+            blocks.append((col[:, None] == levels[None, :]).astype(np.float64))
+            owner.extend([j] * len(levels))
+            continue
+        if numeric == "standard":
+            spread = col.std()
+            scaled = (col - col.mean()) / spread if spread > 0 else np.zeros_like(col)
+        else:
+            lo, hi = col.min(), col.max()
+            scaled = (col - lo) / (hi - lo) if hi > lo else np.zeros_like(col)
+        blocks.append(scaled[:, None])
+        owner.append(j)
+    return np.hstack(blocks), np.asarray(owner, dtype=np.intp)
+
+
+def _max_by_owner(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n)
+    np.maximum.at(out, owner, np.nan_to_num(values, nan=0.0))
+    return out
+
+
+def _min_by_owner(p: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    out = np.ones(n)
+    np.minimum.at(out, owner, np.where(np.isnan(p), 1.0, p))
+    return out
+
+
+def _p_to_score(p: np.ndarray) -> np.ndarray:
+    p = np.where(np.isnan(p), 1.0, p)
+    return -np.log10(np.clip(p, MIN_P, 1.0))
+
+
+@contextmanager
+def _silence_convergence(what: str) -> Iterator[None]:
+    """Silence ConvergenceWarning inside the block, log it, re-emit anything else."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    n_convergence = 0
+    for w in caught:
+        if issubclass(w.category, ConvergenceWarning):
+            n_convergence += 1
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if n_convergence:
+        logger.warning(
+            "%s did not converge (%d ConvergenceWarning silenced); "
+            "the scores may be approximate, consider a larger max_iter",
+            what,
+            n_convergence,
+        )
+
+
+def _penalty_kwargs(l1_ratio: float) -> dict[str, Any]:
+    """Penalty arguments for LogisticRegression without deprecation warnings.
+
+    scikit-learn >= 1.8 deprecates ``penalty`` and reads the mix from
+    ``l1_ratio`` alone; older versions need ``penalty``.
+    """
+    penalty = inspect.signature(LogisticRegression).parameters.get("penalty")
+    if penalty is None or penalty.default == "deprecated":
+        return {"l1_ratio": l1_ratio}
+    if l1_ratio == 1.0:
+        return {"penalty": "l1"}
+    return {"penalty": "elasticnet", "l1_ratio": l1_ratio}
+
+
+# --------------------------------------------------------------------------- methods
+
+
+def _linear(
+    data: _Data, method: str, params: dict[str, Any], random_state: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    design, owner = _design(data, _filled(data), numeric="standard")
+    l1_ratio = 1.0 if method == "lasso" else params["l1_ratio"]
+    model = LogisticRegression(
+        C=params["C"],
+        solver="saga",
+        max_iter=params["max_iter"],
+        tol=params["tol"],
+        random_state=random_state,
+        **_penalty_kwargs(l1_ratio),
+    )
+    with _silence_convergence(f"selector {method!r} (saga)"):
+        model.fit(design, data.y)
+    coef = np.abs(np.atleast_2d(model.coef_)).max(axis=0)
+    scores = _max_by_owner(coef, owner, data.n_features)
+    mask = scores > params["threshold"]
+    if not mask.any():
+        if scores.max() > 0:
+            best = int(np.argmax(scores))
+            how = "largest |coef|"
+        else:
+            # Gradient of the log-likelihood at the intercept-only model: the
+            # column with the largest one is the first to enter the L1 path.
+            onehot = (data.y[:, None] == np.arange(len(data.classes))[None, :]).astype(float)
+            grad = np.abs(design.T @ (onehot - onehot.mean(axis=0))).max(axis=1)
+            best = int(np.argmax(_max_by_owner(grad, owner, data.n_features)))
+            how = "all coefficients are 0; first to enter the regularisation path"
+        mask[best] = True
+        logger.warning(
+            "selector %r selected no feature (C=%g, threshold=%g); keeping the single best "
+            "one, %r (%s)",
+            method,
+            params["C"],
+            params["threshold"],
+            data.names[best],
+            how,
+        )
+    return scores, mask
+
+
+def _mutual_info(data: _Data, params: dict[str, Any], random_state: Any) -> np.ndarray:
+    return mutual_info_classif(
+        _filled(data),
+        data.y,
+        discrete_features=data.is_cat.copy(),
+        n_neighbors=params["n_neighbors"],
+        random_state=random_state,
+    )
+
+
+def _random_forest(data: _Data, params: dict[str, Any], random_state: Any) -> np.ndarray:
+    model = RandomForestClassifier(
+        n_estimators=params["n_estimators"],
+        max_depth=params["max_depth"],
+        min_samples_leaf=params["min_samples_leaf"],
+        random_state=random_state,
+    )
+    if params["importance"] == "impurity":
+        model.fit(data.X, data.y)
+        return np.asarray(model.feature_importances_, dtype=np.float64)
+
+    try:
+        X_tr, X_te, y_tr, y_te = train_test_split(
+            data.X,
+            data.y,
+            test_size=params["test_size"],
+            stratify=data.y,
+            random_state=random_state,
+        )
+    except ValueError as exc:
+        logger.warning(
+            "selector 'random_forest': stratified held-out split impossible (%s); "
+            "using a plain random split",
+            exc,
+        )
+        X_tr, X_te, y_tr, y_te = train_test_split(
+            data.X, data.y, test_size=params["test_size"], random_state=random_state
+        )
+    model.fit(X_tr, y_tr)
+    result = permutation_importance(
+        model, X_te, y_te, n_repeats=params["n_repeats"], random_state=random_state
+    )
+    return np.clip(np.asarray(result.importances_mean, dtype=np.float64), 0.0, None)
+
+
+def _relative_mask(scores: np.ndarray, threshold: Any, method: str) -> np.ndarray:
+    scores = np.nan_to_num(scores, nan=0.0)
+    if threshold == "mean":
+        cut = float(scores.mean())
+    elif threshold == "median":
+        cut = float(np.median(scores))
+    else:
+        cut = float(threshold)
+    mask = (scores >= cut) & (scores > 0)
+    if not mask.any():
+        logger.warning("selector %r: no score is > 0 and >= %g; nothing selected", method, cut)
+    return mask
+
+
+def _f_classif(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    filled = _filled(data)
+    p = np.ones(data.n_features)
+    numeric = np.flatnonzero(~data.is_cat)
+    # A constant column has no test (p = 1); leaving it out avoids 0/0 warnings.
+    varying = [j for j in numeric if np.ptp(filled[:, j]) > 0]
+    if varying:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            _, p_num = sk_f_classif(filled[:, varying], data.y)
+        p[varying] = np.where(np.isnan(p_num), 1.0, p_num)
+    n_classes = len(data.classes)
+    for j in np.flatnonzero(data.is_cat):
+        levels, codes = np.unique(filled[:, j], return_inverse=True)
+        if len(levels) < 2:
+            continue
+        table = np.zeros((len(levels), n_classes))
+        np.add.at(table, (codes, data.y), 1.0)
+        p[j] = float(chi2_contingency(table)[1])
+    scores = _p_to_score(p)
+    return scores, p < params["alpha"]
+
+
+def _chi2(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    design, owner = _design(data, _filled(data), numeric="minmax")
+    p_design = np.ones(design.shape[1])
+    # A constant column carries no information (p = 1); leaving it out also
+    # avoids 0/0 warnings for all-zero columns and rounding noise for the rest.
+    varying = np.flatnonzero(np.ptp(design, axis=0) > 0)
+    if varying.size:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            _, p_varying = sk_chi2(design[:, varying], data.y)
+        p_design[varying] = p_varying
+    p = _min_by_owner(p_design, owner, data.n_features)
+    return _p_to_score(p), p < params["alpha"]

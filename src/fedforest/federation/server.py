@@ -1,0 +1,333 @@
+"""Everything the server does in a job, without FLARE.
+
+:class:`JobServer` joins the sites' schemas, counts the election (and tunes it
+through a callback that asks the sites to score masks), validates and pools the
+trained payloads, and writes the results. A payload that fails validation is
+refused: the site is named, dropped from later phases, and its payload is
+never used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import protocol
+from ..errors import PayloadError
+from ..model.forest import PooledForest
+from ..model.imputers import ImputerSet
+from ..model.model_files import model_bundle, read_feature_std
+from ..validation import PayloadReader
+from .config import JobConfig
+from .election import Ballot, ElectionResult, SiteVote
+from .results import payload_bytes, render_report
+from .schema import GlobalSchema, SchemaError, SiteSchema
+from .training import SiteModels, pool_site_models
+from .tuning import TuningResult, hill_climb
+
+logger = logging.getLogger(__name__)
+
+#: Fields of a site's training reply besides ``format`` and ``version``.
+SITE_MODEL_FIELDS = {"forest", "imputers", "feature_std", "n_rows", "intersection"}
+
+
+@dataclass
+class JobServer:
+    """The server's side of the job.
+
+    Parameters
+    ----------
+    config : JobConfig
+    """
+
+    config: JobConfig
+    schema: GlobalSchema | None = None
+    election: ElectionResult | None = None
+    tuning: TuningResult | None = None
+    votes: list[SiteVote] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    payload_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+    site_rows: dict[str, int] = field(default_factory=dict)
+
+    # ------------------------------------------------------------- helpers
+    def drop(self, site: str, phase: str, reason: str) -> None:
+        """Record that ``site`` is out of the job from ``phase`` on."""
+        if site not in self.dropped:
+            self.dropped[site] = f"{phase}: {reason}"
+            logger.warning("site %s dropped in phase %s: %s", site, phase, reason)
+
+    def record_sizes(self, phase: str, payloads: Mapping[str, Any]) -> None:
+        for site, payload in sorted(payloads.items()):  # reply order must not matter
+            self.payload_sizes.setdefault(site, {})[phase] = payload_bytes(payload)
+
+    def alive(self, sites) -> list[str]:
+        return [s for s in sites if s not in self.dropped]
+
+    def check_min_sites(self, alive: list[str], phase: str) -> None:
+        """Stop the job when fewer than ``min_sites`` sites are left."""
+        if len(alive) < self.config.min_sites:
+            dropped = "; ".join(f"{s} ({why})" for s, why in self.dropped.items()) or "none"
+            raise RuntimeError(
+                f"phase {phase}: only {len(alive)} site(s) left ({', '.join(alive) or 'none'}), "
+                f"fewer than min_sites={self.config.min_sites}. Dropped: {dropped}"
+            )
+
+    # ------------------------------------------------------------- phase 1
+    def build_schema(self, payloads: Mapping[str, Mapping]) -> dict:
+        """Join the site schemas; refuse malformed ones (the site is dropped)."""
+        self.record_sizes("schema", payloads)
+        schemas = []
+        for site, payload in sorted(payloads.items()):  # reply order must not matter
+            try:
+                s = SiteSchema.from_payload(payload, sender=site)
+                if s.site != site:
+                    raise PayloadError(f"it says it is site {s.site!r}", sender=site)
+                if len(s.classes) < 2:
+                    raise SchemaError(
+                        f"site {site!r} has a single class {s.classes}; its target needs at "
+                        "least two classes"
+                    )
+                schemas.append(s)
+            except (PayloadError, SchemaError) as err:
+                self.drop(site, "schema", str(err))
+        self.check_min_sites([s.site for s in schemas], "schema")
+        self.schema = GlobalSchema.build(schemas)
+        self.site_rows = dict(self.schema.site_rows)
+        if not self.schema.shared:
+            raise SchemaError(
+                "the sites share no column: at least one feature every site has is needed "
+                f"(columns per site: {self.schema.site_columns})"
+            )
+        logger.info(
+            "schema: %d features (%d shared) over %d sites, classes %s",
+            len(self.schema.features),
+            len(self.schema.shared),
+            len(schemas),
+            self.schema.classes,
+        )
+        return self.schema.to_payload()
+
+    # ------------------------------------------------------------- phase 2
+    def read_votes(self, payloads: Mapping[str, Mapping]) -> Ballot:
+        """Validate the votes and build the ballot."""
+        self.record_sizes("election", payloads)
+        votes = []
+        for site, payload in sorted(payloads.items()):  # reply order must not matter
+            try:
+                vote = SiteVote.from_payload(payload, sender=site, features=self.schema.features)
+                if vote.site != site:
+                    raise PayloadError(f"it says it is site {vote.site!r}", sender=site)
+                unknown = set(vote.features) - set(self.schema.site_columns.get(site, []))
+                if unknown:
+                    raise PayloadError(
+                        f"it votes on columns it does not have: {sorted(unknown)}", sender=site
+                    )
+                votes.append(vote)
+            except PayloadError as err:
+                self.drop(site, "election", str(err))
+        self.check_min_sites([v.site for v in votes], "election")
+        self.votes = votes
+        el = self.config.election
+        return Ballot(votes, el["aggregation"], el["always_keep"])
+
+    def elect(self, ballot: Ballot, score: Callable[[list[str]], float] | None) -> list[str]:
+        """Count the ballot (hill-climbing the freedom degree when auto-tuning)."""
+        el = self.config.election
+        if el["auto_tune"] and score is not None:
+            self.tuning = hill_climb(
+                ballot,
+                score,
+                start=el["freedom_degree"],
+                rounds=el["tuning_rounds"],
+                tolerance=el["tolerance"],
+            )
+            self.election = self.tuning.election
+        else:
+            self.election = ballot.count(el["freedom_degree"])
+        logger.info(
+            "election: kept %d of %d features %s",
+            len(self.election.selected),
+            len(self.election.features),
+            self.election.stats,
+        )
+        return list(self.election.selected)
+
+    @staticmethod
+    def weighted_score(replies: Mapping[str, Mapping]) -> float:
+        """Row-weighted mean of the sites' mask scores."""
+        scores, weights = [], []
+        for site, reply in sorted(replies.items()):
+            value, rows = reply.get("score"), reply.get("n_rows")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+            ):
+                raise PayloadError(f"score {value!r} is not a finite number", sender=site)
+            if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+                raise PayloadError(f"n_rows {rows!r} is not a positive integer", sender=site)
+            scores.append(float(value))
+            weights.append(rows)
+        if not scores:
+            raise RuntimeError("no site scored the proposed mask")
+        return float(np.average(scores, weights=weights))
+
+    def score_replies(self, replies: Mapping[str, Mapping]) -> float:
+        """Row-weighted mean score of a proposed mask; a site with a bad reply is dropped."""
+        good = {}
+        for site, reply in sorted(replies.items()):
+            try:
+                PayloadReader(reply, protocol.MASK_SCORE, site).check_keys({"score", "n_rows"})
+                self.weighted_score({site: reply})
+                good[site] = reply
+            except PayloadError as err:
+                self.drop(site, "election", str(err))
+        self.check_min_sites(list(good), "election")
+        return self.weighted_score(good)
+
+    # ------------------------------------------------------------- phase 3
+    def pool(self, payloads: Mapping[str, Mapping], want_intersection: bool) -> dict:
+        """Validate every site's training payload and pool them into a model bundle."""
+        self.record_sizes("train", payloads)
+        models: list[SiteModels] = []
+        elected = set(self.election.selected) if self.election else set(self.schema.features)
+        for site, payload in sorted(payloads.items()):  # reply order must not matter
+            try:
+                r = PayloadReader(payload, protocol.SITE_MODELS, site)
+                r.check_keys(SITE_MODEL_FIELDS)
+                forest = PooledForest.from_payload(r.get("forest"), sender=site)
+                self._check_forest(forest, site, elected, "elected")
+                imps = ImputerSet.from_payload(r.get("imputers"), sender=site)
+                for name, imp in imps.items():
+                    levels = self.schema.categories.get(name)
+                    if (
+                        name not in elected
+                        or not set(imp.predictors) <= elected
+                        or imp.kind != ("numeric" if levels is None else "categorical")
+                        or imp.n_levels != len(levels or ())
+                        or imp.owner != site
+                    ):
+                        raise PayloadError(
+                            f"its imputer for {name!r} ({imp.kind}, {imp.n_levels} levels, "
+                            f"predictors {imp.predictors}, owner {imp.owner!r}) does not match "
+                            "the elected features and the schema",
+                            sender=site,
+                        )
+                std = read_feature_std(r)
+                r.read_integer("n_rows", 1)
+                inter = None
+                if want_intersection and r.get("intersection", None) is not None:
+                    inter = PooledForest.from_payload(r.get("intersection"), sender=site)
+                    self._check_forest(inter, site, set(self.schema.shared), "shared")
+            except PayloadError as err:
+                self.drop(site, "train", str(err))
+                continue
+            models.append(SiteModels(forest, imps, std, inter))
+        self.check_min_sites([m.forest.owners[0] for m in models], "train")
+        pooled = pool_site_models(models)
+        logger.info(
+            "pooled %d trees from %d sites; %d imputers",
+            pooled.forest.n_trees,
+            len(models),
+            len(pooled.imputers),
+        )
+        return model_bundle(
+            pooled.forest.to_payload(),
+            pooled.imputers.to_payload(),
+            pooled.feature_std,
+            pooled.intersection.to_payload() if pooled.intersection is not None else None,
+            settings={
+                "depth_threshold": self.config.depth_threshold,
+                "voting": self.config.voting,
+                "seed": self.config.seed,
+            },
+        )
+
+    def _check_forest(self, forest: PooledForest, site: str, allowed: set, word: str) -> None:
+        """Refuse a site's forest that breaks the schema (concat would fail on it later)."""
+        if forest.owners != [site]:
+            raise PayloadError(f"its trees claim owners {forest.owners}", sender=site)
+        extra = set(forest.feature_names) - allowed
+        if extra:
+            raise PayloadError(
+                f"its trees use features that were not {word}: {sorted(extra)}", sender=site
+            )
+        for name in forest.feature_names:
+            if forest.categories.get(name) != self.schema.categories.get(name):
+                raise PayloadError(
+                    f"its trees give feature {name!r} the levels {forest.categories.get(name)}, "
+                    f"but the schema has {self.schema.categories.get(name)}",
+                    sender=site,
+                )
+        if not set(forest.classes.tolist()) <= set(self.schema.classes):
+            raise PayloadError(
+                f"its trees have classes {forest.classes.tolist()}, "
+                f"but the schema has {self.schema.classes}",
+                sender=site,
+            )
+
+    # ------------------------------------------------------------- phase 4
+    def read_metrics(self, replies: Mapping[str, Mapping]) -> dict[str, dict]:
+        """Validate the sites' metrics; a site with a malformed reply is dropped."""
+        metrics = {}
+        for site, payload in sorted(replies.items()):
+            try:
+                r = PayloadReader(payload, protocol.SITE_METRICS, site)
+                r.check_keys({"site", "rows", "strategies"})
+                if r.get("site") != site:
+                    raise PayloadError(f"it says it is site {r.get('site')!r}", sender=site)
+                r.read_integer("rows", 0)
+                r.read_mapping("strategies")
+            except PayloadError as err:
+                self.drop(site, "evaluate", str(err))
+                continue
+            metrics[site] = dict(payload)
+        return metrics
+
+    def write_results(
+        self,
+        run_dir,
+        metrics: Mapping[str, Mapping],
+        model: Mapping | None,
+        status: str = "finished",
+        error: str | None = None,
+    ) -> dict:
+        """Write ``results.json`` and ``report.md`` into ``run_dir``."""
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        results = {
+            "job": self.config.name,
+            "status": status,
+            "error": error,
+            "sites": self.config.sites,
+            "dropped_sites": dict(self.dropped),
+            "strategies": list(self.config.strategies),
+            "metrics": {site: m.get("strategies", {}) for site, m in metrics.items()},
+            "test_rows": {site: m.get("rows") for site, m in metrics.items()},
+            "schema": self.schema.to_payload() if self.schema else None,
+            "election": self.election.to_dict() if self.election else None,
+            "tuning": self.tuning.to_dict() if self.tuning else None,
+            "phase_seconds": {k: round(v, 3) for k, v in self.timings.items()},
+            "payload_bytes": self.payload_sizes,
+        }
+        if model is not None:
+            forest = model["forest"]
+            results["model"] = {
+                "trees": int(len(forest["tree_start"]) - 1),
+                "nodes": int(forest["tree_start"][-1]),
+                "features": list(forest["feature_names"]),
+                "owners": list(forest["owners"]),
+                "bytes": payload_bytes(model),
+            }
+        (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+        (run_dir / "report.md").write_text(render_report(results))
+        logger.info("results written to %s", run_dir)
+        return results

@@ -1,0 +1,344 @@
+"""Everything a hospital does in a job, without FLARE.
+
+:class:`SiteRunner` holds one site's table and serves the tasks of the job
+(:data:`fedforest.protocol.TASKS`): describe the table, vote on features, score
+proposed masks, train (forest, surrogate splits, imputers, standard deviations,
+optional intersection forest) and evaluate the pooled model on held-out rows.
+:meth:`SiteRunner.run_task` dispatches a task's data to its handler through a
+table; every handler takes and returns plain payloads, so the FLARE executor
+only moves them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .. import protocol
+from ..errors import PayloadError
+from ..model.model_files import read_model, save_payload
+from ..validation import PayloadReader
+from ..vocabulary import METRICS
+from .config import SiteConfig
+from .election import SiteVote
+from .evaluation import evaluate_strategies
+from .schema import GlobalSchema, SiteSchema, normalize_labels
+from .selectors import select_features
+from .splits import split_validation
+from .training import fit_site_models
+from .tuning import score_mask
+
+logger = logging.getLogger(__name__)
+
+
+def site_vote(
+    site: str,
+    X: pd.DataFrame,
+    y,
+    method: str,
+    categorical: Sequence[str] = (),
+    params: Mapping | None = None,
+    random_state=None,
+) -> SiteVote:
+    """Run a site's selector on its encoded training rows and wrap the result."""
+    classes = pd.Series(y).nunique()
+    if classes < 2:
+        raise ValueError(
+            f"site {site!r}: the target has a single class ({pd.Series(y).iloc[0]!r}); a site "
+            "needs at least two classes to select features"
+        )
+    sel = select_features(
+        X,
+        y,
+        method,
+        categorical=[c for c in categorical if c in X.columns],
+        params=params,
+        random_state=random_state,
+    )
+    logger.info(
+        "site %s: %s kept %d of %d columns", site, method, int(sel.mask.sum()), len(sel.features)
+    )
+    return SiteVote(site, sel.features, sel.mask, sel.scores, int(len(X)))
+
+
+class SiteRunner:
+    """One site's side of the job.
+
+    Parameters
+    ----------
+    config : SiteConfig
+        The site's validated configuration.
+    random_state : int
+        The job seed; every split, forest and selector derives from it.
+    """
+
+    def __init__(self, config: SiteConfig, random_state: int = 0):
+        self.config = config
+        self.random_state = random_state
+        self.frame: pd.DataFrame | None = None
+        self.schema: GlobalSchema | None = None
+        self._handlers = {
+            protocol.SCHEMA: self._task_schema,
+            protocol.VOTE: self._task_vote,
+            protocol.SCORE_MASK: self._task_score_mask,
+            protocol.TRAIN: self._task_train,
+            protocol.EVALUATE: self._task_evaluate,
+        }
+
+    # --------------------------------------------------------- dispatch
+    def run_task(self, task: str, data: Mapping, save_dir: str | Path | None = None) -> dict:
+        """Serve one task of the job: check its data and call its handler.
+
+        Parameters
+        ----------
+        task : str
+            One of :data:`fedforest.protocol.TASKS`.
+        data : mapping
+            The task's data, with exactly the keys of
+            :data:`fedforest.protocol.TASK_DATA` (``task``).
+        save_dir : path, optional
+            Where ``evaluate`` saves the pooled model and the site's metrics.
+
+        Raises
+        ------
+        KeyError
+            If ``task`` is unknown.
+        fedforest.PayloadError
+            If the task data lack a key or carry unknown ones.
+        """
+        if task not in self._handlers:
+            raise KeyError(f"unknown task {task!r}; tasks are {list(protocol.TASKS)}")
+        if not isinstance(data, Mapping):
+            raise PayloadError(f"task {task!r} carries no data dict", sender="server")
+        expected = set(protocol.TASK_DATA[task])
+        if set(data) != expected:
+            raise PayloadError(
+                f"task {task!r} carries keys {sorted(map(str, data))}, expected {sorted(expected)}",
+                sender="server",
+            )
+        return self._handlers[task](data, save_dir)
+
+    def _task_schema(self, data, save_dir):
+        reader = PayloadReader(data, None, sender="server", where=f"task {protocol.SCHEMA!r}")
+        self.random_state = reader.read_integer("seed", 0, 2**32 - 1)
+        return self.describe()
+
+    def _task_vote(self, data, save_dir):
+        self.set_schema(data["schema"])
+        return self.vote() if data["vote"] else {}
+
+    def _task_score_mask(self, data, save_dir):
+        return self.score_mask(data["features"], data["metric"])
+
+    def _task_train(self, data, save_dir):
+        return self.train(data["elected"], data["forest"], data["surrogates"], data["intersection"])
+
+    def _task_evaluate(self, data, save_dir):
+        return self.evaluate(
+            data["model"],
+            data["strategies"],
+            data["voting"],
+            data["depth_threshold"],
+            data["metrics"],
+            data["auto_metric"],
+            save_dir=save_dir,
+        )
+
+    @property
+    def site(self) -> str:
+        return self.config.site
+
+    # ------------------------------------------------------------- phase 1
+    def load(self, frame: pd.DataFrame | None = None) -> SiteRunner:
+        """Read the site's CSV (renamed to global names) after checking it.
+
+        ``frame`` gives the table directly instead (``fedforest elect`` on
+        tables already in memory); its columns are renamed the same way.
+        """
+        if frame is None:
+            self.config.check_data()
+            frame = pd.read_csv(self.config.data_path)
+        frame = frame.rename(columns=self.config.renames)
+        if frame.shape[0] < 10:
+            raise ValueError(
+                f"{self.config.source}: data file {self.config.data_path} has {frame.shape[0]} "
+                "rows; at least 10 are needed to train, validate and test"
+            )
+        self.frame = frame
+        logger.info(
+            "site %s: loaded %d rows, %d columns from %s",
+            self.site,
+            frame.shape[0],
+            frame.shape[1],
+            self.config.data_path,
+        )
+        return self
+
+    def describe(self) -> dict:
+        """Phase 1: the site's schema payload (column names, kinds, levels, classes, rows)."""
+        if self.frame is None:
+            self.load()
+        return SiteSchema.from_frame(
+            self.site, self.frame, self.config.target, self.config.categorical
+        ).to_payload()
+
+    def set_schema(self, payload: Mapping) -> None:
+        """Receive the global schema; encode the table and split it."""
+        self.schema = GlobalSchema.from_payload(payload, sender="server")
+        if self.site not in self.schema.site_columns:
+            raise ValueError(f"the global schema does not list site {self.site!r}")
+        X = self.schema.encode(self.frame, self.schema.site_columns[self.site])
+        y = normalize_labels(self.frame[self.config.target])
+        rest_X, self.X_test, rest_y, self.y_test = split_validation(
+            X, y, self.config.test_fraction, self.random_state
+        )
+        val_share = self.config.validation_fraction / (1 - self.config.test_fraction)
+        self.X_train, self.X_val, self.y_train, self.y_val = split_validation(
+            rest_X, rest_y, val_share, self.random_state
+        )
+        logger.info(
+            "site %s: %d train, %d validation, %d test rows",
+            self.site,
+            len(self.X_train),
+            len(self.X_val),
+            len(self.X_test),
+        )
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.site_columns[self.site])
+
+    # ------------------------------------------------------------- phase 2
+    def vote(self) -> dict:
+        """Phase 2: run the local selector; mask and scores keyed by global index."""
+        vote = site_vote(
+            self.site,
+            self.X_train,
+            self.y_train,
+            self.config.selector,
+            list(self.schema.categories),
+            self.config.selector_params,
+            self.random_state,
+        )
+        index = {f: i for i, f in enumerate(self.schema.features)}
+        return vote.to_payload(index)
+
+    def score_mask(self, features: Sequence[str], metric: str) -> dict:
+        """Phase 2 (tuning): score a proposed mask on the validation rows."""
+        value = score_mask(
+            self.X_train,
+            self.y_train,
+            self.X_val,
+            self.y_val,
+            list(features),
+            self.schema.classes,
+            metric,
+            random_state=self.random_state,
+        )
+        return {
+            "format": protocol.MASK_SCORE,
+            "version": protocol.FORMATS[protocol.MASK_SCORE],
+            "score": float(value),
+            "n_rows": int(len(self.X_val)),
+        }
+
+    # ------------------------------------------------------------- phase 3
+    def elected_columns(self, elected: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The site's elected columns, and the elected shared ones."""
+        own = [c for c in self.columns if c in set(elected)]
+        shared = [c for c in self.schema.shared if c in set(elected)]
+        return own, shared
+
+    def train(
+        self,
+        elected: Sequence[str],
+        forest_params: Mapping[str, Any],
+        surrogate_params: Mapping[str, Any],
+        intersection: bool,
+    ) -> dict:
+        """Phase 3: forest, surrogates, imputers, std (+ intersection forest) as payloads."""
+        own, shared = self.elected_columns(elected)
+        if not own:
+            raise ValueError(f"site {self.site!r} has none of the elected features {list(elected)}")
+        models = fit_site_models(
+            self.site,
+            self.X_train,
+            self.y_train,
+            own,
+            shared,
+            self.schema.categories,
+            forest_params,
+            surrogate_params,
+            self.random_state,
+            # the classic baseline: every column all sites have, whatever the election kept
+            intersection_columns=list(self.schema.shared) if intersection else None,
+        )
+        out = {
+            "format": protocol.SITE_MODELS,
+            "version": protocol.FORMATS[protocol.SITE_MODELS],
+            "forest": models.forest.to_payload(),
+            "imputers": models.imputers.to_payload(),
+            "feature_std": models.feature_std,
+            "n_rows": int(len(self.X_train)),
+        }
+        if models.intersection is not None:
+            out["intersection"] = models.intersection.to_payload()
+        return out
+
+    # ------------------------------------------------------------- phase 4
+    def evaluate(
+        self,
+        model: Mapping,
+        strategies: Sequence[str],
+        voting: str = "soft",
+        depth_threshold: int = 2,
+        metrics: Sequence[str] = METRICS,
+        auto_metric: str = "auprc",
+        save_dir: str | Path | None = None,
+    ) -> dict:
+        """Phase 4: score every requested strategy on the held-out test rows.
+
+        Returns
+        -------
+        dict
+            ``{"rows": n, "strategies": {name: {metric: value, ...}}}``; ``auto``
+            also names the strategy it chose.
+        """
+        parts = read_model(model, sender="server")
+        results = evaluate_strategies(
+            parts["forest"],
+            parts["imputers"],
+            parts["feature_std"],
+            parts["intersection"],
+            self.X_test,
+            self.y_test,
+            self.schema.classes,
+            strategies,
+            site=self.site,
+            voting=voting,
+            depth_threshold=depth_threshold,
+            metrics=metrics,
+            auto_metric=auto_metric,
+            X_val=self.X_val,
+            y_val=self.y_val,
+            random_state=self.random_state,
+        )
+        out = {
+            "format": protocol.SITE_METRICS,
+            "version": protocol.FORMATS[protocol.SITE_METRICS],
+            "site": self.site,
+            "rows": int(len(self.X_test)),
+            "strategies": results,
+        }
+        if save_dir is not None:
+            save_dir = Path(save_dir)
+            save_dir.mkdir(parents=True, exist_ok=True)
+            save_payload(save_dir / "pooled_model.npz", model)
+            (save_dir / "metrics.json").write_text(json.dumps(out, indent=2) + "\n")
+            logger.info("site %s: saved the pooled model and metrics in %s", self.site, save_dir)
+        return out

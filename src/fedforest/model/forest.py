@@ -1,0 +1,681 @@
+"""Portable pooled forests: trees in a global feature space, addressed by name.
+
+A :class:`PooledForest` holds any number of binary classification trees as flat
+numpy arrays (one entry per node, trees stored one after the other), together
+with the global feature names, the class labels, the site that trained each tree
+and, optionally, one surrogate split per node. It is what sites exchange: it
+converts to and from a payload made only of numpy arrays and plain values, and
+every payload is validated before use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import protocol
+from ..validation import PayloadReader
+from .payload_checks import (
+    MAX_CLASSES,
+    MAX_FEATURES,
+    MAX_LEVELS,
+    MAX_NODES,
+    MAX_TREES,
+    plain_labels,
+)
+
+FORMAT = protocol.POOLED_FOREST
+VERSION = protocol.FORMATS[FORMAT]
+
+_NODE_FIELDS = (
+    "children_left",
+    "children_right",
+    "feature",
+    "threshold",
+    "n_node_samples",
+    "missing_left",
+    "saw_missing",
+    "surrogate_feature",
+    "surrogate_threshold",
+    "surrogate_left_le",
+    "surrogate_agreement",
+)
+
+
+#: Fields of a payload besides ``format`` and ``version``.
+_PAYLOAD_FIELDS = {
+    "feature_names",
+    "categories",
+    "classes",
+    "owners",
+    "tree_start",
+    "tree_owner",
+    "value",
+    *_NODE_FIELDS,
+}
+
+
+class PooledForest:
+    """Trees from one or several sites, in a global feature space.
+
+    Node arrays have one entry per node; trees are stored one after the other
+    and ``tree_start[i]:tree_start[i + 1]`` are the nodes of tree ``i``. Child
+    indices are local to their tree and always larger than the parent's index
+    (scikit-learn's depth-first order), which makes every tree acyclic by
+    construction. Leaves have ``feature == -1`` and both children ``-1``.
+
+    Build one with :meth:`from_sklearn`, combine with :meth:`concat`, exchange
+    with :meth:`to_payload` / :meth:`from_payload`, and predict with
+    :class:`fedforest.PooledForestClassifier`.
+
+    Parameters
+    ----------
+    feature_names : sequence of str
+        Global feature names; node ``feature`` values index into this list.
+    classes : array-like
+        Class labels (str or int); columns of ``value`` follow this order.
+    owners : sequence of str
+        Site names; ``tree_owner`` indexes into this list.
+    tree_start : ndarray of shape (n_trees + 1,)
+        Offsets of each tree's first node.
+    tree_owner : ndarray of shape (n_trees,)
+        Index into ``owners`` of the site that trained each tree.
+    children_left, children_right : ndarray of shape (n_nodes,)
+        Local child indices, ``-1`` at leaves.
+    feature : ndarray of shape (n_nodes,)
+        Split feature (global index), ``-1`` at leaves.
+    threshold : ndarray of shape (n_nodes,)
+        Split threshold: a row goes left when ``x <= threshold``.
+    n_node_samples : ndarray of shape (n_nodes,)
+        Training rows that reached each node.
+    missing_left : ndarray of shape (n_nodes,)
+        Learned direction of a missing value (used where ``saw_missing``).
+    saw_missing : ndarray of shape (n_nodes,)
+        Whether the node saw a missing value for its feature in training.
+    value : ndarray of shape (n_nodes, n_classes)
+        Class distribution at each node (rows sum to one).
+    categories : mapping of str to list of str, optional
+        Levels of the categorical features; level ``k`` is coded as ``k``.
+    surrogate_feature, surrogate_threshold, surrogate_left_le, surrogate_agreement :
+        ndarray of shape (n_nodes,), optional
+        One surrogate split per node (``surrogate_feature == -1``: none). A row
+        goes left when ``(x_s <= t_s) == surrogate_left_le``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from fedforest import PooledForest
+    >>> X = np.random.RandomState(0).normal(size=(60, 3)); y = (X[:, 0] > 0).astype(int)
+    >>> rf = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    >>> forest = PooledForest.from_sklearn(rf, ["a", "b", "c"], owner="site-1")
+    >>> forest.n_trees, forest.feature_names
+    (5, ['a', 'b', 'c'])
+    >>> PooledForest.from_payload(forest.to_payload()).n_nodes == forest.n_nodes
+    True
+    """
+
+    def __init__(
+        self,
+        *,
+        feature_names: Sequence[str],
+        classes,
+        owners: Sequence[str],
+        tree_start,
+        tree_owner,
+        children_left,
+        children_right,
+        feature,
+        threshold,
+        n_node_samples,
+        missing_left,
+        saw_missing,
+        value,
+        categories: Mapping[str, Sequence[str]] | None = None,
+        surrogate_feature=None,
+        surrogate_threshold=None,
+        surrogate_left_le=None,
+        surrogate_agreement=None,
+    ):
+        self.feature_names = list(feature_names)
+        self.classes = np.asarray(classes)
+        self.owners = list(owners)
+        self.categories = {k: list(v) for k, v in (categories or {}).items()}
+        self.tree_start = np.asarray(tree_start, dtype=np.int64)
+        self.tree_owner = np.asarray(tree_owner, dtype=np.int32)
+        self.children_left = np.asarray(children_left, dtype=np.int32)
+        self.children_right = np.asarray(children_right, dtype=np.int32)
+        self.feature = np.asarray(feature, dtype=np.int32)
+        self.threshold = np.asarray(threshold, dtype=np.float64)
+        self.n_node_samples = np.asarray(n_node_samples, dtype=np.int64)
+        self.missing_left = np.asarray(missing_left, dtype=bool)
+        self.saw_missing = np.asarray(saw_missing, dtype=bool)
+        self.value = np.asarray(value, dtype=np.float64)
+        n = self.feature.shape[0]
+        self.surrogate_feature = (
+            np.full(n, -1, np.int32)
+            if surrogate_feature is None
+            else np.asarray(surrogate_feature, dtype=np.int32)
+        )
+        self.surrogate_threshold = (
+            np.zeros(n) if surrogate_threshold is None else np.asarray(surrogate_threshold, float)
+        )
+        self.surrogate_left_le = (
+            np.ones(n, bool) if surrogate_left_le is None else np.asarray(surrogate_left_le, bool)
+        )
+        self.surrogate_agreement = (
+            np.zeros(n) if surrogate_agreement is None else np.asarray(surrogate_agreement, float)
+        )
+        self._cache: dict[str, Any] = {}
+        lengths = {name: getattr(self, name).shape[0] for name in _NODE_FIELDS}
+        lengths["value"] = self.value.shape[0]
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f"node arrays differ in length: {lengths}")
+        if self.value.ndim != 2 or self.value.shape[1] != len(self.classes):
+            raise ValueError(
+                f"value has shape {self.value.shape}, expected (n_nodes, {len(self.classes)})"
+            )
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_trees(self) -> int:
+        """Number of trees."""
+        return int(self.tree_start.shape[0] - 1)
+
+    @property
+    def n_nodes(self) -> int:
+        """Total number of nodes over all trees."""
+        return int(self.feature.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        """Number of global features."""
+        return len(self.feature_names)
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes."""
+        return len(self.classes)
+
+    @property
+    def is_categorical(self) -> np.ndarray:
+        """Boolean mask over ``feature_names``: which features are categorical."""
+        if "is_categorical" not in self._cache:
+            self._cache["is_categorical"] = np.array(
+                [f in self.categories for f in self.feature_names], dtype=bool
+            )
+        return self._cache["is_categorical"]
+
+    # ------------------------------------------------------- derived arrays
+    @property
+    def tree_of_node(self) -> np.ndarray:
+        """Tree index of every node."""
+        if "tree_of_node" not in self._cache:
+            sizes = np.diff(self.tree_start)
+            self._cache["tree_of_node"] = np.repeat(np.arange(self.n_trees, dtype=np.int32), sizes)
+        return self._cache["tree_of_node"]
+
+    @property
+    def global_children(self) -> tuple[np.ndarray, np.ndarray]:
+        """Left and right children as global node indices (``-1`` at leaves)."""
+        if "global_children" not in self._cache:
+            base = self.tree_start[:-1][self.tree_of_node]
+            leaf = self.feature < 0
+            left = np.where(leaf, -1, self.children_left + base)
+            right = np.where(leaf, -1, self.children_right + base)
+            self._cache["global_children"] = (left.astype(np.int64), right.astype(np.int64))
+        return self._cache["global_children"]
+
+    @property
+    def node_depth(self) -> np.ndarray:
+        """Depth of every node (roots have depth 0)."""
+        if "node_depth" not in self._cache:
+            left, right = self.global_children
+            depth = np.zeros(self.n_nodes, dtype=np.int32)
+            frontier = self.tree_start[:-1]
+            d = 0
+            while frontier.size:
+                depth[frontier] = d
+                internal = frontier[self.feature[frontier] >= 0]
+                frontier = np.concatenate([left[internal], right[internal]])
+                d += 1
+            self._cache["node_depth"] = depth
+        return self._cache["node_depth"]
+
+    def trees_within(self, available: Sequence[str]) -> np.ndarray:
+        """Boolean mask of the trees whose every split feature is in ``available``."""
+        have = np.zeros(self.n_features + 1, dtype=bool)
+        names = set(available)
+        have[: self.n_features] = [f in names for f in self.feature_names]
+        uses_missing = np.zeros(self.n_trees, dtype=bool)
+        internal = self.feature >= 0
+        bad = internal & ~have[self.feature]
+        uses_missing[np.unique(self.tree_of_node[bad])] = True
+        return ~uses_missing
+
+    def owner_mask(self, owner: str) -> np.ndarray:
+        """Boolean mask of the trees trained by site ``owner``."""
+        if owner not in self.owners:
+            return np.zeros(self.n_trees, dtype=bool)
+        return self.tree_owner == self.owners.index(owner)
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def from_sklearn(
+        cls,
+        rf,
+        feature_names: Sequence[str],
+        owner: str,
+        *,
+        X=None,
+        categories: Mapping[str, Sequence[str]] | None = None,
+    ) -> PooledForest:
+        """Convert a fitted scikit-learn ``RandomForestClassifier``.
+
+        Parameters
+        ----------
+        rf : RandomForestClassifier or ExtraTreesClassifier
+            A fitted single-output forest.
+        feature_names : sequence of str
+            Global name of each column ``rf`` was trained on, in order.
+        owner : str
+            Name of the site that trained the forest.
+        X : array-like of shape (n_samples, n_features), optional
+            The training rows, needed only when they contained missing values:
+            they tell which nodes really saw a missing value in training (those
+            keep scikit-learn's learned direction). Without ``X`` only the
+            nodes that split missing from non-missing values are known to have.
+        categories : mapping of str to list of str, optional
+            Levels of categorical features, coded ``0 .. K-1`` in the data.
+
+        Returns
+        -------
+        PooledForest
+        """
+        if not hasattr(rf, "estimators_"):
+            raise ValueError("from_sklearn needs a fitted forest (no estimators_ found)")
+        if getattr(rf, "n_outputs_", 1) != 1:
+            raise ValueError("only single-output forests are supported")
+        feature_names = [str(f) for f in feature_names]
+        if len(feature_names) != rf.n_features_in_:
+            raise ValueError(
+                f"feature_names has {len(feature_names)} names but the forest was trained on "
+                f"{rf.n_features_in_} features"
+            )
+        if len(set(feature_names)) != len(feature_names):
+            raise ValueError("feature_names has duplicates")
+        seen_names = getattr(rf, "feature_names_in_", None)
+        if seen_names is not None and list(map(str, seen_names)) != feature_names:
+            raise ValueError(
+                f"feature_names {feature_names} differ from the columns the forest was "
+                f"trained on {list(seen_names)}"
+            )
+        categories = dict(categories or {})
+        unknown = sorted(set(categories) - set(feature_names))
+        if unknown:
+            raise ValueError(f"categories names features the forest does not have: {unknown}")
+        plain_labels(rf.classes_)
+
+        starts = [0]
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in ("l", "r", "f", "t", "n", "m", "v")}
+        for est in rf.estimators_:
+            t = est.tree_
+            leaf = t.children_left < 0
+            parts["l"].append(np.where(leaf, -1, t.children_left))
+            parts["r"].append(np.where(leaf, -1, t.children_right))
+            parts["f"].append(np.where(leaf, -1, t.feature))
+            parts["t"].append(np.where(leaf, 0.0, t.threshold))
+            parts["n"].append(t.n_node_samples)
+            mgl = getattr(t, "missing_go_to_left", None)
+            parts["m"].append(
+                np.zeros(t.node_count, bool) if mgl is None else np.asarray(mgl).astype(bool)
+            )
+            value = t.value[:, 0, :].astype(np.float64)
+            sums = value.sum(axis=1, keepdims=True)
+            if not np.allclose(sums, 1.0):
+                value = value / np.where(sums > 0, sums, 1.0)
+            parts["v"].append(value)
+            starts.append(starts[-1] + t.node_count)
+        feature = np.concatenate(parts["f"])
+        threshold = np.concatenate(parts["t"])
+        saw = np.isposinf(threshold)
+        if X is not None:
+            saw |= _nodes_that_saw_missing(rf, X, starts)
+        n_nodes = starts[-1]
+        return cls(
+            feature_names=feature_names,
+            classes=rf.classes_,
+            owners=[str(owner)],
+            categories=categories,
+            tree_start=np.asarray(starts),
+            tree_owner=np.zeros(len(rf.estimators_), np.int32),
+            children_left=np.concatenate(parts["l"]),
+            children_right=np.concatenate(parts["r"]),
+            feature=feature,
+            threshold=threshold,
+            n_node_samples=np.concatenate(parts["n"]),
+            missing_left=np.concatenate(parts["m"]),
+            saw_missing=saw,
+            value=np.concatenate(parts["v"]) if n_nodes else np.zeros((0, len(rf.classes_))),
+        )
+
+    @classmethod
+    def concat(cls, forests: Sequence[PooledForest]) -> PooledForest:
+        """Pool several forests into one.
+
+        Feature names are matched by name (global order: first appearance),
+        class lists are aligned (union, sorted as scikit-learn sorts labels; a
+        class a forest never saw gets probability 0 in its trees), and owners
+        are merged by name.
+
+        Raises
+        ------
+        ValueError
+            If the forests disagree on whether a feature is categorical or on
+            its levels, or mix string and integer class labels.
+        """
+        forests = list(forests)
+        if not forests:
+            raise ValueError("concat needs at least one forest")
+        names: list[str] = []
+        for f in forests:
+            names.extend(n for n in f.feature_names if n not in names)
+        declared: dict[str, tuple | None] = {}
+        for f in forests:
+            for name in f.feature_names:
+                levels = f.categories.get(name)
+                key = None if levels is None else tuple(levels)
+                if name in declared and declared[name] != key:
+                    raise ValueError(
+                        f"forests disagree about feature {name!r}: "
+                        f"{_kind(declared[name])} vs {_kind(key)}"
+                    )
+                declared[name] = key
+        categories = {n: list(v) for n, v in declared.items() if v is not None}
+        kinds = {type(v) for f in forests for v in plain_labels(f.classes)}
+        if len(kinds) > 1:
+            raise ValueError(
+                "forests mix class label types "
+                f"{sorted(k.__name__ for k in kinds)}; use one label type at every site"
+            )
+        if all(np.array_equal(f.classes, forests[0].classes) for f in forests):
+            classes = forests[0].classes
+        else:
+            classes = np.unique(np.concatenate([f.classes for f in forests]))
+        owners: list[str] = []
+        for f in forests:
+            owners.extend(o for o in f.owners if o not in owners)
+
+        fields: dict[str, list[np.ndarray]] = {k: [] for k in _NODE_FIELDS}
+        values, tree_owner, starts = [], [], [np.zeros(1, np.int64)]
+        offset = 0
+        for f in forests:
+            fmap = np.array([names.index(n) for n in f.feature_names] + [-1], dtype=np.int32)
+            for k in _NODE_FIELDS:
+                arr = getattr(f, k)
+                if k in ("feature", "surrogate_feature"):
+                    arr = fmap[arr]  # -1 maps to the trailing -1
+                fields[k].append(arr)
+            cmap = np.searchsorted(classes, f.classes)
+            v = np.zeros((f.n_nodes, len(classes)))
+            v[:, cmap] = f.value
+            values.append(v)
+            omap = np.array([owners.index(o) for o in f.owners], dtype=np.int32)
+            tree_owner.append(omap[f.tree_owner])
+            starts.append(f.tree_start[1:] + offset)
+            offset += f.n_nodes
+        return cls(
+            feature_names=names,
+            classes=classes,
+            owners=owners,
+            categories=categories,
+            tree_start=np.concatenate(starts),
+            tree_owner=np.concatenate(tree_owner),
+            value=np.concatenate(values),
+            **{k: np.concatenate(v) for k, v in fields.items()},
+        )
+
+    def select_trees(self, mask) -> PooledForest:
+        """A new forest with only the trees where ``mask`` is true."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (self.n_trees,):
+            raise ValueError(f"mask has shape {mask.shape}, expected ({self.n_trees},)")
+        node_mask = mask[self.tree_of_node]
+        sizes = np.diff(self.tree_start)[mask]
+        return PooledForest(
+            feature_names=self.feature_names,
+            classes=self.classes,
+            owners=self.owners,
+            categories=self.categories,
+            tree_start=np.concatenate([[0], np.cumsum(sizes)]),
+            tree_owner=self.tree_owner[mask],
+            value=self.value[node_mask],
+            **{k: getattr(self, k)[node_mask] for k in _NODE_FIELDS},
+        )
+
+    def with_surrogates(self, feature, threshold, left_le, agreement) -> PooledForest:
+        """A copy of this forest with the given per-node surrogate arrays."""
+        out = self.select_trees(np.ones(self.n_trees, bool))
+        out.surrogate_feature = np.asarray(feature, np.int32).copy()
+        out.surrogate_threshold = np.asarray(threshold, float).copy()
+        out.surrogate_left_le = np.asarray(left_le, bool).copy()
+        out.surrogate_agreement = np.asarray(agreement, float).copy()
+        return out
+
+    # ------------------------------------------------------------ payload
+    def to_payload(self) -> dict:
+        """The forest as a dict of numpy arrays and plain values (no pickle).
+
+        Returns
+        -------
+        dict
+            Versioned payload accepted by :meth:`from_payload`.
+        """
+        payload = {
+            "format": FORMAT,
+            "version": VERSION,
+            "feature_names": list(self.feature_names),
+            "categories": {k: list(v) for k, v in self.categories.items()},
+            "classes": plain_labels(self.classes),
+            "owners": list(self.owners),
+            "tree_start": self.tree_start.astype(np.int64),
+            "tree_owner": self.tree_owner.astype(np.int32),
+            "children_left": self.children_left.astype(np.int32),
+            "children_right": self.children_right.astype(np.int32),
+            "feature": self.feature.astype(np.int32),
+            "threshold": self.threshold.astype(np.float64),
+            "n_node_samples": self.n_node_samples.astype(np.int32),
+            "missing_left": self.missing_left.astype(bool),
+            "saw_missing": self.saw_missing.astype(bool),
+            "value": self.value.astype(np.float64),
+            "surrogate_feature": self.surrogate_feature.astype(np.int32),
+            "surrogate_threshold": self.surrogate_threshold.astype(np.float64),
+            "surrogate_left_le": self.surrogate_left_le.astype(bool),
+            "surrogate_agreement": self.surrogate_agreement.astype(np.float64),
+        }
+        return payload
+
+    @classmethod
+    def from_payload(cls, payload: Mapping, sender: str | None = None) -> PooledForest:
+        """Rebuild a forest from :meth:`to_payload` output, validating everything.
+
+        Parameters
+        ----------
+        payload : dict
+            The received payload.
+        sender : str, optional
+            Who sent it; named in every error message.
+
+        Raises
+        ------
+        fedforest.PayloadError
+            If any field is missing, of the wrong type, dtype or shape, or the
+            trees are not well formed (child indices out of range or not
+            pointing forward, feature indices out of range, non-finite
+            thresholds, class distributions that are not distributions).
+        """
+        r = PayloadReader(payload, FORMAT, sender)
+        r.check_keys(_PAYLOAD_FIELDS)
+        names = r.read_str_list("feature_names", MAX_FEATURES)
+        owners = r.read_str_list("owners", MAX_TREES)
+        classes = r.get("classes")
+        if not isinstance(classes, (list, tuple)) or not classes:
+            r.fail("field 'classes' must be a non-empty list")
+        if len(classes) > MAX_CLASSES:
+            r.fail(f"field 'classes' has {len(classes)} entries, more than {MAX_CLASSES}")
+        if not (
+            all(isinstance(c, str) for c in classes)
+            or all(isinstance(c, int) and not isinstance(c, bool) for c in classes)
+        ):
+            r.fail("field 'classes' must hold only strings or only integers")
+        if len(set(classes)) != len(classes) or list(classes) != sorted(classes):
+            r.fail("field 'classes' must be unique and sorted")
+        cats = r.get("categories")
+        if not isinstance(cats, Mapping):
+            r.fail("field 'categories' must be a dict of feature name to list of levels")
+        for k, levels in cats.items():
+            if k not in names:
+                r.fail(f"field 'categories' names unknown feature {k!r}")
+            if (
+                not isinstance(levels, (list, tuple))
+                or not levels
+                or len(levels) > MAX_LEVELS
+                or not all(isinstance(v, str) for v in levels)
+                or len(set(levels)) != len(levels)
+            ):
+                r.fail(f"categories[{k!r}] must be a non-empty list of distinct strings")
+
+        tree_start = r.read_array("tree_start", "i")
+        n_trees = tree_start.shape[0] - 1
+        if n_trees < 1 or n_trees > MAX_TREES:
+            r.fail(f"field 'tree_start' describes {n_trees} trees; expected 1 to {MAX_TREES}")
+        n_nodes = int(tree_start[-1])
+        if tree_start[0] != 0 or np.any(np.diff(tree_start) < 1) or n_nodes > MAX_NODES:
+            r.fail("field 'tree_start' must start at 0 and increase (every tree has a node)")
+        tree_owner = r.read_array("tree_owner", "i", length=n_trees)
+        if tree_owner.size and (tree_owner.min() < 0 or tree_owner.max() >= len(owners)):
+            r.fail("field 'tree_owner' has indices outside 'owners'")
+        arrays = {
+            "children_left": r.read_array("children_left", "i", length=n_nodes),
+            "children_right": r.read_array("children_right", "i", length=n_nodes),
+            "feature": r.read_array("feature", "i", length=n_nodes),
+            "threshold": r.get("threshold"),
+            "n_node_samples": r.read_array("n_node_samples", "i", length=n_nodes),
+            "missing_left": r.read_array("missing_left", "b", length=n_nodes),
+            "saw_missing": r.read_array("saw_missing", "b", length=n_nodes),
+            "value": r.read_array("value", "f", ndim=2, length=n_nodes),
+            "surrogate_feature": r.read_array("surrogate_feature", "i", length=n_nodes),
+            "surrogate_threshold": r.read_array("surrogate_threshold", "f", length=n_nodes),
+            "surrogate_left_le": r.read_array("surrogate_left_le", "b", length=n_nodes),
+            "surrogate_agreement": r.read_array("surrogate_agreement", "f", length=n_nodes),
+        }
+        thr = arrays["threshold"]
+        if not isinstance(thr, np.ndarray) or thr.dtype.kind != "f" or thr.shape != (n_nodes,):
+            r.fail(f"field 'threshold' must be a float array of length {n_nodes}")
+        _check_tree_structure(r, tree_start, arrays, len(names), len(classes))
+        return cls(
+            feature_names=names,
+            classes=np.asarray(classes),
+            owners=owners,
+            categories=cats,
+            tree_start=tree_start,
+            tree_owner=tree_owner,
+            **arrays,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"PooledForest(n_trees={self.n_trees}, n_nodes={self.n_nodes}, "
+            f"n_features={self.n_features}, classes={plain_labels(self.classes)}, "
+            f"owners={self.owners})"
+        )
+
+
+def _kind(levels) -> str:
+    return "numeric" if levels is None else f"categorical with levels {list(levels)}"
+
+
+def _check_tree_structure(r: PayloadReader, tree_start, a: dict, n_features: int, n_classes: int):
+    """Refuse trees that are not well-formed binary trees in depth-first order."""
+    n_nodes = int(tree_start[-1])
+    sizes = np.diff(tree_start)
+    tree = np.repeat(np.arange(sizes.shape[0]), sizes)
+    local = np.arange(n_nodes) - tree_start[:-1][tree]
+    left, right, feat = a["children_left"], a["children_right"], a["feature"]
+    leaf = feat < 0
+    if np.any(feat[leaf] != -1) or np.any(feat >= n_features):
+        r.fail(f"field 'feature' has indices outside [-1, {n_features})")
+    if np.any(left[leaf] != -1) or np.any(right[leaf] != -1):
+        r.fail("leaves (feature -1) must have children -1")
+    size = sizes[tree]
+    for name, child in (("children_left", left), ("children_right", right)):
+        c = child[~leaf]
+        if np.any(c <= local[~leaf]) or np.any(c >= size[~leaf]):
+            r.fail(
+                f"field {name!r} has child indices out of range or not after their parent "
+                "(trees must be in depth-first order, which rules out cycles)"
+            )
+    # every non-root node has exactly one parent
+    glob = np.concatenate([left[~leaf], right[~leaf]]).astype(np.int64) + np.concatenate(
+        [tree_start[:-1][tree[~leaf]]] * 2
+    )
+    parents = np.bincount(glob, minlength=n_nodes)
+    roots = tree_start[:-1]
+    expected = np.ones(n_nodes, dtype=np.int64)
+    expected[roots] = 0
+    if not np.array_equal(parents, expected):
+        r.fail("trees are not trees: some node has no parent or several parents")
+    thr = a["threshold"]
+    bad_thr = np.isnan(thr) | np.isneginf(thr) | (np.isposinf(thr) & ~a["saw_missing"])
+    if np.any(bad_thr[~leaf]):
+        r.fail(
+            "field 'threshold' has non-finite values (only +inf is allowed, on nodes that "
+            "split missing from observed values)"
+        )
+    if np.any(np.isinf(thr[leaf])):
+        r.fail("field 'threshold' has non-finite values at leaves")
+    if np.any(a["n_node_samples"] < 1):
+        r.fail("field 'n_node_samples' must be at least 1 at every node")
+    value = a["value"]
+    if value.shape[1] != n_classes:
+        r.fail(f"field 'value' has {value.shape[1]} columns, expected {n_classes} (one a class)")
+    if np.any(value < 0) or not np.allclose(value[leaf].sum(axis=1), 1.0, atol=1e-6):
+        r.fail("field 'value' must hold class distributions (non-negative, summing to 1)")
+    sf = a["surrogate_feature"]
+    if np.any(sf < -1) or np.any(sf >= n_features):
+        r.fail(f"field 'surrogate_feature' has indices outside [-1, {n_features})")
+    if np.any(sf[leaf] != -1):
+        r.fail("leaves cannot have surrogate splits")
+    agr = a["surrogate_agreement"]
+    if np.any((agr < -1) | (agr > 1)):
+        r.fail("field 'surrogate_agreement' must lie in [-1, 1]")
+
+
+def _nodes_that_saw_missing(rf, X, starts) -> np.ndarray:
+    """Mark nodes reached in training by an in-bag row missing the node's feature."""
+    X = np.asarray(X, dtype=np.float32)
+    if X.ndim != 2 or X.shape[1] != rf.n_features_in_:
+        raise ValueError(
+            f"X has shape {X.shape}; expected the training rows with {rf.n_features_in_} columns"
+        )
+    saw = np.zeros(starts[-1], dtype=bool)
+    nan_rows = np.flatnonzero(np.isnan(X).any(axis=1))
+    if nan_rows.size == 0:
+        return saw
+    if getattr(rf, "bootstrap", False):
+        in_bag = rf.estimators_samples_
+    else:
+        in_bag = [np.arange(X.shape[0])] * len(rf.estimators_)
+    for i, est in enumerate(rf.estimators_):
+        rows = np.intersect1d(np.asarray(in_bag[i]), nan_rows)
+        if rows.size == 0:
+            continue
+        path = est.decision_path(X[rows]).tocoo()
+        feat = est.tree_.feature[path.col]
+        internal = feat >= 0
+        r, c, f = path.row[internal], path.col[internal], feat[internal]
+        hit = np.isnan(X[rows][r, f])
+        saw[starts[i] + c[hit]] = True
+    return saw

@@ -1,0 +1,522 @@
+"""Prediction with a pooled forest at a site that may lack some of its features."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from ..model.forest import PooledForest
+from ..model.imputers import ImputerSet
+from ..model.inputs import to_global_matrix
+from ..vocabulary import STRATEGIES, TREE_SELECTION, VOTING
+from . import fastpath
+from .routing import CompiledForest, average_leaves, route_leaves, route_marginal
+from .selection import choose_strategy
+from .strategies import STATIC, Strategy
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PredictionDiagnostics:
+    """What happened in the last prediction call.
+
+    Attributes
+    ----------
+    strategy : str
+        The strategy used (after ``auto`` selection).
+    trees_available : int
+        Trees the strategy could use (all of them, or the ``park`` / ``local``
+        selection).
+    trees_kept : ndarray of shape (n_rows,)
+        Trees that voted for each row (``mp`` keeps every tree).
+    fallback_rows : ndarray of shape (n_rows,), bool
+        Rows whose every tree was discarded; they got their ``mp`` prediction.
+    n_fallback : int
+        Number of such rows.
+    engine : str
+        ``"compiled"``, ``"numpy"`` or ``"mixed"``: which traversal ran.
+    """
+
+    strategy: str
+    trees_available: int
+    trees_kept: np.ndarray
+    fallback_rows: np.ndarray
+    n_fallback: int
+    engine: str
+
+
+class PooledForestClassifier(ClassifierMixin, BaseEstimator):
+    """Predict with a pooled forest, resolving splits on unavailable features.
+
+    A feature is unavailable for a row when ``X`` has no column for it or the
+    row's value is NaN. A node that saw missing values for its feature in
+    training follows its learned direction; every other node on an
+    unavailable feature is resolved by ``strategy``:
+
+    ========== ============================================================
+    ``fpv``    discard the tree for this row
+    ``pr``     depth < ``depth_threshold``: discard; else go right with
+               probability N_right / N_node
+    ``mi``     compare the imputed value with the threshold (no imputer:
+               ``pr``)
+    ``ipr``    go right with probability sigmoid((imputed - t) / sigma)
+               (categorical: imputer probability of the levels > t; no
+               imputer: ``pr``)
+    ``mp``     follow both children, weighted by the ``ipr`` probabilities
+               (no imputer: N_right / N_node); never discards
+    ``ss``     use the node's surrogate split (none: ``pr``)
+    ``park``   only the site's own trees and the trees whose every split
+               feature the site has
+    ``local``  only the site's own trees
+    ``auto``   choose the best of the others on validation rows in
+               :meth:`fit`
+    ========== ============================================================
+
+    Parameters
+    ----------
+    forest : PooledForest
+        The pooled trees.
+    strategy : str, default="mp"
+        One of the strategies above.
+    imputers : ImputerSet, optional
+        Imputers for features the site may lack (``mi``, ``ipr``, ``mp``).
+    feature_std : mapping of str to float, optional
+        Pooled standard deviation of numeric features (``ipr``, ``mp``).
+    depth_threshold : int, default=2
+        Depth above which ``pr`` (and the strategies falling back to it)
+        discard a tree rather than guess.
+    voting : {"soft", "hard"}, default="soft"
+        ``soft`` averages leaf class distributions (as scikit-learn does),
+        ``hard`` averages one-hot votes. ``mp`` always averages distributions.
+    site : str, optional
+        This site's name as in ``forest.owners`` (``park``, ``local``).
+    random_state : int, numpy Generator or None, default=None
+        Seed of the random routing of ``pr`` and ``ipr``: the same seed gives
+        the same predictions.
+    auto_candidates : sequence of str, optional
+        Strategies tried by ``strategy="auto"`` (default: all that apply).
+    auto_metric : str, default="auprc"
+        Metric maximised by ``strategy="auto"`` (see :func:`fedforest.score`).
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        Class labels, the column order of :meth:`predict_proba`.
+    strategy_ : str
+        The strategy in use (set by :meth:`fit`; for ``auto``, the winner).
+    selection_scores_ : dict
+        Validation score per candidate strategy (``auto`` only).
+    diagnostics_ : PredictionDiagnostics
+        Details of the last :meth:`predict_proba` call.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from fedforest import PooledForest, PooledForestClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> X = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
+    >>> y = (X["a"] + X["c"] > 0).astype(int)
+    >>> rf = RandomForestClassifier(n_estimators=20, random_state=0).fit(X, y)
+    >>> forest = PooledForest.from_sklearn(rf, ["a", "b", "c"], owner="site-1")
+    >>> clf = PooledForestClassifier(forest, strategy="pr", random_state=0)
+    >>> clf.predict_proba(X[["a", "b"]]).shape   # column "c" is not available here
+    (200, 2)
+    >>> bool(np.array_equal(clf.predict_proba(X), rf.predict_proba(X)))
+    True
+    """
+
+    def __init__(
+        self,
+        forest: PooledForest,
+        strategy: str = "mp",
+        imputers=None,
+        feature_std: Mapping[str, float] | None = None,
+        depth_threshold: int = 2,
+        voting: str = "soft",
+        site: str | None = None,
+        random_state=None,
+        auto_candidates=None,
+        auto_metric: str = "auprc",
+    ):
+        self.forest = forest
+        self.strategy = strategy
+        self.imputers = imputers
+        self.feature_std = feature_std
+        self.depth_threshold = depth_threshold
+        self.voting = voting
+        self.site = site
+        self.random_state = random_state
+        self.auto_candidates = auto_candidates
+        self.auto_metric = auto_metric
+
+    # -------------------------------------------------------------- setup
+    @property
+    def classes_(self) -> np.ndarray:
+        """Class labels of the forest, in ``predict_proba`` column order."""
+        return np.asarray(self.forest.classes)
+
+    def _validate(self, strategy: str) -> None:
+        if not isinstance(self.forest, PooledForest):
+            raise TypeError(
+                f"forest must be a fedforest.PooledForest, got {type(self.forest).__name__}"
+            )
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy={strategy!r} is not one of {list(STRATEGIES) + ['auto']}")
+        if self.voting not in VOTING:
+            raise ValueError(f"voting={self.voting!r} is not one of {list(VOTING)}")
+        if (
+            isinstance(self.depth_threshold, bool)
+            or not isinstance(self.depth_threshold, (int, np.integer))
+            or self.depth_threshold < 0
+        ):
+            raise ValueError(f"depth_threshold={self.depth_threshold!r} must be an integer >= 0")
+        if strategy in TREE_SELECTION:
+            if self.site is None:
+                raise ValueError(f"strategy={strategy!r} needs site=<this site's name>")
+            if self.site not in self.forest.owners:
+                raise ValueError(
+                    f"site={self.site!r} trained no tree of this forest; owners are "
+                    f"{self.forest.owners}"
+                )
+        if self.imputers is not None:
+            if not isinstance(self.imputers, ImputerSet):
+                raise TypeError(
+                    f"imputers must be a fedforest.ImputerSet, got {type(self.imputers).__name__}"
+                )
+        if self.feature_std is not None:
+            for name, value in dict(self.feature_std).items():
+                if not np.isfinite(value) or value < 0:
+                    raise ValueError(f"feature_std[{name!r}]={value!r} must be finite and >= 0")
+
+    def fit(self, X=None, y=None):
+        """Validate the parameters; with ``strategy="auto"`` choose the strategy.
+
+        The pooled forest is already trained: ``fit`` trains nothing. For
+        ``auto`` it scores every candidate strategy on the validation rows
+        ``X``, ``y`` and keeps the best (:func:`fedforest.select_strategy`).
+
+        Parameters
+        ----------
+        X : DataFrame, optional
+            Validation rows (required for ``auto``).
+        y : array-like, optional
+            Their labels (required for ``auto``).
+
+        Returns
+        -------
+        self
+        """
+        if self.strategy == "auto":
+            if X is None or y is None:
+                raise ValueError('strategy="auto" needs fit(X_val, y_val) with validation rows')
+            candidates = self.auto_candidates
+            if candidates is None:
+                candidates = [
+                    s for s in STRATEGIES if s not in TREE_SELECTION or self.site is not None
+                ]
+            best, scores = choose_strategy(
+                lambda name: self._predict_proba(X, name)[0],
+                candidates,
+                y,
+                self.classes_,
+                self.auto_metric,
+            )
+            self.strategy_ = best
+            self.selection_scores_ = scores
+        else:
+            self._validate(self.strategy)
+            self.strategy_ = self.strategy
+        return self
+
+    def _strategy_in_use(self) -> str:
+        if self.strategy == "auto":
+            if not hasattr(self, "strategy_"):
+                raise ValueError(
+                    'strategy="auto" chooses a strategy in fit(X_val, y_val); call fit first'
+                )
+            return self.strategy_
+        return self.strategy
+
+    # --------------------------------------------------------- prediction
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, columns in :attr:`classes_` order.
+
+        Parameters
+        ----------
+        X : DataFrame or ndarray of shape (n_rows, n_columns)
+            Rows to predict. DataFrame columns are matched by name and may be
+            any subset of the forest's features; an ndarray must have every
+            feature in ``forest.feature_names`` order.
+
+        Returns
+        -------
+        ndarray of shape (n_rows, n_classes)
+        """
+        proba, self.diagnostics_ = self._predict_proba(X, self._strategy_in_use())
+        return proba
+
+    def predict(self, X) -> np.ndarray:
+        """Most probable class of every row (ties: the first in :attr:`classes_`)."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def _predict_proba(self, X, strategy: str) -> tuple[np.ndarray, PredictionDiagnostics]:
+        self._validate(strategy)
+        forest = self.forest
+        Xg, present = to_global_matrix(X, forest.feature_names, forest.categories)
+        cf = self._compiled()
+        rng = np.random.default_rng(self.random_state)
+        trees = np.arange(forest.n_trees)
+        if strategy == "local":
+            trees = np.flatnonzero(forest.owner_mask(self.site))
+        elif strategy == "park":
+            usable = forest.trees_within(
+                [n for n, p in zip(forest.feature_names, present, strict=True) if p]
+            )
+            trees = np.flatnonzero(forest.owner_mask(self.site) | usable)
+        absent = ~present
+        dirty = np.isnan(Xg[:, present]).any(axis=1)
+        imputed, level_cdf = self._imputations(Xg, absent, dirty, strategy)
+        rules = Strategy(
+            strategy,
+            forest,
+            cf,
+            Xg,
+            imputed,
+            level_cdf,
+            self._sigma(),
+            int(self.depth_threshold),
+            rng,
+        )
+        n_rows = Xg.shape[0]
+        # Rows the compiled engine can take: no NaN in the columns the site has
+        # (tree selection strategies route NaN as scikit-learn does, so all rows).
+        fast = np.ones(n_rows, bool) if strategy in TREE_SELECTION else ~dirty
+        if not fastpath.available() or (strategy not in STATIC + TREE_SELECTION and absent.any()):
+            fast[:] = False
+        rest = ~fast
+        sklearn_missing = strategy in TREE_SELECTION
+        leaves = np.empty((len(trees), n_rows), dtype=np.int64)
+        if fast.any():
+            leaves[:, fast] = self._route_static(
+                rules, absent, trees, Xg[fast], imputed[fast], rng, sklearn_missing
+            )
+        if strategy == "mp":
+            proba = np.empty((n_rows, forest.n_classes))
+            if fast.any():
+                proba[fast] = average_leaves(cf, leaves[:, fast], "soft")[0]
+            if rest.any():
+                dist = route_marginal(
+                    cf, Xg[rest], trees, _rows(rules, rest).right_probability, absent
+                )
+                proba[rest] = _sum_in_order(dist) / len(trees)
+            kept = np.full(n_rows, len(trees))
+        else:
+            if rest.any():
+                resolver = None if sklearn_missing else _rows(rules, rest).resolver
+                leaves[:, rest] = route_leaves(cf, Xg[rest], trees, resolver)
+            proba, kept = average_leaves(cf, leaves, self.voting)
+        engine = "compiled" if fast.all() else ("numpy" if not fast.any() else "mixed")
+        fallback = kept == 0
+        if fallback.any():
+            sub = _rows(rules, fallback, name="mp")
+            all_trees = np.arange(forest.n_trees)
+            dist = route_marginal(cf, Xg[fallback], all_trees, sub.right_probability, absent)
+            proba[fallback] = _sum_in_order(dist) / forest.n_trees
+            logger.info(
+                "%d of %d rows had every tree discarded; they use mp", int(fallback.sum()), n_rows
+            )
+        diagnostics = PredictionDiagnostics(
+            strategy=strategy,
+            trees_available=len(trees),
+            trees_kept=kept,
+            fallback_rows=fallback,
+            n_fallback=int(fallback.sum()),
+            engine=engine,
+        )
+        return proba, diagnostics
+
+    # ------------------------------------------------------------ helpers
+    def _compiled(self) -> CompiledForest:
+        # cached on the forest (treated as immutable), shared by every classifier using it
+        cache = self.forest._cache
+        if "compiled" not in cache:
+            cache["compiled"] = CompiledForest.build(self.forest)
+        return cache["compiled"]
+
+    def _sigma(self) -> np.ndarray:
+        sigma = np.full(self.forest.n_features, np.nan)
+        for i, name in enumerate(self.forest.feature_names):
+            if self.feature_std is not None and name in self.feature_std:
+                sigma[i] = float(self.feature_std[name])
+        return sigma
+
+    def _imputations(self, Xg, absent, dirty, strategy):
+        """Imputed values and level CDFs for the features missing anywhere in ``Xg``."""
+        forest = self.forest
+        n_rows, n_feat = Xg.shape
+        imputed = np.full((n_rows, n_feat), np.nan, dtype=np.float32)
+        level_cdf: dict[int, np.ndarray] = {}
+        if self.imputers is None or strategy in TREE_SELECTION:
+            return imputed, level_cdf
+        if not (absent.any() or dirty.any()):
+            return imputed, level_cdf
+        index = {n: i for i, n in enumerate(forest.feature_names)}
+        missing_any = absent | np.isnan(Xg).any(axis=0)
+        sigma = self._sigma()
+        for j in np.flatnonzero(missing_any):
+            name = forest.feature_names[j]
+            if name not in self.imputers:
+                continue
+            imp = self.imputers[name]
+            if any(p not in index for p in imp.predictors):
+                logger.warning(
+                    "imputer for %r needs predictors %s that the forest does not have; unused",
+                    name,
+                    [p for p in imp.predictors if p not in index],
+                )
+                continue
+            if name in forest.categories:
+                proba = imp.predict_proba(Xg, index)
+                level_cdf[j] = np.cumsum(proba, axis=1)
+                imputed[:, j] = np.argmax(proba, axis=1)
+            else:
+                if strategy in ("ipr", "mp") and not np.isfinite(sigma[j]):
+                    raise ValueError(
+                        f"strategy={strategy!r} needs feature_std[{name!r}] (the pooled "
+                        "standard deviation) because an imputer exists for it"
+                    )
+                imputed[:, j] = imp.predict(Xg, index)
+        return imputed, level_cdf
+
+    def _route_static(self, rules: Strategy, absent, trees, Xc, imputed_c, rng, sklearn_missing):
+        """Leaves of the clean rows through scikit-learn's compiled engine."""
+        forest = self.forest
+        n_feat = forest.n_features
+        cache = forest._cache.setdefault("static", {})
+        with_imputer = (
+            tuple(np.flatnonzero(~np.all(np.isnan(rules.imputed), axis=0)))
+            if rules.name == "mi"
+            else ()
+        )
+        key = (
+            "sklearn" if sklearn_missing else rules.name,
+            absent.tobytes(),
+            int(self.depth_threshold),
+            trees.tobytes(),
+            with_imputer,
+        )
+        if key not in cache:
+            if len(cache) >= 64:
+                cache.clear()
+            if sklearn_missing:
+                arrays = {
+                    "left": forest.children_left,
+                    "right": forest.children_right,
+                    "feature": forest.feature.astype(np.int64),
+                    "threshold": forest.threshold,
+                    "missing_left": forest.missing_left,
+                }
+                discard = np.zeros(forest.n_nodes, dtype=bool)
+                random_trees = np.zeros(forest.n_trees, dtype=bool)
+                n_columns = 2 * n_feat
+            else:
+                arrays, discard, random_trees, n_columns = rules.static_trees(absent)
+            treeset = fastpath.TreeSet(
+                forest.tree_start,
+                trees,
+                n_node_samples=forest.n_node_samples,
+                value=forest.value,
+                n_columns=n_columns,
+                random_columns=random_trees,
+                **arrays,
+            )
+            cache[key] = (treeset, discard)
+        treeset, discard = cache[key]
+        X_aug = np.zeros((Xc.shape[0], treeset.n_columns), dtype=np.float32)
+        X_aug[:, :n_feat] = Xc
+        X_aug[:, n_feat : 2 * n_feat] = imputed_c
+        leaves = treeset.apply(X_aug, n_feat, rng)
+        leaves[discard[leaves]] = -1
+        return leaves
+
+
+def _rows(rules: Strategy, mask: np.ndarray, name: str | None = None) -> Strategy:
+    """The same rules restricted to the rows in ``mask`` (row indices restart at 0)."""
+    return Strategy(
+        name or rules.name,
+        rules.forest,
+        rules.cf,
+        rules.X[mask],
+        rules.imputed[mask],
+        {k: v[mask] for k, v in rules.level_cdf.items()},
+        rules.sigma,
+        rules.depth_threshold,
+        rules.rng,
+    )
+
+
+def _sum_in_order(dist: np.ndarray) -> np.ndarray:
+    """Sum per-tree distributions tree after tree (scikit-learn's order)."""
+    total = np.zeros(dist.shape[1:])
+    for t in range(dist.shape[0]):
+        total += dist[t]
+    return total
+
+
+def select_strategy(forest, X_val, y_val, candidates=None, metric="auprc", **params):
+    """Score strategies on validation rows and return the best.
+
+    Parameters
+    ----------
+    forest : PooledForest or PooledForestClassifier
+        The pooled forest, or a classifier whose other parameters (imputers,
+        feature_std, site, seed, ...) are used for every candidate.
+    X_val : DataFrame
+        Validation rows, with the site's columns.
+    y_val : array-like
+        Their labels.
+    candidates : sequence of str, optional
+        Strategies to try; default every strategy that applies (``park`` and
+        ``local`` only when ``site`` is given).
+    metric : str, default="auprc"
+        Metric to maximise (see :func:`fedforest.score`).
+    **params
+        Classifier parameters when ``forest`` is a PooledForest.
+
+    Returns
+    -------
+    best : str
+        The best strategy (ties: the first in
+        :data:`fedforest.vocabulary.STRATEGY_PREFERENCE`).
+    scores : dict of str to float
+        Validation score of every candidate.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from fedforest import PooledForest, select_strategy
+    >>> rng = np.random.RandomState(0)
+    >>> X = pd.DataFrame(rng.normal(size=(300, 3)), columns=["a", "b", "c"])
+    >>> y = (X["a"] + X["c"] > 0).astype(int)
+    >>> rf = RandomForestClassifier(n_estimators=20, random_state=0).fit(X[:200], y[:200])
+    >>> forest = PooledForest.from_sklearn(rf, ["a", "b", "c"], owner="s1")
+    >>> best, scores = select_strategy(forest, X[200:][["a", "b"]], y[200:],
+    ...                                candidates=["fpv", "mp"], random_state=0)
+    >>> best in ("fpv", "mp")
+    True
+    """
+    if isinstance(forest, PooledForestClassifier):
+        settings = {**forest.get_params(deep=False), **params}
+    else:
+        settings = {**params, "forest": forest}
+    settings.update(strategy="auto", auto_candidates=candidates, auto_metric=metric)
+    clf = PooledForestClassifier(**settings).fit(X_val, y_val)
+    return clf.strategy_, clf.selection_scores_

@@ -1,0 +1,209 @@
+"""The missing-split strategies: how a node on an unavailable feature is resolved.
+
+Each strategy is expressed twice, with identical semantics:
+
+* :meth:`Strategy.resolver` decides for (node, row) pairs met during the numpy
+  traversal in :mod:`fedforest.routing` (any mix of missing values);
+* :meth:`Strategy.static_trees` rewrites the trees for the rows that miss only
+  whole columns, so that scikit-learn's compiled engine can walk them
+  (:mod:`fedforest.fastpath`).
+
+See ``design.md`` ("Missing-split semantics") for the rules themselves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..vocabulary import STRATEGIES, TREE_SELECTION
+from .routing import DISCARD, LEFT, RIGHT, CompiledForest
+
+__all__ = ["STATIC", "STRATEGIES", "TREE_SELECTION", "Strategy"]
+
+#: Strategies that resolve one direction per node (compiled fast path).
+STATIC = ("fpv", "pr", "mi", "ss")
+
+
+class Strategy:
+    """Resolution rules of one strategy for one prediction call.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`STRATEGIES`.
+    forest : PooledForest
+    cf : CompiledForest
+    X : ndarray of shape (n_rows, n_features), float32
+        The global matrix being predicted (NaN = unavailable).
+    imputed : ndarray of shape (n_rows, n_features), float32
+        Imputed value (numeric) or most probable code (categorical) per row
+        and feature; NaN where the feature has no imputer.
+    level_cdf : dict of int to ndarray of shape (n_rows, n_levels)
+        Cumulative imputer probabilities over category codes, per categorical
+        feature that has an imputer.
+    sigma : ndarray of shape (n_features,)
+        Pooled standard deviation per feature (NaN where unknown).
+    depth_threshold : int
+    rng : numpy.random.Generator
+    """
+
+    def __init__(
+        self, name, forest, cf: CompiledForest, X, imputed, level_cdf, sigma, depth_threshold, rng
+    ):
+        self.name = name
+        self.forest = forest
+        self.cf = cf
+        self.X = X
+        self.imputed = imputed
+        self.level_cdf = level_cdf
+        self.sigma = sigma
+        self.depth_threshold = depth_threshold
+        self.rng = rng
+
+    # ------------------------------------------------------------ dynamic
+    def pr_rule(self, nodes, rows) -> np.ndarray:
+        """Discard above ``depth_threshold``; below it, go right w.p. N_right/N_node."""
+        draw = self.rng.random(nodes.size)
+        decision = np.where(draw < self.cf.right_fraction[nodes], RIGHT, LEFT)
+        decision[self.cf.depth[nodes] < self.depth_threshold] = DISCARD
+        return decision
+
+    def _probability_tables(self):
+        """Per-node lookups for :meth:`right_probability`, built once per call."""
+        if getattr(self, "_tables", None) is None:
+            cf = self.cf
+            n_feat = self.X.shape[1]
+            has_imputer = ~np.all(np.isnan(self.imputed), axis=0)
+            categorical = self.forest.is_categorical
+            inv_sigma = np.where(np.isfinite(self.sigma) & (self.sigma > 0), 1 / self.sigma, 0.0)
+            # 0: no imputer (N_right / N_node), 1: numeric imputer, 2: categorical imputer
+            kind_f = np.where(has_imputer, np.where(categorical, 2, 1), 0)
+            f = np.where(cf.feature >= 0, cf.feature, 0)
+            node_kind = np.where(cf.feature >= 0, kind_f[f], 0)
+            # sigmoid((x - t) / s) = sigmoid(x / s - t / s): the row part is precomputed
+            scaled = (self.imputed.astype(np.float64) * inv_sigma[None, :]).reshape(-1)
+            offset = cf.threshold * inv_sigma[f]
+            self._tables = (node_kind, scaled, offset, n_feat)
+        return self._tables
+
+    def right_probability(self, nodes, rows) -> np.ndarray:
+        """IPR probability of going right; ``N_right / N_node`` without imputer."""
+        node_kind, scaled, offset, n_feat = self._probability_tables()
+        kind = node_kind[nodes]
+        f = self.cf.feature[nodes]
+        numeric = kind == 1
+        if numeric.all():
+            z = scaled[rows * n_feat + f] - offset[nodes]
+            return 1.0 / (1.0 + np.exp(-z))
+        p = self.cf.right_fraction[nodes]
+        if numeric.any():
+            i = np.flatnonzero(numeric)
+            z = scaled[rows[i] * n_feat + f[i]] - offset[nodes[i]]
+            p[i] = 1.0 / (1.0 + np.exp(-z))
+        cat = kind == 2
+        if cat.any():
+            thr = self.cf.threshold[nodes]
+            for feat in np.unique(f[cat]):
+                sel = np.flatnonzero(cat & (f == feat))
+                cdf = self.level_cdf[int(feat)]
+                code = np.floor(thr[sel]).astype(np.int64)
+                p_left = np.where(code < 0, 0.0, cdf[rows[sel], np.clip(code, 0, cdf.shape[1] - 1)])
+                p[sel] = 1.0 - p_left
+        return np.clip(p, 0.0, 1.0)
+
+    def resolver(self, nodes, rows) -> np.ndarray:
+        """Decision (LEFT, RIGHT, DISCARD) for pairs at unresolvable nodes."""
+        if self.name == "fpv":
+            return np.full(nodes.size, DISCARD)
+        if self.name == "pr":
+            return self.pr_rule(nodes, rows)
+        decision = self.pr_rule(nodes, rows)
+        if self.name == "mi":
+            value = self.imputed[rows, self.cf.feature[nodes]]
+            has = ~np.isnan(value)
+            decision[has] = np.where(value[has] > self.cf.threshold[nodes[has]], RIGHT, LEFT)
+        elif self.name == "ipr":
+            has = ~np.isnan(self.imputed[rows, self.cf.feature[nodes]])
+            if has.any():
+                p = self.right_probability(nodes[has], rows[has])
+                decision[has] = np.where(self.rng.random(p.size) < p, RIGHT, LEFT)
+        elif self.name == "ss":
+            sf = self.forest.surrogate_feature[nodes]
+            has = sf >= 0
+            xs = np.full(nodes.size, np.nan, dtype=np.float32)
+            xs[has] = self.X[rows[has], sf[has]]
+            ok = ~np.isnan(xs)
+            le = xs[ok] <= self.forest.surrogate_threshold[nodes[ok]]
+            decision[ok] = np.where(le == self.forest.surrogate_left_le[nodes[ok]], LEFT, RIGHT)
+        else:  # pragma: no cover - guarded by the classifier
+            raise ValueError(f"strategy {self.name!r} has no per-node resolver")
+        return decision
+
+    # ------------------------------------------------------------- static
+    def static_trees(self, absent: np.ndarray):
+        """Node arrays rewritten for rows that miss exactly the ``absent`` columns.
+
+        Returns
+        -------
+        arrays : dict
+            ``left``, ``right``, ``feature``, ``threshold``, ``missing_left``
+            (local children), ready for :class:`fedforest.fastpath.TreeSet`.
+        discard : ndarray of bool, shape (n_nodes,)
+            Leaves that stand for "discard this tree for this row".
+        random_trees : ndarray of bool, shape (n_trees,)
+            Trees that split on uniform columns.
+        n_columns : int
+            Width of the augmented matrix: features, imputed columns, one
+            uniform column per depth.
+        """
+        f = self.forest
+        n_feat = f.n_features
+        left = f.children_left.copy()
+        right = f.children_right.copy()
+        feature = f.feature.astype(np.int64)
+        threshold = f.threshold.copy()
+        discard = np.zeros(f.n_nodes, dtype=bool)
+        internal = feature >= 0
+        stuck = internal & absent[np.where(internal, feature, 0)] & ~f.saw_missing
+        depth = self.cf.depth
+        max_depth = int(depth.max()) + 1 if f.n_nodes else 1
+        random_node = np.zeros(f.n_nodes, dtype=bool)
+        if self.name in ("mi", "ss"):
+            resolved = np.zeros(f.n_nodes, dtype=bool)
+            if self.name == "mi":
+                has_imp = np.zeros(n_feat, dtype=bool)
+                has_imp[:] = ~np.all(np.isnan(self.imputed), axis=0)
+                use = stuck & has_imp[np.where(internal, feature, 0)]
+                feature[use] = n_feat + feature[use]
+                resolved = use
+            else:
+                sf = f.surrogate_feature
+                use = stuck & (sf >= 0) & ~absent[np.where(sf >= 0, sf, 0)]
+                feature[use] = sf[use]
+                threshold[use] = f.surrogate_threshold[use]
+                swap = use & ~f.surrogate_left_le
+                left[swap], right[swap] = f.children_right[swap], f.children_left[swap]
+                resolved = use
+            stuck = stuck & ~resolved
+        if self.name in ("pr", "mi", "ss"):
+            shallow = stuck & (depth < self.depth_threshold)
+            deep = stuck & ~shallow
+            feature[deep] = 2 * n_feat + depth[deep]
+            threshold[deep] = 1.0 - self.cf.right_fraction[deep]
+            random_node = deep
+            stuck = shallow
+        discard = stuck
+        feature[discard] = -1
+        left[discard] = -1
+        right[discard] = -1
+        random_trees = np.zeros(f.n_trees, dtype=bool)
+        random_trees[np.unique(f.tree_of_node[random_node])] = True
+        arrays = {
+            "left": left,
+            "right": right,
+            "feature": feature,
+            "threshold": threshold,
+            "missing_left": f.missing_left,
+        }
+        n_columns = 2 * n_feat + (max_depth if random_trees.any() else 0)
+        return arrays, discard, random_trees, n_columns

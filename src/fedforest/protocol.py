@@ -1,0 +1,154 @@
+"""The wire protocol of a fedforest job, in one place for both sides.
+
+Everything that crosses a site boundary is named here: the tasks the server
+sends, the keys of each task's data, the keys of the FLARE message that carries
+them, and the format name and version of every payload. The site
+(:mod:`fedforest.federation.site`), the server (:mod:`fedforest.federation.server`)
+and the FLARE adapter (:mod:`fedforest.flare`) import these names; none of them
+spells a task or a format as a bare string. This module imports nothing from
+fedforest.
+
+Payloads are dicts of numpy arrays and plain values (never pickle). Every
+payload carries ``format`` (one of :data:`FORMATS`) and ``version``.
+
+Versioning rule
+---------------
+* A change to a payload's fields (a field added, removed, renamed, or given
+  another meaning, dtype or shape) raises that format's version in
+  :data:`FORMATS` by one. Readers refuse unknown fields, so even an added
+  optional field is a new version.
+* A reader accepts every version from 1 to the current one and refuses a newer
+  version by name (:func:`check_version`): the message says which format, which
+  version was received and which this installation reads, so the site knows to
+  upgrade fedforest rather than suspect the sender.
+* The reader of an older version is kept apart from the current reader: it
+  converts the old payload into the current layout (registered in
+  :data:`UPGRADES` as ``(format, old_version) -> function``), and the current
+  validation then runs on the result. Tests keep an example payload of every
+  old version and load it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# ---------------------------------------------------------------- formats
+POOLED_FOREST = "fedforest/pooled-forest"
+IMPUTERS = "fedforest/imputers"
+SITE_SCHEMA = "fedforest/site-schema"
+GLOBAL_SCHEMA = "fedforest/global-schema"
+SITE_VOTE = "fedforest/site-vote"
+MASK_SCORE = "fedforest/mask-score"
+SITE_MODELS = "fedforest/site-models"
+MODEL = "fedforest/model"
+SITE_METRICS = "fedforest/site-metrics"
+
+#: Current version of every payload format.
+FORMATS: dict[str, int] = {
+    POOLED_FOREST: 1,
+    IMPUTERS: 1,
+    SITE_SCHEMA: 1,
+    GLOBAL_SCHEMA: 1,
+    SITE_VOTE: 1,
+    MASK_SCORE: 1,
+    SITE_MODELS: 1,
+    MODEL: 1,
+    SITE_METRICS: 1,
+}
+
+#: Readers of older versions: ``(format, version) -> function(payload) -> payload``
+#: in the next version's layout. Empty while every format is at version 1.
+UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {}
+
+# ------------------------------------------------------------------ tasks
+SCHEMA = "schema"
+VOTE = "vote"
+SCORE_MASK = "score_mask"
+TRAIN = "train"
+EVALUATE = "evaluate"
+#: Every task a site serves, in the order of a job.
+TASKS = (SCHEMA, VOTE, SCORE_MASK, TRAIN, EVALUATE)
+
+#: Keys of the data each task carries from the server to the sites.
+TASK_DATA: dict[str, tuple[str, ...]] = {
+    SCHEMA: ("seed",),
+    VOTE: ("schema", "vote"),
+    SCORE_MASK: ("features", "metric"),
+    TRAIN: ("elected", "forest", "surrogates", "intersection"),
+    EVALUATE: ("model", "strategies", "voting", "depth_threshold", "metrics", "auto_metric"),
+}
+
+#: Format of each task's reply from a site (``vote`` replies ``{}`` when the
+#: election is switched off).
+REPLY_FORMAT: dict[str, str] = {
+    SCHEMA: SITE_SCHEMA,
+    VOTE: SITE_VOTE,
+    SCORE_MASK: MASK_SCORE,
+    TRAIN: SITE_MODELS,
+    EVALUATE: SITE_METRICS,
+}
+
+#: The phase (and so the timeout and the timing entry) each task belongs to.
+TASK_PHASE: dict[str, str] = {
+    SCHEMA: "schema",
+    VOTE: "election",
+    SCORE_MASK: "election",
+    TRAIN: "train",
+    EVALUATE: "evaluate",
+}
+
+# ------------------------------------------------------ message envelope
+#: Key of the payload in a FLARE ``Shareable`` (task data and replies).
+PAYLOAD = "fedforest_payload"
+#: Key of the error message in a failed reply.
+ERROR = "fedforest_error"
+
+
+def task_data(task: str, **values: Any) -> dict:
+    """The data of ``task``, checked against :data:`TASK_DATA` (a sender-side guard).
+
+    Examples
+    --------
+    >>> task_data(SCHEMA, seed=0)
+    {'seed': 0}
+    """
+    if task not in TASK_DATA:
+        raise ValueError(f"unknown task {task!r}; tasks are {list(TASKS)}")
+    expected = set(TASK_DATA[task])
+    if set(values) != expected:
+        raise ValueError(f"task {task!r} carries {sorted(expected)}, got {sorted(values)}")
+    return {k: values[k] for k in TASK_DATA[task]}
+
+
+def check_version(fmt: str, version: Any) -> int:
+    """Validate a payload's ``version`` for ``fmt``; return it as an int.
+
+    Raises
+    ------
+    ValueError
+        If ``fmt`` is unknown, ``version`` is not a positive integer, or it is
+        newer than this installation reads (the message says so by name).
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown payload format {fmt!r}; known: {sorted(FORMATS)}")
+    if isinstance(version, bool) or not hasattr(version, "__index__"):
+        raise ValueError(f"field 'version' is {version!r}, expected a positive integer")
+    version = int(version.__index__())
+    current = FORMATS[fmt]
+    if version < 1:
+        raise ValueError(f"field 'version' is {version}, expected a positive integer")
+    if version > current:
+        raise ValueError(
+            f"{fmt!r} version {version} is not supported: this fedforest reads versions 1 "
+            f"to {current}; upgrade fedforest at this site"
+        )
+    return version
+
+
+def upgrade(fmt: str, version: int, payload: Mapping) -> Mapping:
+    """Bring a payload of an older ``version`` of ``fmt`` to the current layout."""
+    while version < FORMATS[fmt]:
+        payload = UPGRADES[(fmt, version)](payload)
+        version += 1
+    return payload

@@ -1,0 +1,33 @@
+"""Every choice list of fedforest, defined once.
+
+Configuration validation, the command line, the experiment runner, the reports
+and the estimators all import their allowed values from here, so a new
+strategy, metric or selector is added in one place. This module imports
+nothing from fedforest.
+"""
+
+from __future__ import annotations
+
+#: Missing-split strategies of :class:`fedforest.PooledForestClassifier`.
+STRATEGIES = ("fpv", "pr", "mi", "ipr", "mp", "ss", "park", "local")
+#: Strategies that keep a subset of the trees and route missing values as scikit-learn does.
+TREE_SELECTION = ("park", "local")
+#: What a job can evaluate: the strategies, the intersection baseline and ``auto``.
+JOB_STRATEGIES = (*STRATEGIES, "intersection", "auto")
+#: The nine methods compared in the missing-split paper (experiments).
+PAPER_METHODS = ("intersection", "local", "park", "fpv", "pr", "mi", "ipr", "mp", "ss")
+#: Order in which equally scoring strategies are preferred by ``auto``.
+STRATEGY_PREFERENCE = ("mp", "ipr", "ss", "mi", "pr", "fpv", "park", "local")
+
+#: How kept trees are averaged.
+VOTING = ("soft", "hard")
+#: Classification metrics (:func:`fedforest.score`).
+METRICS = ("auprc", "auc", "mcc", "accuracy")
+#: Local feature selectors a site can run before the election.
+SELECTORS = ("lasso", "elastic_net", "mutual_info", "random_forest", "f_classif", "chi2", "none")
+#: Site weights in the election.
+AGGREGATIONS = ("weighted", "uniform")
+#: Kinds of feature (and of imputer).
+FEATURE_KINDS = ("numeric", "categorical")
+#: Phases of a job that have their own timeout.
+PHASES = ("schema", "election", "train", "evaluate")

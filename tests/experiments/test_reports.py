@@ -1,0 +1,334 @@
+"""Tests for fedforest.experiments.reports on a small synthetic results frame."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedforest.experiments import reports
+from fedforest.experiments.reports import (
+    METHOD_ORDER,
+    average_ranks,
+    nemenyi_cd,
+    per_repetition,
+    plot_critical_difference,
+    plot_gain_heatmap,
+    plot_metric_vs_jaccard,
+    relative_gain,
+    summary_table,
+    summary_tables,
+    write_report,
+)
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+# Clearly ordered methods: MP best, Intersection worst, gaps of >= 0.02.
+BASE = {"intersection": 0.60, "local": 0.65, "fpv": 0.70, "pr": 0.72, "ss": 0.74, "mp": 0.80}
+SITE_OFFSET = {"s1": -0.01, "s2": 0.0, "s3": 0.01}  # sums to 0: site mean = scenario value
+REP_OFFSET = [-0.002, -0.001, 0.0, 0.001, 0.002]  # sums to 0 over the 5 repetitions
+
+
+def expected(method: str, n_sites: int, jaccard: float, metric: str = "auprc") -> float:
+    """Mean score of a scenario in the synthetic frame (by construction)."""
+    return BASE[method] + 0.1 * jaccard - 0.01 * n_sites + (0.1 if metric == "auc" else 0.0)
+
+
+def make_tidy(
+    dataset: str = "synth",
+    n_sites=(2, 4),
+    jaccards=(0.3, 0.5, 0.7),
+    methods=tuple(BASE),
+    metrics=("auprc", "auc"),
+) -> pd.DataFrame:
+    rows = []
+    for n in n_sites:
+        for j in jaccards:
+            for rep, r_off in enumerate(REP_OFFSET):
+                for site, s_off in SITE_OFFSET.items():
+                    for m in methods:
+                        for metric in metrics:
+                            value = expected(m, n, j, metric) + r_off + s_off
+                            rows.append((dataset, n, j, rep, site, m, metric, value))
+    return pd.DataFrame(rows, columns=list(reports.COLUMNS))
+
+
+@pytest.fixture(scope="module")
+def tidy() -> pd.DataFrame:
+    return make_tidy()
+
+
+def assert_png(path) -> None:
+    assert path.exists(), path
+    data = path.read_bytes()
+    assert len(data) > 1000
+    assert data[:8] == PNG_SIGNATURE
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def test_per_repetition_averages_over_sites(tidy):
+    rep = per_repetition(tidy)
+    assert list(rep.columns) == [
+        "dataset",
+        "n_sites",
+        "jaccard",
+        "rep",
+        "method",
+        "metric",
+        "value",
+    ]
+    assert len(rep) == len(tidy) // len(SITE_OFFSET)
+    row = rep.query("n_sites == 4 and jaccard == 0.5 and rep == 3 and method == 'pr'")
+    row = row[row["metric"] == "auprc"]
+    sites = tidy.query("n_sites == 4 and jaccard == 0.5 and rep == 3 and method == 'pr'")
+    sites = sites[sites["metric"] == "auprc"]
+    assert len(sites) == 3
+    assert row["value"].item() == pytest.approx(sites["value"].mean())
+    # by construction: 0.72 + 0.05 - 0.04 + 0.001
+    assert row["value"].item() == pytest.approx(0.731)
+
+
+def test_summary_table_shape_order_and_values(tidy):
+    table = summary_table(tidy, "auprc")
+    assert list(table.index) == [m for m in METHOD_ORDER if m in BASE]
+    assert table.index[0] == "intersection" and table.index[-1] == "ss"
+    assert table.columns.names == ["jaccard", "n_sites"]
+    assert list(table.columns) == [(0.3, 2), (0.3, 4), (0.7, 2), (0.7, 4)]
+    # mean over reps of site means: 0.80 + 0.1 * 0.3 - 0.01 * 2 = 0.81
+    assert table.loc["mp", (0.3, 2)] == pytest.approx(0.81)
+    assert table.loc["intersection", (0.7, 4)] == pytest.approx(0.60 + 0.07 - 0.04)
+    # the best method wins every column, the baseline loses every column
+    assert (table.idxmax() == "mp").all()
+    assert (table.idxmin() == "intersection").all()
+
+
+def test_summary_table_std_and_all_jaccards(tidy):
+    sd = summary_table(tidy, "auc", jaccards=None, std=True)
+    assert sd.shape == (6, 6)
+    assert sd.loc["mp", (0.5, 2)] == pytest.approx(np.std(REP_OFFSET, ddof=1))
+
+
+def test_summary_table_nearest_jaccard(caplog):
+    df = make_tidy(jaccards=(0.25, 0.5, 0.75))
+    with caplog.at_level(logging.WARNING, logger="fedforest.experiments.reports"):
+        table = summary_table(df, "auprc", jaccards=(0.3, 0.7))
+    assert sorted({j for j, _ in table.columns}) == [0.25, 0.75]
+    assert "nearest" in caplog.text
+    assert table.loc["mp", (0.25, 2)] == pytest.approx(expected("mp", 2, 0.25))
+
+
+def test_summary_tables_one_per_dataset():
+    df = pd.concat([make_tidy("A"), make_tidy("B", methods=("intersection", "mp"))])
+    tables = summary_tables(df, "auprc")
+    assert sorted(tables) == ["A", "B"]
+    assert list(tables["B"].index) == ["intersection", "mp"]
+    with pytest.raises(ValueError, match="2 datasets"):
+        summary_table(df, "auprc")
+
+
+def test_relative_gain_by_hand(tidy):
+    gains = relative_gain(tidy, "auprc")
+    assert "intersection" not in gains.index
+    assert gains.index[0] == "local" and gains.index[-1] == "ss"
+    assert gains.columns.names == ["n_sites", "jaccard"]
+    assert gains.shape == (5, 6)
+    mp, base = expected("mp", 2, 0.3), expected("intersection", 2, 0.3)
+    assert gains.loc["mp", (2, 0.3)] == pytest.approx((mp - base) / base)
+    assert gains.loc["mp", (2, 0.3)] == pytest.approx(0.2 / 0.61)
+    assert (gains > 0).all().all()
+
+
+def test_relative_gain_zero_baseline_gives_nan():
+    df = make_tidy(n_sites=(2,), jaccards=(0.5,), methods=("intersection", "mp"), metrics=("mcc",))
+    df.loc[df["method"] == "intersection", "value"] = 0.0
+    gains = relative_gain(df, "mcc")
+    assert np.isnan(gains.loc["mp", (2, 0.5)])
+
+
+def test_relative_gain_missing_baseline():
+    df = make_tidy(methods=("mp", "local"))
+    with pytest.raises(ValueError, match="baseline 'intersection'"):
+        relative_gain(df, "auprc")
+
+
+# --------------------------------------------------------------------------- ranks
+
+
+def test_average_ranks_and_friedman(tidy):
+    ranks, stat, pvalue, cd = average_ranks(tidy, "auprc")
+    assert ranks.index[0] == "mp" and ranks.iloc[0] == pytest.approx(1.0)
+    assert ranks.index[-1] == "intersection" and ranks.iloc[-1] == pytest.approx(6.0)
+    assert list(ranks.index) == ["mp", "ss", "pr", "fpv", "local", "intersection"]
+    assert stat > 100
+    assert pvalue < 1e-10
+    n_blocks = 2 * 3 * 5  # n_sites x jaccard x rep
+    assert cd == pytest.approx(2.850 * math.sqrt(6 * 7 / (6 * n_blocks)))
+
+
+def test_average_ranks_ties_get_average_rank():
+    df = make_tidy(methods=("intersection", "local", "mp"), metrics=("auc",))
+    df.loc[df["method"] == "local", "value"] = df.loc[df["method"] == "mp", "value"].to_numpy()
+    ranks, *_ = average_ranks(df, "auc")
+    assert ranks["mp"] == pytest.approx(1.5) and ranks["local"] == pytest.approx(1.5)
+    assert ranks["intersection"] == pytest.approx(3.0)
+
+
+def test_nemenyi_cd_formula():
+    q = [1.960, 2.343, 2.569, 2.728, 2.850, 2.949, 3.031, 3.102, 3.164]
+    for k, q_k in zip(range(2, 11), q, strict=True):
+        assert nemenyi_cd(k, 40) == pytest.approx(q_k * math.sqrt(k * (k + 1) / 240))
+    assert nemenyi_cd(11, 40) == pytest.approx(3.2187 * math.sqrt(11 * 12 / 240), rel=1e-3)
+    assert math.isnan(nemenyi_cd(1, 40))
+
+
+def test_cliques():
+    assert reports._cliques([1.0, 1.5, 3.0, 3.2], 1.0) == [(0, 1), (2, 3)]
+    assert reports._cliques([1.0, 1.5, 2.2, 3.0], 1.3) == [(0, 2), (2, 3)]
+    assert reports._cliques([1.0, 1.5, 2.2, 2.7], 1.3) == [(0, 2), (1, 3)]
+    assert reports._cliques([1.0, 3.0], float("nan")) == []
+
+
+def test_fewer_than_three_methods_give_nan_friedman():
+    ranks, stat, pvalue, cd = average_ranks(make_tidy(methods=("intersection", "mp")))
+    assert list(ranks.index) == ["mp", "intersection"]
+    assert math.isnan(stat) and math.isnan(pvalue)
+    assert cd == pytest.approx(1.960 * math.sqrt(2 * 3 / (6 * 30)))
+    ranks, stat, pvalue, cd = average_ranks(make_tidy(methods=("mp",)))
+    assert ranks.to_dict() == {"mp": 1.0}
+    assert math.isnan(stat) and math.isnan(pvalue) and math.isnan(cd)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def test_plots_are_png_files(tidy, tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="fedforest.experiments.reports"):
+        paths = [
+            plot_metric_vs_jaccard(tidy, tmp_path, "auprc"),
+            plot_gain_heatmap(tidy, tmp_path, "auc"),
+            plot_critical_difference(tidy, tmp_path, "auprc"),
+        ]
+    assert [p.name for p in paths] == [
+        "synth_auprc_vs_jaccard.png",
+        "synth_auc_gain.png",
+        "cd_auprc.png",
+    ]
+    for p in paths:
+        assert_png(p)
+        assert f"wrote {p}" in caplog.text
+
+
+def test_plot_metric_vs_jaccard_skips_absent_methods(tidy, tmp_path):
+    path = plot_metric_vs_jaccard(tidy, tmp_path, methods=("mp", "ipr"))
+    assert_png(path)
+    with pytest.raises(ValueError, match="none of the methods"):
+        plot_metric_vs_jaccard(tidy, tmp_path, methods=("ipr",))
+
+
+def test_critical_difference_needs_two_methods(tmp_path):
+    with pytest.raises(ValueError, match="at least 2 methods"):
+        plot_critical_difference(make_tidy(methods=("mp",)), tmp_path)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def test_write_report(tidy, tmp_path):
+    path = write_report(tidy, tmp_path / "out", metrics=("auprc", "auc"), title="Synthetic")
+    assert path == tmp_path / "out" / "report.md"
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("# Synthetic")
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert {"cd_auprc.png", "synth_auprc_vs_jaccard.png", "synth_auprc_gain.png"} <= set(links)
+    assert "cd_auc.png" in links
+    for link in links:
+        assert_png(path.parent / link)
+    assert "| Method | J=0.3, 2 peers | J=0.3, 4 peers | J=0.7, 2 peers | J=0.7, 4 peers |" in text
+    assert "| MP | **0.810** |" in text
+    assert "+32.8%" in text  # MP over Intersection at 2 peers, J = 0.3: 0.2 / 0.61
+    assert "**Friedman test** over 30 blocks" in text
+    assert "**Nemenyi CD**" in text
+    for metric in ("auprc", "auc"):
+        csv = tmp_path / "out" / f"summary_synth_{metric}.csv"
+        back = pd.read_csv(csv, header=[0, 1], index_col=0)
+        assert back.shape == (6, 4)
+        assert (tmp_path / "out" / f"summary_synth_{metric}_std.csv").exists()
+
+
+def test_write_report_degenerate_inputs(tmp_path):
+    # a single method, no baseline, NaN scores and a scenario missing one Jaccard level
+    df = make_tidy(methods=("mp",), metrics=("auprc",))
+    df.loc[df.index[:7], "value"] = np.nan
+    df = df[~((df["n_sites"] == 4) & (df["jaccard"] == 0.7))]
+    path = write_report(df, tmp_path)
+    text = path.read_text(encoding="utf-8")
+    assert "Friedman test" in text and "not computed" in text
+    assert "no critical difference diagram" in text
+    assert "no relative gains" in text
+    assert "synth_auprc_vs_jaccard.png" in text
+    table = summary_table(df, "auprc")
+    assert np.isnan(table.loc["mp", (0.7, 4)])
+    assert np.isfinite(table.loc["mp", (0.3, 2)])
+
+
+def test_nan_values_are_skipped(tidy):
+    df = tidy.copy()
+    mp_auprc = (df["method"] == "mp") & (df["metric"] == "auprc")
+    first = mp_auprc & (df["n_sites"] == 2) & (df["jaccard"] == 0.3) & (df["rep"] == 0)
+    df.loc[first & (df["site"] == "s1"), "value"] = np.nan  # one site of one repetition
+    whole = (df["method"] == "fpv") & (df["rep"] == 4) & (df["jaccard"] == 0.5)
+    df.loc[whole, "value"] = np.nan  # every site: that repetition's mean is NaN
+    rep = per_repetition(df)
+    got = rep.query("method == 'mp' and n_sites == 2 and jaccard == 0.3 and rep == 0")
+    got = got[got["metric"] == "auprc"]["value"].item()
+    assert got == pytest.approx(expected("mp", 2, 0.3) - 0.002 + 0.005)  # mean of s2, s3
+    ranks, stat, pvalue, cd = average_ranks(df, "auprc")
+    assert ranks.index[0] == "mp" and pvalue < 1e-10
+    assert cd == pytest.approx(nemenyi_cd(6, 28))  # 2 blocks dropped
+    assert np.isfinite(summary_table(df, "auprc").to_numpy()).all()
+
+
+def test_jaccard_float_noise_is_one_scenario(tidy):
+    df = tidy.copy()
+    df.loc[df["site"] == "s1", "jaccard"] += 1e-15
+    assert len(per_repetition(df)) == len(per_repetition(tidy))
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_empty_frame():
+    with pytest.raises(ValueError, match="empty"):
+        summary_table(pd.DataFrame(columns=list(reports.COLUMNS)))
+
+
+def test_missing_columns_are_named(tidy):
+    with pytest.raises(ValueError, match=r"missing columns: \['site', 'value'\]"):
+        per_repetition(tidy.drop(columns=["site", "value"]))
+
+
+def test_unknown_and_absent_metric(tidy, tmp_path):
+    with pytest.raises(ValueError, match="unknown metric 'f1'"):
+        summary_table(tidy, "f1")
+    with pytest.raises(ValueError, match="'mcc' is not in the results"):
+        average_ranks(tidy, "mcc")
+    with pytest.raises(ValueError, match="'mcc' is not in the results"):
+        write_report(tidy, tmp_path, metrics=("auprc", "mcc"))
+
+
+def test_unknown_dataset(tidy, tmp_path):
+    with pytest.raises(ValueError, match="dataset 'nope' is not in the results"):
+        plot_gain_heatmap(tidy, tmp_path, dataset="nope")
+
+
+def test_all_nan_metric_cannot_be_ranked(tidy):
+    df = tidy.copy()
+    df.loc[df["metric"] == "auc", "value"] = np.nan
+    with pytest.raises(ValueError, match="cannot rank"):
+        average_ranks(df, "auc")

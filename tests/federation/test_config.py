@@ -1,0 +1,569 @@
+"""Job and site YAML configs: the shipped files load, defaults fill in, every error is precise."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedforest.errors import ConfigError
+from fedforest.federation.config import (
+    JOB_DEFAULTS,
+    JOB_STRATEGIES,
+    SITE_DEFAULTS,
+    JobConfig,
+    SiteConfig,
+)
+from fedforest.federation.selectors import SELECTORS
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "data_prep"))
+
+from make_demo_data import make_demo_data  # noqa: E402
+
+SITES = ("site-1", "site-2", "site-3")
+
+
+def shipped_job() -> dict:
+    return yaml.safe_load((ROOT / "site_configs" / "job.yaml").read_text())
+
+
+def set_key(data: dict, dotted: str, value) -> dict:
+    """Set ``a.b.c`` in a nested dict (``...`` as value deletes the key)."""
+    *parents, last = dotted.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value is ...:
+        node.pop(last, None)
+    else:
+        node[last] = value
+    return data
+
+
+def write_yaml(path: Path, data) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def assert_precise(err: ConfigError, source, key: str, shown, allowed: str) -> None:
+    """The message names the file, the key, the bad value and what is allowed."""
+    msg = str(err)
+    assert msg.startswith(f"{source}: "), msg
+    assert f"key '{key}' is {shown!r};" in msg, msg
+    assert f"allowed: {allowed}" in msg, msg
+
+
+# --------------------------------------------------------------------------- job: shipped file
+def test_shipped_job_yaml_loads():
+    path = ROOT / "site_configs" / "job.yaml"
+    cfg = JobConfig.load(path)
+    assert cfg.source == str(path)
+    assert cfg.name == "fedforest-demo"
+    assert cfg.sites == list(SITES)
+    assert cfg.min_sites == 2
+    assert cfg.seed == 0
+    assert cfg.timeouts == {"schema": 120.0, "election": 300.0, "train": 900.0, "evaluate": 600.0}
+    assert cfg.wait_after_min == 30.0
+    assert cfg.strategies == [*JOB_STRATEGIES]
+    assert cfg.voting == "soft" and cfg.depth_threshold == 2
+    assert cfg.metrics == ["auprc", "auc", "mcc", "accuracy"] and cfg.auto_metric == "auprc"
+    assert cfg.forest == {
+        "n_estimators": 100,
+        "max_depth": None,
+        "min_samples_leaf": 1,
+        "max_features": "sqrt",
+    }
+    assert cfg.surrogates == {"min_agreement": 0.25, "min_rows": 6}
+    assert cfg.election["auto_tune"] is True and cfg.election["tolerance"] == 0.005
+    assert cfg.election["tuning_rounds"] == 5 and cfg.election["always_keep"] == []
+
+
+def test_shipped_site_yamls_load_with_their_relative_data_path(tmp_path):
+    """Copy the shipped site files as they are; their ../demo_data path resolves from the copy."""
+    configs = tmp_path / "site_configs"
+    configs.mkdir()
+    make_demo_data(tmp_path / "demo_data", rows=40, seed=0)
+    for site in SITES:
+        shutil.copy(ROOT / "site_configs" / f"{site}.yaml", configs / f"{site}.yaml")
+    loaded = {site: SiteConfig.load(configs / f"{site}.yaml") for site in SITES}
+    for site, cfg in loaded.items():
+        assert cfg.site == site and cfg.target == "outcome"
+        assert cfg.data_path == str((tmp_path / "demo_data" / f"{site}.csv").resolve())
+        assert Path(cfg.data_path).is_absolute()
+        assert cfg.validation_fraction == 0.2 and cfg.test_fraction == 0.25
+    assert [loaded[s].selector for s in SITES] == ["lasso", "random_forest", "mutual_info"]
+    assert loaded["site-2"].renames == {"glucose_mg_dl": "glucose"}
+    columns = {site: cfg.check_data() for site, cfg in loaded.items()}
+    assert "glucose" in columns["site-2"] and "glucose_mg_dl" not in columns["site-2"]
+    shared = set.intersection(*(set(c) for c in columns.values())) - {"outcome"}
+    assert shared == {"age", "bmi", "systolic_bp", "smoker"}
+
+
+def test_shipped_site_yamls_validate_without_data():
+    for site in SITES:
+        data = yaml.safe_load((ROOT / "site_configs" / f"{site}.yaml").read_text())
+        cfg = SiteConfig.from_dict(data, f"{site}.yaml")
+        assert cfg.site == site
+        assert cfg.data_path == f"../demo_data/{site}.csv"  # no base_dir: left as written
+
+
+# --------------------------------------------------------------------------- job: defaults
+def test_job_defaults_are_filled():
+    cfg = JobConfig.from_dict({"job": {"sites": ["a", "b", "c"]}}, "mini.yaml")
+    assert cfg.source == "mini.yaml"
+    assert cfg.name == "fedforest"
+    assert cfg.min_sites == 3  # default: every site
+    assert cfg.seed == 0
+    assert cfg.timeouts == {k: float(v) for k, v in JOB_DEFAULTS["job"]["timeouts"].items()}
+    assert cfg.wait_after_min == float(JOB_DEFAULTS["job"]["wait_after_min"])
+    assert cfg.strategies == JOB_DEFAULTS["evaluation"]["strategies"]
+    assert cfg.voting == "soft" and cfg.depth_threshold == 2
+    assert cfg.metrics == ["auprc", "auc", "mcc", "accuracy"]
+    assert cfg.forest == JOB_DEFAULTS["forest"]
+    assert cfg.surrogates == JOB_DEFAULTS["surrogates"]
+    assert cfg.election == JOB_DEFAULTS["election"]
+
+
+def test_partial_nested_sections_keep_the_other_defaults():
+    cfg = JobConfig.from_dict(
+        {
+            "job": {"sites": ["a", "b"], "min_sites": 1, "timeouts": {"train": 0}},
+            "forest": {"n_estimators": 7, "max_features": 0.5},
+            "election": {"freedom_degree": 1},
+        }
+    )
+    assert cfg.min_sites == 1
+    assert cfg.timeouts == {"schema": 120.0, "election": 300.0, "train": 0.0, "evaluate": 600.0}
+    assert cfg.forest["n_estimators"] == 7 and cfg.forest["max_features"] == 0.5
+    assert cfg.forest["min_samples_leaf"] == 1 and cfg.forest["max_depth"] is None
+    assert cfg.election["freedom_degree"] == 1 and cfg.election["aggregation"] == "weighted"
+
+
+def test_defaults_are_not_shared_between_configs():
+    before = copy.deepcopy(JOB_DEFAULTS)
+    cfg = JobConfig.from_dict({"job": {"sites": ["a", "b"]}})
+    cfg.election["always_keep"].append("age")
+    cfg.strategies.append("auto")
+    cfg.forest["n_estimators"] = 1
+    assert before == JOB_DEFAULTS
+    again = JobConfig.from_dict({"job": {"sites": ["a", "b"]}})
+    assert again.election["always_keep"] == [] and "auto" not in again.strategies
+
+
+@pytest.mark.parametrize("max_features", ["sqrt", "log2", None, 1, 3, 0.3, 1.0])
+def test_valid_max_features(max_features):
+    cfg = JobConfig.from_dict(
+        {"job": {"sites": ["a", "b"]}, "forest": {"max_features": max_features}}
+    )
+    assert cfg.forest["max_features"] == max_features
+
+
+# --------------------------------------------------------------------------- job: errors
+NAN = float("nan")
+INF = float("inf")
+
+# (dotted key to set, bad value, key named in the message, value shown, allowed text)
+MAX_FEATURES = "sqrt, log2, null, an integer >= 1 or a fraction in (0, 1]"
+
+JOB_ERRORS = [
+    ("surprise", 1, "surprise", 1, "one of the known keys job, evaluation, forest"),
+    ("forest.n_trees", 5, "forest.n_trees", 5, "one of the known keys forest.n_estimators"),
+    ("job.timeouts.vote", 5, "job.timeouts.vote", 5, "one of the known keys job.timeouts.schema"),
+    ("election.typo", True, "election.typo", True, "one of the known keys election.enabled"),
+    ("forest", [1, 2], "forest", [1, 2], "a mapping of keys to values"),
+    ("job.sites", ["site-1"], "job.sites", ["site-1"], "a list of at least two site names"),
+    ("job.sites", ..., "job.sites", None, "a list of at least two site names"),
+    ("job.sites", "site-1", "job.sites", "site-1", "a list of strings"),
+    ("job.sites", ["a", "a"], "job.sites", ["a", "a"], "a list without duplicates"),
+    ("job.min_sites", 0, "job.min_sites", 0, "an integer in [1, 3]"),
+    ("job.min_sites", 4, "job.min_sites", 4, "an integer in [1, 3]"),
+    ("job.min_sites", 2.0, "job.min_sites", 2.0, "an integer in [1, 3]"),
+    ("job.seed", -1, "job.seed", -1, "an integer >= 0"),
+    ("job.name", "", "job.name", "", "a non-empty string"),
+    ("job.timeouts.train", -1, "job.timeouts.train", -1, "a finite number >= 0"),
+    ("job.timeouts.schema", -0.5, "job.timeouts.schema", -0.5, "a finite number >= 0"),
+    ("job.timeouts.train", "long", "job.timeouts.train", "long", "a finite number >= 0"),
+    ("job.timeouts.evaluate", NAN, "job.timeouts.evaluate", NAN, "a finite number >= 0"),
+    ("job.wait_after_min", -3, "job.wait_after_min", -3, "a finite number >= 0"),
+    ("job.wait_after_min", INF, "job.wait_after_min", INF, "a finite number >= 0"),
+    (
+        "evaluation.strategies",
+        ["fpv", "magic"],
+        "evaluation.strategies",
+        "magic",
+        ", ".join(JOB_STRATEGIES),
+    ),
+    ("evaluation.strategies", [], "evaluation.strategies", [], "at least one of fpv, pr"),
+    ("evaluation.strategies", "mp", "evaluation.strategies", "mp", "a list of strings"),
+    ("evaluation.voting", "most", "evaluation.voting", "most", "soft, hard"),
+    ("evaluation.depth_threshold", -1, "evaluation.depth_threshold", -1, "an integer >= 0"),
+    ("evaluation.metrics", ["f1"], "evaluation.metrics", "f1", "auprc, auc, mcc, accuracy"),
+    ("evaluation.auto_metric", "f1", "evaluation.auto_metric", "f1", "auprc, auc, mcc"),
+    ("forest.n_estimators", "many", "forest.n_estimators", "many", "an integer in [1, 10000]"),
+    ("forest.n_estimators", True, "forest.n_estimators", True, "an integer in [1, 10000]"),
+    ("forest.n_estimators", 0, "forest.n_estimators", 0, "an integer in [1, 10000]"),
+    ("forest.n_estimators", 12.5, "forest.n_estimators", 12.5, "an integer in [1, 10000]"),
+    ("forest.max_depth", 0, "forest.max_depth", 0, "an integer >= 1"),
+    ("forest.min_samples_leaf", False, "forest.min_samples_leaf", False, "an integer >= 1"),
+    ("forest.max_features", "half", "forest.max_features", "half", MAX_FEATURES),
+    ("forest.max_features", 1.5, "forest.max_features", 1.5, MAX_FEATURES),
+    ("forest.max_features", 0, "forest.max_features", 0, MAX_FEATURES),
+    ("forest.max_features", -0.2, "forest.max_features", -0.2, MAX_FEATURES),
+    ("forest.max_features", True, "forest.max_features", True, MAX_FEATURES),
+    ("surrogates.min_agreement", 2, "surrogates.min_agreement", 2, "a finite number in [-1, 1]"),
+    ("surrogates.min_rows", 0, "surrogates.min_rows", 0, "an integer >= 1"),
+    ("election.enabled", "sometimes", "election.enabled", "sometimes", "true or false"),
+    ("election.auto_tune", 1, "election.auto_tune", 1, "true or false"),
+    ("election.freedom_degree", 1.5, "election.freedom_degree", 1.5, "a finite number in [0, 1]"),
+    ("election.freedom_degree", -0.1, "election.freedom_degree", -0.1, "a finite number in [0, 1]"),
+    ("election.freedom_degree", NAN, "election.freedom_degree", NAN, "a finite number in [0, 1]"),
+    ("election.freedom_degree", True, "election.freedom_degree", True, "a finite number in [0, 1]"),
+    ("election.tuning_rounds", 0, "election.tuning_rounds", 0, "an integer in [1, 100]"),
+    ("election.tuning_rounds", 101, "election.tuning_rounds", 101, "an integer in [1, 100]"),
+    ("election.tolerance", -0.01, "election.tolerance", -0.01, "a finite number >= 0"),
+    ("election.aggregation", "mean", "election.aggregation", "mean", "weighted, uniform"),
+    ("election.always_keep", "age", "election.always_keep", "age", "a list of strings"),
+    ("election.metric", "loss", "election.metric", "loss", "auprc, auc, mcc, accuracy"),
+]
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "key", "shown", "allowed"),
+    JOB_ERRORS,
+    ids=[f"{d}={v!r}" for d, v, *_ in JOB_ERRORS],
+)
+def test_job_error_names_file_key_value_and_allowed(tmp_path, dotted, value, key, shown, allowed):
+    path = write_yaml(tmp_path / "job.yaml", set_key(shipped_job(), dotted, value))
+    with pytest.raises(ConfigError) as info:
+        JobConfig.load(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}: "), msg
+    if isinstance(shown, float) and shown != shown:  # NaN: its repr is 'nan'
+        assert f"key '{key}' is nan;" in msg, msg
+    else:
+        assert f"key '{key}' is {shown!r};" in msg, msg
+    assert f"allowed: {allowed}" in msg, msg
+
+
+def test_job_file_that_is_not_a_mapping(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("- site-1\n- site-2\n")
+    with pytest.raises(ConfigError) as info:
+        JobConfig.load(path)
+    assert_precise(info.value, path, "(top level)", ["site-1", "site-2"], "a mapping")
+
+
+def test_empty_job_file_asks_for_sites(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("")
+    with pytest.raises(ConfigError) as info:
+        JobConfig.load(path)
+    assert_precise(info.value, path, "job.sites", None, "a list of at least two site names")
+
+
+def test_invalid_yaml_text_names_the_file(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("job:\n  sites: [site-1, site-2\n  seed: 0\n")
+    with pytest.raises(ConfigError, match="not valid YAML") as info:
+        JobConfig.load(path)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+def test_invalid_yaml_in_a_site_file(tmp_path):
+    path = tmp_path / "site-1.yaml"
+    path.write_text("site: site-1\ntarget: [outcome\n")
+    with pytest.raises(ConfigError, match="not valid YAML") as info:
+        SiteConfig.load(path)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="file not found") as info:
+        JobConfig.load(tmp_path / "nope.yaml")
+    assert str(tmp_path / "nope.yaml") in str(info.value)
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+# --------------------------------------------------------------------------- site: validation
+def site_dict(**changes) -> dict:
+    data = {"site": "site-1", "data_path": "data.csv", "target": "outcome"}
+    for key, value in changes.items():
+        if value is ...:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return data
+
+
+def test_site_defaults_are_filled():
+    cfg = SiteConfig.from_dict(site_dict(), "s.yaml")
+    assert cfg.categorical == [] and cfg.renames == {} and cfg.selector_params == {}
+    assert cfg.selector == SITE_DEFAULTS["selector"] == "random_forest"
+    assert cfg.validation_fraction == 0.2 and cfg.test_fraction == 0.25
+    assert cfg.source == "s.yaml"
+
+
+SITE_ERRORS = [
+    ({"target": ...}, "target", None, "a non-empty string (this key is required)"),
+    ({"site": ...}, "site", None, "a non-empty string (this key is required)"),
+    ({"data_path": ...}, "data_path", None, "a non-empty string (this key is required)"),
+    ({"target": ""}, "target", "", "a non-empty string"),
+    ({"target": 3}, "target", 3, "a non-empty string"),
+    ({"selector": "magic"}, "selector", "magic", ", ".join(SELECTORS)),
+    ({"validation_fraction": 0}, "validation_fraction", 0, "a finite number in (0, 1)"),
+    ({"validation_fraction": 1}, "validation_fraction", 1, "a finite number in (0, 1)"),
+    ({"validation_fraction": "0.2"}, "validation_fraction", "0.2", "a finite number in (0, 1)"),
+    ({"validation_fraction": True}, "validation_fraction", True, "a finite number in (0, 1)"),
+    ({"test_fraction": -0.1}, "test_fraction", -0.1, "a finite number in (0, 1)"),
+    ({"test_fraction": NAN}, "test_fraction", NAN, "a finite number in (0, 1)"),
+    (
+        {"validation_fraction": 0.5, "test_fraction": 0.45},
+        "validation_fraction",
+        0.5,
+        "a value leaving at least 10% of rows for training (test_fraction is 0.45)",
+    ),
+    (
+        {"validation_fraction": 0.3, "test_fraction": 0.65},
+        "validation_fraction",
+        0.3,
+        "a value leaving at least 10% of rows for training (test_fraction is 0.65)",
+    ),
+    ({"renames": ["a", "b"]}, "renames", ["a", "b"], "a mapping of local column name"),
+    ({"renames": None}, "renames", None, "a mapping of local column name"),
+    ({"renames": {"a": ""}}, "renames", {"a": ""}, "a mapping of local column name"),
+    ({"renames": {"a": 1}}, "renames", {"a": 1}, "a mapping of local column name"),
+    (
+        {"renames": {"a": "x", "b": "x"}},
+        "renames",
+        {"a": "x", "b": "x"},
+        "a mapping whose global names are distinct",
+    ),
+    ({"categorical": "smoker"}, "categorical", "smoker", "a list of strings"),
+    ({"categorical": ["a", "a"]}, "categorical", ["a", "a"], "a list without duplicates"),
+    ({"selector_params": [1]}, "selector_params", [1], "a mapping of parameter to value"),
+    ({"path": "x.csv"}, "path", "x.csv", "one of the known keys site, data_path, target"),
+]
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "shown", "allowed"),
+    SITE_ERRORS,
+    ids=[f"{c!r}" for c, *_ in SITE_ERRORS],
+)
+def test_site_error_names_file_key_value_and_allowed(tmp_path, changes, key, shown, allowed):
+    path = write_yaml(tmp_path / "site-1.yaml", site_dict(**changes))
+    with pytest.raises(ConfigError) as info:
+        SiteConfig.load(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}: "), msg
+    if isinstance(shown, float) and shown != shown:
+        assert f"key '{key}' is nan;" in msg, msg
+    else:
+        assert f"key '{key}' is {shown!r};" in msg, msg
+    assert f"allowed: {allowed}" in msg, msg
+
+
+def test_fractions_leaving_exactly_enough_training_rows_are_fine():
+    cfg = SiteConfig.from_dict(site_dict(validation_fraction=0.3, test_fraction=0.55))
+    assert cfg.validation_fraction == 0.3 and cfg.test_fraction == 0.55
+
+
+def test_relative_data_path_resolved_against_the_yaml_folder(tmp_path):
+    folder = tmp_path / "configs" / "hospital"
+    path = write_yaml(folder / "site-1.yaml", site_dict(data_path="../data/site-1.csv"))
+    cfg = SiteConfig.load(path)
+    assert cfg.data_path == str((tmp_path / "configs" / "data" / "site-1.csv").resolve())
+
+
+def test_absolute_data_path_kept_and_home_expanded(tmp_path, monkeypatch):
+    absolute = tmp_path / "elsewhere" / "x.csv"
+    path = write_yaml(tmp_path / "a" / "site-1.yaml", site_dict(data_path=str(absolute)))
+    assert SiteConfig.load(path).data_path == str(absolute)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = write_yaml(tmp_path / "b" / "site-1.yaml", site_dict(data_path="~/x.csv"))
+    assert SiteConfig.load(path).data_path == str(tmp_path / "home" / "x.csv")
+
+
+# --------------------------------------------------------------------------- site: check_data
+@pytest.fixture
+def small_csv(tmp_path) -> Path:
+    path = tmp_path / "data" / "site.csv"
+    path.parent.mkdir()
+    path.write_text("age,glucose_mg_dl,smoker,outcome\n50,100,never,0\n61,130,current,1\n")
+    return path
+
+
+def site_config(path: Path, **changes) -> SiteConfig:
+    return SiteConfig.from_dict(site_dict(data_path=str(path), **changes), "site-1.yaml")
+
+
+def test_check_data_returns_global_columns(small_csv):
+    cfg = site_config(
+        small_csv, renames={"glucose_mg_dl": "glucose"}, categorical=["smoker", "glucose"]
+    )
+    assert cfg.check_data() == ["age", "glucose", "smoker", "outcome"]
+
+
+def test_check_data_accepts_a_renamed_target(small_csv):
+    cfg = site_config(small_csv, renames={"outcome": "y"}, target="y")
+    assert cfg.check_data()[-1] == "y"
+
+
+def test_check_data_missing_file(tmp_path):
+    missing = tmp_path / "nowhere.csv"
+    with pytest.raises(ConfigError) as info:
+        site_config(missing).check_data()
+    assert_precise(
+        info.value,
+        "site-1.yaml",
+        "data_path",
+        str(missing),
+        "a path to an existing CSV file (file not found)",
+    )
+
+
+def test_check_data_unknown_target(small_csv):
+    with pytest.raises(ConfigError) as info:
+        site_config(small_csv, target="death").check_data()
+    assert_precise(
+        info.value,
+        "site-1.yaml",
+        "target",
+        "death",
+        "a column of the data file: age, glucose_mg_dl, smoker, outcome",
+    )
+
+
+def test_check_data_unknown_categorical(small_csv):
+    with pytest.raises(ConfigError) as info:
+        site_config(small_csv, categorical=["smoker", "sex"]).check_data()
+    assert_precise(
+        info.value,
+        "site-1.yaml",
+        "categorical",
+        "sex",
+        "columns of the data file: age, glucose_mg_dl, smoker, outcome",
+    )
+
+
+def test_check_data_categorical_must_use_the_global_name(small_csv):
+    cfg = site_config(
+        small_csv, renames={"glucose_mg_dl": "glucose"}, categorical=["glucose_mg_dl"]
+    )
+    with pytest.raises(ConfigError) as info:
+        cfg.check_data()
+    assert_precise(
+        info.value,
+        "site-1.yaml",
+        "categorical",
+        "glucose_mg_dl",
+        "columns of the data file: age, glucose, smoker, outcome",
+    )
+
+
+def test_check_data_rename_of_a_column_not_in_the_file(small_csv):
+    with pytest.raises(ConfigError) as info:
+        site_config(small_csv, renames={"glucose": "glc"}).check_data()
+    assert_precise(
+        info.value,
+        "site-1.yaml",
+        "renames.glucose",
+        "glucose",
+        "a column of the data file: age, glucose_mg_dl, smoker, outcome",
+    )
+
+
+def test_check_data_rename_onto_an_existing_column(small_csv):
+    with pytest.raises(ConfigError) as info:
+        site_config(small_csv, renames={"glucose_mg_dl": "age"}).check_data()
+    assert_precise(
+        info.value,
+        "site-1.yaml",
+        "renames.glucose_mg_dl",
+        "age",
+        "a global name no other column of the data file has: age, age, smoker, outcome",
+    )
+
+
+def test_check_data_unreadable_csv(tmp_path):
+    path = tmp_path / "empty.csv"
+    path.write_text("")
+    with pytest.raises(ConfigError, match="cannot be read as CSV") as info:
+        site_config(path).check_data()
+    assert str(info.value).startswith("site-1.yaml: ") and str(path) in str(info.value)
+
+
+# --------------------------------------------------------------------------- site: override
+@pytest.fixture
+def site_yaml(tmp_path) -> Path:
+    data = site_dict(
+        data_path="../data/public.csv", selector="lasso", renames={"a": "b"}, categorical=["b"]
+    )
+    return write_yaml(tmp_path / "app" / "config" / "site-1.yaml", data)
+
+
+def test_override_sets_data_path_relative_to_its_own_folder(tmp_path, site_yaml):
+    override = tmp_path / "local" / "fedforest.yaml"
+    override.parent.mkdir()
+    override.write_text("data_path: secure/site-1.csv\n")
+    base = SiteConfig.load(site_yaml)
+    cfg = SiteConfig.load(site_yaml, override=override)
+    assert cfg.data_path == str((tmp_path / "local" / "secure" / "site-1.csv").resolve())
+    assert base.data_path == str((tmp_path / "app" / "data" / "public.csv").resolve())
+    # everything else comes from the job's site file; errors name both files
+    for name in ("site", "target", "categorical", "renames", "selector"):
+        assert getattr(cfg, name) == getattr(base, name)
+    assert cfg.source == f"{base.source} (data_path from {override})"
+
+
+def test_override_with_an_absolute_path(tmp_path, site_yaml):
+    override = write_yaml(tmp_path / "local" / "fedforest.yaml", {"data_path": "/secure/x.csv"})
+    assert SiteConfig.load(site_yaml, override=override).data_path == "/secure/x.csv"
+
+
+def test_missing_or_empty_override_changes_nothing(tmp_path, site_yaml):
+    base = SiteConfig.load(site_yaml)
+    assert SiteConfig.load(site_yaml, override=tmp_path / "absent.yaml") == base
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert SiteConfig.load(site_yaml, override=empty) == base
+
+
+@pytest.mark.parametrize(
+    ("content", "key", "shown", "allowed"),
+    [
+        (
+            {"data_path": "x.csv", "target": "y"},
+            "target",
+            "y",
+            "only data_path may be set in the site's own file",
+        ),
+        ({"selector": "none"}, "selector", "none", "only data_path may be set"),
+        (["x.csv"], "(top level)", ["x.csv"], "a mapping with the key data_path"),
+        ({"data_path": ""}, "data_path", "", "a non-empty string"),
+        ({"data_path": None}, "data_path", None, "a non-empty string"),
+        ({"data_path": 5}, "data_path", 5, "a non-empty string"),
+    ],
+)
+def test_override_refuses_anything_but_data_path(tmp_path, site_yaml, content, key, shown, allowed):
+    override = write_yaml(tmp_path / "local" / "fedforest.yaml", content)
+    with pytest.raises(ConfigError) as info:
+        SiteConfig.load(site_yaml, override=override)
+    assert_precise(info.value, override, key, shown, allowed)
+
+
+def test_invalid_yaml_in_the_override(tmp_path, site_yaml):
+    override = tmp_path / "fedforest.yaml"
+    override.write_text("data_path: [oops\n")
+    with pytest.raises(ConfigError, match="not valid YAML") as info:
+        SiteConfig.load(site_yaml, override=override)
+    assert str(info.value).startswith(f"{override}: ")

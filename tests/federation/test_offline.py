@@ -1,0 +1,75 @@
+"""A whole election on local tables: selectors, ballot and tuning together."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedforest.federation.offline import run_election
+
+SIGNAL = [f"s{i}" for i in range(6)]
+NOISE = [f"n{i:02d}" for i in range(12)]
+COLUMNS = {
+    "a": ["s0", "s1", "n00", "n01", "n02", "n03", "s2", "s3", "n04", "n05", "n06"],
+    "b": ["s0", "s1", "n00", "n01", "n02", "n03", "s4", "n07", "n08", "n09"],
+    "c": ["s0", "s1", "n00", "n01", "n02", "n03", "s5", "n10", "n11"],
+}
+
+
+def site_tables(seed=0, rows=500):
+    rng = np.random.default_rng(seed)
+    tables = {}
+    for site, cols in COLUMNS.items():
+        X = pd.DataFrame(rng.normal(size=(rows, len(SIGNAL) + len(NOISE))), columns=SIGNAL + NOISE)
+        logit = X[SIGNAL].sum(axis=1) * 1.2
+        y = (rng.random(rows) < 1 / (1 + np.exp(-logit))).astype(int)
+        tables[site] = X[cols].assign(y=y)
+    return tables
+
+
+def test_tuned_election_keeps_signal_and_drops_most_noise():
+    out = run_election(
+        site_tables(),
+        "y",
+        {"a": "lasso", "b": "random_forest", "c": "mutual_info"},
+        auto_tune=True,
+        tuning_rounds=5,
+        tolerance=0.005,
+        freedom_degree=0.5,
+        random_state=0,
+    )
+    chosen = set(out.election.selected)
+    assert set(SIGNAL) <= chosen
+    assert len(chosen & set(NOISE)) <= 4
+    assert out.tuning is not None and 1 <= len(out.tuning.history) <= 12
+    assert out.schema.shared == ["n00", "n01", "n02", "n03", "s0", "s1"]
+    # a private signal column is judged by its own site alone
+    assert out.election.sites_with["s2"] == ["a"]
+
+
+def test_fixed_freedom_degree_without_tuning_and_reproducibility():
+    tables = site_tables(1)
+    one = run_election(tables, "y", "f_classif", freedom_degree=0.0, random_state=3)
+    two = run_election(tables, "y", "f_classif", freedom_degree=0.0, random_state=3)
+    assert one.election.selected == two.election.selected
+    assert one.tuning is None
+    union = run_election(tables, "y", "f_classif", freedom_degree=1.0, random_state=3)
+    assert set(one.election.selected) <= set(union.election.selected)
+
+
+def test_errors_name_the_field():
+    tables = site_tables(2, rows=120)
+    with pytest.raises(ValueError, match="'selector' is 'magic'"):
+        run_election(tables, "y", "magic")
+    with pytest.raises(ValueError, match="freedom_degree"):
+        run_election(tables, "y", "none", freedom_degree=2)
+    single = dict(tables, c=tables["c"].assign(y=0))
+    with pytest.raises(ValueError, match="site 'c' has a single class"):
+        run_election(single, "y", "none")
+    disjoint = {
+        "a": pd.DataFrame({"p": np.arange(20.0), "y": [0, 1] * 10}),
+        "b": pd.DataFrame({"q": np.arange(20.0), "y": [0, 1] * 10}),
+    }
+    with pytest.raises(ValueError, match="share no column"):
+        run_election(disjoint, "y", "none")

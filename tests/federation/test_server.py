@@ -1,0 +1,552 @@
+"""The server side of a job (JobServer): a full in-process job, then every refusal."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_site import SHARED, SITES, assert_plain, make_job, run_job
+
+from fedforest.errors import PayloadError
+from fedforest.federation.config import JOB_STRATEGIES, JobConfig
+from fedforest.federation.schema import SchemaError
+from fedforest.federation.server import JobServer, payload_bytes
+from fedforest.model.model_files import load_model, read_model
+
+ALL_FEATURES = [
+    "activity",
+    "age",
+    "bmi",
+    "cholesterol",
+    "glucose",
+    "hba1c",
+    "insulin",
+    "ldl",
+    "smoker",
+    "systolic_bp",
+]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("server_job")
+    config, runners = make_job(folder)
+    return run_job(config, runners, folder / "run")
+
+
+def server_after_election(job) -> JobServer:
+    """A new server that has joined the job's schemas and read its votes."""
+    server = JobServer(copy.deepcopy(job.config))
+    server.build_schema(copy.deepcopy(job.describe))
+    server.read_votes(copy.deepcopy(job.votes))
+    server.election = job.server.election  # the tuned election of the real run
+    return server
+
+
+# --------------------------------------------------------------------------- the full job
+def test_schema_joins_the_three_sites(job):
+    schema = job.schema
+    assert_plain(schema, "schema")
+    assert schema["features"] == ALL_FEATURES
+    assert schema["shared"] == SHARED  # the 4 columns every demo site has
+    assert "glucose" in schema["site_columns"]["site-2"]  # renamed from glucose_mg_dl
+    assert "glucose_mg_dl" not in schema["features"]
+    assert schema["categories"] == {
+        "activity": ["high", "low", "medium"],
+        "smoker": ["current", "former", "never"],
+    }
+    assert schema["classes"] == [0, 1]
+    assert schema["site_rows"] == {s: 300 for s in SITES}
+    assert job.server.site_rows == {s: 300 for s in SITES}
+
+
+def test_election_was_tuned_with_the_sites_scores(job):
+    server = job.server
+    assert server.tuning is not None and server.election is not None
+    assert job.elected == server.election.selected and job.elected
+    assert set(job.elected) <= set(ALL_FEATURES)
+    # every score came from the three sites' score_mask replies, row-weighted
+    assert job.scored_masks
+    for features, replies in job.scored_masks:
+        assert features and set(features) <= set(ALL_FEATURES)
+        assert set(replies) == set(SITES)
+        scores = [r["score"] for r in replies.values()]
+        assert min(scores) <= JobServer.weighted_score(replies) <= max(scores)
+    history = server.tuning.to_dict()["history"]
+    assert history[0]["freedom_degree"] == job.config.election["freedom_degree"]
+    assert sum(not h["reused"] for h in history) <= job.config.election["tuning_rounds"]
+    assert server.tuning.score == max(h["score"] for h in history) or (
+        max(h["score"] for h in history) - server.tuning.score <= job.config.election["tolerance"]
+    )
+
+
+def test_election_counts_only_the_sites_that_have_a_feature(job):
+    el = job.server.election
+    assert el.sites_with["hba1c"] == ["site-2"]
+    assert el.sites_with["age"] == list(SITES)
+    assert set(el.sites_with["insulin"]) == {"site-1", "site-3"}
+
+
+def test_pooled_model(job):
+    model = job.model
+    assert_plain(model, "model")
+    parts = read_model(model)
+    assert parts["forest"].owners == list(SITES)
+    assert parts["forest"].n_trees == 3 * 20
+    assert set(parts["forest"].feature_names) <= set(job.elected)
+    assert parts["intersection"].feature_names == SHARED
+    assert parts["intersection"].owners == list(SITES)
+    assert set(parts["imputers"]) <= set(job.elected) - set(SHARED)
+    assert model["settings"] == {"depth_threshold": 2, "voting": "soft", "seed": 0}
+    # the pooled std is the mean of the sites' stds
+    for name, value in parts["feature_std"].items():
+        stds = [p["feature_std"][name] for p in job.trained.values() if name in p["feature_std"]]
+        assert value == pytest.approx(np.mean(stds))
+    assert job.server.dropped == {}
+
+
+def test_results_json(job):
+    path = job.run_dir / "results.json"
+    results = json.loads(path.read_text())
+    assert set(results) == {
+        "job",
+        "status",
+        "error",
+        "sites",
+        "dropped_sites",
+        "strategies",
+        "metrics",
+        "test_rows",
+        "schema",
+        "election",
+        "tuning",
+        "phase_seconds",
+        "payload_bytes",
+        "model",
+    }
+    assert results["job"] == "fedforest-demo" and results["status"] == "finished"
+    assert results["error"] is None and results["dropped_sites"] == {}
+    assert results["sites"] == list(SITES)
+    assert results["strategies"] == list(JOB_STRATEGIES)
+    assert set(results["metrics"]) == set(SITES)
+    for per in results["metrics"].values():
+        assert list(per) == list(JOB_STRATEGIES)
+    assert results["test_rows"] == {s: 75 for s in SITES}
+    assert results["schema"]["shared"] == SHARED
+    assert results["election"]["selected"] == job.elected
+    assert results["tuning"]["history"]
+    assert results["model"]["trees"] == 60 and results["model"]["owners"] == list(SITES)
+    assert results["model"]["features"] == job.model["forest"]["feature_names"]
+    assert results["model"]["nodes"] == int(job.model["forest"]["tree_start"][-1])
+    assert results["model"]["bytes"] == payload_bytes(job.model) > 0
+
+
+def test_phase_timings_and_payload_sizes_recorded(job):
+    results = json.loads((job.run_dir / "results.json").read_text())
+    seconds = results["phase_seconds"]
+    assert set(seconds) == {"schema", "election", "train", "pool", "evaluate"}
+    assert all(v >= 0 for v in seconds.values()) and seconds["train"] > 0
+    sizes = results["payload_bytes"]
+    assert set(sizes) == set(SITES)
+    for site, per_phase in sizes.items():
+        assert set(per_phase) == {"schema", "election", "train"}
+        assert all(isinstance(v, int) and v > 0 for v in per_phase.values())
+        assert per_phase["train"] == payload_bytes(job.trained[site])
+        assert per_phase["train"] > per_phase["election"]
+
+
+def test_report_md(job):
+    report = (job.run_dir / "report.md").read_text()
+    assert report.startswith("# fedforest job `fedforest-demo`: finished")
+    for heading in (
+        "## Test metrics per site and strategy",
+        "### site-1 (75 test rows)",
+        "### site-2 (75 test rows)",
+        "### site-3 (75 test rows)",
+        "### Mean over sites",
+        "## Feature election",
+        "## Phase timings (seconds)",
+        "## Payload sizes (bytes)",
+    ):
+        assert heading in report
+    assert "## Dropped sites" not in report and "**Error:**" not in report
+    for strategy in JOB_STRATEGIES:
+        assert f"| {strategy} |" in report or f"| {strategy} →" in report
+    chosen = job.metrics["site-1"]["strategies"]["auto"]["chosen"]
+    assert f"| auto → {chosen} |" in report
+    assert f"Kept {len(job.elected)} features" in report
+    assert "| freedom degree | features kept | validation score |" in report
+
+
+def test_saved_model_matches_the_pooled_one(job):
+    parts = load_model(job.run_dir / "site-2" / "pooled_model.npz")
+    np.testing.assert_array_equal(
+        parts["forest"].threshold, read_model(job.model)["forest"].threshold
+    )
+
+
+# --------------------------------------------------------------------------- schema refusals
+def test_schema_from_a_site_claiming_to_be_another(job):
+    payloads = copy.deepcopy(job.describe)
+    payloads["site-3"]["site"] = "site-1"
+    server = JobServer(job.config)
+    schema = server.build_schema(payloads)
+    assert list(server.dropped) == ["site-3"]
+    reason = server.dropped["site-3"]
+    assert reason.startswith("schema: payload from 'site-3' refused")
+    assert "it says it is site 'site-1'" in reason
+    assert sorted(schema["site_columns"]) == ["site-1", "site-2"]
+    assert "cholesterol" not in schema["features"]  # only site-3 had it
+    assert schema["shared"] == ["age", "bmi", "glucose", "smoker", "systolic_bp"]
+    assert server.alive(job.config.sites) == ["site-1", "site-2"]
+
+
+def test_site_with_a_single_class_is_dropped(tmp_path, job):
+    path = tmp_path / "site-3.csv"
+    frame = pd.read_csv(job.runners["site-3"].config.data_path)
+    frame["outcome"] = 1
+    frame.to_csv(path, index=False)
+    runner = type(job.runners["site-3"])(
+        type(job.runners["site-3"].config)(
+            **{**job.runners["site-3"].config.__dict__, "data_path": str(path)}
+        )
+    )
+    payloads = {s: copy.deepcopy(job.describe[s]) for s in ("site-1", "site-2")}
+    payloads["site-3"] = runner.describe()
+    server = JobServer(job.config)
+    server.build_schema(payloads)
+    assert list(server.dropped) == ["site-3"]
+    assert "site 'site-3' has a single class [1]" in server.dropped["site-3"]
+
+
+def test_malformed_schema_payload(job):
+    payloads = copy.deepcopy(job.describe)
+    payloads["site-2"]["kinds"] = ["numeric"]
+    server = JobServer(job.config)
+    server.build_schema(payloads)
+    assert list(server.dropped) == ["site-2"]
+    assert "payload from 'site-2' refused" in server.dropped["site-2"]
+    assert "'kinds'" in server.dropped["site-2"]
+
+
+def test_contradicting_schemas_fail_naming_site_and_column(job):
+    payloads = copy.deepcopy(job.describe)
+    p = payloads["site-2"]
+    p["kinds"][p["columns"].index("smoker")] = "numeric"
+    del p["levels"]["smoker"]
+    with pytest.raises(SchemaError, match="column 'smoker' is .* at site 'site-[12]'"):
+        JobServer(job.config).build_schema(payloads)
+
+
+def test_schema_below_min_sites(job):
+    payloads = copy.deepcopy(job.describe)
+    payloads["site-2"]["site"] = "site-9"
+    payloads["site-3"]["classes"] = [0]
+    server = JobServer(job.config)
+    with pytest.raises(RuntimeError) as info:
+        server.build_schema(payloads)
+    msg = str(info.value)
+    assert "phase schema" in msg and "min_sites=2" in msg and "only 1 site(s) left (site-1)" in msg
+    assert "site-2 (schema: payload from 'site-2' refused: it says it is site 'site-9')" in msg
+    assert "site-3 (schema:" in msg and "single class" in msg
+
+
+# --------------------------------------------------------------------------- vote refusals
+def test_vote_with_a_feature_index_out_of_range(job):
+    server = JobServer(job.config)
+    server.build_schema(copy.deepcopy(job.describe))
+    votes = copy.deepcopy(job.votes)
+    votes["site-2"]["feature_index"][0] = len(ALL_FEATURES)
+    ballot = server.read_votes(votes)
+    assert list(server.dropped) == ["site-2"]
+    assert "payload from 'site-2' refused" in server.dropped["site-2"]
+    assert "'feature_index' has indices outside [0, 10)" in server.dropped["site-2"]
+    assert ballot.sites == ["site-1", "site-3"]
+    assert server.elect(ballot, None)  # the others still elect
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        (lambda v: v.__setitem__("site", "site-1"), "it says it is site 'site-1'"),
+        (
+            lambda v: v["feature_index"].__setitem__(0, ALL_FEATURES.index("ldl")),
+            "it votes on columns it does not have: ['ldl']",
+        ),
+        (lambda v: v["scores"].__setitem__(0, np.nan), "field 'scores' is an array of dtype float64 and shape (7,); expected finite values only"),
+        (lambda v: v.__setitem__("mask", v["mask"][:2]), "field 'mask' is an array of dtype bool and shape (2,); expected an array of length 7"),
+        (lambda v: v.__setitem__("mask", v["mask"].astype(object)), "dtype object"),
+        (lambda v: v.__setitem__("n_rows", 0), "'n_rows' is 0"),
+    ],
+    ids=["other-site", "foreign-column", "nan-score", "short-mask", "object-mask", "no-rows"],
+)
+def test_malformed_votes_drop_the_site(job, tamper, reason):
+    server = JobServer(job.config)
+    server.build_schema(copy.deepcopy(job.describe))
+    votes = copy.deepcopy(job.votes)
+    tamper(votes["site-3"])
+    ballot = server.read_votes(votes)
+    assert list(server.dropped) == ["site-3"]
+    assert server.dropped["site-3"].startswith("election: payload from 'site-3' refused")
+    assert reason in server.dropped["site-3"]
+    assert ballot.sites == ["site-1", "site-2"]
+
+
+def test_votes_below_min_sites(job):
+    server = JobServer(job.config)
+    server.build_schema(copy.deepcopy(job.describe))
+    votes = copy.deepcopy(job.votes)
+    votes["site-1"]["site"] = "site-2"
+    votes["site-2"]["mask"] = votes["site-2"]["mask"].astype(int)
+    with pytest.raises(RuntimeError, match="phase election: only 1 site.*min_sites=2") as info:
+        server.read_votes(votes)
+    assert "site-1 (election:" in str(info.value) and "site-2 (election:" in str(info.value)
+
+
+def test_elect_without_tuning_counts_at_the_configured_freedom_degree(job):
+    for fd, expected in ((0.0, "intersection"), (1.0, "union")):
+        config = copy.deepcopy(job.config)
+        config.election = {**config.election, "auto_tune": False, "freedom_degree": fd}
+        server = JobServer(config)
+        server.build_schema(copy.deepcopy(job.describe))
+        selected = server.elect(server.read_votes(copy.deepcopy(job.votes)), None)
+        assert server.tuning is None
+        assert selected == getattr(server.election, expected)
+
+
+# --------------------------------------------------------------------------- train refusals
+def bad_tree(p, site):
+    p["forest"]["children_left"][0] = 10**6
+
+
+def wrong_owner(p, site):
+    p["forest"]["owners"] = ["site-1"]
+
+
+def other_levels(p, site):
+    p["intersection"]["categories"]["smoker"] = ["a", "b", "c"]
+
+
+def string_classes(p, site):
+    p["forest"]["classes"] = ["0", "1"]
+
+
+def foreign_imputer(p, site):
+    p["imputers"]["imputers"][0]["owner"] = "site-1"
+
+
+def negative_std(p, site):
+    p["feature_std"][next(iter(p["feature_std"]))] = -1.0
+
+
+def nan_threshold(p, site):
+    p["forest"]["threshold"][0] = np.nan
+
+
+def object_array(p, site):
+    p["forest"]["value"] = p["forest"]["value"].astype(object)
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        (bad_tree, "field 'children_left' has child indices out of range"),
+        (wrong_owner, "its trees claim owners ['site-1']"),
+        (other_levels, "its trees give feature 'smoker' the levels ['a', 'b', 'c']"),
+        (string_classes, "its trees have classes ['0', '1'], but the schema has [0, 1]"),
+        (foreign_imputer, "owner 'site-1') does not match the elected features and the schema"),
+        (negative_std, "field 'feature_std' must map feature names to finite numbers >= 0"),
+        (nan_threshold, "field 'threshold' has non-finite values"),
+        (object_array, "field 'value' is an array of dtype object"),
+    ],
+    ids=lambda x: getattr(x, "__name__", None),
+)
+def test_bad_training_payload_drops_the_site_and_pools_the_others(job, tamper, reason):
+    server = server_after_election(job)
+    payloads = copy.deepcopy(job.trained)
+    tamper(payloads["site-3"], "site-3")
+    model = server.pool(payloads, want_intersection=True)
+    assert list(server.dropped) == ["site-3"]
+    assert server.dropped["site-3"].startswith("train: payload from 'site-3' refused")
+    assert reason in server.dropped["site-3"]
+    parts = read_model(model)
+    assert parts["forest"].owners == ["site-1", "site-2"]
+    assert parts["forest"].n_trees == 40
+    assert parts["intersection"].owners == ["site-1", "site-2"]
+    assert all(imp.owner in ("site-1", "site-2") for imp in parts["imputers"].values())
+
+
+def test_training_payload_with_features_that_were_not_elected(job):
+    server = server_after_election(job)
+    runner = job.runners["site-2"]
+    everything = runner.columns  # site-2 trains on all its columns, ignoring the election
+    assert set(everything) - set(job.elected)
+    payloads = copy.deepcopy(job.trained)
+    payloads["site-2"] = runner.train(everything, job.config.forest, job.config.surrogates, True)
+    model = server.pool(payloads, want_intersection=True)
+    assert list(server.dropped) == ["site-2"]
+    reason = server.dropped["site-2"]
+    assert "payload from 'site-2' refused: its trees use features that were not elected" in reason
+    assert str(sorted(set(everything) - set(job.elected))) in reason
+    assert read_model(model)["forest"].owners == ["site-1", "site-3"]
+
+
+def test_pool_without_an_election_takes_every_feature(job):
+    """Election disabled: sites train on all their columns, categorical imputers included."""
+    server = JobServer(job.config)
+    server.build_schema(copy.deepcopy(job.describe))
+    payloads = {
+        site: runner.train(
+            runner.columns, job.config.forest, job.config.surrogates, intersection=False
+        )
+        for site, runner in job.runners.items()
+    }
+    model = server.pool(payloads, want_intersection=False)
+    assert server.dropped == {}
+    parts = read_model(model)
+    assert sorted(parts["forest"].feature_names) == ALL_FEATURES
+    assert parts["forest"].categories == job.schema["categories"]
+    activity = parts["imputers"]["activity"]
+    assert activity.kind == "categorical" and activity.n_levels == 3
+    assert activity.owner in ("site-2", "site-3")
+    assert set(parts["imputers"]) == set(ALL_FEATURES) - set(SHARED)
+
+
+def test_training_payload_that_is_not_a_dict(job):
+    server = server_after_election(job)
+    payloads = copy.deepcopy(job.trained)
+    payloads["site-1"] = [payloads["site-1"]]
+    server.pool(payloads, want_intersection=False)
+    assert server.dropped == {
+        "site-1": "train: payload from 'site-1' refused: expected a dict for "
+        "fedforest/site-models, got list"
+    }
+
+
+def test_pool_without_intersection(job):
+    server = server_after_election(job)
+    model = server.pool(copy.deepcopy(job.trained), want_intersection=False)
+    assert model["intersection"] is None and server.dropped == {}
+
+
+def test_training_below_min_sites(job):
+    server = server_after_election(job)
+    payloads = copy.deepcopy(job.trained)
+    bad_tree(payloads["site-1"], "site-1")
+    wrong_owner(payloads["site-2"], "site-2")
+    with pytest.raises(RuntimeError) as info:
+        server.pool(payloads, want_intersection=True)
+    msg = str(info.value)
+    assert "phase train: only 1 site(s) left (site-3), fewer than min_sites=2" in msg
+    assert "site-1 (train: payload from 'site-1' refused: field 'children_left'" in msg
+    assert "site-2 (train: payload from 'site-2' refused: its trees claim owners" in msg
+
+
+def test_min_sites_counts_sites_dropped_earlier(job):
+    config = JobConfig.from_dict(
+        {"job": {"sites": list(SITES), "min_sites": 3}, "election": {"auto_tune": False}}
+    )
+    server = JobServer(config)
+    payloads = copy.deepcopy(job.describe)
+    payloads["site-1"]["site"] = "site-2"
+    with pytest.raises(RuntimeError, match="min_sites=3. Dropped: site-1 \\(schema:"):
+        server.build_schema(payloads)
+
+
+# --------------------------------------------------------------------------- scores, sizes, report
+def test_weighted_score():
+    replies = {"a": {"score": 0.5, "n_rows": 10}, "b": {"score": 1.0, "n_rows": 30}}
+    assert JobServer.weighted_score(replies) == pytest.approx(0.875)
+
+
+@pytest.mark.parametrize(
+    ("reply", "match"),
+    [
+        ({"score": math.nan, "n_rows": 10}, "score nan is not a finite number"),
+        ({"score": math.inf, "n_rows": 10}, "score inf is not a finite number"),
+        ({"score": "0.5", "n_rows": 10}, "score '0.5' is not a finite number"),
+        ({"n_rows": 10}, "score None is not a finite number"),
+        ({"score": 0.5, "n_rows": 0}, "n_rows 0 is not a positive integer"),
+        ({"score": 0.5, "n_rows": 2.5}, "n_rows 2.5 is not a positive integer"),
+    ],
+)
+def test_weighted_score_refuses_bad_replies(reply, match):
+    replies = {"site-1": {"score": 0.7, "n_rows": 20}, "site-2": reply}
+    with pytest.raises(PayloadError, match=match) as info:
+        JobServer.weighted_score(replies)
+    assert str(info.value).startswith("payload from 'site-2' refused")
+
+
+def test_weighted_score_needs_a_reply():
+    with pytest.raises(RuntimeError, match="no site scored"):
+        JobServer.weighted_score({})
+
+
+def test_payload_bytes():
+    assert payload_bytes(np.zeros(10)) == 80
+    assert payload_bytes({"ab": np.zeros(2, np.int32), "c": [1, "xyz"]}) == 2 + 8 + 1 + 1 + 3
+
+
+def test_failed_job_report_names_the_error_and_dropped_sites(job, tmp_path):
+    server = server_after_election(job)
+    payloads = copy.deepcopy(job.trained)
+    bad_tree(payloads["site-3"], "site-3")
+    model = server.pool(payloads, want_intersection=True)
+    metrics = {s: job.metrics[s] for s in ("site-1", "site-2")}
+    results = server.write_results(tmp_path, metrics, model, status="failed", error="boom")
+    assert results["status"] == "failed" and results["error"] == "boom"
+    assert list(results["dropped_sites"]) == ["site-3"]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["dropped_sites"] == results["dropped_sites"]
+    assert saved["model"]["owners"] == ["site-1", "site-2"]
+    report = (tmp_path / "report.md").read_text()
+    assert report.startswith("# fedforest job `fedforest-demo`: failed")
+    assert "**Error:** boom" in report
+    assert "## Dropped sites" in report and "- `site-3`: train: payload from 'site-3'" in report
+    assert "### site-3" not in report
+
+
+def test_results_before_any_phase(tmp_path, job):
+    server = JobServer(job.config)
+    results = server.write_results(tmp_path, {}, None, status="failed", error="no sites")
+    assert results["schema"] is None and results["election"] is None and "model" not in results
+    report = (tmp_path / "report.md").read_text()
+    assert "**Error:** no sites" in report and "## Test metrics" not in report
+
+
+def mask_score(score, n_rows):
+    return {"format": "fedforest/mask-score", "version": 1, "score": score, "n_rows": n_rows}
+
+
+def test_score_replies_drops_a_site_with_a_bad_score():
+    from fedforest.federation.config import JobConfig
+    from fedforest.federation.server import JobServer
+
+    config = JobConfig.from_dict({"job": {"sites": ["a", "b", "c"], "min_sites": 2}})
+    server = JobServer(config)
+    value = server.score_replies(
+        {
+            "a": mask_score(0.8, 10),
+            "b": mask_score(float("nan"), 10),
+            "c": mask_score(0.6, 30),
+        }
+    )
+    assert value == pytest.approx((0.8 * 10 + 0.6 * 30) / 40)
+    assert list(server.dropped) == ["b"] and "finite" in server.dropped["b"]
+    with pytest.raises(RuntimeError, match="min_sites"):
+        server.score_replies({"a": {"score": True, "n_rows": 10}, "c": {"score": 0.5, "n_rows": 3}})
+
+
+def test_pooling_does_not_depend_on_the_order_replies_arrive(job):
+    forward = server_after_election(job).pool(copy.deepcopy(job.trained), want_intersection=True)
+    backward_payloads = dict(reversed(list(copy.deepcopy(job.trained).items())))
+    backward = server_after_election(job).pool(backward_payloads, want_intersection=True)
+    a, b = read_model(forward), read_model(backward)
+    assert a["forest"].owners == b["forest"].owners == sorted(SITES)
+    assert np.array_equal(a["forest"].feature, b["forest"].feature)
+    assert np.array_equal(a["forest"].threshold, b["forest"].threshold)
+    assert a["feature_std"] == b["feature_std"]

@@ -1,0 +1,389 @@
+"""The site side of a job (SiteRunner), driven in-process with the three demo hospitals.
+
+The helpers here (``make_job``, ``run_job``, ``assert_plain``) are also used by
+``test_server.py``: they run every phase the way the FLARE controller does, with
+real data files, real YAML configs and real scikit-learn.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from fedforest import STRATEGIES
+from fedforest.federation.config import JOB_STRATEGIES, JobConfig, SiteConfig
+from fedforest.federation.server import JobServer
+from fedforest.federation.site import SiteRunner
+from fedforest.model.model_files import load_model
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "data_prep"))
+
+from make_demo_data import make_demo_data  # noqa: E402
+
+SITES = ("site-1", "site-2", "site-3")
+SHARED = ["age", "bmi", "smoker", "systolic_bp"]
+OWN_COLUMNS = {
+    "site-1": ["age", "bmi", "glucose", "insulin", "ldl", "smoker", "systolic_bp"],
+    "site-2": ["activity", "age", "bmi", "glucose", "hba1c", "smoker", "systolic_bp"],
+    "site-3": ["activity", "age", "bmi", "cholesterol", "insulin", "smoker", "systolic_bp"],
+}
+METRIC_NAMES = ("auprc", "auc", "mcc", "accuracy")
+
+
+# --------------------------------------------------------------------------- helpers
+def make_job(folder: Path, rows: int = 300, n_estimators: int = 20, **job_overrides):
+    """Demo data, a job YAML and three site YAMLs in ``folder``; the config and runners."""
+    make_demo_data(folder / "data", rows=rows, seed=0)
+    configs = folder / "site_configs"
+    configs.mkdir(parents=True, exist_ok=True)
+    job = yaml.safe_load((ROOT / "site_configs" / "job.yaml").read_text())
+    job["forest"]["n_estimators"] = n_estimators
+    job["election"]["tuning_rounds"] = 3
+    for section, values in job_overrides.items():
+        job[section].update(values)
+    (configs / "job.yaml").write_text(yaml.safe_dump(job))
+    for site in SITES:
+        cfg = yaml.safe_load((ROOT / "site_configs" / f"{site}.yaml").read_text())
+        cfg["data_path"] = f"../data/{site}.csv"  # relative to the YAML, as shipped
+        (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
+    config = JobConfig.load(configs / "job.yaml")
+    runners = {
+        site: SiteRunner(SiteConfig.load(configs / f"{site}.yaml"), random_state=config.seed)
+        for site in config.sites
+    }
+    return config, runners
+
+
+@dataclass
+class Job:
+    """Everything a job run produced, phase by phase."""
+
+    config: JobConfig
+    runners: dict
+    server: JobServer
+    describe: dict = field(default_factory=dict)
+    schema: dict | None = None
+    votes: dict = field(default_factory=dict)
+    ballot: object = None
+    scored_masks: list = field(default_factory=list)
+    elected: list = field(default_factory=list)
+    trained: dict = field(default_factory=dict)
+    model: dict | None = None
+    metrics: dict = field(default_factory=dict)
+    results: dict | None = None
+    run_dir: Path | None = None
+
+
+def timed(server: JobServer, phase: str, fn):
+    """Add ``fn``'s wall time to ``server.timings[phase]``, as the FLARE controller does."""
+    start = time.monotonic()
+    try:
+        return fn()
+    finally:
+        server.timings[phase] = server.timings.get(phase, 0.0) + time.monotonic() - start
+
+
+def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
+    """describe -> build_schema -> set_schema -> vote -> read_votes -> elect -> train -> pool
+    -> evaluate -> write_results, every payload crossing as the controller would carry it."""
+    server = JobServer(config)
+    job = Job(config, runners, server, run_dir=run_dir)
+    alive = lambda: server.alive(config.sites)  # noqa: E731
+
+    job.describe = timed(server, "schema", lambda: {s: runners[s].describe() for s in alive()})
+    job.schema = timed(server, "schema", lambda: server.build_schema(job.describe))
+    for site in alive():
+        timed(server, "election", lambda site=site: runners[site].set_schema(job.schema))
+    job.votes = timed(server, "election", lambda: {s: runners[s].vote() for s in alive()})
+    job.ballot = server.read_votes(job.votes)
+
+    def score(features: list[str]) -> float:
+        metric = config.election["metric"]
+        replies = {s: runners[s].score_mask(features, metric) for s in alive()}
+        job.scored_masks.append((list(features), replies))
+        return server.weighted_score(replies)
+
+    job.elected = timed(server, "election", lambda: server.elect(job.ballot, score))
+    want_inter = "intersection" in config.strategies
+    job.trained = timed(
+        server,
+        "train",
+        lambda: {
+            s: runners[s].train(job.elected, config.forest, config.surrogates, want_inter)
+            for s in alive()
+        },
+    )
+    job.model = timed(server, "pool", lambda: server.pool(job.trained, want_inter))
+    job.metrics = timed(
+        server,
+        "evaluate",
+        lambda: {
+            s: runners[s].evaluate(
+                copy.deepcopy(job.model),
+                config.strategies,
+                config.voting,
+                config.depth_threshold,
+                config.metrics,
+                config.auto_metric,
+                save_dir=run_dir / s,
+            )
+            for s in alive()
+        },
+    )
+    job.results = server.write_results(run_dir, job.metrics, job.model)
+    return job
+
+
+PLAIN = (str, int, float, bool)
+
+
+def assert_plain(value, where: str = "payload") -> None:
+    """Only dicts/lists of str, int, float, bool, None and arrays of numbers or strings."""
+    if isinstance(value, np.ndarray):
+        assert value.dtype.kind in "iufbU", f"{where}: array of dtype {value.dtype}"
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            assert isinstance(k, str), f"{where}: key {k!r} is not a string"
+            assert_plain(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            assert_plain(v, f"{where}[{i}]")
+    else:
+        assert value is None or type(value) in PLAIN, f"{where}: {type(value).__name__}"
+
+
+def assert_payload_equal(a, b, where: str = "payload") -> None:
+    """Two payloads hold the same structure, values and arrays."""
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype, where
+        np.testing.assert_array_equal(a, b, err_msg=where)
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), where
+        for k in a:
+            assert_payload_equal(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_payload_equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> Job:
+    folder = tmp_path_factory.mktemp("site_job")
+    config, runners = make_job(folder)
+    return run_job(config, runners, folder / "run")
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """Runners that have seen the schema but nothing else (for phase-level checks)."""
+    folder = tmp_path_factory.mktemp("site_fresh")
+    config, runners = make_job(folder, rows=120, n_estimators=8)
+    server = JobServer(config)
+    schema = server.build_schema({s: r.describe() for s, r in runners.items()})
+    for r in runners.values():
+        r.set_schema(schema)
+    return config, runners, schema, folder
+
+
+# --------------------------------------------------------------------------- phase 1
+def test_load_renames_to_global_names(job):
+    frame = job.runners["site-2"].frame
+    assert "glucose" in frame.columns and "glucose_mg_dl" not in frame.columns
+    assert frame.shape == (300, 8)
+
+
+def test_describe_payload(job):
+    for site, payload in job.describe.items():
+        assert_plain(payload, f"{site}.describe")
+        assert payload["format"] == "fedforest/site-schema" and payload["site"] == site
+        assert sorted(payload["columns"]) == OWN_COLUMNS[site]
+        kinds = dict(zip(payload["columns"], payload["kinds"], strict=True))
+        assert kinds["smoker"] == "categorical" and kinds["age"] == "numeric"
+        assert payload["levels"]["smoker"] == ["current", "former", "never"]
+        assert payload["classes"] == [0, 1] and payload["n_rows"] == 300
+        assert "outcome" not in payload["columns"]
+    assert job.describe["site-2"]["levels"]["activity"] == ["high", "low", "medium"]
+
+
+def test_set_schema_splits_and_encodes(job):
+    for site, runner in job.runners.items():
+        assert runner.columns == OWN_COLUMNS[site]
+        n_test, n_val, n_train = len(runner.X_test), len(runner.X_val), len(runner.X_train)
+        assert (n_train, n_val, n_test) == (165, 60, 75)
+        index = [*runner.X_train.index, *runner.X_val.index, *runner.X_test.index]
+        assert sorted(index) == list(range(300))  # disjoint and complete
+        assert list(runner.X_train.columns) == OWN_COLUMNS[site]
+        codes = np.unique(runner.X_train["smoker"])
+        assert set(codes) <= {0.0, 1.0, 2.0}
+        assert all(dt == np.float64 for dt in runner.X_train.dtypes)
+        assert set(np.unique(runner.y_train)) == {0, 1}
+
+
+def test_set_schema_refuses_a_schema_without_this_site(fresh):
+    _, runners, schema, _ = fresh
+    other = copy.deepcopy(schema)
+    del other["site_columns"]["site-3"]
+    runner = SiteRunner(runners["site-3"].config)
+    runner.load()
+    with pytest.raises(ValueError, match="does not list site 'site-3'"):
+        runner.set_schema(other)
+
+
+def test_too_few_rows_refused(tmp_path):
+    path = tmp_path / "tiny.csv"
+    pd.DataFrame({"a": range(5), "outcome": [0, 1, 0, 1, 0]}).to_csv(path, index=False)
+    cfg = SiteConfig.from_dict({"site": "s", "data_path": str(path), "target": "outcome"}, "s.yaml")
+    with pytest.raises(ValueError, match="has 5 rows; at least 10"):
+        SiteRunner(cfg).load()
+
+
+# --------------------------------------------------------------------------- phase 2
+def test_each_vote_covers_only_its_own_columns(job):
+    features = job.schema["features"]
+    for site, vote in job.votes.items():
+        assert_plain(vote, f"{site}.vote")
+        assert vote["site"] == site and "features" not in vote  # names travel as indices
+        idx = vote["feature_index"]
+        assert idx.dtype.kind == "i" and len(set(idx.tolist())) == idx.size
+        assert sorted(features[i] for i in idx) == OWN_COLUMNS[site]
+        assert vote["mask"].dtype == bool and vote["mask"].shape == idx.shape
+        assert np.all(np.isfinite(vote["scores"])) and vote["scores"].shape == idx.shape
+        assert vote["n_rows"] == 165
+
+
+def test_score_mask(fresh):
+    config, runners, _, _ = fresh
+    runner = runners["site-1"]
+    reply = runner.score_mask(["glucose", "insulin", "bmi"], "auprc")
+    assert set(reply) == {"format", "version", "score", "n_rows"}
+    assert reply["format"] == "fedforest/mask-score"
+    assert type(reply["score"]) is float and 0.0 <= reply["score"] <= 1.0
+    assert reply["n_rows"] == len(runner.X_val)
+    assert runner.score_mask(["glucose", "insulin", "bmi"], "auprc") == reply  # seeded
+    # a mask of columns the site lacks: the constant predictor, still a valid score
+    lacking = runner.score_mask(["hba1c", "cholesterol"], "auc")
+    assert lacking["score"] == pytest.approx(0.5)
+
+
+# --------------------------------------------------------------------------- phase 3
+def test_training_payloads_are_plain_and_follow_the_election(job):
+    elected = set(job.elected)
+    shared = set(job.schema["shared"])
+    for site, payload in job.trained.items():
+        assert_plain(payload, f"{site}.train")
+        assert set(payload) == {
+            "format",
+            "version",
+            "forest",
+            "imputers",
+            "feature_std",
+            "n_rows",
+            "intersection",
+        }
+        forest = payload["forest"]
+        assert forest["owners"] == [site]
+        own_elected = [c for c in OWN_COLUMNS[site] if c in elected]
+        assert forest["feature_names"] == own_elected
+        private = [c for c in own_elected if c not in shared]
+        imputed = [imp["feature"] for imp in payload["imputers"]["imputers"]]
+        assert set(imputed) <= set(private)
+        for imp in payload["imputers"]["imputers"]:
+            assert set(imp["predictors"]) <= shared & elected and imp["owner"] == site
+        assert set(payload["feature_std"]) == {c for c in own_elected if c != "smoker"}
+        assert all(v >= 0 for v in payload["feature_std"].values())
+        assert payload["n_rows"] == 165
+        assert payload["intersection"]["feature_names"] == SHARED
+        assert payload["intersection"]["owners"] == [site]
+
+
+def test_training_is_reproducible(fresh):
+    config, runners, _, _ = fresh
+    elected = ["age", "bmi", "glucose", "insulin", "smoker"]
+    a = runners["site-1"].train(elected, config.forest, config.surrogates, False)
+    b = runners["site-1"].train(elected, config.forest, config.surrogates, False)
+    assert "intersection" not in a
+    assert_payload_equal(a, b)
+
+
+def test_train_refuses_an_election_without_any_own_column(fresh):
+    config, runners, _, _ = fresh
+    with pytest.raises(ValueError, match="site 'site-1' has none of the elected features"):
+        runners["site-1"].train(["hba1c", "activity"], config.forest, config.surrogates, False)
+
+
+def test_train_with_only_shared_columns_has_no_imputers(fresh):
+    config, runners, _, _ = fresh
+    out = runners["site-3"].train(["age", "bmi"], config.forest, config.surrogates, False)
+    assert out["imputers"]["imputers"] == []
+    assert out["forest"]["feature_names"] == ["age", "bmi"]
+
+
+# --------------------------------------------------------------------------- phase 4
+def test_evaluate_returns_every_strategy_with_metrics_in_range(job):
+    assert job.config.strategies == list(JOB_STRATEGIES)
+    for site, out in job.metrics.items():
+        assert_plain(out, f"{site}.metrics")
+        assert out["site"] == site and out["rows"] == 75
+        assert list(out["strategies"]) == list(JOB_STRATEGIES)
+        for strategy, row in out["strategies"].items():
+            assert 0.0 <= row["auprc"] <= 1.0 and 0.0 <= row["auc"] <= 1.0, (site, strategy)
+            assert -1.0 <= row["mcc"] <= 1.0 and 0.0 <= row["accuracy"] <= 1.0
+            assert row["rows"] == 75 and row["fallback_rows"] >= 0
+            assert 0 < row["mean_trees_kept"] <= 60
+        assert out["strategies"]["local"]["mean_trees_kept"] == 20
+        assert out["strategies"]["mp"]["mean_trees_kept"] == 60  # mp never discards
+        auto = out["strategies"]["auto"]
+        assert auto["chosen"] in STRATEGIES
+        assert auto["chosen"] in auto["validation"]
+        assert auto["validation"][auto["chosen"]] == max(auto["validation"].values())
+
+
+def test_mp_beats_the_intersection_baseline(job):
+    def mean_auprc(strategy):
+        return np.mean([m["strategies"][strategy]["auprc"] for m in job.metrics.values()])
+
+    assert mean_auprc("mp") > mean_auprc("intersection")
+
+
+def test_evaluate_saves_the_model_and_metrics(job):
+    for site in SITES:
+        folder = job.run_dir / site
+        saved = json.loads((folder / "metrics.json").read_text())
+        assert saved == json.loads(json.dumps(job.metrics[site]))
+        parts = load_model(folder / "pooled_model.npz")
+        assert parts["forest"].owners == list(SITES)
+        assert parts["forest"].n_trees == 60 and parts["intersection"].n_trees == 60
+
+
+def test_evaluate_without_an_intersection_forest(job):
+    model = copy.deepcopy(job.model)
+    model["intersection"] = None
+    runner = job.runners["site-1"]
+    with pytest.raises(ValueError, match="no intersection forest"):
+        runner.evaluate(model, ["intersection"])
+    out = runner.evaluate(model, ["mp", "fpv"], metrics=["auc"])
+    assert list(out["strategies"]) == ["mp", "fpv"]
+    row = out["strategies"]["mp"]
+    assert 0.0 <= row["auc"] <= 1.0 and "auprc" not in row and "chosen" not in row
+
+
+def test_evaluate_refuses_a_tampered_model(job):
+    model = copy.deepcopy(job.model)
+    model["forest"]["feature"][0] = 999
+    from fedforest.errors import PayloadError
+
+    with pytest.raises(PayloadError, match="from 'server' refused"):
+        job.runners["site-1"].evaluate(model, ["mp"])

@@ -91,10 +91,9 @@ def test_no_module_imports_a_higher_layer():
                 upward.append(f"{module} imports the package root (import the module instead)")
             elif LAYERS[part_of(target)] > LAYERS[part_of(module)]:
                 upward.append(f"{module} -> {target}")
-            elif (
-                LAYERS[part_of(target)] == LAYERS[part_of(module)] == 4
-                and part_of(target) != part_of(module)
-            ):
+            elif LAYERS[part_of(target)] == LAYERS[part_of(module)] == 4 and part_of(
+                target
+            ) != part_of(module):
                 upward.append(f"{module} -> {target} (flare and experiments are independent)")
     assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from fedforest import STRATEGIES
 from fedforest.cli import main
@@ -26,6 +27,7 @@ def test_no_command_prints_help(capsys):
 
 
 def test_elect_prints_votes_and_mask(tmp_path, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "federation"))
     from test_offline import site_tables
 
     paths = []

@@ -307,8 +307,8 @@ def _experiment(args: argparse.Namespace) -> int:
     )
     out = Path(args.out)
     # progress lines (one per finished scenario) show even without --verbose
-    logging.getLogger("fedforest.experiment").setLevel(logging.INFO)
-    logging.getLogger("fedforest.reports").setLevel(logging.INFO)
+    logging.getLogger("fedforest.experiments.runner").setLevel(logging.INFO)
+    logging.getLogger("fedforest.experiments.reports").setLevel(logging.INFO)
     tidy = run_experiment(plan, out)
     print(f"results: {out / 'results.csv'} ({len(tidy)} rows)")
     metric = plan.metrics[0]

@@ -173,6 +173,8 @@ class PayloadReader(Checker):
                 self.version = protocol.check_version(fmt, payload.get("version"))
             except ValueError as err:
                 self.fail(str(err))
+            if self.version < protocol.FORMATS[fmt]:  # a reader of an older version
+                self.payload = protocol.upgrade(fmt, self.version, payload)
 
     def fail(self, message: str) -> NoReturn:
         prefix = f"{self.where}: " if self.where else ""

@@ -73,3 +73,32 @@ def test_errors_name_the_field():
     }
     with pytest.raises(ValueError, match="share no column"):
         run_election(disjoint, "y", "none")
+
+
+def test_the_offline_election_equals_the_jobs_election(tmp_path):
+    import yaml
+    from test_site import make_job, run_job
+
+    config, runners = make_job(tmp_path, rows=200, n_estimators=5)
+    job = run_job(config, runners, tmp_path / "run")
+    tables, selectors = {}, {}
+    for site, runner in runners.items():
+        site_cfg = runner.config
+        tables[site] = pd.read_csv(site_cfg.data_path).rename(columns=site_cfg.renames)
+        selectors[site] = site_cfg.selector
+    el = config.election
+    offline = run_election(
+        tables,
+        "outcome",
+        selectors,
+        freedom_degree=el["freedom_degree"],
+        aggregation=el["aggregation"],
+        auto_tune=el["auto_tune"],
+        tuning_rounds=el["tuning_rounds"],
+        tolerance=el["tolerance"],
+        metric=el["metric"],
+        random_state=config.seed,
+    )
+    assert offline.election.selected == job.elected
+    assert offline.tuning.to_dict() == job.server.tuning.to_dict()
+    assert yaml.safe_dump(offline.schema.to_payload()) == yaml.safe_dump(job.schema)

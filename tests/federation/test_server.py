@@ -277,8 +277,14 @@ def test_vote_with_a_feature_index_out_of_range(job):
             lambda v: v["feature_index"].__setitem__(0, ALL_FEATURES.index("ldl")),
             "it votes on columns it does not have: ['ldl']",
         ),
-        (lambda v: v["scores"].__setitem__(0, np.nan), "field 'scores' is an array of dtype float64 and shape (7,); expected finite values only"),
-        (lambda v: v.__setitem__("mask", v["mask"][:2]), "field 'mask' is an array of dtype bool and shape (2,); expected an array of length 7"),
+        (
+            lambda v: v["scores"].__setitem__(0, np.nan),
+            "field 'scores' is an array of dtype float64 and shape (7,); expected finite values only",
+        ),
+        (
+            lambda v: v.__setitem__("mask", v["mask"][:2]),
+            "field 'mask' is an array of dtype bool and shape (2,); expected an array of length 7",
+        ),
         (lambda v: v.__setitem__("mask", v["mask"].astype(object)), "dtype object"),
         (lambda v: v.__setitem__("n_rows", 0), "'n_rows' is 0"),
     ],

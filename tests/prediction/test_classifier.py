@@ -404,6 +404,33 @@ def test_auto_selects_on_validation_rows(two_site_forest, table):
     assert clf.diagnostics_.strategy == clf.strategy_
 
 
+def test_auto_scores_candidates_without_copying_the_forest(two_site_forest, table, monkeypatch):
+    pooled, _, _ = two_site_forest
+    forest = pooled.select_trees(np.ones(pooled.n_trees, bool))  # a fresh cache
+    X, y = table
+    cols = ["x0", "x1", "x2", "x3"]
+    builds = []
+    original = classifier_module.CompiledForest.build
+    monkeypatch.setattr(
+        classifier_module.CompiledForest,
+        "build",
+        classmethod(lambda cls, f: builds.append(f) or original(f)),
+    )
+    candidates = ["fpv", "pr", "mp", "local", "park"]
+    clf = PooledForestClassifier(
+        forest, strategy="auto", site="a", random_state=0, auto_candidates=candidates
+    ).fit(X[cols][400:500], y[400:500])
+    assert builds == [forest]  # one compiled forest for every candidate, and no copy of it
+    assert clf.forest is forest
+    # each candidate scored as a classifier with that fixed strategy would score it
+    for name in candidates:
+        fixed = PooledForestClassifier(forest, strategy=name, site="a", random_state=0)
+        proba = fixed.predict_proba(X[cols][400:500])
+        from fedforest import score
+
+        assert clf.selection_scores_[name] == score("auprc", y[400:500], proba, fixed.classes_)
+
+
 @pytest.mark.parametrize("strategy", ["mp", "mi", "ss", "fpv"])
 def test_results_do_not_depend_on_row_chunking(real_forest, table, monkeypatch, strategy):
     _, forest, X, _ = real_forest

@@ -1,5 +1,5 @@
 """The thin NVIDIA FLARE layer: controller, executor and job builder.
 
 Only this subpackage imports nvflare; it moves payloads between sites and
-calls the core (:mod:`fedforest.site`, :mod:`fedforest.server`).
+calls the core (:mod:`fedforest.federation.site`, :mod:`fedforest.federation.server`).
 """

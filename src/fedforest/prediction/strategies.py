@@ -8,7 +8,8 @@ Each strategy is expressed twice, with identical semantics:
   whole columns, so that scikit-learn's compiled engine can walk them
   (:mod:`fedforest.fastpath`).
 
-See ``design.md`` ("Missing-split semantics") for the rules themselves.
+The rules themselves are specified in ``docs/architecture.md`` ("Missing-split
+semantics").
 """
 
 from __future__ import annotations

@@ -1,72 +1,32 @@
-"""Tests for fedforest.experiments.reports on a small synthetic results frame."""
+"""Tests for fedforest.experiments.statistics on a small synthetic results frame."""
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 
 import numpy as np
 import pandas as pd
 import pytest
+from report_frames import BASE, REP_OFFSET, SITE_OFFSET, expected, make_tidy
 
-from fedforest.experiments import reports
-from fedforest.experiments.reports import (
+from fedforest.experiments.markdown import write_report
+from fedforest.experiments.statistics import (
+    COLUMNS,
     METHOD_ORDER,
+    _cliques,
     average_ranks,
     nemenyi_cd,
     per_repetition,
-    plot_critical_difference,
-    plot_gain_heatmap,
-    plot_metric_vs_jaccard,
     relative_gain,
     summary_table,
     summary_tables,
-    write_report,
 )
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-# Clearly ordered methods: MP best, Intersection worst, gaps of >= 0.02.
-BASE = {"intersection": 0.60, "local": 0.65, "fpv": 0.70, "pr": 0.72, "ss": 0.74, "mp": 0.80}
-SITE_OFFSET = {"s1": -0.01, "s2": 0.0, "s3": 0.01}  # sums to 0: site mean = scenario value
-REP_OFFSET = [-0.002, -0.001, 0.0, 0.001, 0.002]  # sums to 0 over the 5 repetitions
-
-
-def expected(method: str, n_sites: int, jaccard: float, metric: str = "auprc") -> float:
-    """Mean score of a scenario in the synthetic frame (by construction)."""
-    return BASE[method] + 0.1 * jaccard - 0.01 * n_sites + (0.1 if metric == "auc" else 0.0)
-
-
-def make_tidy(
-    dataset: str = "synth",
-    n_sites=(2, 4),
-    jaccards=(0.3, 0.5, 0.7),
-    methods=tuple(BASE),
-    metrics=("auprc", "auc"),
-) -> pd.DataFrame:
-    rows = []
-    for n in n_sites:
-        for j in jaccards:
-            for rep, r_off in enumerate(REP_OFFSET):
-                for site, s_off in SITE_OFFSET.items():
-                    for m in methods:
-                        for metric in metrics:
-                            value = expected(m, n, j, metric) + r_off + s_off
-                            rows.append((dataset, n, j, rep, site, m, metric, value))
-    return pd.DataFrame(rows, columns=list(reports.COLUMNS))
 
 
 @pytest.fixture(scope="module")
 def tidy() -> pd.DataFrame:
     return make_tidy()
-
-
-def assert_png(path) -> None:
-    assert path.exists(), path
-    data = path.read_bytes()
-    assert len(data) > 1000
-    assert data[:8] == PNG_SIGNATURE
 
 
 # --------------------------------------------------------------------------- tables
@@ -188,10 +148,10 @@ def test_nemenyi_cd_formula():
 
 
 def test_cliques():
-    assert reports._cliques([1.0, 1.5, 3.0, 3.2], 1.0) == [(0, 1), (2, 3)]
-    assert reports._cliques([1.0, 1.5, 2.2, 3.0], 1.3) == [(0, 2), (2, 3)]
-    assert reports._cliques([1.0, 1.5, 2.2, 2.7], 1.3) == [(0, 2), (1, 3)]
-    assert reports._cliques([1.0, 3.0], float("nan")) == []
+    assert _cliques([1.0, 1.5, 3.0, 3.2], 1.0) == [(0, 1), (2, 3)]
+    assert _cliques([1.0, 1.5, 2.2, 3.0], 1.3) == [(0, 2), (2, 3)]
+    assert _cliques([1.0, 1.5, 2.2, 2.7], 1.3) == [(0, 2), (1, 3)]
+    assert _cliques([1.0, 3.0], float("nan")) == []
 
 
 def test_fewer_than_three_methods_give_nan_friedman():
@@ -202,79 +162,6 @@ def test_fewer_than_three_methods_give_nan_friedman():
     ranks, stat, pvalue, cd = average_ranks(make_tidy(methods=("mp",)))
     assert ranks.to_dict() == {"mp": 1.0}
     assert math.isnan(stat) and math.isnan(pvalue) and math.isnan(cd)
-
-
-# --------------------------------------------------------------------------- plots
-
-
-def test_plots_are_png_files(tidy, tmp_path, caplog):
-    with caplog.at_level(logging.INFO, logger="fedforest.experiments.reports"):
-        paths = [
-            plot_metric_vs_jaccard(tidy, tmp_path, "auprc"),
-            plot_gain_heatmap(tidy, tmp_path, "auc"),
-            plot_critical_difference(tidy, tmp_path, "auprc"),
-        ]
-    assert [p.name for p in paths] == [
-        "synth_auprc_vs_jaccard.png",
-        "synth_auc_gain.png",
-        "cd_auprc.png",
-    ]
-    for p in paths:
-        assert_png(p)
-        assert f"wrote {p}" in caplog.text
-
-
-def test_plot_metric_vs_jaccard_skips_absent_methods(tidy, tmp_path):
-    path = plot_metric_vs_jaccard(tidy, tmp_path, methods=("mp", "ipr"))
-    assert_png(path)
-    with pytest.raises(ValueError, match="none of the methods"):
-        plot_metric_vs_jaccard(tidy, tmp_path, methods=("ipr",))
-
-
-def test_critical_difference_needs_two_methods(tmp_path):
-    with pytest.raises(ValueError, match="at least 2 methods"):
-        plot_critical_difference(make_tidy(methods=("mp",)), tmp_path)
-
-
-# --------------------------------------------------------------------------- report
-
-
-def test_write_report(tidy, tmp_path):
-    path = write_report(tidy, tmp_path / "out", metrics=("auprc", "auc"), title="Synthetic")
-    assert path == tmp_path / "out" / "report.md"
-    text = path.read_text(encoding="utf-8")
-    assert text.startswith("# Synthetic")
-    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert {"cd_auprc.png", "synth_auprc_vs_jaccard.png", "synth_auprc_gain.png"} <= set(links)
-    assert "cd_auc.png" in links
-    for link in links:
-        assert_png(path.parent / link)
-    assert "| Method | J=0.3, 2 peers | J=0.3, 4 peers | J=0.7, 2 peers | J=0.7, 4 peers |" in text
-    assert "| MP | **0.810** |" in text
-    assert "+32.8%" in text  # MP over Intersection at 2 peers, J = 0.3: 0.2 / 0.61
-    assert "**Friedman test** over 30 blocks" in text
-    assert "**Nemenyi CD**" in text
-    for metric in ("auprc", "auc"):
-        csv = tmp_path / "out" / f"summary_synth_{metric}.csv"
-        back = pd.read_csv(csv, header=[0, 1], index_col=0)
-        assert back.shape == (6, 4)
-        assert (tmp_path / "out" / f"summary_synth_{metric}_std.csv").exists()
-
-
-def test_write_report_degenerate_inputs(tmp_path):
-    # a single method, no baseline, NaN scores and a scenario missing one Jaccard level
-    df = make_tidy(methods=("mp",), metrics=("auprc",))
-    df.loc[df.index[:7], "value"] = np.nan
-    df = df[~((df["n_sites"] == 4) & (df["jaccard"] == 0.7))]
-    path = write_report(df, tmp_path)
-    text = path.read_text(encoding="utf-8")
-    assert "Friedman test" in text and "not computed" in text
-    assert "no critical difference diagram" in text
-    assert "no relative gains" in text
-    assert "synth_auprc_vs_jaccard.png" in text
-    table = summary_table(df, "auprc")
-    assert np.isnan(table.loc["mp", (0.7, 4)])
-    assert np.isfinite(table.loc["mp", (0.3, 2)])
 
 
 def test_nan_values_are_skipped(tidy):
@@ -305,7 +192,7 @@ def test_jaccard_float_noise_is_one_scenario(tidy):
 
 def test_empty_frame():
     with pytest.raises(ValueError, match="empty"):
-        summary_table(pd.DataFrame(columns=list(reports.COLUMNS)))
+        summary_table(pd.DataFrame(columns=list(COLUMNS)))
 
 
 def test_missing_columns_are_named(tidy):
@@ -320,11 +207,6 @@ def test_unknown_and_absent_metric(tidy, tmp_path):
         average_ranks(tidy, "mcc")
     with pytest.raises(ValueError, match="'mcc' is not in the results"):
         write_report(tidy, tmp_path, metrics=("auprc", "mcc"))
-
-
-def test_unknown_dataset(tidy, tmp_path):
-    with pytest.raises(ValueError, match="dataset 'nope' is not in the results"):
-        plot_gain_heatmap(tidy, tmp_path, dataset="nope")
 
 
 def test_all_nan_metric_cannot_be_ranked(tidy):

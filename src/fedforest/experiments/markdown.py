@@ -1,0 +1,254 @@
+"""The ``report.md`` writer and its markdown helpers.
+
+Holds :func:`write_report`, which writes every figure, the CSV summary tables
+and a ``report.md`` linking them, and the helpers that render summary tables,
+relative gains and Friedman/Nemenyi results as markdown tables. It computes
+nothing itself: tables and tests come from :mod:`.statistics` and PNGs from
+:mod:`.figures`, the only fedforest modules it imports (it never imports
+matplotlib directly).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .figures import plot_critical_difference, plot_gain_heatmap, plot_metric_vs_jaccard
+from .statistics import (
+    _BLOCK,
+    RankTest,
+    _check_metric,
+    _fmt_p,
+    _metric_name,
+    _order_methods,
+    _prepare,
+    _rank_test,
+    _slug,
+    display_name,
+    relative_gain,
+    summary_table,
+)
+
+logger = logging.getLogger("fedforest.experiments.reports")  # the name used before the split
+
+__all__ = ["write_report"]
+
+
+def _fmt(v: float, digits: int = 3) -> str:
+    return "–" if not np.isfinite(v) else f"{v:.{digits}f}"
+
+
+def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]], n_label_cols: int = 1) -> str:
+    aligns = [":--" if i < n_label_cols else "--:" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(aligns) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _summary_markdown(table: pd.DataFrame) -> str:
+    """Methods as rows, ``J, peers`` as columns, best value per column in bold."""
+    header = ["Method"] + [f"J={j:g}, {n} peers" for j, n in table.columns]
+    best = table.max(axis=0, skipna=True)
+    rows = []
+    for method, values in table.iterrows():
+        cells = [display_name(str(method))]
+        for col, v in values.items():
+            s = _fmt(v)
+            if np.isfinite(v) and np.isclose(v, best[col]):
+                s = f"**{s}**"
+            cells.append(s)
+        rows.append(cells)
+    return _markdown(header, rows)
+
+
+def _gain_markdown(gains: pd.DataFrame) -> str:
+    """Scenarios as rows (as in the paper's tables), methods as columns, in percent."""
+    header = ["Peers", "Jaccard"] + [display_name(str(m)) for m in gains.index]
+    rows = []
+    for (n, j), col in gains.items():
+        best = col.max(skipna=True)
+        cells = [str(n), f"{j:g}"]
+        for v in col:
+            s = "–" if not np.isfinite(v) else f"{100 * v:+.1f}%"
+            if np.isfinite(v) and np.isclose(v, best):
+                s = f"**{s}**"
+            cells.append(s)
+        rows.append(cells)
+    return _markdown(header, rows, n_label_cols=2)
+
+
+def _friedman_markdown(test: RankTest, n_blocks: int, alpha: float) -> str:
+    ranks, stat, pval, cd = test
+    k = len(ranks)
+    if np.isfinite(stat):
+        friedman = f"χ²({k - 1}) = {stat:.2f}, p {_fmt_p(pval)}"
+    else:
+        friedman = f"not computed ({k} method{'s' if k != 1 else ''}; needs at least 3)"
+    lines = [
+        f"**Friedman test** over {n_blocks} blocks (dataset × peers × Jaccard × repetition), "
+        f"{k} methods: {friedman}. "
+        f"**Nemenyi CD** (α = {alpha:g}) = {_fmt(cd)}.",
+        "",
+        _markdown(
+            ["Rank", "Method", "Average rank"],
+            [
+                [str(i + 1), display_name(str(m)), f"{v:.2f}"]
+                for i, (m, v) in enumerate(ranks.items())
+            ],  # fmt: skip
+            n_label_cols=2,
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def write_report(
+    tidy: pd.DataFrame,
+    out_dir: str | os.PathLike,
+    metrics: Sequence[str] = ("auprc",),
+    title: str = "Missing-split experiment results",
+    *,
+    jaccards: Sequence[float] = (0.3, 0.7),
+    line_methods: Sequence[str] = ("mp", "local", "intersection"),
+    baseline: str = "intersection",
+    alpha: float = 0.05,
+) -> Path:
+    """Write figures, CSV tables and ``report.md`` for every dataset and metric.
+
+    For each metric: a CD diagram pooled over all datasets with the Friedman
+    and Nemenyi results (``cd_<metric>.png``). For each dataset and metric:
+    the score-vs-Jaccard figure, ``summary_<dataset>_<metric>.csv`` (mean, as
+    :func:`summary_table`) and ``summary_<dataset>_<metric>_std.csv``, the
+    relative gains over the baseline as a table and a heatmap, and the
+    Friedman test within the dataset. Parts that cannot be computed (e.g. no
+    baseline scores, a single method) are replaced by a note in the report.
+
+    Parameters
+    ----------
+    tidy : pandas.DataFrame or path
+        Runner output (see :data:`COLUMNS`).
+    out_dir : path
+        Output directory (created if needed); ``report.md`` links the PNGs
+        relatively, so the directory can be moved as a whole.
+    metrics : sequence of str
+        Metrics to report; each must be present in ``tidy``.
+    title : str
+        Top-level heading of ``report.md``.
+    jaccards : sequence of float
+        Overlap levels of the summary tables (nearest available ones are used).
+    line_methods : sequence of str
+        Methods of the score-vs-Jaccard figures; when none of them has scores,
+        every method is drawn.
+    baseline : str
+        Reference method of the relative gains.
+    alpha : float
+        Significance level of the Nemenyi critical difference.
+
+    Returns
+    -------
+    pathlib.Path
+        Path of ``report.md``.
+
+    Examples
+    --------
+    >>> write_report(results, "report", metrics=("auprc", "auc"))  # doctest: +SKIP
+    PosixPath('report/report.md')
+    """
+    df = _prepare(tidy)
+    metrics = list(metrics)
+    if not metrics:
+        raise ValueError("metrics is empty: nothing to report")
+    for metric in metrics:
+        _check_metric(df, metric)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    datasets = sorted(df["dataset"].unique())
+
+    md: list[str] = [f"# {title}", ""]
+    md.append(
+        f"{len(df)} scores; datasets: {', '.join(datasets)}; "
+        f"peers: {', '.join(str(n) for n in sorted(df['n_sites'].unique()))}; "
+        f"Jaccard levels: {', '.join(f'{j:g}' for j in sorted(df['jaccard'].unique()))}; "
+        f"repetitions per scenario: up to {df.groupby(_BLOCK[:3])['rep'].nunique().max()}; "
+        f"methods: {', '.join(display_name(m) for m in _order_methods(df['method'].unique()))}."
+    )
+    md += [
+        "",
+        "Scores are averaged over the sites (peers) of each repetition, then over "
+        "repetitions. Relative gain (eq. 25): G = (Score_m − Score_baseline) / Score_baseline.",
+        "",
+    ]
+
+    def note(text: str) -> None:
+        logger.warning("%s", text)
+        md.extend([f"> {text}", ""])
+
+    for metric in metrics:
+        name = _metric_name(metric)
+        mdf = df[df["metric"] == metric]
+        md += [f"## {name}", "", f"### Overall ranking ({name}, all datasets)", ""]
+        try:
+            test, n_blocks = _rank_test(mdf, alpha)
+            md += [_friedman_markdown(test, n_blocks, alpha), ""]
+            if len(test.ranks) >= 2:
+                png = plot_critical_difference(mdf, out, metric, alpha=alpha)
+                md += [f"![Critical difference diagram, {name}]({png.name})", ""]
+            else:
+                note(f"Only one method has {name} scores: no critical difference diagram.")
+        except ValueError as exc:
+            note(f"Ranking not available for {name}: {exc}")
+
+        for dataset in datasets:
+            ddf = mdf[mdf["dataset"] == dataset]
+            md += [f"### {dataset} — {name}", ""]
+            if ddf.empty:
+                note(f"No {name} scores for dataset {dataset}.")
+                continue
+            present = set(ddf["method"])
+            drawn = [m for m in line_methods if m in present] or _order_methods(present)
+            png = plot_metric_vs_jaccard(ddf, out, metric, dataset, drawn)
+            md += [f"![{name} vs. Jaccard, {dataset}]({png.name})", ""]
+
+            table = summary_table(ddf, metric, jaccards, dataset=dataset)
+            sd = summary_table(ddf, metric, jaccards, dataset=dataset, std=True)
+            stem = f"summary_{_slug(dataset)}_{metric}"
+            table.to_csv(out / f"{stem}.csv")
+            sd.to_csv(out / f"{stem}_std.csv")
+            md += [
+                f"**Mean {name}** over repetitions (best per column in bold; "
+                f"standard deviations in `{stem}_std.csv`):",
+                "",
+                _summary_markdown(table),
+                "",
+            ]
+
+            if baseline not in present:
+                note(f"No {display_name(baseline)} scores for {dataset}: no relative gains.")
+            elif len(present) < 2:
+                note(f"Only {display_name(baseline)} has {name} scores for {dataset}: no gains.")
+            else:
+                gains = relative_gain(ddf, metric, baseline, dataset=dataset)
+                md += [
+                    f"**Relative {name} gain over {display_name(baseline)}** (eq. 25):",
+                    "",
+                    _gain_markdown(gains),
+                    "",
+                ]
+                png = plot_gain_heatmap(ddf, out, metric, dataset, baseline)
+                md += [f"![Relative gain heatmap, {dataset}]({png.name})", ""]
+
+            if len(datasets) > 1:
+                try:
+                    test, n_blocks = _rank_test(ddf, alpha)
+                    md += [_friedman_markdown(test, n_blocks, alpha), ""]
+                except ValueError as exc:
+                    note(f"Ranking not available for {dataset}: {exc}")
+
+    path = out / "report.md"
+    path.write_text("\n".join(md).rstrip() + "\n", encoding="utf-8")
+    logger.info("wrote %s", path)
+    return path

@@ -69,7 +69,7 @@ def test_shipped_job_yaml_loads():
     assert cfg.min_sites == 2
     assert cfg.seed == 0
     assert cfg.timeouts == {"schema": 120.0, "election": 300.0, "train": 900.0, "evaluate": 600.0}
-    assert cfg.wait_after_min == 30.0
+    assert cfg.wait_after_min is None
     assert cfg.strategies == [*JOB_STRATEGIES]
     assert cfg.voting == "soft" and cfg.depth_threshold == 2
     assert cfg.metrics == ["auprc", "auc", "mcc", "accuracy"] and cfg.auto_metric == "auprc"
@@ -121,7 +121,7 @@ def test_job_defaults_are_filled():
     assert cfg.min_sites == 3  # default: every site
     assert cfg.seed == 0
     assert cfg.timeouts == {k: float(v) for k, v in JOB_DEFAULTS["job"]["timeouts"].items()}
-    assert cfg.wait_after_min == float(JOB_DEFAULTS["job"]["wait_after_min"])
+    assert cfg.wait_after_min is None and JOB_DEFAULTS["job"]["wait_after_min"] is None
     assert cfg.strategies == JOB_DEFAULTS["evaluation"]["strategies"]
     assert cfg.voting == "soft" and cfg.depth_threshold == 2
     assert cfg.metrics == ["auprc", "auc", "mcc", "accuracy"]
@@ -184,8 +184,14 @@ JOB_ERRORS = [
     ("job.min_sites", 0, "job.min_sites", 0, "an integer in [1, 3]"),
     ("job.min_sites", 4, "job.min_sites", 4, "an integer in [1, 3]"),
     ("job.min_sites", 2.0, "job.min_sites", 2.0, "an integer in [1, 3]"),
-    ("job.seed", -1, "job.seed", -1, "an integer >= 0"),
-    ("job.name", "", "job.name", "", "a non-empty string"),
+    ("job.seed", -1, "job.seed", -1, "an integer in [0, 4294967295]"),
+    ("job.seed", 2**32, "job.seed", 2**32, "an integer in [0, 4294967295]"),
+    ("job.name", "", "job.name", "", "a job name of letters, digits"),
+    ("job.name", "../outside", "job.name", "../outside", "a job name of letters, digits"),
+    ("job.name", "a/b", "job.name", "a/b", "a job name of letters, digits"),
+    ("job.sites", ["server", "b"], "job.sites", "server", "a site name of letters, digits"),
+    ("job.sites", ["a b", "c"], "job.sites", "a b", "a site name of letters, digits"),
+    ("job.sites", [".hidden", "c"], "job.sites", ".hidden", "a site name of letters, digits"),
     ("job.timeouts.train", -1, "job.timeouts.train", -1, "a finite number >= 0"),
     ("job.timeouts.schema", -0.5, "job.timeouts.schema", -0.5, "a finite number >= 0"),
     ("job.timeouts.train", "long", "job.timeouts.train", "long", "a finite number >= 0"),

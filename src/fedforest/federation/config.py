@@ -13,7 +13,8 @@ The job file (``site_configs/job.yaml``)::
       min_sites: 2                      # fewer sites alive and the job stops
       seed: 0
       timeouts: {schema: 120, election: 300, train: 900, evaluate: 600}  # seconds, 0 = no limit
-      wait_after_min: 30                # seconds to wait for late sites once min_sites replied
+      wait_after_min: null              # null: every live site has the whole phase timeout;
+                                        # a number: close a phase that long after min_sites replied
     evaluation:
       strategies: [fpv, pr, mi, ipr, mp, ss, park, local, intersection, auto]
       voting: soft
@@ -52,6 +53,7 @@ takes precedence over the job's value.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +74,7 @@ JOB_DEFAULTS: dict[str, Any] = {
         "min_sites": None,
         "seed": 0,
         "timeouts": {"schema": 120, "election": 300, "train": 900, "evaluate": 600},
-        "wait_after_min": 30,
+        "wait_after_min": None,
     },
     "evaluation": {
         "strategies": ["fpv", "pr", "mi", "ipr", "mp", "ss", "park", "local", "intersection"],
@@ -111,6 +113,25 @@ SITE_DEFAULTS: dict[str, Any] = {
     "validation_fraction": 0.2,
     "test_fraction": 0.25,
 }
+
+
+#: Largest seed: scikit-learn and numpy take seeds in [0, 2**32 - 1].
+MAX_SEED = 2**32 - 1
+#: A site or job name: it becomes a folder name, so no path separators or dots first.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: Names FLARE keeps for itself.
+RESERVED_NAMES = ("server", "admin", "overseer")
+
+
+def check_name(c: ConfigChecker, key: str, value, what: str) -> str:
+    """A name that can be a folder and a FLARE participant name."""
+    allowed = (
+        f"{what} of letters, digits, '_', '.' and '-' (at most 64, starting with a letter or "
+        f"digit), not one of {', '.join(RESERVED_NAMES)}"
+    )
+    if not isinstance(value, str) or not NAME.fullmatch(value) or value in RESERVED_NAMES:
+        c.fail(key, value, allowed)
+    return value
 
 
 class _Checker(ConfigChecker):
@@ -161,7 +182,7 @@ class JobConfig:
     min_sites: int
     seed: int
     timeouts: dict[str, float]
-    wait_after_min: float
+    wait_after_min: float | None
     strategies: list[str]
     voting: str
     depth_threshold: int
@@ -188,14 +209,17 @@ class JobConfig:
         sites = c.str_list("job.sites", job["sites"])
         if len(sites) < 2:
             c.fail("job.sites", sites, "a list of at least two site names")
+        for site in sites:
+            check_name(c, "job.sites", site, "a site name")
         min_sites = job["min_sites"] if job["min_sites"] is not None else len(sites)
         c.integer("job.min_sites", min_sites, 1, len(sites))
-        c.integer("job.seed", job["seed"], 0)
+        c.integer("job.seed", job["seed"], 0, MAX_SEED)
         timeouts = c.merge(job["timeouts"], JOB_DEFAULTS["job"]["timeouts"], "job.timeouts.")
         for phase in PHASES:
             c.number(f"job.timeouts.{phase}", timeouts[phase], 0)
-        c.number("job.wait_after_min", job["wait_after_min"], 0)
-        c.string("job.name", job["name"])
+        if job["wait_after_min"] is not None:
+            c.number("job.wait_after_min", job["wait_after_min"], 0)
+        check_name(c, "job.name", job["name"], "a job name")
         strategies = c.str_list("evaluation.strategies", ev["strategies"], JOB_STRATEGIES)
         if not strategies:
             c.fail(
@@ -238,7 +262,9 @@ class JobConfig:
             min_sites=int(min_sites),
             seed=int(job["seed"]),
             timeouts={p: float(timeouts[p]) for p in PHASES},
-            wait_after_min=float(job["wait_after_min"]),
+            wait_after_min=(
+                None if job["wait_after_min"] is None else float(job["wait_after_min"])
+            ),
             strategies=strategies,
             voting=ev["voting"],
             depth_threshold=int(ev["depth_threshold"]),

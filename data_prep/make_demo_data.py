@@ -20,7 +20,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fedforest import outputs
+
 logger = logging.getLogger("make_demo_data")
+
+#: Named in the marker of the output folder (``fedforest.federation.outputs``).
+COMMAND = "data_prep/make_demo_data.py"
+#: Rows a site needs: ``SiteRunner.load`` refuses a data file with fewer.
+MIN_ROWS = 10
 
 SITE_COLUMNS = {
     "site-1": ["age", "bmi", "systolic_bp", "smoker", "glucose", "insulin", "ldl"],
@@ -63,28 +70,74 @@ def make_population(n: int, rng: np.random.Generator) -> pd.DataFrame:
 
 
 def make_demo_data(out: Path, rows: int = 1000, seed: int = 0) -> dict[str, Path]:
-    """Write one CSV per site into ``out``; return their paths."""
+    """Write one CSV per site into ``out``; return their paths.
+
+    ``out`` must be new, empty, or written by this script before and hold
+    nothing else (``fedforest.federation.outputs``): its earlier CSVs are
+    replaced, anything else is refused before anything is written. So is a
+    ``rows`` below what a site needs, or a seed that gives a site one class.
+    """
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < MIN_ROWS:
+        raise ValueError(
+            f"rows={rows!r}: each site needs at least {MIN_ROWS} rows (a site with fewer is "
+            "refused by the job)"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed={seed!r} must be an integer >= 0")
     rng = np.random.default_rng(seed)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
+    frames = {}
     for site, cols in SITE_COLUMNS.items():
         frame = make_population(rows, rng)[cols + ["outcome"]]
-        frame = frame.rename(columns=LOCAL_NAMES.get(site, {}))
-        path = out / f"{site}.csv"
-        frame.to_csv(path, index=False)
-        paths[site] = path
-        logger.info("%s: %d rows, columns %s -> %s", site, rows, list(frame.columns), path)
+        if frame["outcome"].nunique() < 2:
+            raise ValueError(
+                f"{site}: with rows={rows} and seed={seed} every outcome is "
+                f"{frame['outcome'].iloc[0]}; the job drops a site with one class. Use more rows"
+            )
+        frames[site] = frame.rename(columns=LOCAL_NAMES.get(site, {}))
+    out = outputs.claim_dir(out, COMMAND)
+    paths = {}
+    try:
+        for site, frame in frames.items():
+            path = out / f"{site}.csv"
+            frame.to_csv(path, index=False)
+            paths[site] = path
+            logger.info("%s: %d rows, columns %s -> %s", site, rows, list(frame.columns), path)
+    finally:
+        outputs.record_dir(out, COMMAND)
     return paths
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("demo_data"))
-    parser.add_argument("--rows", type=int, default=1000, help="rows per site")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("demo_data"),
+        help="output folder (new, empty or made by this script)",
+    )
+    parser.add_argument(
+        "--rows", type=_integer(MIN_ROWS), default=1000, help=f"rows per site (>= {MIN_ROWS})"
+    )
+    parser.add_argument("--seed", type=_integer(0), default=0, help="an integer >= 0")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    make_demo_data(args.out, args.rows, args.seed)
+    try:
+        make_demo_data(args.out, args.rows, args.seed)
+    except (ValueError, OSError) as err:
+        parser.error(str(err))
+
+
+def _integer(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (>= {low})") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: >= {low}")
+        return value
+
+    return parse
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ script prints their names, to pass on as ``--categorical`` to
 
 Usage::
 
-    python data_prep/make_synthetic.py --dataset S-500-Mix --out s500mix.csv [--seed 0]
+    python data_prep/make_synthetic.py --dataset S-500-Mix --out s500mix.csv [--seed 0] \\
+        [--overwrite]
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from fedforest import outputs
 from fedforest.experiments.synthetic import DATASETS, load_dataset
 
 logger = logging.getLogger("make_synthetic")
@@ -23,11 +25,18 @@ logger = logging.getLogger("make_synthetic")
 TARGET = "target"
 
 
-def make_synthetic_csv(dataset: str, out, seed: int = 0) -> tuple[Path, list[str]]:
-    """Write ``dataset`` with a ``target`` column to ``out``; return the path and categoricals."""
+def make_synthetic_csv(
+    dataset: str, out, seed: int = 0, overwrite: bool = False
+) -> tuple[Path, list[str]]:
+    """Write ``dataset`` with a ``target`` column to ``out``; return the path and categoricals.
+
+    A missing folder of ``out`` is created; an existing ``out`` is replaced only
+    with ``overwrite`` (``fedforest.federation.outputs.check_file``).
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    out = outputs.check_file(out, "--out", overwrite=overwrite, create_folder=True)
     X, y, categorical = load_dataset(dataset, random_state=seed)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     X.assign(**{TARGET: y}).to_csv(out, index=False)
     logger.info(
         "%s (seed %d): %d rows, %d features (%d categorical), positive share %.3f -> %s",
@@ -42,14 +51,28 @@ def make_synthetic_csv(dataset: str, out, seed: int = 0) -> tuple[Path, list[str
     return out, categorical
 
 
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (>= 0)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: >= 0")
+    return value
+
+
 def main(argv=None) -> tuple[Path, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", required=True, choices=list(DATASETS))
     parser.add_argument("--out", type=Path, required=True, help="the CSV file to write")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    parser.add_argument("--seed", type=_seed, default=0, help="an integer >= 0 (default 0)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    out, categorical = make_synthetic_csv(args.dataset, args.out, args.seed)
+    try:
+        out, categorical = make_synthetic_csv(args.dataset, args.out, args.seed, args.overwrite)
+    except (ValueError, OSError) as err:
+        parser.error(str(err))
     print(f"wrote {out} (target column {TARGET!r})")
     print("categorical columns: " + (",".join(categorical) or "(none)"))
     return out, categorical

@@ -24,6 +24,7 @@ LAYERS = {
     "protocol": 0,
     "validation": 0,
     "metrics": 0,
+    "outputs": 0,
     "model": 1,
     "prediction": 2,
     "federation": 3,

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fedforest import STRATEGIES
 from fedforest.cli import main
 
@@ -199,3 +201,391 @@ def test_predict_reads_categorical_csv_values_as_levels_not_codes(tmp_path, caps
         == 0
     )
     assert pd.read_csv(tmp_path / "p.csv")["prediction"].tolist() == [1, 0]
+
+
+# ------------------------------------------------ hardening: nothing of a user's is overwritten
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its bytes (to show a refused command changed nothing)."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def small_model(tmp_path: Path) -> tuple[Path, Path]:
+    """A saved pooled model over columns a, b and a CSV of new rows for it."""
+    import numpy as np
+    import pandas as pd
+    from sklearn.ensemble import RandomForestClassifier
+
+    from fedforest import PooledForest
+    from fedforest.model.model_files import model_bundle, save_payload
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=200), "b": rng.normal(size=200)})
+    y = (X["a"] > 0).astype(int)
+    rf = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    forest = PooledForest.from_sklearn(rf, ["a", "b"], "s1")
+    model = save_payload(tmp_path / "model", model_bundle(forest.to_payload()))
+    data = tmp_path / "new.csv"
+    X.head(20).rename(columns={"a": "local_a"}).to_csv(data, index=False)
+    return model, data
+
+
+def test_predict_refuses_to_overwrite_its_input_or_an_existing_file(tmp_path, capsys):
+    model, data = small_model(tmp_path)
+    before = data.read_bytes()
+    predict = ["predict", "--model", str(model), "--data", str(data), "--rename", "local_a=a"]
+    # the input itself, named another way: refused even with --overwrite
+    (tmp_path / "sub").mkdir()
+    same = tmp_path / "sub" / ".." / "new.csv"
+    assert main([*predict, "--out", str(same), "--overwrite"]) == 1
+    err = capsys.readouterr().err
+    assert "fedforest: error: --out" in err and "is the input file" in err
+    assert data.read_bytes() == before
+    # an existing file: refused without --overwrite, replaced with it
+    out = tmp_path / "pred.csv"
+    out.write_text("my notes\n")
+    assert main([*predict, "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"--out {out} exists" in err and "--overwrite" in err
+    assert out.read_text() == "my notes\n"
+    assert main([*predict, "--out", str(out), "--overwrite"]) == 0
+    assert out.read_text().startswith("prediction,p_0,p_1")
+    # a folder that does not exist is named
+    missing = tmp_path / "no such folder" / "pred.csv"
+    assert main([*predict, "--out", str(missing)]) == 1
+    assert f"the folder {missing.parent} does not exist" in capsys.readouterr().err
+    assert not missing.parent.exists()
+
+
+def test_elect_json_refuses_an_existing_file_and_its_inputs(tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for site in ("a", "b"):
+        X = pd.DataFrame(rng.normal(size=(60, 3)), columns=["x", "y1", f"p_{site}"])
+        path = tmp_path / f"{site}.csv"
+        X.assign(t=(X["x"] > 0).astype(int)).to_csv(path, index=False)
+        paths.append(str(path))
+    before = snapshot(tmp_path)
+    elect = ["elect", *paths, "--target", "t", "--selector", "none"]
+    assert main([*elect, "--json", paths[0], "--overwrite"]) == 1
+    assert "is the input file" in capsys.readouterr().err
+    kept = tmp_path / "election.json"
+    kept.write_text("{}")
+    assert main([*elect, "--json", str(kept)]) == 1
+    assert "--overwrite" in capsys.readouterr().err
+    assert snapshot(tmp_path) == {**before, "election.json": b"{}"}
+    assert main([*elect, "--json", str(kept), "--overwrite"]) == 0
+    assert "election" in kept.read_text()
+
+
+@pytest.mark.parametrize(
+    "argv, option, message",
+    [
+        (["--sites", "1"], "--sites", "allowed: an integer >= 2"),
+        (["--sites", "2,three"], "--sites", "'three' is not an integer"),
+        (["--sites", "2,2"], "--sites", "repeats 2"),
+        (["--jaccards", "nan"], "--jaccards", "not a finite number"),
+        (["--jaccards", "0"], "--jaccards", "allowed: a number in (0, 1]"),
+        (["--jaccards", "1.5"], "--jaccards", "out of range"),
+        (["--jaccards", "lots"], "--jaccards", "'lots' is not a number"),
+        (["--reps", "0"], "--reps", "allowed: an integer >= 1"),
+        (["--trees", "0"], "--trees", "allowed: an integer in [1, 10000]"),
+        (["--n-jobs", "0"], "--n-jobs", "allowed: an integer >= 1"),
+        (["--depth-threshold", "-1"], "--depth-threshold", "allowed: an integer >= 0"),
+        (["--methods", "mp,magic"], "--methods", "'magic' is not allowed"),
+        (["--metrics", ","], "--metrics", "holds no metrics"),
+    ],
+)
+def test_experiment_options_are_refused_by_name(tmp_path, capsys, argv, option, message):
+    out = tmp_path / "exp"
+    with pytest.raises(SystemExit) as exit_:
+        main(["experiment", "S-500-Mix", *argv, "--out", str(out)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: " in err and message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, option, message",
+    [
+        (["predict", "--model", "m", "--data", "d", "--rename", "x"], "--rename", "local=global"),
+        (["predict", "--model", "m", "--data", "d", "--rename", "=b"], "--rename", "local=global"),
+        (["predict", "--model", "m", "--data", "d", "--rename", "a="], "--rename", "local=global"),
+        (
+            ["predict", "--model", "m", "--data", "d", "--rename", "a=x,b=x"],
+            "--rename",
+            "several columns are renamed to 'x'",
+        ),
+        (["predict", "--model", "m", "--data", "d", "--seed", "-1"], "--seed", "out of range"),
+        (
+            ["elect", "a.csv", "--target", "y", "--freedom-degree", "2"],
+            "--freedom-degree",
+            "[0, 1]",
+        ),
+        (
+            ["elect", "a.csv", "--target", "y", "--tuning-rounds", "0"],
+            "--tuning-rounds",
+            "[1, 100]",
+        ),
+        (["elect", "a.csv", "--target", "y", "--tolerance", "-1"], "--tolerance", ">= 0"),
+        (["elect", "a.csv", "--target", "y", "--selectors", "lasso,magic"], "--selectors", "magic"),
+        (["job", "poc", "j", "--timeout", "0"], "--timeout", "a number > 0"),
+    ],
+)
+def test_other_options_are_refused_by_name(capsys, argv, option, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: " in err and message in err
+
+
+def test_options_that_do_not_fit_the_data_are_refused(tmp_path, capsys):
+    model, data = small_model(tmp_path)
+    predict = ["predict", "--model", str(model), "--data"]
+    # a rename of a column the file lacks; a rename onto a column the file has
+    assert main([*predict, str(data), "--rename", "glucose=a"]) == 1
+    assert "--rename: 'glucose' is not a column of" in capsys.readouterr().err
+    assert main([*predict, str(data), "--rename", "local_a=b"]) == 1
+    assert "already has a column 'b'" in capsys.readouterr().err
+    # missing, unreadable and empty CSV files
+    assert main([*predict, str(tmp_path / "nope.csv")]) == 1
+    assert "--data: no such CSV file" in capsys.readouterr().err
+    (tmp_path / "bad.csv").write_bytes(b"\xff\xfe\x00garbage\x00\n\x00")
+    assert main([*predict, str(tmp_path / "bad.csv")]) == 1
+    assert "--data: cannot read" in capsys.readouterr().err
+    (tmp_path / "empty.csv").write_text("a,b\n")
+    assert main([*predict, str(tmp_path / "empty.csv")]) == 1
+    assert "has no data rows" in capsys.readouterr().err
+    assert main([*predict, str(data), "--strategy", "park"]) == 1
+    assert "--strategy park needs --site" in capsys.readouterr().err
+
+    # experiment: a categorical column or a target the CSV lacks; options for CSVs on a synthetic
+    import pandas as pd
+
+    csv = tmp_path / "cohort.csv"
+    pd.DataFrame({"x": range(40), "z": range(40), "y": [0, 1] * 20}).to_csv(csv, index=False)
+    exp = ["experiment", str(csv), "--sites", "2", "--reps", "1", "--trees", "5"]
+    out = tmp_path / "exp"
+    assert main([*exp, "--target", "y", "--categorical", "nope", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "(--categorical) 'nope'" in err and "columns: x, z, y" in err
+    assert main([*exp, "--target", "outcome", "--out", str(out)]) == 1
+    assert "(--target) 'outcome' is not a column" in capsys.readouterr().err
+    assert main(["experiment", "S-500-Mix", "--categorical", "nope", "--out", str(out)]) == 1
+    assert "apply to CSV datasets" in capsys.readouterr().err
+    assert not out.exists()
+    # elect: --target missing from one file
+    other = tmp_path / "other.csv"
+    pd.DataFrame({"x": range(40), "outcome": [0, 1] * 20}).to_csv(other, index=False)
+    assert main(["elect", str(csv), str(other), "--target", "y"]) == 1
+    assert f"--target 'y' is not a column of {other}" in capsys.readouterr().err
+
+
+def test_experiment_refuses_degenerate_data_before_running(tmp_path, capsys):
+    import pandas as pd
+
+    one_class = tmp_path / "one.csv"
+    pd.DataFrame({"x": range(50), "z": range(50), "y": [1] * 50}).to_csv(one_class, index=False)
+    out = tmp_path / "exp"
+    common = ["--target", "y", "--reps", "1", "--trees", "5", "--out", str(out)]
+    assert main(["experiment", str(one_class), "--sites", "2", *common]) == 1
+    err = capsys.readouterr().err
+    assert "dataset one: the target has a single class (1: 50 rows)" in err
+    tiny = tmp_path / "tiny.csv"
+    pd.DataFrame({"x": range(8), "z": range(8), "y": [0, 1] * 4}).to_csv(tiny, index=False)
+    assert main(["experiment", str(tiny), "--sites", "3", *common]) == 1
+    err = capsys.readouterr().err
+    assert "dataset tiny: 8 rows, class counts {0: 4, 1: 4}" in err
+    assert "3 sites need at least 12 rows of every class" in err
+    assert not out.exists()  # refused before anything was written
+
+
+def fake_job(folder: Path) -> Path:
+    """A job folder as far as `job simulate` reads it before starting the simulator."""
+    import json
+
+    folder.mkdir(parents=True)
+    deploy = {"app_server": ["server"], "app_s1": ["s1"], "app_s2": ["s2"]}
+    (folder / "meta.json").write_text(json.dumps({"name": folder.name, "deploy_map": deploy}))
+    return folder
+
+
+def test_simulate_never_clears_a_folder_fedforest_did_not_make(tmp_path, capsys):
+    job = fake_job(tmp_path / "jobs" / "j")
+    # what the old command deleted: any folder with a server/ folder in it
+    ws = tmp_path / "my results"
+    (ws / "server").mkdir(parents=True)
+    (ws / "server" / "analysis.ipynb").write_text("{}")
+    (ws / "notes.txt").write_text("mine")
+    before = snapshot(tmp_path)
+    assert main(["job", "simulate", str(job), "--workspace", str(ws)]) == 1
+    err = capsys.readouterr().err
+    assert f"refusing to write into {ws}" in err and "fedforest did not make it" in err
+    # a log of the user's next to a new workspace
+    (tmp_path / "run.log").write_text("my log")
+    assert main(["job", "simulate", str(job), "--workspace", str(tmp_path / "run")]) == 1
+    assert "run.log exists and fedforest did not write it" in capsys.readouterr().err
+    assert snapshot(tmp_path) == {**before, "run.log": b"my log"}
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_simulator_workspace_guard(tmp_path):
+    from fedforest.flare.job import LOG_HEADER, SIMULATE_COMMAND, check_workspace
+    from fedforest.outputs import OutputError, claim_dir, record_dir
+
+    ws, log = tmp_path / "ws", tmp_path / "ws.log"
+    check_workspace(ws, log)  # new: fine
+    claim_dir(ws, SIMULATE_COMMAND)
+    (ws / "server").mkdir()
+    (ws / "server" / "log.txt").write_text("run")
+    record_dir(ws, SIMULATE_COMMAND)  # what simulate() does after the run
+    log.write_text(LOG_HEADER + "\nsimulator output\n")
+    check_workspace(ws, log)  # a previous run and its log: fine
+    with pytest.raises(OutputError, match="inside the workspace"):
+        check_workspace(ws, ws / "sim.log")
+    (ws / "server" / "mine.csv").write_text("1")
+    with pytest.raises(OutputError, match=r"did not write there \(server/mine.csv\)"):
+        check_workspace(ws, log)
+
+
+def demo_configs(folder: Path) -> Path:
+    """Small demo data and the shipped site_configs pointing at it."""
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "data_prep"))
+    from make_demo_data import make_demo_data
+
+    make_demo_data(folder / "data", rows=60, seed=0)
+    configs = folder / "site_configs"
+    configs.mkdir()
+    (configs / "job.yaml").write_text((ROOT / "site_configs" / "job.yaml").read_text())
+    for site in ("site-1", "site-2", "site-3"):
+        cfg = yaml.safe_load((ROOT / "site_configs" / f"{site}.yaml").read_text())
+        cfg["data_path"] = str(folder / "data" / f"{site}.csv")
+        (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
+    return configs
+
+
+def test_job_build_rebuilds_its_own_job_but_never_a_users_folder(tmp_path, capsys):
+    import json
+
+    from fedforest.outputs import MARKER
+
+    configs = demo_configs(tmp_path)
+    name = "fedforest-demo"
+    build = ["job", "build", "--config", str(configs), "--out", str(tmp_path / "jobs")]
+    # a user's own FLARE job of the same name: FLARE's export_job would replace it
+    users = tmp_path / "jobs" / name
+    users.mkdir(parents=True)
+    (users / "meta.json").write_text(json.dumps({"name": name, "deploy_map": {}}))
+    (users / "README.txt").write_text("my job")
+    before = snapshot(tmp_path / "jobs")
+    assert main(build) == 1
+    err = capsys.readouterr().err
+    assert f"refusing to write into {users}" in err and MARKER in err
+    assert snapshot(tmp_path / "jobs") == before
+    # a new folder, then a rebuild (what `make demo` does every time)
+    users.rename(tmp_path / "kept")
+    assert main(build) == 0 and main(build) == 0
+    job = tmp_path / "jobs" / name
+    assert json.loads((job / "meta.json").read_text())["name"] == name
+    assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == [name]  # no staging left
+    # a file of the user's put into the built job: the rebuild is refused, the file kept
+    (job / "my_notes.txt").write_text("keep me")
+    before = snapshot(job)
+    assert main(build) == 1
+    assert "my_notes.txt" in capsys.readouterr().err
+    assert snapshot(job) == before
+
+
+def test_experiment_out_folder_rule(tmp_path, capsys):
+    import pandas as pd
+
+    run = [
+        "experiment",
+        "S-500-Num",
+        "--sites",
+        "2",
+        "--jaccards",
+        "0.5",
+        "--reps",
+        "1",
+        "--trees",
+        "5",
+        "--methods",
+        "local,mp",
+        "--metrics",
+        "auprc",
+        "--no-report",
+    ]
+    users = tmp_path / "analysis"
+    users.mkdir()
+    (users / "results.csv").write_text("my results\n")
+    assert main([*run, "--out", str(users)]) == 1
+    assert f"refusing to write into {users}" in capsys.readouterr().err
+    assert (users / "results.csv").read_text() == "my results\n"
+    out = tmp_path / "exp"
+    assert main([*run, "--out", str(out)]) == 0
+    first = pd.read_csv(out / "results.csv")
+    assert main([*run, "--out", str(out)]) == 0  # its own folder: cleared and written again
+    assert pd.read_csv(out / "results.csv").equals(first)
+    (out / "extra.txt").write_text("mine")
+    assert main([*run, "--out", str(out)]) == 1
+    assert "extra.txt" in capsys.readouterr().err
+    assert (out / "extra.txt").read_text() == "mine"
+
+
+def test_output_folder_rules(tmp_path):
+    from fedforest.outputs import (
+        MARKER,
+        OutputError,
+        check_dir,
+        claim_dir,
+        record_dir,
+        remove_dir,
+    )
+
+    folder = tmp_path / "out"
+    assert claim_dir(folder, "cmd a") == folder and (folder / MARKER).is_file()
+    (folder / "sub").mkdir()
+    (folder / "sub" / "f.txt").write_text("x")
+    (folder / "top.csv").write_text("y")
+    record_dir(folder, "cmd a")
+    assert check_dir(folder, "cmd a") == {"sub/", "sub/f.txt", "top.csv"}
+    with pytest.raises(OutputError, match="made by `cmd a`, not by `cmd b`"):
+        claim_dir(folder, "cmd b")
+    claim_dir(folder, "cmd a")  # clears what it listed
+    assert sorted(p.name for p in folder.iterdir()) == [MARKER]
+    # a tampered marker cannot reach outside the folder
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep")
+    text = (folder / MARKER).read_text() + "../precious.txt\n"
+    (folder / MARKER).write_text(text)
+    with pytest.raises(OutputError, match="not a path inside the folder"):
+        claim_dir(folder, "cmd a")
+    assert outside.read_text() == "keep"
+    (folder / MARKER).write_text("something else\n")
+    with pytest.raises(OutputError, match="was not written by fedforest"):
+        claim_dir(folder, "cmd a")
+    # a file, a link to a folder and an empty folder
+    with pytest.raises(OutputError, match="is not a folder"):
+        claim_dir(outside, "cmd a")
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(OutputError, match="is not a folder"):
+        claim_dir(link, "cmd a")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    claim_dir(empty, "cmd a")
+    remove_dir(empty, "cmd a")
+    assert not empty.exists()

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 
 from . import __version__
 from .vocabulary import AGGREGATIONS, METRICS, SELECTORS, STRATEGIES, VOTING
+
+#: Seeds are used by numpy and scikit-learn, which take integers in [0, 2**32 - 1].
+MAX_SEED = 2**32 - 1
+#: As the job's ``forest.n_estimators`` (``federation/config.py``).
+MAX_TREES = 10_000
 
 STRATEGY_HELP = {
     "fpv": "discard a tree when the row's path meets an unavailable feature",
@@ -32,28 +38,184 @@ def _csv_list(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
 
-def _elect(args: argparse.Namespace) -> int:
-    import json
+# Option values are checked in two places, the same way for every subcommand:
+# a value that is wrong by itself (not a number, out of range, not a choice) is
+# refused by its argparse ``type`` (a usage error, exit status 2, naming the
+# option); a value that is wrong for the files given (a column the data lacks,
+# an unreadable CSV, an output that would overwrite something) is refused by
+# the command with ``fedforest: error: ...`` (exit status 1).
+
+
+def _integer(low: int, high: int | None = None):
+    """An argparse type: an integer in [low, high]."""
+    allowed = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer; allowed: {allowed}"
+            ) from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: {allowed}")
+        return value
+
+    return parse
+
+
+def _number(low: float, high: float | None = None, low_open: bool = False):
+    """An argparse type: a finite number in [low, high] (or (low, high] with ``low_open``)."""
+    left = "(" if low_open else "["
+    allowed = (
+        f"a number in {left}{low:g}, {high:g}]"
+        if high is not None
+        else (f"a number {'>' if low_open else '>='} {low:g}")
+    )
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a number; allowed: {allowed}"
+            ) from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number; allowed: {allowed}")
+        if value < low or (low_open and value == low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range; allowed: {allowed}")
+        return value
+
+    return parse
+
+
+def _listed(item, what: str):
+    """An argparse type: a comma-separated list of distinct items, each parsed by ``item``."""
+
+    def parse(text: str) -> list:
+        parts = _csv_list(text)
+        if not parts:
+            raise argparse.ArgumentTypeError(f"{text!r} holds no {what}; give at least one")
+        values = []
+        for part in parts:
+            try:
+                values.append(item(part))
+            except argparse.ArgumentTypeError as err:
+                raise argparse.ArgumentTypeError(f"in {text!r}: {err}") from None
+        repeated = sorted({str(v) for v in values if values.count(v) > 1})
+        if repeated:
+            raise argparse.ArgumentTypeError(f"{text!r} repeats {', '.join(repeated)}")
+        return values
+
+    return parse
+
+
+def _choice(allowed):
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not allowed; allowed: {', '.join(allowed)}"
+            )
+        return text
+
+    return parse
+
+
+def _name(text: str) -> str:
+    return text
+
+
+def _selectors(text: str) -> list[str]:
+    """An argparse type: selectors, comma-separated (may repeat: one per file)."""
+    names = _csv_list(text)
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} holds no selector")
+    for name in names:
+        _choice(SELECTORS)(name)
+    return names
+
+
+def _renames(text: str) -> dict[str, str]:
+    """An argparse type: ``local=global`` pairs, comma-separated."""
+    pairs = {}
+    for pair in _csv_list(text):
+        local, sep, target = (p.strip() for p in pair.partition("="))
+        if not sep or not local or not target:
+            raise argparse.ArgumentTypeError(
+                f"{pair!r} is not local=global (a column name on each side of '=')"
+            )
+        if local in pairs:
+            raise argparse.ArgumentTypeError(f"column {local!r} is renamed twice")
+        pairs[local] = target
+    if not pairs:
+        raise argparse.ArgumentTypeError(f"{text!r} holds no local=global pair")
+    targets = list(pairs.values())
+    repeated = sorted({t for t in targets if targets.count(t) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(
+            f"several columns are renamed to {', '.join(map(repr, repeated))}; "
+            "each global name may be given once"
+        )
+    return pairs
+
+
+def _read_csv(path, option: str):
+    """Read a CSV named by ``option``; refuse a missing, unreadable or empty file by name."""
     from pathlib import Path
 
     import pandas as pd
 
-    from .federation.offline import run_election
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{option}: no such CSV file: {path}")
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"{option}: cannot read {path} as a CSV file: {err}") from err
+    if frame.empty:
+        raise ValueError(f"{option}: {path} has no data rows")
+    return frame
 
+
+def _columns_text(frame) -> str:
+    return ", ".join(map(str, frame.columns))
+
+
+def _elect(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from .federation.offline import run_election
+    from .outputs import check_file
+
+    if args.json:
+        check_file(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
     tables = {}
     for path in args.tables:
         path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"no such CSV file: {path}")
         site = path.stem
         if site in tables:
             raise ValueError(f"two files give the site name {site!r}; rename one")
-        tables[site] = pd.read_csv(path)
+        tables[site] = frame = _read_csv(path, "site table")
+        if args.target not in frame.columns:
+            raise ValueError(
+                f"--target {args.target!r} is not a column of {path}; columns: "
+                + _columns_text(frame)
+            )
     if len(tables) < 2:
         raise ValueError("an election needs at least two sites' CSV files")
+    categorical = args.categorical or []
+    for option, names in (("--categorical", categorical), ("--always-keep", args.always_keep)):
+        unknown = [c for c in names or [] if not any(c in t.columns for t in tables.values())]
+        if unknown:
+            raise ValueError(
+                f"{option}: {', '.join(map(repr, unknown))} is not a column of any file"
+            )
+    if args.target in categorical:
+        raise ValueError(f"--categorical names the target {args.target!r}")
     selectors: dict[str, str] | str = args.selector
     if args.selectors:
-        names = _csv_list(args.selectors)
+        names = args.selectors
         if len(names) != len(tables):
             raise ValueError(
                 f"--selectors gives {len(names)} selectors for {len(tables)} files; give one per "
@@ -64,10 +226,10 @@ def _elect(args: argparse.Namespace) -> int:
         tables,
         target=args.target,
         selectors=selectors,
-        categorical=_csv_list(args.categorical),
+        categorical=categorical,
         freedom_degree=args.freedom_degree,
         aggregation=args.aggregation,
-        always_keep=_csv_list(args.always_keep),
+        always_keep=args.always_keep or [],
         auto_tune=args.auto_tune,
         tuning_rounds=args.tuning_rounds,
         tolerance=args.tolerance,
@@ -80,6 +242,7 @@ def _elect(args: argparse.Namespace) -> int:
             "election": out.election.to_dict(),
             "tuning": out.tuning.to_dict() if out.tuning else None,
         }
+        check_file(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
         print(f"\nwritten: {args.json}")
     return 0
@@ -146,15 +309,24 @@ def _job_sites(job_dir) -> list[str]:
             f"{job_dir} is not a FLARE job folder (no meta.json); build it "
             "with `fedforest job build`"
         )
-    meta = json.loads(meta_path.read_text())
-    return sorted(s for targets in meta["deploy_map"].values() for s in targets if s != "server")
+    try:
+        deploy_map = json.loads(meta_path.read_text())["deploy_map"]
+        sites = sorted(s for targets in deploy_map.values() for s in targets if s != "server")
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(
+            f"{meta_path} is not a FLARE job's meta.json (no readable deploy_map: {err!r}); "
+            "build the job with `fedforest job build`"
+        ) from err
+    if not sites:
+        raise ValueError(f"{meta_path} deploys the job to no site")
+    return sites
 
 
 def _job_simulate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from .flare.job import load_configs, simulate
+    from .flare.job import check_workspace, load_configs, simulate
 
     job_dir = Path(args.job)
     sites = _job_sites(job_dir)
@@ -162,11 +334,12 @@ def _job_simulate(args: argparse.Namespace) -> int:
         load_configs(args.config)  # the configs the job came from must still be valid
     workspace = Path(args.workspace)
     log = workspace.with_suffix(".log")
-    workspace.parent.mkdir(parents=True, exist_ok=True)
-    if workspace.exists() and (workspace / "server").is_dir():
-        import shutil
-
-        shutil.rmtree(workspace)  # a previous simulator run: start clean
+    if job_dir.resolve().is_relative_to(workspace.resolve()):
+        raise ValueError(
+            f"the job {job_dir} is inside the workspace {workspace}, which the simulator clears"
+        )
+    # a folder that is not a previous simulator workspace is refused, never deleted
+    check_workspace(workspace, log)
     print(f"running the simulator with {len(sites)} sites (log: {log}) ...", flush=True)
     run_dir = simulate(job_dir, workspace, sites, log_file=log)
     results_path = run_dir / "results.json"
@@ -179,20 +352,39 @@ def _job_simulate(args: argparse.Namespace) -> int:
     return 0 if results.get("status") == "finished" else 1
 
 
+POC_COMMAND = "fedforest job poc"
+
+
 def _job_poc(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
     from .flare.poc import run_poc
+    from .outputs import claim_dir, record_dir
 
     job_dir = Path(args.job)
     sites = _job_sites(job_dir)
+    workspace, out = Path(args.workspace), Path(args.out)
+    for folder in (workspace, out):
+        if job_dir.resolve().is_relative_to(folder.resolve()):
+            raise ValueError(f"the job {job_dir} is inside {folder}, which this command clears")
+    if workspace.resolve().is_relative_to(out.resolve()) or out.resolve().is_relative_to(
+        workspace.resolve()
+    ):
+        raise ValueError("--workspace and --out overlap (one holds the other); give two folders")
+    # `nvflare poc prepare --force` deletes the POC workspace: only ever one fedforest made
+    claim_dir(workspace, POC_COMMAND)
+    claim_dir(out, POC_COMMAND)
     print(
         f"POC: preparing {len(sites)} sites in {args.workspace}, starting them, submitting "
         f"{job_dir} ...",
         flush=True,
     )
-    run_dir = run_poc(job_dir, sites, args.workspace, args.out, timeout=args.timeout)
+    try:
+        run_dir = run_poc(job_dir, sites, args.workspace, args.out, timeout=args.timeout)
+    finally:
+        record_dir(workspace, POC_COMMAND)
+        record_dir(out, POC_COMMAND)
     results = json.loads((run_dir / "results.json").read_text())
     print(format_results(results))
     print(f"\nreport: {run_dir / 'report.md'}\nresults: {run_dir / 'results.json'}")
@@ -230,16 +422,39 @@ def _predict(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from .model.model_files import load_model
+    from .outputs import check_file
     from .prediction.classifier import PooledForestClassifier
+    from .vocabulary import TREE_SELECTION
 
-    model = load_model(args.model)
-    path = Path(args.data)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such CSV file: {path}")
-    frame = pd.read_csv(path)
-    renames = dict(pair.split("=", 1) for pair in _csv_list(args.rename))
+    if args.out:  # before any work: never an input, never an existing file unless --overwrite
+        check_file(args.out, "--out", overwrite=args.overwrite, inputs=[args.data, args.model])
+    model_path = Path(args.model)
+    if not model_path.is_file():
+        raise FileNotFoundError(f"--model: no such model file: {model_path}")
+    model = load_model(model_path)
+    frame = _read_csv(args.data, "--data")
+    renames = args.rename or {}
+    absent = [c for c in renames if c not in frame.columns]
+    if absent:
+        raise ValueError(
+            f"--rename: {', '.join(map(repr, absent))} is not a column of {args.data}; columns: "
+            + _columns_text(frame)
+        )
+    clash = [t for t in renames.values() if t in frame.columns and t not in renames]
+    if clash:
+        raise ValueError(
+            f"--rename: {args.data} already has a column {', '.join(map(repr, clash))}; "
+            "renaming another column to it would give two columns of that name"
+        )
     frame = frame.rename(columns=renames)
     forest = model["forest"]
+    if args.strategy in TREE_SELECTION and args.site not in forest.owners:
+        given = (
+            f"--site {args.site!r} trained no tree of this model" if args.site else "needs --site"
+        )
+        raise ValueError(
+            f"--strategy {args.strategy} {given}; the model's sites: {', '.join(forest.owners)}"
+        )
     drop = [c for c in frame.columns if c not in forest.feature_names]
     if drop:
         print(
@@ -267,6 +482,7 @@ def _predict(args: argparse.Namespace) -> int:
     out = pd.DataFrame(proba, columns=[f"p_{c}" for c in clf.classes_], index=frame.index)
     out.insert(0, "prediction", clf.classes_[proba.argmax(axis=1)])
     if args.out:
+        check_file(args.out, "--out", overwrite=args.overwrite, inputs=[args.data, args.model])
         out.to_csv(args.out, index=False)
         print(
             f"{len(out)} predictions written to {args.out} (strategy {args.strategy}; "
@@ -277,46 +493,48 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _floats(text: str) -> list[float]:
-    return [float(t) for t in _csv_list(text)]
-
-
-def _ints(text: str) -> list[int]:
-    return [int(t) for t in _csv_list(text)]
-
-
 def _experiment(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .experiments.reports import summary_tables, write_report
-    from .experiments.runner import ExperimentPlan, run_experiment
+    from .experiments.runner import EXPERIMENT_COMMAND, ExperimentPlan, load_table, run_experiment
+    from .outputs import record_dir
 
+    if (args.target or args.categorical) and not any(Path(d).is_file() for d in args.datasets):
+        load_table(args.datasets[0])  # an unknown name is refused by name first
+        raise ValueError(
+            "--target and --categorical apply to CSV datasets; "
+            f"{', '.join(args.datasets)} {'is' if len(args.datasets) == 1 else 'are'} synthetic"
+        )
     plan = ExperimentPlan(
         datasets=list(args.datasets),
-        n_sites=_ints(args.sites),
-        jaccards=_floats(args.jaccards),
+        n_sites=args.sites,
+        jaccards=args.jaccards,
         reps=args.reps,
-        methods=_csv_list(args.methods),
-        metrics=_csv_list(args.metrics),
+        methods=args.methods,
+        metrics=args.metrics,
         voting=args.voting,
         n_estimators=args.trees,
         depth_threshold=args.depth_threshold,
         target=args.target,
-        categorical=_csv_list(args.categorical),
+        categorical=args.categorical or [],
         n_jobs=args.n_jobs,
     )
     out = Path(args.out)
     # progress lines (one per finished scenario) show even without --verbose
     logging.getLogger("fedforest.experiments.runner").setLevel(logging.INFO)
     logging.getLogger("fedforest.experiments.reports").setLevel(logging.INFO)
-    tidy = run_experiment(plan, out)
-    print(f"results: {out / 'results.csv'} ({len(tidy)} rows)")
-    metric = plan.metrics[0]
-    for dataset, table in summary_tables(tidy, metric=metric).items():
-        print(f"\nmean {metric} ({dataset}):")
-        print(table.round(3).to_string())
-    if not args.no_report:
-        print(f"\nreport: {write_report(tidy, out, metrics=tuple(plan.metrics))}")
+    tidy = run_experiment(plan, out)  # refuses a folder that may be a user's, before running
+    try:
+        print(f"results: {out / 'results.csv'} ({len(tidy)} rows)")
+        metric = plan.metrics[0]
+        for dataset, table in summary_tables(tidy, metric=metric).items():
+            print(f"\nmean {metric} ({dataset}):")
+            print(table.round(3).to_string())
+        if not args.no_report:
+            print(f"\nreport: {write_report(tidy, out, metrics=tuple(plan.metrics))}")
+    finally:
+        record_dir(out, EXPERIMENT_COMMAND)  # the report's files are the experiment's too
     return 0
 
 
@@ -345,27 +563,40 @@ def build_parser() -> argparse.ArgumentParser:
         choices=SELECTORS,
         help="local selector of every site (default: random_forest)",
     )
-    p.add_argument("--selectors", help="one selector per file, comma-separated, in file order")
-    p.add_argument("--categorical", help="integer-coded categorical columns, comma-separated")
+    p.add_argument(
+        "--selectors",
+        type=_selectors,
+        help="one selector per file, comma-separated, in file order",
+    )
+    p.add_argument(
+        "--categorical",
+        type=_listed(_name, "column names"),
+        help="integer-coded categorical columns, comma-separated",
+    )
     p.add_argument(
         "--freedom-degree",
-        type=float,
+        type=_number(0, 1),
         default=0.5,
         help="0 keeps the intersection, 1 the union (default 0.5)",
     )
     p.add_argument("--aggregation", default="weighted", choices=AGGREGATIONS)
-    p.add_argument("--always-keep", help="features kept regardless of the vote, comma-separated")
+    p.add_argument(
+        "--always-keep",
+        type=_listed(_name, "feature names"),
+        help="features kept regardless of the vote, comma-separated",
+    )
     p.add_argument("--auto-tune", action="store_true", help="hill-climb the freedom degree")
-    p.add_argument("--tuning-rounds", type=int, default=5)
+    p.add_argument("--tuning-rounds", type=_integer(1, 100), default=5)
     p.add_argument(
         "--tolerance",
-        type=float,
+        type=_number(0),
         default=0.0,
         help="scores within this of the best count as equal (smallest mask wins)",
     )
     p.add_argument("--metric", default="auprc", choices=METRICS)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_integer(0, MAX_SEED), default=0)
     p.add_argument("--json", help="also write the election and tuning history to this file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     p.set_defaults(func=_elect)
 
     job = sub.add_parser("job", help="build or simulate the FLARE job")
@@ -384,7 +615,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job", help="the job folder (e.g. jobs/fedforest-demo)")
     p.add_argument("--workspace", default="/tmp/fedforest-poc", help="POC workspace")
     p.add_argument("--out", default="workspaces/poc", help="where the results are downloaded")
-    p.add_argument("--timeout", type=float, default=900, help="seconds to wait for the job")
+    p.add_argument(
+        "--timeout", type=_number(0, low_open=True), default=900, help="seconds to wait for the job"
+    )
     p.set_defaults(func=_job_poc)
 
     from .experiments.runner import METHODS, PAPER_JACCARDS, PAPER_SITES
@@ -400,29 +633,37 @@ def build_parser() -> argparse.ArgumentParser:
         "datasets", nargs="+", help="S-500-Num, S-500-Cat, S-500-Mix or CSV files (with --target)"
     )
     p.add_argument("--target", help="target column of CSV datasets")
-    p.add_argument("--categorical", help="categorical columns of CSV datasets, comma-separated")
+    p.add_argument(
+        "--categorical",
+        type=_listed(_name, "column names"),
+        help="categorical columns of CSV datasets, comma-separated",
+    )
     p.add_argument(
         "--sites",
+        type=_listed(_integer(2), "numbers of sites"),
         default=",".join(map(str, PAPER_SITES)),
-        help="numbers of sites (default 2,3,4,6)",
+        help="numbers of sites, each >= 2 (default 2,3,4,6)",
     )
     p.add_argument(
         "--jaccards",
+        type=_listed(_number(0, 1, low_open=True), "overlaps"),
         default=",".join(map(str, PAPER_JACCARDS)),
-        help="target pairwise Jaccard overlaps (default 0.2,...,0.9)",
+        help="target pairwise Jaccard overlaps, each in (0, 1] (default 0.2,...,0.9)",
     )
-    p.add_argument("--reps", type=int, default=100, help="repetitions per scenario")
-    p.add_argument("--methods", default=",".join(METHODS))
-    p.add_argument("--metrics", default="auprc,auc,mcc")
+    p.add_argument("--reps", type=_integer(1), default=100, help="repetitions per scenario")
+    p.add_argument(
+        "--methods", type=_listed(_choice(METHODS), "methods"), default=",".join(METHODS)
+    )
+    p.add_argument("--metrics", type=_listed(_choice(METRICS), "metrics"), default="auprc,auc,mcc")
     p.add_argument(
         "--voting",
         default="soft",
         choices=VOTING,
         help="hard reproduces the paper's reference code",
     )
-    p.add_argument("--trees", type=int, default=100, help="trees per site")
-    p.add_argument("--depth-threshold", type=int, default=2)
-    p.add_argument("--n-jobs", type=int, default=1, help="parallel processes")
+    p.add_argument("--trees", type=_integer(1, MAX_TREES), default=100, help="trees per site")
+    p.add_argument("--depth-threshold", type=_integer(0), default=2)
+    p.add_argument("--n-jobs", type=_integer(1), default=1, help="parallel processes")
     p.add_argument("--out", default="experiments/run", help="output folder")
     p.add_argument("--no-report", action="store_true", help="skip plots and report.md")
     p.set_defaults(func=_experiment)
@@ -432,9 +673,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="CSV with the site's columns")
     p.add_argument("--strategy", default="mp", choices=STRATEGIES)
     p.add_argument("--site", help="this site's name (park, local)")
-    p.add_argument("--rename", help="local=global column renames, comma-separated")
-    p.add_argument("--seed", type=int, help="seed of pr / ipr (default: the job's)")
+    p.add_argument("--rename", type=_renames, help="local=global column renames, comma-separated")
+    p.add_argument(
+        "--seed", type=_integer(0, MAX_SEED), help="seed of pr / ipr (default: the job's)"
+    )
     p.add_argument("--out", help="write predictions here instead of standard output")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=_predict)
     return parser
 
@@ -451,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as err:
+    except (ValueError, OSError, KeyError, RuntimeError) as err:
         print(f"fedforest: error: {err}", file=sys.stderr)
         return 1
 

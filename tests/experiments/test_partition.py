@@ -337,3 +337,23 @@ def test_jaccard_split_cli(tmp_path, capsys):
     assert again["columns"] == info["columns"]
     with pytest.raises(SystemExit):
         split_main([*argv, "--categorical", "nope"])
+
+
+def test_write_split_refuses_before_writing_anything(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"site-\d would get 7 rows"):
+        write_split(table(n_rows=21), "y", 3, 0.5, out)
+    with pytest.raises(ValueError, match="single class"):
+        write_split(table().assign(y=0), "y", 2, 0.5, out)
+    assert not out.exists()
+
+    # a rule of the job that the loaded-back files break: OUT is left untouched
+    from fedforest.errors import ConfigError
+
+    def refuse(self):
+        raise ConfigError(f"{self.source}: a rule of the job")
+
+    monkeypatch.setattr(SiteConfig, "check_data", refuse)
+    with pytest.raises(ValueError, match="fedforest would refuse this split .* a rule of the job"):
+        write_split(table(), "y", 2, 0.5, out)
+    assert not out.exists()

@@ -152,3 +152,87 @@ def test_vote_payload_round_trip_by_index_and_refusals():
         SiteVote.from_payload(bad, sender="a", features=features)
     by_name = SiteVote.from_payload(vote.to_payload())
     assert by_name.features == ["bmi", "age"]
+
+
+# ------------------------------------------------------------------ hostile vote payloads
+def _vote_payload(by_index=True):
+    vote = SiteVote("a", ["bmi", "age"], [True, False], [0.4, 0.1], 42)
+    return vote.to_payload({"age": 0, "bmi": 1, "hba1c": 2} if by_index else None)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("format", np.array("fedforest/site-vote")),
+        ("format", np.array(["fedforest/site-vote"])),
+        ("version", np.array([1])),
+        ("version", True),
+        ("site", None),
+        ("site", np.array("a")),
+        ("site", ""),
+        ("feature_index", None),
+        ("feature_index", np.array([1, 0], dtype=np.uint64) + np.uint64(2**63)),
+        ("feature_index", np.array([[1, 0]])),
+        ("feature_index", np.array([1.0, 0.0])),
+        ("feature_index", np.array([True, False])),
+        ("feature_index", np.array([1, 1])),
+        ("feature_index", np.array([1, -1])),
+        ("feature_index", [1, 0]),
+        ("feature_index", np.arange(10**3)),
+        ("mask", None),
+        ("mask", np.array([1, 0])),
+        ("mask", True),
+        ("scores", None),
+        ("scores", np.array([0.4, np.nan])),
+        ("scores", np.array(["0.4", "0.1"])),
+        ("scores", 0.5),
+        ("n_rows", None),
+        ("n_rows", 0),
+        ("n_rows", True),
+        ("n_rows", 42.0),
+        ("n_rows", 10**400),
+        ("n_rows", np.array(42)),
+        ("n_rows", "42"),
+    ],
+    ids=lambda v: repr(v)[:30],
+)
+def test_malformed_vote_fields_are_refused_naming_the_sender_and_field(field, value):
+    from fedforest import PayloadError
+
+    payload = dict(_vote_payload(), **{field: value})
+    with pytest.raises(PayloadError) as info:
+        SiteVote.from_payload(payload, sender="site-3", features=["age", "bmi", "hba1c"])
+    message = str(info.value)
+    assert message.startswith("payload from 'site-3' refused: ") and f"'{field}'" in message
+    assert "truth value" not in message
+
+
+@pytest.mark.parametrize(
+    "features",
+    [None, ["bmi", 3], ["bmi", None], [["bmi"], "age"], ["bmi", "bmi"], ["bmi", ""], "bmi"],
+    ids=repr,
+)
+def test_vote_features_must_be_distinct_names(features):
+    from fedforest import PayloadError
+
+    payload = dict(_vote_payload(by_index=False), features=features)
+    with pytest.raises(PayloadError, match="'features'"):
+        SiteVote.from_payload(payload, sender="site-3")
+
+
+def test_a_vote_with_both_names_and_indices_is_refused():
+    from fedforest import PayloadError
+
+    payload = dict(_vote_payload(), features=["bmi", "age"])
+    with pytest.raises(PayloadError, match="both present"):
+        SiteVote.from_payload(payload, sender="site-3", features=["age", "bmi", "hba1c"])
+
+
+@pytest.mark.parametrize("key", [1, None, ("site",)], ids=repr)
+def test_a_vote_with_a_key_that_is_not_a_string_is_refused(key):
+    from fedforest import PayloadError
+
+    payload = _vote_payload()
+    payload[key] = "a"
+    with pytest.raises(PayloadError, match="field names must be strings"):
+        SiteVote.from_payload(payload, sender="site-3", features=["age", "bmi", "hba1c"])

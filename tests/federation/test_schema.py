@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from fedforest import PayloadError
-from fedforest.federation.schema import GlobalSchema, SchemaError, SiteSchema
+from fedforest.federation.schema import GlobalSchema, SchemaError, SiteSchema, lacking_classes
+from fedforest.model.payload_checks import MAX_LEVELS
 
 
 def frames():
@@ -81,3 +82,119 @@ def test_payload_round_trips_and_refusals():
     bad = dict(sa.to_payload(), levels={"age": ["1"]})
     with pytest.raises(PayloadError, match="levels"):
         SiteSchema.from_payload(bad, sender="a")
+
+
+# --------------------------------------------------------------------------- class labels
+def site(name, classes, columns=("age",), **kw) -> SiteSchema:
+    columns = list(columns)
+    return SiteSchema(name, columns, dict.fromkeys(columns, "numeric"), classes=classes, **kw)
+
+
+def test_labels_differing_only_by_case_are_refused_with_a_label_map_fix():
+    with pytest.raises(SchemaError) as info:
+        GlobalSchema.build(
+            [site("a", ["no", "yes"]), site("b", ["No", "Yes"]), site("c", ["no", "yes "])]
+        )
+    msg = str(info.value)
+    assert msg.startswith("class labels differ only by case or surrounding whitespace")
+    assert "'No' at 'b', 'no' at 'a'" in msg and "'Yes' at 'b', 'yes' at 'a', 'yes ' at 'c'" in msg
+    assert "(per site: a: ['no', 'yes']; b: ['No', 'Yes']; c: ['no', 'yes '])" in msg
+    assert (
+        "allowed: one spelling per class label at every site: map the labels with label_map" in msg
+    )
+    assert "site 'b': {'No': 'no', 'Yes': 'yes'}; site 'c': {'yes ': 'yes'}" in msg
+
+
+def test_a_coding_difference_is_refused_naming_both_sites():
+    with pytest.raises(SchemaError) as info:
+        GlobalSchema.build([site("a", [0, 1]), site("b", [1, 2])])
+    msg = str(info.value)
+    assert "sites 'a' (labels [0, 1]) and 'b' (labels [1, 2]) have class labels that differ" in msg
+    assert "('a' lacks [2], 'b' lacks [0]): a coding difference such as 0/1 against 1/2" in msg
+    assert "allowed: label sets of which one contains the other (a site may lack a class)" in msg
+    assert "label_map: {local label: global label}" in msg
+
+
+def test_disjoint_labels_are_refused():
+    with pytest.raises(SchemaError) as info:
+        GlobalSchema.build([site("a", ["neg", "pos"]), site("b", ["alive", "dead"])])
+    msg = str(info.value)
+    assert "sites 'a' (labels ['neg', 'pos']) and 'b' (labels ['alive', 'dead'])" in msg
+    assert "have no class label in common" in msg and "label_map" in msg
+
+
+def test_a_site_lacking_a_class_is_allowed_and_named():
+    sites = [site("a", [0, 1, 2]), site("b", [0, 1]), site("c", [1, 2])]
+    with pytest.raises(SchemaError, match="'b' .* and 'c' "):  # b and c: neither contains the other
+        GlobalSchema.build(sites)
+    sites = sites[:2]
+    schema = GlobalSchema.build(sites)
+    assert schema.classes == [0, 1, 2]
+    assert lacking_classes(sites) == {"b": [2]}
+    assert lacking_classes([sites[0]]) == {}
+    # the versioned payload is unchanged: no per-site classes in it
+    assert set(schema.to_payload()) == {
+        "format",
+        "version",
+        "features",
+        "categories",
+        "classes",
+        "shared",
+        "site_columns",
+        "site_rows",
+    }
+
+
+# --------------------------------------------------------------------------- names and levels
+def test_column_names_differing_only_by_case_are_refused():
+    with pytest.raises(SchemaError) as info:
+        GlobalSchema.build([site("a", [0, 1], ["age", "bmi"]), site("b", [0, 1], ["Age", "bmi"])])
+    msg = str(info.value)
+    assert msg.startswith("column names differ only by case or surrounding whitespace")
+    assert "'Age' at 'b', 'age' at 'a'" in msg and "renames" in msg
+
+
+def test_levels_differing_only_by_case_are_refused():
+    a = SiteSchema("a", ["smoker"], {"smoker": "categorical"}, {"smoker": ["never", "yes"]}, [0, 1])
+    b = SiteSchema("b", ["smoker"], {"smoker": "categorical"}, {"smoker": ["Never", "yes"]}, [0, 1])
+    with pytest.raises(SchemaError) as info:
+        GlobalSchema.build([a, b])
+    msg = str(info.value)
+    assert "levels of categorical column 'smoker' differ only by case" in msg
+    assert "'Never' at 'b', 'never' at 'a'" in msg
+
+
+def test_the_union_of_levels_is_limited_to_max_levels():
+    half = MAX_LEVELS // 2 + 1
+    a = SiteSchema(
+        "a",
+        ["code", "age"],
+        {"code": "categorical", "age": "numeric"},
+        {"code": [f"a{i}" for i in range(half)]},
+        [0, 1],
+    )
+    b = SiteSchema(
+        "b",
+        ["code", "age"],
+        {"code": "categorical", "age": "numeric"},
+        {"code": [f"b{i}" for i in range(half)]},
+        [0, 1],
+    )
+    GlobalSchema.build([a])  # each site alone is within the limit
+    with pytest.raises(SchemaError) as info:
+        GlobalSchema.build([a, b])
+    msg = str(info.value)
+    assert f"categorical column 'code' has {2 * half} distinct levels over all sites" in msg
+    assert f"(a: {half}, b: {half}), more than MAX_LEVELS = {MAX_LEVELS}" in msg
+    assert f"allowed: at most {MAX_LEVELS} levels" in msg and "drop_columns" in msg
+
+
+def test_a_text_column_with_too_many_levels_is_refused_when_described():
+    frame = pd.DataFrame(
+        {"note": [f"n{i}" for i in range(MAX_LEVELS + 1)], "y": [0, 1] * (MAX_LEVELS // 2) + [0]}
+    )
+    with pytest.raises(SchemaError) as info:
+        SiteSchema.from_frame("a", frame, "y")
+    msg = str(info.value)
+    assert f"column 'note' has {MAX_LEVELS + 1} distinct values, more than MAX_LEVELS" in msg
+    assert "free text or an identifier" in msg

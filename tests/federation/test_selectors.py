@@ -11,6 +11,8 @@ import pytest
 from fedforest.federation.selectors import (
     SELECTORS,
     LocalSelection,
+    SelectorParamError,
+    check_params,
     default_params,
     select_features,
 )
@@ -354,3 +356,28 @@ def test_local_selection_checks_its_fields():
         LocalSelection(["a"], np.array([True]), np.array([-1.0]), "none")
     with pytest.raises(ValueError, match="mask"):
         LocalSelection(["a", "b"], np.array([True]), np.array([1.0, 1.0]), "none")
+
+
+def test_check_params_is_the_validation_select_features_runs():
+    assert check_params("lasso", {"C": 1}) == {**default_params("lasso"), "C": 1.0}
+    assert check_params("none", None) == {}
+    with pytest.raises(SelectorParamError) as info:
+        check_params("random_forest", {"n_estimators": 0})
+    err = info.value
+    assert (err.method, err.key, err.value, err.allowed) == (
+        "random_forest",
+        "n_estimators",
+        0,
+        "an integer >= 1",
+    )
+    assert str(err) == (
+        "parameter 'n_estimators' of selector 'random_forest' must be an integer >= 1, got 0"
+    )
+    with pytest.raises(SelectorParamError) as info:
+        check_params("f_classif", {"C": 1.0})
+    assert (
+        info.value.key == "C" and info.value.allowed == "a parameter of selector 'f_classif': alpha"
+    )
+    assert str(info.value).startswith("unknown parameter 'C' for selector 'f_classif'")
+    with pytest.raises(ValueError, match="is not one of"):
+        check_params("magic", {})

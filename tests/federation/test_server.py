@@ -118,6 +118,7 @@ def test_results_json(job):
         "error",
         "sites",
         "dropped_sites",
+        "classes_missing",
         "strategies",
         "metrics",
         "test_rows",
@@ -556,3 +557,88 @@ def test_pooling_does_not_depend_on_the_order_replies_arrive(job):
     assert np.array_equal(a["forest"].feature, b["forest"].feature)
     assert np.array_equal(a["forest"].threshold, b["forest"].threshold)
     assert a["feature_std"] == b["feature_std"]
+
+
+# --------------------------------------------------------------------------- any failure: one site
+def test_an_unexpected_error_with_one_payload_drops_only_that_site(job, monkeypatch):
+    """A payload that passes validation yet breaks the code using it costs only its sender."""
+    from fedforest.federation import server as server_module
+
+    real = server_module.SiteSchema.from_payload
+
+    def breaks_on_site_2(payload, sender=None):
+        if sender == "site-2":
+            raise TypeError("unsupported operand")
+        return real(payload, sender=sender)
+
+    monkeypatch.setattr(server_module.SiteSchema, "from_payload", breaks_on_site_2)
+    server = JobServer(copy.deepcopy(job.config))
+    server.build_schema(copy.deepcopy(job.describe))
+    assert list(server.dropped) == ["site-2"]
+    assert server.dropped["site-2"] == (
+        "schema: its payload could not be used (TypeError: unsupported operand)"
+    )
+    assert server.schema.sites == ["site-1", "site-3"]
+
+
+def test_a_model_that_breaks_pooling_is_found_and_its_site_dropped(job, monkeypatch):
+    from fedforest.federation import server as server_module
+
+    real = server_module.pool_site_models
+
+    def fails_with_site_3(models):
+        if any(m.forest.owners == ["site-3"] for m in models):
+            raise ValueError("forests disagree about feature 'x'")
+        return real(models)
+
+    monkeypatch.setattr(server_module, "pool_site_models", fails_with_site_3)
+    server = server_after_election(job)
+    model = server.pool(copy.deepcopy(job.trained), want_intersection=True)
+    assert server.dropped == {
+        "site-3": "train: its payload could not be used (ValueError: forests disagree about "
+        "feature 'x')"
+    }
+    assert read_model(model)["forest"].owners == ["site-1", "site-2"]
+
+
+def test_sites_lacking_a_class_are_named_in_the_results(job, tmp_path):
+    describe = copy.deepcopy(job.describe)
+    describe["site-1"]["classes"] = [0, 1, 2]  # site-1 alone has a third class
+    server = JobServer(copy.deepcopy(job.config))
+    server.build_schema(describe)
+    assert server.classes_missing == {"site-2": [2], "site-3": [2]}
+    results = server.write_results(tmp_path, {}, None)
+    assert results["classes_missing"] == {"site-2": [2], "site-3": [2]}
+    assert "## Classes a site has no row of" in (tmp_path / "report.md").read_text()
+
+
+def _metrics(job, site="site-1"):
+    return copy.deepcopy(job.metrics[site])
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda m: m["strategies"].pop("mp"), "field 'strategies' has"),
+        (lambda m: m["strategies"].update(extra={}), "field 'strategies' has"),
+        (lambda m: m["strategies"]["mp"].update(auprc=1.5), "'auprc' is 1.5"),
+        (lambda m: m["strategies"]["mp"].update(auprc=float("nan")), "'auprc' is nan"),
+        (lambda m: m["strategies"]["mp"].update(auprc="0.9"), "'auprc' is '0.9'"),
+        (lambda m: m["strategies"]["mp"].update(rows=-1), "'rows' is -1"),
+        (lambda m: m["strategies"]["auto"].update(chosen="magic"), "'chosen' is 'magic'"),
+        (lambda m: m["strategies"]["mp"].update(chosen="mp"), "belong to the 'auto' row"),
+        (lambda m: m["strategies"]["mp"].update(note="hi"), "unknown fields ['note']"),
+        (lambda m: m.update(site="site-2"), "field 'site' is 'site-2'"),
+        (lambda m: m.update(rows=np.array([1, 2])), "field 'rows' is an array"),
+        (lambda m: m["strategies"].update(mp=[0.9]), "strategies['mp']: expected a dict"),
+    ],
+)
+def test_malformed_metrics_drop_the_site(job, change, reason):
+    server = server_after_election(job)
+    bad = _metrics(job)
+    change(bad)
+    good = {s: _metrics(job, s) for s in ("site-2", "site-3")}
+    metrics = server.read_metrics({"site-1": bad, **good})
+    assert sorted(metrics) == ["site-2", "site-3"]
+    assert server.dropped["site-1"].startswith("evaluate: payload from 'site-1' refused")
+    assert reason in server.dropped["site-1"], server.dropped["site-1"]

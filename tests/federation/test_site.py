@@ -20,7 +20,9 @@ import pytest
 import yaml
 
 from fedforest import STRATEGIES
-from fedforest.federation.config import JOB_STRATEGIES, JobConfig, SiteConfig
+from fedforest.errors import ConfigError, SchemaError
+from fedforest.federation.config import JOB_STRATEGIES, JobConfig, SiteConfig, split_sizes
+from fedforest.federation.schema import GlobalSchema, SiteSchema, lacking_classes
 from fedforest.federation.server import JobServer
 from fedforest.federation.site import SiteRunner
 from fedforest.model.model_files import load_model
@@ -387,3 +389,89 @@ def test_evaluate_refuses_a_tampered_model(job):
 
     with pytest.raises(PayloadError, match="from 'server' refused"):
         job.runners["site-1"].evaluate(model, ["mp"])
+
+
+# --------------------------------------------------------------------------- site start checks
+def hospital_csv(path: Path, labels, n: int = 60, seed: int = 0, index: bool = False) -> Path:
+    """A small table: an identifier, two numeric columns, a text column and a label."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(
+        {
+            "patient_id": [f"P{seed}-{i:04d}" for i in range(n)],
+            "age": rng.integers(20, 90, n),
+            "bmi": rng.normal(27, 4, n).round(1),
+            "smoker": rng.choice(["never", "former", "current"], n),
+            "outcome": [labels[i % len(labels)] for i in range(n)],
+        }
+    )
+    frame.to_csv(path, index=index)
+    return path
+
+
+def site_runner(tmp_path: Path, name: str, labels, **config) -> SiteRunner:
+    data = hospital_csv(tmp_path / f"{name}.csv", labels, seed=len(name) + len(labels))
+    cfg = {"site": name, "data_path": str(data), "target": "outcome", **config}
+    return SiteRunner(SiteConfig.from_dict(cfg, f"{name}.yaml"))
+
+
+def test_the_site_refuses_a_saved_index_when_it_starts(tmp_path):
+    data = hospital_csv(tmp_path / "s.csv", [0, 1], index=True)
+    cfg = SiteConfig.from_dict({"site": "s", "data_path": str(data), "target": "outcome"}, "s.yaml")
+    with pytest.raises(ConfigError) as info:
+        SiteRunner(cfg).load()
+    msg = str(info.value)
+    assert msg.startswith(f"s.yaml: data file {data}: column 'Unnamed: 0' has no name")
+    assert "drop_columns: ['Unnamed: 0']" in msg
+
+
+def test_dropped_columns_and_label_map_apply_before_describing(tmp_path):
+    runner = site_runner(
+        tmp_path, "s", ["No", "Yes"], drop_columns=["patient_id"], label_map={"No": 0, "Yes": 1}
+    )
+    payload = runner.describe()
+    assert payload["columns"] == ["age", "bmi", "smoker"]  # the identifier is never a feature
+    assert payload["classes"] == [0, 1]
+    assert "patient_id" not in runner.frame.columns
+
+
+def test_label_map_fixes_a_coding_difference(tmp_path):
+    a = site_runner(tmp_path, "a", [0, 1], drop_columns=["patient_id"])
+    b = site_runner(tmp_path, "b", [1, 2], drop_columns=["patient_id"])
+    with pytest.raises(SchemaError, match="a coding difference such as 0/1 against 1/2"):
+        GlobalSchema.build([SiteSchema.from_payload(r.describe()) for r in (a, b)])
+    b = site_runner(tmp_path, "b", [1, 2], drop_columns=["patient_id"], label_map={1: 0, 2: 1})
+    schema = GlobalSchema.build([SiteSchema.from_payload(r.describe()) for r in (a, b)])
+    assert schema.classes == [0, 1]
+    b.set_schema(schema.to_payload())
+    assert set(np.unique(b.y_train)) == {0, 1}
+
+
+def test_a_site_lacking_a_class_takes_part(tmp_path):
+    a = site_runner(tmp_path, "a", ["high", "low", "mid"], drop_columns=["patient_id"])
+    b = site_runner(tmp_path, "b", ["high", "low"], drop_columns=["patient_id"])
+    sites = [SiteSchema.from_payload(r.describe()) for r in (a, b)]
+    schema = GlobalSchema.build(sites)
+    assert schema.classes == ["high", "low", "mid"]
+    assert lacking_classes(sites) == {"b": ["mid"]}
+
+
+def test_the_job_settings_are_checked_against_the_site_when_it_starts(tmp_path):
+    job = JobConfig.from_dict({"job": {"sites": ["s", "t"]}, "forest": {"min_samples_leaf": 17}})
+    runner = site_runner(tmp_path, "s", [0, 1], drop_columns=["patient_id"])
+    n_train = split_sizes(60, 0.2, 0.25)[0]
+    assert n_train == 33
+    with pytest.raises(ConfigError) as info:
+        runner.load(job=job)
+    msg = str(info.value)
+    assert msg.startswith("job.yaml: key 'forest.min_samples_leaf' is 17; allowed: at most 16")
+    assert "s.yaml gives 33 training rows" in msg
+    assert runner.frame is None
+    job.forest["min_samples_leaf"] = 16
+    assert runner.load(job=job).frame.shape == (60, 4)
+
+
+def test_split_sizes_match_the_splits_of_set_schema(job):
+    for runner in job.runners.values():
+        n = len(runner.frame)
+        expected = split_sizes(n, runner.config.validation_fraction, runner.config.test_fraction)
+        assert expected == (len(runner.X_train), len(runner.X_val), len(runner.X_test))

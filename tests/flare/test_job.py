@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 
+import pandas as pd
 import pytest
 import yaml
 from flare_setup import write_configs
 
 from fedforest.cli import main
 from fedforest.errors import ConfigError
-from fedforest.flare.job import build_job, simulate
+from fedforest.flare.job import build_job, load_configs, simulate
 
 SITES = ["site-1", "site-2", "site-3"]
 
@@ -50,6 +51,20 @@ def test_built_job_has_one_app_per_site_with_code_and_configs(tmp_path):
         ("job", lambda d: d["forest"].update(n_estimators="many"), "forest.n_estimators"),
         ("job", lambda d: d["job"].update(sites=SITES + ["site-4"]), "site-4"),
         ("job", lambda d: d["election"].update(freedom_degree=2), "election.freedom_degree"),
+        # checked against the site's selector and the sites' data files
+        ("site-1", lambda d: d.update(selector_params={"C": 0}), "key 'selector_params.C' is 0"),
+        ("site-2", lambda d: d.update(drop_columns=["ssn"]), "key 'drop_columns' is 'ssn'"),
+        ("site-3", lambda d: d.update(label_map={"yes": 1}), "key 'label_map.yes' is 'yes'"),
+        (
+            "job",
+            lambda d: d["election"].update(always_keep=["glucose_mg_dl"]),
+            "key 'election.always_keep' is 'glucose_mg_dl'; allowed: feature columns of",
+        ),
+        (
+            "job",
+            lambda d: d["forest"].update(min_samples_leaf=20),
+            r"key 'forest.min_samples_leaf' is 20; allowed: at most 16 for site 'site-1'",
+        ),
     ],
 )
 def test_config_errors_stop_the_build_with_a_precise_message(tmp_path, target, change, message):
@@ -59,6 +74,27 @@ def test_config_errors_stop_the_build_with_a_precise_message(tmp_path, target, c
         build_job(configs, tmp_path / "jobs")
     assert f"{target}.yaml" in str(err.value) or "site-4" in str(err.value)
     assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())
+
+
+def test_a_data_file_breaking_a_table_rule_stops_the_build(tmp_path):
+    configs = write_configs(tmp_path, rows=60)
+    data = tmp_path / "data" / "site-2.csv"
+    pd.read_csv(data).to_csv(data)  # saved with its index: an unnamed first column
+    with pytest.raises(ConfigError) as err:
+        build_job(configs, tmp_path / "jobs")
+    msg = str(err.value)
+    assert msg.startswith(f"{configs / 'site-2.yaml'}: data file {data}: column 'Unnamed: 0'")
+    assert "drop_columns: ['Unnamed: 0']" in msg
+    edit(configs / "site-2.yaml", lambda d: d.update(drop_columns=["Unnamed: 0"]))
+    job_cfg, sites = load_configs(configs)
+    assert "Unnamed: 0" not in sites["site-2"].check_data()
+
+
+def test_always_keep_names_a_column_some_site_has_after_renames(tmp_path):
+    configs = write_configs(tmp_path, rows=60)
+    edit(configs / "job.yaml", lambda d: d["election"].update(always_keep=["glucose", "hba1c"]))
+    job_cfg, _ = load_configs(configs)
+    assert job_cfg.election["always_keep"] == ["glucose", "hba1c"]
 
 
 def test_cli_build_reports_config_errors(tmp_path, capsys):

@@ -6,9 +6,16 @@ import json
 import math
 
 import pytest
-from faulty_executors import FailingTrainExecutor, MalformedTreeExecutor
+from faulty_executors import (
+    ATTACKS,
+    FailingTrainExecutor,
+    HostileExecutor,
+    MalformedTreeExecutor,
+    SlowExecutor,
+)
 from flare_setup import write_configs
 
+from fedforest import protocol
 from fedforest.federation.config import JOB_STRATEGIES
 from fedforest.flare.job import build_job, simulate
 from fedforest.model.model_files import load_model
@@ -89,3 +96,67 @@ def test_a_malformed_tree_payload_is_refused_and_never_used(tmp_path):
     assert "payload from 'site-3' refused" in reason and "children_left" in reason
     assert sorted(results["model"]["owners"]) == ["site-1", "site-2"]
     assert sorted(results["metrics"]) == ["site-1", "site-2"]
+
+
+def test_hostile_sites_cost_the_others_nothing(tmp_path):
+    """Ten hostile sites, each sending one kind of malformed payload, beside three honest ones."""
+    hostile = {f"h-{i}": f"site-{i % 3 + 1}" for i in range(len(ATTACKS))}
+    configs = write_configs(
+        tmp_path,
+        rows=200,
+        copies=hostile,
+        job={"min_sites": 3},
+        forest={"n_estimators": 8},
+        election={"auto_tune": False},
+    )
+    attackers = [
+        (site, HostileExecutor(site_config="fedforest_site.yaml", attack=attack))
+        for site, attack in zip(hostile, ATTACKS, strict=True)
+    ]
+    job_dir = build_job(configs, tmp_path / "jobs", job_custom=attackers)
+    sites = SITES + list(hostile)
+    ws = tmp_path / "ws"
+    run_dir = simulate(job_dir, ws, sites, log_file=tmp_path / "sim.log", timeout=600)
+    path = run_dir / "results.json"
+    assert path.is_file(), (tmp_path / "sim.log").read_text()[-3000:]
+    results = json.loads(path.read_text())
+    assert (run_dir / "report.md").is_file()
+    assert results["status"] == "finished", results.get("error")
+    assert sorted(results["metrics"]) == SITES  # every honest site finished
+    # no tree of a site refused before pooling was pooled (a site attacking only in the
+    # evaluate phase trained honestly, so its trees count)
+    honest_in_train = [
+        s for s, a in zip(hostile, ATTACKS, strict=True) if ATTACKS[a][0] == "evaluate"
+    ]
+    assert sorted(results["model"]["owners"]) == sorted(SITES + honest_in_train)
+    assert sorted(results["dropped_sites"]) == sorted(hostile)
+    for site, attack in zip(hostile, ATTACKS, strict=True):
+        reason = results["dropped_sites"][site]
+        phase = protocol.TASK_PHASE[ATTACKS[attack][0]]  # the vote task is the election phase
+        assert reason.startswith(phase) and "refused" in reason, (attack, reason)
+        assert f"'{site}'" in reason, (attack, reason)
+
+
+def test_a_slow_site_is_kept_and_one_past_its_timeout_is_dropped_with_the_reason(tmp_path):
+    configs = write_configs(
+        tmp_path,
+        rows=200,
+        forest={"n_estimators": 8},
+        election={"auto_tune": False},
+        job={
+            "min_sites": 2,
+            "timeouts": {"schema": 60, "election": 60, "train": 6.5, "evaluate": 60},
+        },
+    )
+    slow = [
+        ("site-2", SlowExecutor(site_config="fedforest_site.yaml", task="train", delay=3)),
+        ("site-3", SlowExecutor(site_config="fedforest_site.yaml", task="train", delay=25)),
+    ]
+    results, _, _ = run(configs, tmp_path, custom=slow)
+    assert results["status"] == "finished"
+    assert sorted(results["metrics"]) == ["site-1", "site-2"]  # the slow one is kept
+    assert list(results["dropped_sites"]) == ["site-3"]
+    assert results["dropped_sites"]["site-3"] == (
+        "train: no reply within the train timeout of 6.5 s"
+    )
+    assert 6.5 <= results["phase_seconds"]["train"] < 20

@@ -13,6 +13,7 @@ tidy table: one row per (dataset, n_sites, jaccard, rep, site, method, metric).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import outputs
 from ..federation.evaluation import evaluate_strategies
 from ..federation.splits import split_validation
 from ..federation.training import fit_site_models, pool_site_models
@@ -36,6 +38,8 @@ METHODS = PAPER_METHODS
 PAPER_SITES = (2, 3, 4, 6)
 PAPER_JACCARDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 TIDY_COLUMNS = ["dataset", "n_sites", "jaccard", "rep", "site", "method", "metric", "value"]
+#: The command named in the marker of an experiment's output folder (``federation.outputs``).
+EXPERIMENT_COMMAND = "fedforest experiment"
 
 
 @dataclass
@@ -76,9 +80,28 @@ def load_table(
         )
     if not target:
         raise ValueError(f"dataset {spec}: give the target column (--target)")
-    frame = pd.read_csv(path)
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"dataset {spec}: cannot read it as a CSV file: {err}") from err
+    columns = ", ".join(map(str, frame.columns))
     if target not in frame.columns:
-        raise ValueError(f"dataset {spec}: no target column {target!r} in {list(frame.columns)}")
+        raise ValueError(
+            f"dataset {spec}: the target (--target) {target!r} is not a column; columns: {columns}"
+        )
+    unknown = [c for c in categorical if c not in frame.columns]
+    if unknown:
+        raise ValueError(
+            f"dataset {spec}: the categorical columns (--categorical) "
+            f"{', '.join(map(repr, unknown))} are not columns; columns: {columns}"
+        )
+    if target in categorical:
+        raise ValueError(f"dataset {spec}: --categorical names the target {target!r}")
+    missing = int(frame[target].isna().sum())
+    if missing:
+        raise ValueError(
+            f"dataset {spec}: the target {target!r} is missing in {missing} rows; drop them first"
+        )
     y = frame.pop(target).to_numpy()
     cats = list(categorical)
     for col in frame.columns:
@@ -88,6 +111,64 @@ def load_table(
             if col not in cats:
                 cats.append(col)
     return Dataset(path.stem, frame.astype(float), y, cats)
+
+
+#: Share of each site's rows held out for testing (paper: 75/25).
+TEST_FRACTION = 0.25
+
+
+def rows_per_class(n_sites: int, test_fraction: float = TEST_FRACTION) -> int:
+    """Rows of every class a dataset needs so that each of ``n_sites`` sites can be scored.
+
+    A site's stratified split (test share ``f``) gives a class with ``k`` rows
+    at most ``ceil(k (1 - f))`` training rows, so at least one test row when
+    ``k >= 1 / f``, and then at least one training row too. With
+    ``ceil(1 / f)`` rows of every class (4 for f = 0.25) at a site, its
+    training and its test rows hold every class and every metric is defined.
+    :func:`~.partition.split_rows` deals each class evenly, so the worst site
+    gets ``floor(count / n_sites)`` rows of it: a class needs
+    ``n_sites * ceil(1 / f)`` rows.
+
+    Examples
+    --------
+    >>> rows_per_class(3)
+    12
+    """
+    return n_sites * math.ceil(1 / test_fraction - 1e-9)
+
+
+def check_dataset(
+    data: Dataset, n_sites: Sequence[int], test_fraction: float = TEST_FRACTION
+) -> None:
+    """Refuse a dataset the sites cannot learn from and be scored on, naming what is lacking.
+
+    Raises
+    ------
+    ValueError
+        If the dataset has no feature, a single class, or fewer rows of a
+        class than :func:`rows_per_class` for the largest number of sites.
+    """
+    if data.X.shape[1] < 1:
+        raise ValueError(f"dataset {data.name}: no feature column besides the target")
+    labels, counts = np.unique(np.asarray(data.y), return_counts=True)
+    found = ", ".join(f"{label}: {count}" for label, count in zip(labels, counts, strict=True))
+    if len(labels) < 2:
+        raise ValueError(
+            f"dataset {data.name}: the target has a single class ({found} rows); "
+            "an experiment needs at least two classes"
+        )
+    most = max(n_sites)
+    need = rows_per_class(most, test_fraction)
+    short = [str(label) for label, count in zip(labels, counts, strict=True) if count < need]
+    if short:
+        per_site = need // most
+        raise ValueError(
+            f"dataset {data.name}: {len(data.y)} rows, class counts {{{found}}}; {most} sites "
+            f"need at least {need} rows of every class ({per_site} per site, so that each "
+            f"site's {1 - test_fraction:.0%}/{test_fraction:.0%} split leaves every class in "
+            f"its training and its test rows); too few rows of class {', '.join(short)}. "
+            "Use fewer sites (--sites) or more rows"
+        )
 
 
 def run_repetition(
@@ -100,7 +181,7 @@ def run_repetition(
     voting: str = "soft",
     n_estimators: int = 100,
     depth_threshold: int = 2,
-    test_fraction: float = 0.25,
+    test_fraction: float = TEST_FRACTION,
 ) -> list[dict]:
     """One repetition of one scenario; tidy rows (one per site, method and metric)."""
     frame = data.X.assign(__target__=data.y)
@@ -208,6 +289,16 @@ class ExperimentPlan:
             raise ValueError(f"voting={self.voting!r} must be soft or hard")
         if self.n_jobs < 1:
             raise ValueError(f"n_jobs={self.n_jobs} must be at least 1")
+        if isinstance(self.n_estimators, bool) or not isinstance(self.n_estimators, int):
+            raise ValueError(f"n_estimators={self.n_estimators!r} must be an integer >= 1")
+        if self.n_estimators < 1:
+            raise ValueError(f"n_estimators={self.n_estimators} must be at least 1")
+        if (
+            isinstance(self.depth_threshold, bool)
+            or not isinstance(self.depth_threshold, int)
+            or self.depth_threshold < 0
+        ):
+            raise ValueError(f"depth_threshold={self.depth_threshold!r} must be an integer >= 0")
 
 
 def _init_worker() -> None:
@@ -237,10 +328,26 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
 
     With ``out_dir`` the tidy table is written to ``out_dir/results.csv`` as the
     batches finish (a long run can be followed, and survives interruption).
-    Progress is logged after every finished (dataset, N, J) scenario.
+    ``out_dir`` must be new, empty or the folder of an earlier experiment that
+    holds only what it wrote (``fedforest.federation.outputs``); those files
+    are cleared first. Progress is logged after every finished (dataset, N, J)
+    scenario.
+
+    Raises
+    ------
+    ValueError
+        Before anything runs or is written: for an invalid plan, a dataset
+        that cannot be read or split over the sites (:func:`check_dataset`),
+        or an ``out_dir`` that may hold a user's files.
     """
     plan.validate()
     datasets = [load_table(d, plan.target, plan.categorical) for d in plan.datasets]
+    for data in datasets:  # before anything runs or is written
+        check_dataset(data, plan.n_sites)
+    names = [d.name for d in datasets]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"datasets {repeated} are given twice (by name or file stem)")
     tasks = [
         (data, n, j, r, plan)
         for data in datasets
@@ -248,7 +355,6 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
         for j in plan.jaccards
         for r in range(plan.reps)
     ]
-    per_scenario = plan.reps
     total = len(tasks)
     logger.info(
         "experiment: %d repetitions (%d datasets x %d N x %d J x %d reps), %d jobs",
@@ -261,9 +367,21 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
     )
     out_path = None
     if out_dir is not None:
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
+        # a new, empty or earlier experiment folder only; what the earlier run wrote is cleared
+        out_dir = outputs.claim_dir(out_dir, EXPERIMENT_COMMAND)
         out_path = out_dir / "results.csv"
+        try:
+            return _run_tasks(plan, tasks, out_path)
+        finally:
+            outputs.record_dir(out_dir, EXPERIMENT_COMMAND)
+    return _run_tasks(plan, tasks, None)
+
+
+def _run_tasks(plan: ExperimentPlan, tasks: list, out_path) -> pd.DataFrame:
+    """Run the repetitions (writing ``out_path`` as they finish); the sorted tidy table."""
+    per_scenario = plan.reps
+    total = len(tasks)
+    if out_path is not None:
         pd.DataFrame(columns=TIDY_COLUMNS).to_csv(out_path, index=False)
     rows: list[dict] = []
     done_per: dict[tuple, int] = {}

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import protocol
-from ..model.payload_checks import MAX_FEATURES
+from ..model.payload_checks import MAX_FEATURES, MAX_ROWS
 from ..validation import PayloadReader
 from ..vocabulary import AGGREGATIONS
 
@@ -84,28 +84,34 @@ class SiteVote:
     def from_payload(
         cls, payload: Mapping, sender: str | None = None, features: Sequence[str] | None = None
     ) -> SiteVote:
-        """Read a vote; ``features`` is the global feature list when indices are used."""
+        """Read a vote; ``features`` is the global feature list when indices are used.
+
+        The vote names its features either by ``feature_index`` (indices into
+        ``features``) or by ``features`` (names), never both. Only
+        :class:`~fedforest.errors.PayloadError` is raised.
+        """
         r = PayloadReader(payload, FORMAT_VOTE, sender)
         r.check_keys({"site", "mask", "scores", "n_rows", "features", "feature_index"})
-        if "feature_index" in payload:
+        site = r.read_string("site")
+        if r.has("feature_index"):
+            if r.has("features"):
+                r.fail("fields 'features' and 'feature_index' are both present; expected one")
             if features is None:
                 r.fail("field 'feature_index' needs the global feature list to be read")
-            idx = r.read_array("feature_index", "i")
-            if idx.size and (idx.min() < 0 or idx.max() >= len(features)):
-                r.fail(f"field 'feature_index' has indices outside [0, {len(features)})")
-            if len(set(idx.tolist())) != idx.size:
+            n_global = len(features)
+            idx = r.read_array("feature_index", "i", max_len=n_global)
+            if idx.size and (idx.min() < 0 or idx.max() >= n_global):
+                r.fail(f"field 'feature_index' has indices outside [0, {n_global})")
+            if np.unique(idx).size != idx.size:
                 r.fail("field 'feature_index' has duplicates")
-            names = [features[i] for i in idx]
+            names = [str(features[i]) for i in idx.tolist()]
         else:
             names = r.read_str_list("features", MAX_FEATURES)
         n = len(names)
         mask = r.read_array("mask", "b", length=n)
         scores = r.read_array("scores", "f", length=n)
-        n_rows = r.read_number("n_rows", lo=1)
-        site = r.get("site")
-        if not isinstance(site, str) or not site:
-            r.fail("field 'site' must be a non-empty string")
-        return cls(site, names, mask, scores, int(n_rows))
+        n_rows = r.read_integer("n_rows", 1, MAX_ROWS)
+        return cls(site, names, mask, scores, n_rows)
 
 
 @dataclass

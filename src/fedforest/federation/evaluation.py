@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import protocol
 from ..metrics import score_all
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..prediction.classifier import PooledForestClassifier
+from ..validation import PayloadReader, describe
 from ..vocabulary import METRICS, STRATEGIES
 
 logger = logging.getLogger(__name__)
@@ -112,3 +114,55 @@ def evaluate_strategies(
             ", ".join(f"{m}={row[m]:.3f}" for m in metrics if row[m] is not None),
         )
     return results
+
+
+#: Fields of one strategy's row in a site's metrics, besides the metrics themselves.
+ROW_FIELDS = ("rows", "mean_trees_kept", "fallback_rows", "chosen", "validation")
+
+
+def read_site_metrics(
+    payload: Mapping, sender: str, strategies: Sequence[str], metrics: Sequence[str]
+) -> dict:
+    """Validate a site's ``fedforest/site-metrics`` reply against what the job asked for.
+
+    Every requested strategy has a row; every requested metric is a finite
+    number in [-1, 1] or ``None`` (undefined); counts are non-negative; ``auto``
+    names a strategy it chose. Anything else is refused with a
+    :class:`~fedforest.PayloadError` naming the sender and the field.
+
+    Returns
+    -------
+    dict
+        ``{"site", "rows", "strategies"}`` with plain values only.
+    """
+    r = PayloadReader(payload, protocol.SITE_METRICS, sender)
+    r.check_keys({"site", "rows", "strategies"})
+    if r.get("site") != sender:
+        r.fail(f"field 'site' is {describe(r.get('site'))}; expected {sender!r}")
+    rows = r.read_integer("rows", 0)
+    per = r.read_mapping("strategies")
+    if sorted(map(str, per)) != sorted(strategies) or not all(isinstance(k, str) for k in per):
+        r.fail(f"field 'strategies' has {sorted(map(str, per))}; expected {sorted(strategies)}")
+    out: dict[str, dict] = {}
+    for name in strategies:
+        row = r.entry(per[name], f"strategies[{name!r}]")
+        row.check_keys({*metrics, *ROW_FIELDS})
+        clean: dict[str, Any] = {}
+        for m in metrics:
+            value = row.get(m)
+            clean[m] = None if value is None else row.number(m, value, -1.0, 1.0)
+        clean["rows"] = row.read_integer("rows", 0)
+        clean["mean_trees_kept"] = row.number("mean_trees_kept", row.get("mean_trees_kept"), 0)
+        clean["fallback_rows"] = row.read_integer("fallback_rows", 0)
+        if name == "auto":
+            clean["chosen"] = row.choice("chosen", row.get("chosen"), STRATEGIES)
+            validation = row.read_mapping("validation")
+            clean["validation"] = {
+                str(k): None if v is None else row.number(f"validation.{k}", v)
+                for k, v in validation.items()
+                if row.choice("validation", k, STRATEGIES)
+            }
+        elif "chosen" in row.payload or "validation" in row.payload:
+            row.fail("fields 'chosen' and 'validation' belong to the 'auto' row only")
+        out[name] = clean
+    return {"site": sender, "rows": rows, "strategies": out}

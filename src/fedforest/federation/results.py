@@ -25,6 +25,14 @@ def render_report(results: Mapping) -> str:
     lines = [f"# fedforest job `{results['job']}`: {results['status']}", ""]
     if results.get("error"):
         lines += [f"**Error:** {results['error']}", ""]
+    if results.get("classes_missing"):
+        lines += ["## Classes a site has no row of", ""]
+        lines += [
+            f"- `{s}`: {', '.join(map(str, lacking))} (its trees never predict them; its "
+            "metrics are on the classes it has)"
+            for s, lacking in results["classes_missing"].items()
+        ]
+        lines.append("")
     if results.get("dropped_sites"):
         lines += ["## Dropped sites", ""]
         lines += [f"- `{s}`: {why}" for s, why in results["dropped_sites"].items()]

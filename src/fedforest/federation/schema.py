@@ -4,15 +4,22 @@ Each site describes its table (:class:`SiteSchema`: column names and kinds,
 category levels, class labels, row count) without sending a single row. The
 server joins them into a :class:`GlobalSchema`: the union of features by name,
 one global code per category level, the global class list and the *shared*
-features every site has. Contradictions (a column numeric at one site and
-categorical at another, class labels of different types) are refused with a
-message naming the site and the column.
+features every site has. Contradictions are refused with a message naming the
+sites and the column or labels: a column numeric at one site and categorical at
+another; names, levels or class labels that differ only by case or surrounding
+whitespace across sites; a categorical column with more than ``MAX_LEVELS``
+levels over all sites; class labels of different types, or label sets of two
+sites that are disjoint or differ while neither contains the other (a coding
+difference such as 0/1 against 1/2). A site whose labels are a strict subset
+of another's only lacks some classes (:func:`lacking_classes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -26,6 +33,8 @@ from ..vocabulary import FEATURE_KINDS as KINDS
 FORMAT_SITE = protocol.SITE_SCHEMA
 FORMAT_GLOBAL = protocol.GLOBAL_SCHEMA
 
+logger = logging.getLogger(__name__)
+
 
 def normalize_labels(y) -> np.ndarray:
     """Labels as an int64 array (integer-valued numbers) or a string array."""
@@ -35,6 +44,12 @@ def normalize_labels(y) -> np.ndarray:
         if np.all(np.isfinite(values)) and np.all(values == np.round(values)):
             return values.astype(np.int64)
     return series.astype(str).to_numpy(dtype=str)
+
+
+def column_kind(series: pd.Series, listed_categorical: bool = False) -> str:
+    """``"categorical"`` for a listed column or any non-numeric one, else ``"numeric"``."""
+    numeric = pd.api.types.is_numeric_dtype(series.dtype) or series.dtype == bool
+    return "categorical" if listed_categorical or not numeric else "numeric"
 
 
 def class_labels(y) -> list:
@@ -99,12 +114,16 @@ class SiteSchema:
         kinds, levels = {}, {}
         for col in columns:
             series = frame[col]
-            is_cat = col in categorical or not (
-                pd.api.types.is_numeric_dtype(series.dtype) or series.dtype == bool
-            )
-            kinds[col] = "categorical" if is_cat else "numeric"
-            if is_cat:
+            kinds[col] = column_kind(series, col in categorical)
+            if kinds[col] == "categorical":
                 levels[col] = _sorted_levels(set(as_level_strings(series).dropna().unique()))
+                if len(levels[col]) > MAX_LEVELS:
+                    raise SchemaError(
+                        f"site {site!r}: column {col!r} has {len(levels[col])} distinct values, "
+                        f"more than MAX_LEVELS = {MAX_LEVELS}: it is free text or an "
+                        f"identifier; allowed: categorical columns of at most {MAX_LEVELS} "
+                        "levels: list it under drop_columns in the site's YAML"
+                    )
         y = frame[target]
         if y.isna().any():
             raise SchemaError(
@@ -218,13 +237,39 @@ class GlobalSchema:
                 kind_of.setdefault(col, (kind, s.site))
                 if kind == "categorical":
                     levels.setdefault(col, set()).update(s.levels.get(col, []))
+        _refuse_spellings({s.site: s.columns for s in sites}, "column names", _RENAME_HINT)
+        for col in sorted(levels):
+            _refuse_spellings(
+                {s.site: s.levels.get(col, []) for s in sites if col in s.levels},
+                f"levels of categorical column {col!r}",
+                "one spelling per level at every site: correct the values in the data file "
+                "of the sites named",
+            )
+            if len(levels[col]) > MAX_LEVELS:
+                per_site = ", ".join(
+                    f"{s.site}: {len(s.levels[col])}" for s in sites if col in s.levels
+                )
+                raise SchemaError(
+                    f"categorical column {col!r} has {len(levels[col])} distinct levels over "
+                    f"all sites ({per_site}), more than MAX_LEVELS = {MAX_LEVELS}: it is free "
+                    f"text or an identifier; allowed: at most {MAX_LEVELS} levels: list it "
+                    "under drop_columns in the sites' YAML files"
+                )
         label_types = {type(c) for s in sites for c in s.classes}
         if len(label_types) > 1:
             by_site = {s.site: sorted({type(c).__name__ for c in s.classes}) for s in sites}
-            raise SchemaError(f"class labels have different types across sites: {by_site}")
+            raise SchemaError(
+                f"class labels have different types across sites: {by_site} (labels per site: "
+                f"{_labels_by_site(sites)}); allowed: one type: map one site's labels with "
+                "label_map: {local label: global label} in its YAML"
+            )
+        _refuse_spellings({s.site: s.classes for s in sites}, "class labels", _LABEL_MAP_HINT)
+        _refuse_label_codings(sites)
         classes = sorted({c for s in sites for c in s.classes})
         features = sorted(kind_of)
         shared = [f for f in features if all(f in s.columns for s in sites)]
+        for site, lacking in lacking_classes(sites).items():
+            logger.warning("site %s has no row of class(es) %s", site, lacking)
         return cls(
             features=features,
             categories={c: _sorted_levels(v) for c, v in sorted(levels.items())},
@@ -317,6 +362,109 @@ class GlobalSchema:
             shared=shared,
             site_columns={k: list(v) for k, v in site_columns.items()},
             site_rows={k: int(v) for k, v in site_rows.items()},
+        )
+
+
+def lacking_classes(sites: Sequence[SiteSchema]) -> dict[str, list]:
+    """The classes each site has no row of, for the sites that lack any.
+
+    A site whose class labels are a strict subset of another site's is
+    allowed (:meth:`GlobalSchema.build`): its trees never predict the classes it
+    lacks. The global schema's payload does not carry per-site classes, so this
+    is computed from the sites' schemas.
+
+    Returns
+    -------
+    dict of str to list
+        ``{site: [classes of the union it lacks, in the global order]}``, by
+        site name; a site with every class is left out.
+    """
+    classes = sorted({c for s in sites for c in s.classes})
+    out = {}
+    for s in sorted(sites, key=lambda s: s.site):
+        lacking = [c for c in classes if c not in set(s.classes)]
+        if lacking:
+            out[s.site] = lacking
+    return out
+
+
+_RENAME_HINT = (
+    "one name per column at every site: rename it with renames: {local name: global name} in "
+    "the YAML of the sites named"
+)
+_LABEL_MAP_HINT = (
+    "one spelling per class label at every site: map the labels with label_map: "
+    "{local label: global label} in the YAML of the sites named"
+)
+
+
+def _labels_by_site(sites: Sequence[SiteSchema]) -> str:
+    return "; ".join(f"{s.site}: {sorted(s.classes)}" for s in sorted(sites, key=lambda s: s.site))
+
+
+def _refuse_spellings(by_site: Mapping[str, Iterable], what: str, allowed: str) -> None:
+    """Refuse values that differ only by case or surrounding whitespace across sites.
+
+    Spellings of one value (``"Yes"``, ``"yes"``, ``"yes "``) clash when the
+    sites do not all use the same set of them. The message names every
+    spelling with its sites and suggests, per site, a mapping onto the
+    spelling most sites use.
+    """
+    groups: dict[str, dict[str, set[str]]] = {}
+    for site, values in sorted(by_site.items()):
+        for value in values:
+            if isinstance(value, str):
+                groups.setdefault(value.strip().casefold(), {}).setdefault(site, set()).add(value)
+    found, fixes = [], {}
+    for canonical in sorted(groups):
+        per_site = groups[canonical]
+        spellings = set().union(*per_site.values())
+        if len(spellings) < 2 or all(used == spellings for used in per_site.values()):
+            continue
+        users = {v: sorted(s for s, used in per_site.items() if v in used) for v in spellings}
+        # the spelling most sites use; on a tie, one without spaces, then in lower case
+        best = min(spellings, key=lambda v: (-len(users[v]), v != v.strip(), v != v.lower(), v))
+        found.append(
+            ", ".join(f"{v!r} at {', '.join(map(repr, users[v]))}" for v in sorted(spellings))
+        )
+        for spelling in sorted(spellings - {best}):
+            for site in users[spelling]:
+                fixes.setdefault(site, {})[spelling] = best
+    if not found:
+        return
+    per_site = "; ".join(f"{k}: {sorted(v)}" for k, v in sorted(by_site.items()))
+    suggestion = "; ".join(f"site {site!r}: {mapping}" for site, mapping in sorted(fixes.items()))
+    raise SchemaError(
+        f"{what} differ only by case or surrounding whitespace across sites: "
+        f"{'; '.join(found)} (per site: {per_site}); allowed: {allowed} (e.g. {suggestion})"
+    )
+
+
+def _refuse_label_codings(sites: Sequence[SiteSchema]) -> None:
+    """Refuse two sites whose label sets are disjoint, or overlap while neither contains
+    the other; a strict subset (a site lacking a class) is fine."""
+    by_site = {s.site: set(s.classes) for s in sites}
+    for a, b in combinations(sorted(by_site), 2):
+        la, lb = by_site[a], by_site[b]
+        if la <= lb or lb <= la:
+            continue
+        pair = f"sites {a!r} (labels {sorted(la)}) and {b!r} (labels {sorted(lb)})"
+        if not la & lb:
+            problem = (
+                f"{pair} have no class label in common: the target is coded differently, or "
+                "one site names the wrong target column"
+            )
+        else:
+            problem = (
+                f"{pair} have class labels that differ while neither set contains the other "
+                f"({a!r} lacks {sorted(lb - la)}, {b!r} lacks {sorted(la - lb)}): a coding "
+                "difference such as 0/1 against 1/2"
+            )
+        raise SchemaError(
+            f"{problem} (labels per site: {_labels_by_site(sites)}); allowed: label sets of "
+            "which one contains the other (a site may lack a class): check target in both "
+            "YAML files, and map one site's labels onto the other's with label_map: "
+            "{local label: global label} in its YAML"
         )
 
 

@@ -42,6 +42,11 @@ method             score (selected if)                       defaults (``params`
 ``none``           ``1.0`` for every column (always)         (none)
 =================  ========================================  ===========================
 
+Parameters are validated by :func:`check_params` (which :func:`select_features`
+runs, and which site configurations run on ``selector_params`` before any data
+is read); a bad one raises :class:`SelectorParamError` naming the key, the
+value and what is allowed.
+
 ``threshold`` for ``mutual_info`` and ``random_forest`` is ``"mean"``,
 ``"median"`` (of the site's scores) or a number ``>= 0``. A score of exactly 0
 (no information at all) is never selected by these two methods, so a table in
@@ -99,7 +104,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -308,18 +313,58 @@ def _check_method(method: Any) -> None:
         raise ValueError(f"selector {method!r} is not one of {list(SELECTORS)}")
 
 
+class SelectorParamError(ValueError):
+    """A selector parameter that is unknown or has a bad value.
+
+    Besides the message, it carries what a configuration error needs: the
+    parameter ``key``, the bad ``value`` and what is ``allowed``.
+    """
+
+    def __init__(self, method: str, key: Any, value: Any, allowed: str, unknown: bool = False):
+        self.method, self.key, self.value, self.allowed = method, key, value, allowed
+        if unknown:
+            message = (
+                f"unknown parameter {key!r} for selector {method!r}; "
+                f"allowed keys: {sorted(_DEFAULTS[method])}"
+            )
+        else:
+            message = f"parameter {key!r} of selector {method!r} must be {allowed}, got {value!r}"
+        super().__init__(message)
+
+
+def check_params(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate a selector's parameters; return them with the defaults filled in.
+
+    This is the validation :func:`select_features` runs; configuration code
+    calls it to refuse a site's ``selector_params`` before any data is read.
+
+    Raises
+    ------
+    ValueError
+        If ``method`` is not one of :data:`SELECTORS` or ``params`` is not a
+        mapping.
+    SelectorParamError
+        If a key is unknown to the selector or a value is out of range; it
+        names the key, the value and what is allowed.
+    """
+    _check_method(method)
+    return _resolve_params(method, params)
+
+
 def _resolve_params(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
     effective = dict(_DEFAULTS[method])
     if params is None:
         return effective
     if not isinstance(params, Mapping):
         raise ValueError(f"params must be a mapping, got {type(params).__name__}")
-    allowed = sorted(_DEFAULTS[method])
     for key, value in params.items():
         if key not in _DEFAULTS[method]:
-            raise ValueError(
-                f"unknown parameter {key!r} for selector {method!r}; allowed keys: {allowed}"
+            allowed = (
+                f"a parameter of selector {method!r}: {', '.join(_DEFAULTS[method])}"
+                if _DEFAULTS[method]
+                else f"no parameter (selector {method!r} takes none)"
             )
+            raise SelectorParamError(method, key, value, allowed, unknown=True)
         effective[key] = _check_param(method, key, value)
     return effective
 
@@ -337,49 +382,48 @@ def _is_real(value: Any) -> bool:
 
 
 def _check_param(method: str, key: str, value: Any) -> Any:
-    where = f"parameter {key!r} of selector {method!r}"
+    def refuse(allowed: str) -> NoReturn:
+        raise SelectorParamError(method, key, value, allowed)
+
     if key in ("max_iter", "n_neighbors", "n_estimators", "min_samples_leaf", "n_repeats"):
         if not _is_int(value) or value < 1:
-            raise ValueError(f"{where} must be an integer >= 1, got {value!r}")
+            refuse("an integer >= 1")
         return int(value)
     if key == "max_depth":
         if value is None:
             return None
         if not _is_int(value) or value < 1:
-            raise ValueError(f"{where} must be None or an integer >= 1, got {value!r}")
+            refuse("None or an integer >= 1")
         return int(value)
     if key in ("C", "tol"):
         if not _is_real(value) or value <= 0:
-            raise ValueError(f"{where} must be a finite number > 0, got {value!r}")
+            refuse("a finite number > 0")
         return float(value)
     if key == "l1_ratio":
         if not _is_real(value) or not 0 <= value <= 1:
-            raise ValueError(f"{where} must be a number in [0, 1], got {value!r}")
+            refuse("a number in [0, 1]")
         return float(value)
     if key == "alpha":
         if not _is_real(value) or not 0 < value <= 1:
-            raise ValueError(f"{where} must be a number in (0, 1], got {value!r}")
+            refuse("a number in (0, 1]")
         return float(value)
     if key == "test_size":
         if not _is_real(value) or not 0 < value < 1:
-            raise ValueError(f"{where} must be a number in (0, 1), got {value!r}")
+            refuse("a number in (0, 1)")
         return float(value)
     if key == "importance":
-        if value not in _IMPORTANCES:
-            raise ValueError(f"{where} must be one of {list(_IMPORTANCES)}, got {value!r}")
+        if not isinstance(value, str) or value not in _IMPORTANCES:
+            refuse(f"one of {list(_IMPORTANCES)}")
         return value
     if key == "threshold":
         if method in ("mutual_info", "random_forest") and isinstance(value, str):
             if value not in _RELATIVE_THRESHOLDS:
-                raise ValueError(
-                    f"{where} must be one of {list(_RELATIVE_THRESHOLDS)} or a number >= 0, "
-                    f"got {value!r}"
-                )
+                refuse(f"one of {list(_RELATIVE_THRESHOLDS)} or a number >= 0")
             return value
         if not _is_real(value) or value < 0:
-            raise ValueError(f"{where} must be a finite number >= 0, got {value!r}")
+            refuse("a finite number >= 0")
         return float(value)
-    raise AssertionError(f"no validator for {where}")  # pragma: no cover
+    raise AssertionError(f"no validator for {key!r} of {method!r}")  # pragma: no cover
 
 
 @dataclass

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from ..model.model_files import model_bundle, read_feature_std
 from ..validation import PayloadReader
 from .config import JobConfig
 from .election import Ballot, ElectionResult, SiteVote
+from .evaluation import read_site_metrics
 from .results import payload_bytes, render_report
 from .schema import GlobalSchema, SchemaError, SiteSchema
 from .training import SiteModels, pool_site_models
@@ -52,12 +54,31 @@ class JobServer:
     election: ElectionResult | None = None
     tuning: TuningResult | None = None
     votes: list[SiteVote] = field(default_factory=list)
+    classes_missing: dict[str, list] = field(default_factory=dict)
     dropped: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     payload_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
     site_rows: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------- helpers
+    @contextmanager
+    def refusing(self, site: str, phase: str) -> Iterator[None]:
+        """Run the handling of one site's payload; any failure drops that site only.
+
+        A :class:`~fedforest.PayloadError` or :class:`~fedforest.SchemaError` is
+        the reason as it stands; any other exception (a payload that passed
+        validation but still broke the code using it) is named with its type.
+        The exception never reaches the caller, so one hostile or broken site
+        can never cost the others their results.
+        """
+        try:
+            yield
+        except (PayloadError, SchemaError) as err:
+            self.drop(site, phase, str(err))
+        except Exception as err:  # noqa: BLE001 - whatever a payload did, only its site pays
+            logger.exception("site %s: its %s payload broke the server's handling", site, phase)
+            self.drop(site, phase, f"its payload could not be used ({type(err).__name__}: {err})")
+
     def drop(self, site: str, phase: str, reason: str) -> None:
         """Record that ``site`` is out of the job from ``phase`` on."""
         if site not in self.dropped:
@@ -66,7 +87,8 @@ class JobServer:
 
     def record_sizes(self, phase: str, payloads: Mapping[str, Any]) -> None:
         for site, payload in sorted(payloads.items()):  # reply order must not matter
-            self.payload_sizes.setdefault(site, {})[phase] = payload_bytes(payload)
+            with self.refusing(site, phase):
+                self.payload_sizes.setdefault(site, {})[phase] = payload_bytes(payload)
 
     def alive(self, sites) -> list[str]:
         return [s for s in sites if s not in self.dropped]
@@ -85,8 +107,8 @@ class JobServer:
         """Join the site schemas; refuse malformed ones (the site is dropped)."""
         self.record_sizes("schema", payloads)
         schemas = []
-        for site, payload in sorted(payloads.items()):  # reply order must not matter
-            try:
+        for site, payload in self._live(payloads):
+            with self.refusing(site, "schema"):
                 s = SiteSchema.from_payload(payload, sender=site)
                 if s.site != site:
                     raise PayloadError(f"it says it is site {s.site!r}", sender=site)
@@ -96,10 +118,15 @@ class JobServer:
                         "least two classes"
                     )
                 schemas.append(s)
-            except (PayloadError, SchemaError) as err:
-                self.drop(site, "schema", str(err))
         self.check_min_sites([s.site for s in schemas], "schema")
         self.schema = GlobalSchema.build(schemas)
+        self.classes_missing = {
+            s.site: [c for c in self.schema.classes if c not in s.classes]
+            for s in schemas
+            if set(s.classes) != set(self.schema.classes)
+        }
+        for site, lacking in self.classes_missing.items():
+            logger.warning("site %s has no row of class(es) %s", site, lacking)
         self.site_rows = dict(self.schema.site_rows)
         if not self.schema.shared:
             raise SchemaError(
@@ -120,8 +147,8 @@ class JobServer:
         """Validate the votes and build the ballot."""
         self.record_sizes("election", payloads)
         votes = []
-        for site, payload in sorted(payloads.items()):  # reply order must not matter
-            try:
+        for site, payload in self._live(payloads):
+            with self.refusing(site, "election"):
                 vote = SiteVote.from_payload(payload, sender=site, features=self.schema.features)
                 if vote.site != site:
                     raise PayloadError(f"it says it is site {vote.site!r}", sender=site)
@@ -131,8 +158,6 @@ class JobServer:
                         f"it votes on columns it does not have: {sorted(unknown)}", sender=site
                     )
                 votes.append(vote)
-            except PayloadError as err:
-                self.drop(site, "election", str(err))
         self.check_min_sites([v.site for v in votes], "election")
         self.votes = votes
         el = self.config.election
@@ -183,13 +208,11 @@ class JobServer:
     def score_replies(self, replies: Mapping[str, Mapping]) -> float:
         """Row-weighted mean score of a proposed mask; a site with a bad reply is dropped."""
         good = {}
-        for site, reply in sorted(replies.items()):
-            try:
+        for site, reply in self._live(replies):
+            with self.refusing(site, "election"):
                 PayloadReader(reply, protocol.MASK_SCORE, site).check_keys({"score", "n_rows"})
                 self.weighted_score({site: reply})
                 good[site] = reply
-            except PayloadError as err:
-                self.drop(site, "election", str(err))
         self.check_min_sites(list(good), "election")
         return self.weighted_score(good)
 
@@ -199,8 +222,8 @@ class JobServer:
         self.record_sizes("train", payloads)
         models: list[SiteModels] = []
         elected = set(self.election.selected) if self.election else set(self.schema.features)
-        for site, payload in sorted(payloads.items()):  # reply order must not matter
-            try:
+        for site, payload in self._live(payloads):
+            with self.refusing(site, "train"):
                 r = PayloadReader(payload, protocol.SITE_MODELS, site)
                 r.check_keys(SITE_MODEL_FIELDS)
                 forest = PooledForest.from_payload(r.get("forest"), sender=site)
@@ -227,12 +250,8 @@ class JobServer:
                 if want_intersection and r.get("intersection", None) is not None:
                     inter = PooledForest.from_payload(r.get("intersection"), sender=site)
                     self._check_forest(inter, site, set(self.schema.shared), "shared")
-            except PayloadError as err:
-                self.drop(site, "train", str(err))
-                continue
-            models.append(SiteModels(forest, imps, std, inter))
-        self.check_min_sites([m.forest.owners[0] for m in models], "train")
-        pooled = pool_site_models(models)
+                models.append(SiteModels(forest, imps, std, inter))
+        pooled = self._pool_models(models)
         logger.info(
             "pooled %d trees from %d sites; %d imputers",
             pooled.forest.n_trees,
@@ -250,6 +269,31 @@ class JobServer:
                 "seed": self.config.seed,
             },
         )
+
+    def _pool_models(self, models: list[SiteModels]) -> SiteModels:
+        """Pool the validated models; a site whose model cannot be pooled is dropped.
+
+        Each model was checked against the schema, so pooling should not fail;
+        if it does, the models are pooled again one site at a time in site
+        order and the site whose model breaks the pool is dropped and named.
+        """
+        self.check_min_sites([m.forest.owners[0] for m in models], "train")
+        try:
+            return pool_site_models(models)
+        except Exception:  # noqa: BLE001 - find the culprit below
+            logger.exception("pooling failed; pooling site by site to find the culprit")
+        kept: list[SiteModels] = []
+        for m in models:
+            site = m.forest.owners[0]
+            with self.refusing(site, "train"):
+                pool_site_models([*kept, m])
+                kept.append(m)
+        self.check_min_sites([m.forest.owners[0] for m in kept], "train")
+        return pool_site_models(kept)
+
+    def _live(self, payloads: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """The payloads of sites not dropped yet, by site name (reply order must not matter)."""
+        return [(s, p) for s, p in sorted(payloads.items()) if s not in self.dropped]
 
     def _check_forest(self, forest: PooledForest, site: str, allowed: set, word: str) -> None:
         """Refuse a site's forest that breaks the schema (concat would fail on it later)."""
@@ -278,18 +322,11 @@ class JobServer:
     def read_metrics(self, replies: Mapping[str, Mapping]) -> dict[str, dict]:
         """Validate the sites' metrics; a site with a malformed reply is dropped."""
         metrics = {}
-        for site, payload in sorted(replies.items()):
-            try:
-                r = PayloadReader(payload, protocol.SITE_METRICS, site)
-                r.check_keys({"site", "rows", "strategies"})
-                if r.get("site") != site:
-                    raise PayloadError(f"it says it is site {r.get('site')!r}", sender=site)
-                r.read_integer("rows", 0)
-                r.read_mapping("strategies")
-            except PayloadError as err:
-                self.drop(site, "evaluate", str(err))
-                continue
-            metrics[site] = dict(payload)
+        for site, payload in self._live(replies):
+            with self.refusing(site, "evaluate"):
+                metrics[site] = read_site_metrics(
+                    payload, site, self.config.strategies, self.config.metrics
+                )
         return metrics
 
     def write_results(
@@ -309,6 +346,7 @@ class JobServer:
             "error": error,
             "sites": self.config.sites,
             "dropped_sites": dict(self.dropped),
+            "classes_missing": {s: list(c) for s, c in self.classes_missing.items()},
             "strategies": list(self.config.strategies),
             "metrics": {site: m.get("strategies", {}) for site, m in metrics.items()},
             "test_rows": {site: m.get("rows") for site, m in metrics.items()},

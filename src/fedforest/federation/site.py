@@ -24,7 +24,7 @@ from ..errors import PayloadError
 from ..model.model_files import read_model, save_payload
 from ..validation import PayloadReader
 from ..vocabulary import METRICS
-from .config import SiteConfig
+from .config import JobConfig, SiteConfig, check_job_against_sites
 from .election import SiteVote
 from .evaluation import evaluate_strategies
 from .schema import GlobalSchema, SiteSchema, normalize_labels
@@ -154,21 +154,29 @@ class SiteRunner:
         return self.config.site
 
     # ------------------------------------------------------------- phase 1
-    def load(self, frame: pd.DataFrame | None = None) -> SiteRunner:
-        """Read the site's CSV (renamed to global names) after checking it.
+    def load(self, frame: pd.DataFrame | None = None, job: JobConfig | None = None) -> SiteRunner:
+        """Read the site's CSV after checking it: global names, ``label_map`` applied.
 
-        ``frame`` gives the table directly instead (``fedforest elect`` on
-        tables already in memory); its columns are renamed the same way.
+        Every rule of :meth:`SiteConfig.read_table` applies (the same checks as
+        when the job is built). ``frame`` gives the table directly instead
+        (``fedforest elect`` on tables already in memory); it is checked,
+        trimmed of ``drop_columns`` and renamed the same way. With ``job``, the
+        job's settings are checked against this site's table
+        (:func:`check_job_against_sites`: ``forest.min_samples_leaf`` and an
+        integer ``forest.max_features``).
+
+        Raises
+        ------
+        fedforest.ConfigError
+            Naming the site's YAML, the data file, the column or line, the bad
+            value and what is allowed.
         """
         if frame is None:
-            self.config.check_data()
-            frame = pd.read_csv(self.config.data_path)
-        frame = frame.rename(columns=self.config.renames)
-        if frame.shape[0] < 10:
-            raise ValueError(
-                f"{self.config.source}: data file {self.config.data_path} has {frame.shape[0]} "
-                "rows; at least 10 are needed to train, validate and test"
-            )
+            frame = self.config.read_table()
+        else:
+            frame = self.config.check_table(frame)
+        if job is not None:
+            check_job_against_sites(job, {self.site: self.config}, {self.site: frame})
         self.frame = frame
         logger.info(
             "site %s: loaded %d rows, %d columns from %s",

@@ -11,11 +11,13 @@ of later phases. The job stops with a clear message when fewer than
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
 
 from nvflare.apis.client import Client
+from nvflare.apis.controller_spec import TaskCompletionStatus
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller, Task
@@ -142,13 +144,62 @@ class FedForestController(Controller):
             server.check_min_sites(list(metrics), "evaluate")
             server.write_results(self.run_dir, metrics, model)
             logger.info("fedforest job finished; report: %s", self.run_dir / "report.md")
-        except (RuntimeError, SchemaError, PayloadError, ValueError) as err:
-            message = f"fedforest job failed: {err}"
-            logger.error(message)
-            server.write_results(self.run_dir, metrics, model, status="failed", error=str(err))
-            self.system_panic(message, fl_ctx)
+        except Exception as err:  # noqa: BLE001 - whatever went wrong, the results say so
+            expected = isinstance(err, (RuntimeError, SchemaError, PayloadError, ValueError))
+            reason = str(err) if expected else f"{type(err).__name__}: {err}"
+            logger.error("fedforest job failed: %s", reason, exc_info=not expected)
+            self._write_failure(metrics, model, reason)
+            self.system_panic(f"fedforest job failed: {reason}", fl_ctx)
+
+    def _write_failure(self, metrics, model, reason: str) -> None:
+        """Write results.json and report.md with ``status: failed``, whatever state the job is in."""
+        try:
+            self.server.write_results(self.run_dir, metrics, model, status="failed", error=reason)
+        except Exception:  # noqa: BLE001 - the partial results themselves broke: write the reason
+            logger.exception("the partial results could not be written; writing the reason only")
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            results = {
+                "job": self.server.config.name,
+                "status": "failed",
+                "error": reason,
+                "dropped_sites": dict(self.server.dropped),
+            }
+            (self.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+            (self.run_dir / "report.md").write_text(
+                f"# fedforest job `{results['job']}`: failed\n\n**Error:** {reason}\n"
+            )
 
     # ---------------------------------------------------------------- helpers
+    def _wait(self, task, fl_ctx, abort_signal, start, timeout, n_targets) -> str:
+        """Wait for a broadcast; return what closed it.
+
+        By default every live site has the whole phase timeout. With
+        ``wait_after_min`` set, the phase also closes that many seconds after
+        ``min_sites`` sites replied. Returns ``"all"`` (every site replied, or
+        FLARE ended the task), ``"timeout"`` or ``"wait_after_min"``.
+        """
+        config = self.server.config
+        wait_after = config.wait_after_min
+        enough = min(config.min_sites, n_targets)
+        reached_min_at = None
+        while task.completion_status is None:
+            if abort_signal.triggered:
+                self.cancel_task(task, TaskCompletionStatus.ABORTED, fl_ctx)
+                raise RuntimeError("the job was aborted")
+            now = time.monotonic()
+            if timeout and now - start >= timeout:
+                self.cancel_task(task, TaskCompletionStatus.TIMEOUT, fl_ctx)
+                return "timeout"
+            if wait_after is not None:
+                replied = sum(ct.result is not None for ct in task.client_tasks)
+                if reached_min_at is None and replied >= enough:
+                    reached_min_at = now
+                if reached_min_at is not None and now - reached_min_at >= wait_after:
+                    self.cancel_task(task, TaskCompletionStatus.CANCELLED, fl_ctx)
+                    return "wait_after_min"
+            time.sleep(min(self.task_check_period, 0.05))
+        return "all"
+
     def _timed(self, name: str, fn):
         """Run ``fn`` and add its wall time to phase ``name``."""
         start = time.monotonic()
@@ -175,20 +226,25 @@ class FedForestController(Controller):
         timeout = config.timeouts[phase]
         shareable = Shareable()
         shareable[protocol.PAYLOAD] = protocol.task_data(task_name, **data)
-        task = Task(name=task_name, data=shareable, timeout=int(timeout))
-        logger.info("phase %s: sent to %s (timeout %s s)", task_name, alive, int(timeout) or "none")
+        # the deadlines are kept here (FLARE's task timeouts count whole seconds)
+        task = Task(name=task_name, data=shareable, timeout=0)
+        logger.info("phase %s: sent to %s (timeout %s)", task_name, alive, _seconds(timeout))
         start = time.monotonic()
-        self.broadcast_and_wait(
-            task=task,
-            fl_ctx=fl_ctx,
-            targets=alive,
-            min_responses=min(config.min_sites, len(alive)),
-            wait_time_after_min_received=int(config.wait_after_min),
-            abort_signal=abort_signal,
-        )
+        self.broadcast(task=task, fl_ctx=fl_ctx, targets=alive, min_responses=len(alive))
+        closed_by = self._wait(task, fl_ctx, abort_signal, start, timeout, len(alive))
         spent = time.monotonic() - start
         key = phase if task_name == protocol.SCORE_MASK else task_name
         server.timings[key] = server.timings.get(key, 0.0) + spent
+        if closed_by == "timeout":
+            no_reply = f"no reply within the {phase} timeout of {_seconds(timeout)}"
+        elif closed_by == "wait_after_min":
+            no_reply = (
+                f"no reply within wait_after_min={_seconds(config.wait_after_min)} after "
+                f"min_sites={config.min_sites} sites had replied ({spent:.1f} s into the phase; "
+                f"the {phase} timeout of {_seconds(timeout)} had not passed)"
+            )
+        else:
+            no_reply = "no reply: the site stopped or lost its connection"
         good: dict = {}
         answered = set()
         for client_task in task.client_tasks:
@@ -196,11 +252,7 @@ class FedForestController(Controller):
             answered.add(site)
             result = client_task.result
             if result is None:
-                server.drop(
-                    site,
-                    task_name,
-                    f"no reply (timed out after {int(timeout)} s, or the site stopped)",
-                )
+                server.drop(site, task_name, no_reply)
                 continue
             rc = result.get_return_code()
             if rc != ReturnCode.OK:
@@ -219,3 +271,10 @@ class FedForestController(Controller):
         )
         server.check_min_sites(list(good), task_name)
         return dict(sorted(good.items()))  # by site name: results must not depend on timing
+
+
+def _seconds(value: float | None) -> str:
+    """A duration for messages: ``0`` is no limit, fractions are kept."""
+    if not value:
+        return "no limit"
+    return f"{value:g} s"

@@ -21,6 +21,7 @@ from .payload_checks import (
     MAX_CLASSES,
     MAX_FEATURES,
     MAX_LEVELS,
+    MAX_NODE_SAMPLES,
     MAX_NODES,
     MAX_TREES,
     plain_labels,
@@ -498,7 +499,9 @@ class PooledForest:
         return payload
 
     @classmethod
-    def from_payload(cls, payload: Mapping, sender: str | None = None) -> PooledForest:
+    def from_payload(
+        cls, payload: Mapping, sender: str | None = None, *, where: str = ""
+    ) -> PooledForest:
         """Rebuild a forest from :meth:`to_payload` output, validating everything.
 
         Parameters
@@ -507,74 +510,64 @@ class PooledForest:
             The received payload.
         sender : str, optional
             Who sent it; named in every error message.
+        where : str, optional
+            Where the payload sits in a larger one (``"forest"`` in a model
+            bundle); named in every error message.
 
         Raises
         ------
         fedforest.PayloadError
-            If any field is missing, of the wrong type, dtype or shape, or the
-            trees are not well formed (child indices out of range or not
-            pointing forward, feature indices out of range, non-finite
-            thresholds, class distributions that are not distributions).
+            If any field is missing, ``None``, of the wrong type, dtype or
+            shape, or the trees are not well formed (child indices out of range
+            or not pointing forward, feature indices out of range, non-finite
+            thresholds, children with more training rows than their parent,
+            class distributions that are not distributions). Nothing else is
+            raised.
         """
-        r = PayloadReader(payload, FORMAT, sender)
+        r = PayloadReader(payload, FORMAT, sender, where)
         r.check_keys(_PAYLOAD_FIELDS)
         names = r.read_str_list("feature_names", MAX_FEATURES)
         owners = r.read_str_list("owners", MAX_TREES)
-        classes = r.get("classes")
-        if not isinstance(classes, (list, tuple)) or not classes:
-            r.fail("field 'classes' must be a non-empty list")
-        if len(classes) > MAX_CLASSES:
-            r.fail(f"field 'classes' has {len(classes)} entries, more than {MAX_CLASSES}")
-        if not (
-            all(isinstance(c, str) for c in classes)
-            or all(isinstance(c, int) and not isinstance(c, bool) for c in classes)
-        ):
-            r.fail("field 'classes' must hold only strings or only integers")
-        if len(set(classes)) != len(classes) or list(classes) != sorted(classes):
-            r.fail("field 'classes' must be unique and sorted")
-        cats = r.get("categories")
-        if not isinstance(cats, Mapping):
-            r.fail("field 'categories' must be a dict of feature name to list of levels")
-        for k, levels in cats.items():
+        classes = r.read_labels("classes", MAX_CLASSES)
+        cats = {}
+        for k, levels in r.read_mapping("categories", MAX_FEATURES).items():
             if k not in names:
                 r.fail(f"field 'categories' names unknown feature {k!r}")
-            if (
-                not isinstance(levels, (list, tuple))
-                or not levels
-                or len(levels) > MAX_LEVELS
-                or not all(isinstance(v, str) for v in levels)
-                or len(set(levels)) != len(levels)
-            ):
-                r.fail(f"categories[{k!r}] must be a non-empty list of distinct strings")
+            key = f"categories[{k!r}]"
+            cats[k] = r.str_list(key, levels, max_len=MAX_LEVELS, allow_empty=True)
+            if not cats[k]:
+                r.refuse(key, levels, "a non-empty list of distinct strings")
 
-        tree_start = r.read_array("tree_start", "i")
+        tree_start = r.read_array("tree_start", "i", max_len=MAX_TREES + 1, lo=0, hi=MAX_NODES)
         n_trees = tree_start.shape[0] - 1
-        if n_trees < 1 or n_trees > MAX_TREES:
+        if n_trees < 1:
             r.fail(f"field 'tree_start' describes {n_trees} trees; expected 1 to {MAX_TREES}")
-        n_nodes = int(tree_start[-1])
-        if tree_start[0] != 0 or np.any(np.diff(tree_start) < 1) or n_nodes > MAX_NODES:
+        if tree_start[0] != 0 or np.any(np.diff(tree_start) < 1):
             r.fail("field 'tree_start' must start at 0 and increase (every tree has a node)")
-        tree_owner = r.read_array("tree_owner", "i", length=n_trees)
-        if tree_owner.size and (tree_owner.min() < 0 or tree_owner.max() >= len(owners)):
-            r.fail("field 'tree_owner' has indices outside 'owners'")
+        n_nodes = int(tree_start[-1])
+        tree_owner = r.read_array("tree_owner", "i", length=n_trees, lo=0, hi=len(owners) - 1)
+        n_feat = len(names)
+
+        def node_array(key, kind, **checks):
+            return r.read_array(key, kind, length=n_nodes, **checks)
+
         arrays = {
-            "children_left": r.read_array("children_left", "i", length=n_nodes),
-            "children_right": r.read_array("children_right", "i", length=n_nodes),
-            "feature": r.read_array("feature", "i", length=n_nodes),
-            "threshold": r.get("threshold"),
-            "n_node_samples": r.read_array("n_node_samples", "i", length=n_nodes),
-            "missing_left": r.read_array("missing_left", "b", length=n_nodes),
-            "saw_missing": r.read_array("saw_missing", "b", length=n_nodes),
-            "value": r.read_array("value", "f", ndim=2, length=n_nodes),
-            "surrogate_feature": r.read_array("surrogate_feature", "i", length=n_nodes),
-            "surrogate_threshold": r.read_array("surrogate_threshold", "f", length=n_nodes),
-            "surrogate_left_le": r.read_array("surrogate_left_le", "b", length=n_nodes),
-            "surrogate_agreement": r.read_array("surrogate_agreement", "f", length=n_nodes),
+            "children_left": node_array("children_left", "i", lo=-1, hi=MAX_NODES),
+            "children_right": node_array("children_right", "i", lo=-1, hi=MAX_NODES),
+            "feature": node_array("feature", "i", lo=-1, hi=n_feat - 1),
+            # +inf is allowed on nodes that saw missing values (NaN and inf checked below)
+            "threshold": node_array("threshold", "f", finite=False),
+            "n_node_samples": node_array("n_node_samples", "i", lo=1, hi=MAX_NODE_SAMPLES),
+            "missing_left": node_array("missing_left", "b"),
+            "saw_missing": node_array("saw_missing", "b"),
+            "value": r.read_array("value", "f", 2, n_nodes, width=len(classes), lo=0, hi=1),
+            "surrogate_feature": node_array("surrogate_feature", "i", lo=-1, hi=n_feat - 1),
+            "surrogate_threshold": node_array("surrogate_threshold", "f"),
+            "surrogate_left_le": node_array("surrogate_left_le", "b"),
+            "surrogate_agreement": node_array("surrogate_agreement", "f", lo=-1, hi=1),
         }
-        thr = arrays["threshold"]
-        if not isinstance(thr, np.ndarray) or thr.dtype.kind != "f" or thr.shape != (n_nodes,):
-            r.fail(f"field 'threshold' must be a float array of length {n_nodes}")
-        _check_tree_structure(r, tree_start, arrays, len(names), len(classes))
+        levels = np.array([len(cats.get(n, ())) for n in names], dtype=np.int64)
+        _check_tree_structure(r, tree_start, arrays, levels)
         return cls(
             feature_names=names,
             classes=np.asarray(classes),
@@ -597,60 +590,65 @@ def _kind(levels) -> str:
     return "numeric" if levels is None else f"categorical with levels {list(levels)}"
 
 
-def _check_tree_structure(r: PayloadReader, tree_start, a: dict, n_features: int, n_classes: int):
-    """Refuse trees that are not well-formed binary trees in depth-first order."""
+def _check_tree_structure(r: PayloadReader, tree_start, a: dict, n_levels: np.ndarray):
+    """Refuse trees that are not well-formed binary trees in depth-first order.
+
+    Every array has been read with its dtype, shape and range, so the index
+    arithmetic below cannot overflow. ``n_levels`` is the number of levels of
+    each feature (0 for a numeric feature).
+    """
     n_nodes = int(tree_start[-1])
     sizes = np.diff(tree_start)
     tree = np.repeat(np.arange(sizes.shape[0]), sizes)
     local = np.arange(n_nodes) - tree_start[:-1][tree]
     left, right, feat = a["children_left"], a["children_right"], a["feature"]
     leaf = feat < 0
-    if np.any(feat[leaf] != -1) or np.any(feat >= n_features):
-        r.fail(f"field 'feature' has indices outside [-1, {n_features})")
+    internal = ~leaf
     if np.any(left[leaf] != -1) or np.any(right[leaf] != -1):
         r.fail("leaves (feature -1) must have children -1")
     size = sizes[tree]
     for name, child in (("children_left", left), ("children_right", right)):
-        c = child[~leaf]
-        if np.any(c <= local[~leaf]) or np.any(c >= size[~leaf]):
+        c = child[internal]
+        if np.any(c <= local[internal]) or np.any(c >= size[internal]):
             r.fail(
                 f"field {name!r} has child indices out of range or not after their parent "
                 "(trees must be in depth-first order, which rules out cycles)"
             )
     # every non-root node has exactly one parent
-    glob = np.concatenate([left[~leaf], right[~leaf]]).astype(np.int64) + np.concatenate(
-        [tree_start[:-1][tree[~leaf]]] * 2
-    )
-    parents = np.bincount(glob, minlength=n_nodes)
-    roots = tree_start[:-1]
+    base = tree_start[:-1][tree[internal]]
+    glob_left = left[internal] + base
+    glob_right = right[internal] + base
+    parents = np.bincount(np.concatenate([glob_left, glob_right]), minlength=n_nodes)
     expected = np.ones(n_nodes, dtype=np.int64)
-    expected[roots] = 0
+    expected[tree_start[:-1]] = 0
     if not np.array_equal(parents, expected):
         r.fail("trees are not trees: some node has no parent or several parents")
     thr = a["threshold"]
     bad_thr = np.isnan(thr) | np.isneginf(thr) | (np.isposinf(thr) & ~a["saw_missing"])
-    if np.any(bad_thr[~leaf]):
+    if np.any(bad_thr[internal]):
         r.fail(
             "field 'threshold' has non-finite values (only +inf is allowed, on nodes that "
             "split missing from observed values)"
         )
-    if np.any(np.isinf(thr[leaf])):
+    if not np.isfinite(thr[leaf]).all():
         r.fail("field 'threshold' has non-finite values at leaves")
-    if np.any(a["n_node_samples"] < 1):
-        r.fail("field 'n_node_samples' must be at least 1 at every node")
+    # a split on category codes 0 .. K-1 has a threshold in [-1, K] (or +inf, as above)
+    k = n_levels[np.where(internal, feat, 0)]
+    on_codes = internal & (k > 0) & np.isfinite(thr)
+    if np.any((thr[on_codes] < -1) | (thr[on_codes] > k[on_codes])):
+        r.fail(
+            "field 'threshold' has thresholds of categorical features outside [-1, K] "
+            "(K = the feature's number of levels)"
+        )
+    n = a["n_node_samples"]
+    if np.any(n[glob_left] > n[internal]) or np.any(n[glob_right] > n[internal]):
+        r.fail("field 'n_node_samples' has a child with more training rows than its parent")
     value = a["value"]
-    if value.shape[1] != n_classes:
-        r.fail(f"field 'value' has {value.shape[1]} columns, expected {n_classes} (one a class)")
-    if np.any(value < 0) or not np.allclose(value[leaf].sum(axis=1), 1.0, atol=1e-6):
+    if np.any(np.abs(value[leaf].sum(axis=1) - 1.0) > 1e-6):
         r.fail("field 'value' must hold class distributions (non-negative, summing to 1)")
     sf = a["surrogate_feature"]
-    if np.any(sf < -1) or np.any(sf >= n_features):
-        r.fail(f"field 'surrogate_feature' has indices outside [-1, {n_features})")
     if np.any(sf[leaf] != -1):
         r.fail("leaves cannot have surrogate splits")
-    agr = a["surrogate_agreement"]
-    if np.any((agr < -1) | (agr > 1)):
-        r.fail("field 'surrogate_agreement' must lie in [-1, 1]")
 
 
 def _nodes_that_saw_missing(rf, X, starts) -> np.ndarray:

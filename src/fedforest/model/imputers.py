@@ -33,7 +33,7 @@ from sklearn.model_selection import KFold, StratifiedKFold, cross_val_score
 from .. import protocol
 from ..validation import PayloadReader
 from ..vocabulary import FEATURE_KINDS as KINDS
-from .payload_checks import MAX_FEATURES, MAX_LEVELS
+from .payload_checks import MAX_FEATURES, MAX_LEVELS, MAX_ROWS
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +180,24 @@ class Imputer:
         return np.where(np.isnan(Xp), self.center, Xp)
 
     def _logits(self, Xp: np.ndarray) -> np.ndarray:
-        return self.intercept + ((Xp - self.center) / self.scale) @ self.coef.T
+        with np.errstate(all="ignore"):  # extreme coefficients give inf or NaN, handled below
+            return self.intercept + ((Xp - self.center) / self.scale) @ self.coef.T
+
+    def _clean_logits(self, z: np.ndarray) -> np.ndarray:
+        """Logits that may have overflowed, made usable: +inf levels share the row, NaN
+        levels get probability 0, and a row with no finite information is uniform."""
+        z = np.where(np.isnan(z), -np.inf, z)
+        top = np.isposinf(z)
+        rows = top.any(axis=1)
+        if rows.any():
+            z[rows] = np.where(top[rows], 0.0, -np.inf)
+        z[np.isneginf(z).all(axis=1)] = 0.0
+        return z
+
+    def _softmax(self, z: np.ndarray) -> np.ndarray:
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
 
     def predict(self, Xg, feature_index: Mapping[str, int]) -> np.ndarray:
         """Imputed value of the feature for every row.
@@ -195,8 +212,9 @@ class Imputer:
         Returns
         -------
         ndarray of shape (n_rows,), float64
-            The regression's prediction (numeric) or the most probable level
-            code (categorical).
+            The regression's prediction (numeric; NaN where it is undefined
+            because the coefficients overflow) or the most probable level code
+            (categorical).
 
         Raises
         ------
@@ -205,8 +223,10 @@ class Imputer:
         """
         Xp = self._inputs(Xg, feature_index)
         if self.kind == "numeric":
-            return self.intercept[0] + Xp @ self.coef
-        return self.levels[np.argmax(self._logits(Xp), axis=1)].astype(np.float64)
+            with np.errstate(all="ignore"):
+                return self.intercept[0] + Xp @ self.coef
+        z = self._clean_logits(self._logits(Xp))
+        return self.levels[np.argmax(z, axis=1)].astype(np.float64)
 
     def predict_proba(self, Xg, feature_index: Mapping[str, int]) -> np.ndarray:
         """Probability of every global level code (categorical imputers only).
@@ -221,11 +241,9 @@ class Imputer:
             raise ValueError(
                 f"predict_proba is for categorical imputers; {self.feature!r} is numeric"
             )
-        z = self._logits(self._inputs(Xg, feature_index))
-        z -= z.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        out = np.zeros((z.shape[0], self.n_levels))
-        out[:, self.levels] = e / e.sum(axis=1, keepdims=True)
+        proba = self._softmax(self._clean_logits(self._logits(self._inputs(Xg, feature_index))))
+        out = np.zeros((proba.shape[0], self.n_levels))
+        out[:, self.levels] = proba
         return out
 
     # ---------------------------------------------------------------- payload
@@ -375,7 +393,9 @@ class ImputerSet(Mapping):
         }
 
     @classmethod
-    def from_payload(cls, payload: Mapping, sender: str | None = None) -> ImputerSet:
+    def from_payload(
+        cls, payload: Mapping, sender: str | None = None, *, where: str = ""
+    ) -> ImputerSet:
         """Rebuild imputers from :meth:`to_payload` output, validating everything.
 
         Parameters
@@ -384,19 +404,23 @@ class ImputerSet(Mapping):
             The received payload.
         sender : str, optional
             Who sent it; named in every error message.
+        where : str, optional
+            Where the payload sits in a larger one (``"imputers"`` in a model
+            bundle); named in every error message.
 
         Raises
         ------
         fedforest.PayloadError
-            If a field is missing, unknown, of the wrong type, dtype or shape,
-            holds non-finite numbers, an unknown kind, level codes outside
-            ``[0, n_levels)``, ``n_train < 1``, or a feature appears twice.
+            If a field is missing, ``None``, unknown, of the wrong type, dtype
+            or shape, holds non-finite numbers, an unknown kind, level codes
+            outside ``[0, n_levels)``, ``n_train < 1``, or a feature appears
+            twice. Nothing else is raised.
         """
-        r = PayloadReader(payload, FORMAT, sender)
+        r = PayloadReader(payload, FORMAT, sender, where)
         r.check_keys({"imputers"})
         items = r.get("imputers")
         if not isinstance(items, (list, tuple)):
-            r.fail(f"field 'imputers' must be a list, got {type(items).__name__}")
+            r.refuse("imputers", items, "a list of imputer entries")
         if len(items) > MAX_FEATURES:
             r.fail(f"field 'imputers' has {len(items)} entries, more than {MAX_FEATURES}")
         imputers = []
@@ -416,13 +440,13 @@ def _rank(imp: Imputer) -> tuple:
 
 
 def _read_imputer(parent: PayloadReader, item: Any, index: int) -> Imputer:
-    where = f"imputers[{index}]"
-    if isinstance(item, Mapping) and isinstance(item.get("feature"), str):
-        where += f" (feature {item['feature']!r})"
-    r = parent.entry(item, where)
+    r = parent.entry(item, f"imputers[{index}]")
+    named = r.get("feature", None)
+    if isinstance(named, str):
+        r.where += f" (feature {named!r})"
     r.check_keys(set(_ITEM_FIELDS))
     feature = r.read_string("feature")
-    kind = r.choice("kind", r.get("kind"), KINDS)
+    kind = r.read_choice("kind", KINDS)
     predictors = r.read_str_list("predictors", MAX_FEATURES)
     if feature in predictors:
         r.fail(f"field 'predictors' contains the imputed feature {feature!r} itself")
@@ -430,8 +454,8 @@ def _read_imputer(parent: PayloadReader, item: Any, index: int) -> Imputer:
     center = r.read_array("center", "f", length=p)
     scale = r.read_array("scale", "f", length=p)
     if np.any(scale <= 0):
-        r.fail("field 'scale' must be positive")
-    levels = r.read_array("levels", "i")
+        r.refuse("scale", scale, "positive values only")
+    levels = r.read_array("levels", "i", max_len=MAX_LEVELS, lo=0, hi=MAX_LEVELS - 1)
     if kind == "numeric":
         n_levels = r.read_integer("n_levels", 0, 0)
         if levels.shape[0] != 0:
@@ -443,28 +467,26 @@ def _read_imputer(parent: PayloadReader, item: Any, index: int) -> Imputer:
         k = levels.shape[0]
         if k < 1 or k > n_levels:
             r.fail(f"field 'levels' has {k} entries, expected 1 to n_levels={n_levels}")
-        if levels.min() < 0 or levels.max() >= n_levels:
+        if levels.max() >= n_levels:
             r.fail(f"field 'levels' has codes outside [0, {n_levels})")
         if np.any(np.diff(levels) <= 0):
             r.fail("field 'levels' must be strictly increasing (no duplicates)")
         intercept = r.read_array("intercept", "f", length=k)
-        coef = r.read_array("coef", "f", ndim=2, length=k)
-        if coef.shape[1] != p:
-            r.fail(f"field 'coef' has shape {coef.shape}, expected ({k}, {p})")
+        coef = r.read_array("coef", "f", ndim=2, length=k, width=p)
     score = r.read_number("score", hi=1.0)
-    n_train = r.read_integer("n_train", 1, 2**62)
+    n_train = r.read_integer("n_train", 1, MAX_ROWS)
     owner = r.read_string("owner")
     return Imputer(
         feature=feature,
         kind=kind,
         predictors=predictors,
-        intercept=intercept.astype(np.float64),
-        coef=coef.astype(np.float64),
-        center=center.astype(np.float64),
-        scale=scale.astype(np.float64),
-        levels=levels.astype(np.int64),
+        intercept=intercept,
+        coef=coef,
+        center=center,
+        scale=scale,
+        levels=levels,
         n_levels=n_levels,
-        score=float(score),
+        score=score,
         n_train=n_train,
         owner=owner,
     )

@@ -1,10 +1,19 @@
 """Saving payloads to disk without pickle.
 
 A payload (nested dicts and lists of numpy arrays and plain values) is written
-as one ``.npz`` file: every array is an entry, and the structure with the plain
-values is a JSON document stored as a string entry. Loading uses
-``numpy.load(allow_pickle=False)``, so a file can never run code: an object
-array inside it is refused by numpy itself.
+as one ``.npz`` file: every array is an entry ``aN.npy``, and the structure
+with the plain values is a JSON document stored as the string entry
+``__structure__.npy``, where each array appears as ``{"__array__": "aN"}``.
+
+Loading (:func:`load_payload`) never unpickles anything and never inflates
+more than it has checked. It inspects the zip directory first: every entry
+must be ``__structure__.npy`` or ``aN.npy`` and appear once, and the declared
+uncompressed sizes must add up to at most ``max_bytes`` (default
+:data:`MAX_MODEL_BYTES`, 2 GiB) before a byte is decompressed. Each entry's
+``.npy`` header must describe a plain array (dtype kinds ``i u f b U``, never
+an object array) whose shape times item size matches the declared size, and
+every array entry must be referenced by the structure. Any other file is
+refused with a :class:`~fedforest.errors.PayloadError` naming the file.
 
 A saved *model* (what each site keeps after a job) bundles the pooled forest,
 the selected imputers, the pooled standard deviations, the intersection
@@ -15,6 +24,9 @@ every part as it would a payload received from another site.
 from __future__ import annotations
 
 import json
+import math
+import re
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,8 +35,20 @@ import numpy as np
 
 from .. import protocol
 from ..errors import PayloadError
-from ..validation import PayloadReader
+from ..validation import Checker, PayloadReader, describe
+from ..vocabulary import VOTING
+from .payload_checks import MAX_FEATURES, MAX_NODES, MAX_SEED
 
+#: Largest total uncompressed size of a payload file (all entries), in bytes.
+MAX_MODEL_BYTES = 2 * 1024**3
+#: Entry names a payload file may hold (what :func:`save_payload` writes).
+_ENTRY_NAME = re.compile(r"(__structure__|a(?:0|[1-9][0-9]{0,8}))\.npy")
+#: dtype kinds of the arrays a payload file may hold.
+_KINDS = "iufbU"
+#: A checker that raises ValueError (re-raised as PayloadError with the field's message).
+_CHECK = Checker()
+#: Prediction settings of a model bundle and their checks.
+_SETTINGS = ("depth_threshold", "voting", "seed")
 _META = "__structure__"
 MODEL_FORMAT = protocol.MODEL
 MODEL_VERSION = protocol.FORMATS[MODEL_FORMAT]
@@ -61,41 +85,153 @@ def save_payload(path, payload: Mapping) -> Path:
     return path
 
 
-def load_payload(path) -> dict:
-    """Read a file written by :func:`save_payload` (never unpickles anything)."""
+def load_payload(path, max_bytes: int = MAX_MODEL_BYTES) -> dict:
+    """Read a file written by :func:`save_payload` (never unpickles anything).
+
+    Parameters
+    ----------
+    path : str or Path
+    max_bytes : int, default :data:`MAX_MODEL_BYTES`
+        Largest total uncompressed size of the file's entries, as declared in
+        the zip directory; checked before anything is decompressed.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no such file.
+    fedforest.PayloadError
+        If the file is not a payload file, declares more than ``max_bytes``,
+        holds unknown, duplicate or unreferenced entries, an entry whose
+        header does not match its declared size, an array that needs pickle,
+        or a structure that is not valid JSON. The message names the file.
+    """
     path = Path(path)
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        raise ValueError(f"max_bytes must be an integer >= 0, got {max_bytes!r}")
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")
     with open(path, "rb") as fh:
         if fh.read(4) != b"PK\x03\x04":
             raise PayloadError(f"{path} is not a fedforest payload file (not an .npz archive)")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except ValueError as err:
-        raise PayloadError(f"{path} holds data that needs pickle to load; refused ({err})") from err
+        with zipfile.ZipFile(path) as zf:
+            return _read_npz(zf, path, max_bytes)
+    except PayloadError:
+        raise
+    except RecursionError as err:
+        raise PayloadError(f"{path}: its structure is nested too deeply") from err
     except Exception as err:  # noqa: BLE001 - report any unreadable file the same way
         raise PayloadError(f"{path} is not a fedforest payload file: {err}") from err
-    if _META not in arrays:
+
+
+def _read_npz(zf: zipfile.ZipFile, path: Path, max_bytes: int) -> Any:
+    # 1. the zip directory alone: names, duplicates, declared sizes
+    infos = zf.infolist()
+    entries: dict[str, zipfile.ZipInfo] = {}
+    for info in infos:
+        match = _ENTRY_NAME.fullmatch(info.filename)
+        if match is None:
+            raise PayloadError(
+                f"{path}: unknown entry {info.filename!r}; a payload file holds only "
+                "'__structure__.npy' and the arrays 'aN.npy' its structure references"
+            )
+        if match.group(1) in entries:
+            raise PayloadError(f"{path}: entry {info.filename!r} appears twice")
+        entries[match.group(1)] = info
+    total = sum(info.file_size for info in infos)
+    if total > max_bytes:
+        raise PayloadError(
+            f"{path}: its entries declare {total} bytes uncompressed, more than the limit "
+            f"of {max_bytes} bytes; refused before decompressing anything"
+        )
+    if _META not in entries:
         raise PayloadError(f"{path} is not a fedforest payload file (no structure entry)")
+    # 2. the structure, then the entries it references
+    meta = _read_entry(zf, entries[_META], path)
+    if meta.dtype.kind != "U" or meta.shape != ():
+        raise PayloadError(f"{path}: its structure entry is not a string")
     try:
-        structure = json.loads(str(arrays.pop(_META)))
+        structure = json.loads(str(meta))
     except ValueError as err:
         raise PayloadError(f"{path}: its structure entry is not valid JSON ({err})") from err
+    referenced: set[str] = set()
+
+    def references(value) -> None:
+        if isinstance(value, dict):
+            if set(value) == {"__array__"}:
+                name = value["__array__"]
+                if not isinstance(name, str) or name == _META or name not in entries:
+                    raise PayloadError(f"{path}: entry {name!r} is missing")
+                referenced.add(name)
+                return
+            for v in value.values():
+                references(v)
+        elif isinstance(value, list):
+            for v in value:
+                references(v)
+
+    references(structure)
+    unused = sorted(set(entries) - referenced - {_META})
+    if unused:
+        raise PayloadError(
+            f"{path}: unknown entry {entries[unused[0]].filename!r}: its structure does not "
+            "reference it"
+        )
+    arrays = {name: _read_entry(zf, entries[name], path) for name in sorted(referenced)}
 
     def fill(value):
         if isinstance(value, dict):
             if set(value) == {"__array__"}:
-                name = value["__array__"]
-                if not isinstance(name, str) or name not in arrays:
-                    raise PayloadError(f"{path}: entry {name!r} is missing")
-                return arrays[name]
+                return arrays[value["__array__"]]
             return {k: fill(v) for k, v in value.items()}
         if isinstance(value, list):
             return [fill(v) for v in value]
         return value
 
     return fill(structure)
+
+
+def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> np.ndarray:
+    """One ``.npy`` entry, after checking its header against its declared size."""
+    name = info.filename
+    try:
+        with zf.open(info) as fp:
+            version = np.lib.format.read_magic(fp)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(fp)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(fp)
+            else:
+                raise PayloadError(f"{path}: entry {name!r} has .npy format version {version}")
+            header = fp.tell()
+    except PayloadError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a corrupt entry or header
+        raise PayloadError(f"{path}: entry {name!r} cannot be read ({err})") from err
+    if dtype.hasobject:
+        raise PayloadError(
+            f"{path}: entry {name!r} holds an array of dtype {dtype}, which needs pickle to "
+            "load; refused"
+        )
+    if dtype.kind not in _KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise PayloadError(
+            f"{path}: entry {name!r} holds an array of dtype {dtype}; allowed kinds are "
+            f"{', '.join(_KINDS)}"
+        )
+    size = header + math.prod(shape) * dtype.itemsize
+    if any(d < 0 for d in shape) or size != info.file_size:
+        raise PayloadError(
+            f"{path}: entry {name!r} declares {info.file_size} bytes but its header "
+            f"describes {size} bytes (shape {shape}, dtype {dtype})"
+        )
+    try:
+        with zf.open(info) as fp:
+            array = np.lib.format.read_array(fp, allow_pickle=False)
+    except Exception as err:  # noqa: BLE001 - corrupt data (bad CRC, short stream)
+        raise PayloadError(f"{path}: entry {name!r} cannot be read ({err})") from err
+    if array.shape != tuple(shape) or array.dtype != dtype:  # pragma: no cover - defensive
+        raise PayloadError(f"{path}: entry {name!r} does not match its header")
+    return array
 
 
 def model_bundle(
@@ -119,44 +255,99 @@ def model_bundle(
 
 def read_feature_std(r: PayloadReader, key: str = "feature_std") -> dict[str, float]:
     """Read a field of pooled standard deviations: feature name -> finite number >= 0."""
-    std = r.get(key)
-    if not isinstance(std, Mapping) or not all(
-        isinstance(k, str)
-        and isinstance(v, (int, float, np.integer, np.floating))
-        and not isinstance(v, bool)
-        and np.isfinite(v)
-        and v >= 0
-        for k, v in std.items()
-    ):
-        r.fail(f"field {key!r} must map feature names to finite numbers >= 0")
-    return {k: float(v) for k, v in std.items()}
+    std = r.read_mapping(key, MAX_FEATURES)
+    out = {}
+    for name, value in std.items():
+        try:
+            out[name] = _CHECK.number(name, value, lo=0)
+            _CHECK.string(name, name)
+        except ValueError:
+            r.fail(
+                f"field {key!r} must map feature names to finite numbers >= 0; "
+                f"{name!r} maps to {describe(value)}"
+            )
+    return out
+
+
+def read_settings(r: PayloadReader, key: str = "settings") -> dict[str, Any]:
+    """Read a model's prediction settings (each optional): ``depth_threshold`` (integer
+    >= 0), ``voting`` (one of :data:`~fedforest.vocabulary.VOTING`) and ``seed`` (an
+    integer in [0, 2**32 - 1] or None)."""
+    settings = r.read_mapping(key)
+    unknown = sorted(set(settings) - set(_SETTINGS))
+    if unknown:
+        r.fail(f"field {key!r} has unknown settings {unknown}; expected only {list(_SETTINGS)}")
+    out: dict[str, Any] = {}
+    if "depth_threshold" in settings:
+        out["depth_threshold"] = r.integer(
+            f"{key}.depth_threshold", settings["depth_threshold"], 0, MAX_NODES
+        )
+    if "voting" in settings:
+        out["voting"] = r.choice(f"{key}.voting", settings["voting"], VOTING)
+    if "seed" in settings:
+        seed = settings["seed"]
+        out["seed"] = None if seed is None else r.integer(f"{key}.seed", seed, 0, MAX_SEED)
+    return out
 
 
 def read_model(payload: Mapping, sender: str | None = None) -> dict:
-    """Validate a model payload; return its parts as fedforest objects."""
+    """Validate a model payload; return its parts as fedforest objects.
+
+    Every part is read as if received from a peer, and the parts must agree:
+    an imputer for a feature of the forest has the feature's kind and, when
+    categorical, its number of levels. Only :class:`~fedforest.errors.PayloadError`
+    is raised.
+    """
     from .forest import PooledForest
     from .imputers import ImputerSet
 
     r = PayloadReader(payload, MODEL_FORMAT, sender)
     r.check_keys({"forest", "imputers", "feature_std", "intersection", "settings"})
-    forest = PooledForest.from_payload(r.get("forest"), sender)
+    forest = PooledForest.from_payload(r.get("forest"), sender, where="forest")
     imps = r.get("imputers")
-    imputers = ImputerSet.from_payload(imps, sender) if imps is not None else None
+    imputers = None
+    if imps is not None:
+        imputers = ImputerSet.from_payload(imps, sender, where="imputers")
     inter = r.get("intersection")
-    intersection = PooledForest.from_payload(inter, sender) if inter is not None else None
+    intersection = None
+    if inter is not None:
+        intersection = PooledForest.from_payload(inter, sender, where="intersection")
     std = read_feature_std(r)
-    settings = r.get("settings")
-    if not isinstance(settings, Mapping):
-        r.fail("field 'settings' must be a dict")
+    settings = read_settings(r)
+    if imputers is not None:
+        _check_imputers_fit(r, forest, imputers, std)
     return {
         "forest": forest,
         "imputers": imputers,
-        "feature_std": dict(std),
+        "feature_std": std,
         "intersection": intersection,
-        "settings": dict(settings),
+        "settings": settings,
     }
 
 
-def load_model(path) -> dict:
-    """Load and validate a saved model; returns the parts as in :func:`read_model`."""
-    return read_model(load_payload(path), sender=str(path))
+def _check_imputers_fit(r: PayloadReader, forest, imputers, std: Mapping[str, float]) -> None:
+    """An imputer for a forest feature has the feature's kind and levels; a numeric one
+    has the feature's pooled standard deviation (``ipr`` and ``mp`` need it)."""
+    names = set(forest.feature_names)
+    for feature, imp in imputers.items():
+        if feature not in names:
+            continue
+        levels = forest.categories.get(feature)
+        kind = "numeric" if levels is None else "categorical"
+        if imp.kind != kind or (levels is not None and imp.n_levels != len(levels)):
+            expected = kind if levels is None else f"{kind} with {len(levels)} levels"
+            r.fail(
+                f"field 'imputers': the imputer for {feature!r} is {imp.kind} with "
+                f"{imp.n_levels} levels, but the forest's feature is {expected}"
+            )
+        if kind == "numeric" and feature not in std:
+            r.fail(f"field 'feature_std' has no entry for {feature!r}, which has a numeric imputer")
+
+
+def load_model(path, max_bytes: int = MAX_MODEL_BYTES) -> dict:
+    """Load and validate a saved model; returns the parts as in :func:`read_model`.
+
+    The file is read by :func:`load_payload` (size limit ``max_bytes``) and
+    validated as a ``fedforest/model`` payload whose sender is the file path.
+    """
+    return read_model(load_payload(path, max_bytes), sender=str(path))

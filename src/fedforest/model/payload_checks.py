@@ -14,6 +14,12 @@ MAX_NODES = 50_000_000
 MAX_FEATURES = 100_000
 MAX_CLASSES = 10_000
 MAX_LEVELS = 10_000
+#: ``n_node_samples`` travels as int32.
+MAX_NODE_SAMPLES = 2**31 - 1
+#: Training rows a site may report (``n_rows``, ``n_train``).
+MAX_ROWS = 2**62
+#: Seeds are unsigned 32-bit integers, as in the job configuration.
+MAX_SEED = 2**32 - 1
 
 
 def plain_labels(values) -> list:

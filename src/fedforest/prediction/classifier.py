@@ -20,6 +20,8 @@ from .strategies import STATIC, Strategy
 
 logger = logging.getLogger(__name__)
 
+_F32_MAX = float(np.finfo(np.float32).max)
+
 
 @dataclass
 class PredictionDiagnostics:
@@ -300,6 +302,9 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         fast = np.ones(n_rows, bool) if strategy in TREE_SELECTION else ~dirty
         if not fastpath.available() or (strategy not in STATIC + TREE_SELECTION and absent.any()):
             fast[:] = False
+        if strategy == "mi":  # a row without an imputed value follows the pr rule (numpy engine)
+            with_imputer = ~np.all(np.isnan(imputed), axis=0)
+            fast &= ~np.isnan(imputed[:, with_imputer]).any(axis=1)
         rest = ~fast
         sklearn_missing = strategy in TREE_SELECTION
         leaves = np.empty((len(trees), n_rows), dtype=np.int64)
@@ -382,7 +387,19 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
                     [p for p in imp.predictors if p not in index],
                 )
                 continue
-            if name in forest.categories:
+            levels = forest.categories.get(name)
+            if imp.kind != ("numeric" if levels is None else "categorical") or (
+                levels is not None and imp.n_levels != len(levels)
+            ):
+                logger.warning(
+                    "imputer for %r is %s with %d levels, which does not match the forest's "
+                    "feature; unused",
+                    name,
+                    imp.kind,
+                    imp.n_levels,
+                )
+                continue
+            if levels is not None:
                 proba = imp.predict_proba(Xg, index)
                 level_cdf[j] = np.cumsum(proba, axis=1)
                 imputed[:, j] = np.argmax(proba, axis=1)
@@ -392,7 +409,9 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
                         f"strategy={strategy!r} needs feature_std[{name!r}] (the pooled "
                         "standard deviation) because an imputer exists for it"
                     )
-                imputed[:, j] = imp.predict(Xg, index)
+                # beyond float32 the direction of every comparison is already decided;
+                # NaN (an undefined prediction) means no imputed value for that row
+                imputed[:, j] = np.clip(imp.predict(Xg, index), -_F32_MAX, _F32_MAX)
         return imputed, level_cdf
 
     def _route_static(self, rules: Strategy, absent, trees, Xc, imputed_c, rng, sklearn_missing):

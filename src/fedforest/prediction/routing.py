@@ -64,7 +64,8 @@ class CompiledForest:
             saw_missing=forest.saw_missing,
             missing_right=(~forest.missing_left).astype(np.int64),
             depth=forest.node_depth,
-            right_fraction=np.where(internal, n_right / np.maximum(n, 1.0), 0.5),
+            # in [0, 1] even if a child claims more rows than its parent (readers refuse that)
+            right_fraction=np.clip(np.where(internal, n_right / np.maximum(n, 1.0), 0.5), 0, 1),
             roots=forest.tree_start[:-1].astype(np.int64),
             value=forest.value,
             vote=vote,

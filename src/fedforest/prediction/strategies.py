@@ -76,41 +76,53 @@ class Strategy:
             n_feat = self.X.shape[1]
             has_imputer = ~np.all(np.isnan(self.imputed), axis=0)
             categorical = self.forest.is_categorical
-            inv_sigma = np.where(np.isfinite(self.sigma) & (self.sigma > 0), 1 / self.sigma, 0.0)
+            ok = np.isfinite(self.sigma) & (self.sigma > 0)
+            with np.errstate(over="ignore", divide="ignore"):  # a tiny sigma gives 1/sigma = inf
+                inv_sigma = np.where(ok, 1 / np.where(ok, self.sigma, 1.0), 0.0)
             # 0: no imputer (N_right / N_node), 1: numeric imputer, 2: categorical imputer
             kind_f = np.where(has_imputer, np.where(categorical, 2, 1), 0)
             f = np.where(cf.feature >= 0, cf.feature, 0)
             node_kind = np.where(cf.feature >= 0, kind_f[f], 0)
-            # sigmoid((x - t) / s) = sigmoid(x / s - t / s): the row part is precomputed
-            scaled = (self.imputed.astype(np.float64) * inv_sigma[None, :]).reshape(-1)
-            offset = cf.threshold * inv_sigma[f]
-            self._tables = (node_kind, scaled, offset, n_feat)
+            imputed = self.imputed.astype(np.float64).reshape(-1)
+            self._tables = (node_kind, imputed, inv_sigma, n_feat)
         return self._tables
 
+    def _sigmoid(self, nodes, rows, f) -> np.ndarray:
+        """sigmoid((x_hat - t) / sigma); NaN where there is no imputed value for the row."""
+        _, imputed, inv_sigma, n_feat = self._probability_tables()
+        inv = inv_sigma[f]
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = imputed[rows * n_feat + f] - self.cf.threshold[nodes]
+            # sigma 0 (or unknown): the term is 0; x_hat == t with 1/sigma = inf: the limit is 0
+            z = np.where((inv == 0) | (d == 0), 0.0, d * inv)
+            return 1.0 / (1.0 + np.exp(-z))
+
     def right_probability(self, nodes, rows) -> np.ndarray:
-        """IPR probability of going right; ``N_right / N_node`` without imputer."""
-        node_kind, scaled, offset, n_feat = self._probability_tables()
+        """IPR probability of going right; ``N_right / N_node`` without imputer.
+
+        Always in [0, 1]: a row without an imputed value (or with an undefined
+        one) gets ``N_right / N_node`` too.
+        """
+        node_kind = self._probability_tables()[0]
         kind = node_kind[nodes]
         f = self.cf.feature[nodes]
         numeric = kind == 1
-        if numeric.all():
-            z = scaled[rows * n_feat + f] - offset[nodes]
-            return 1.0 / (1.0 + np.exp(-z))
-        p = self.cf.right_fraction[nodes]
+        p = self.cf.right_fraction[nodes]  # a copy (fancy indexing)
         if numeric.any():
             i = np.flatnonzero(numeric)
-            z = scaled[rows[i] * n_feat + f[i]] - offset[nodes[i]]
-            p[i] = 1.0 / (1.0 + np.exp(-z))
+            q = self._sigmoid(nodes[i], rows[i], f[i])
+            p[i] = np.where(np.isnan(q), p[i], q)
         cat = kind == 2
         if cat.any():
             thr = self.cf.threshold[nodes]
             for feat in np.unique(f[cat]):
                 sel = np.flatnonzero(cat & (f == feat))
                 cdf = self.level_cdf[int(feat)]
-                code = np.floor(thr[sel]).astype(np.int64)
+                # codes <= t go left; t outside [-1, K] is clipped before the cast to int
+                code = np.floor(np.clip(thr[sel], -1, cdf.shape[1])).astype(np.int64)
                 p_left = np.where(code < 0, 0.0, cdf[rows[sel], np.clip(code, 0, cdf.shape[1] - 1)])
                 p[sel] = 1.0 - p_left
-        return np.clip(p, 0.0, 1.0)
+        return np.clip(np.where(np.isnan(p), self.cf.right_fraction[nodes], p), 0.0, 1.0)
 
     def resolver(self, nodes, rows) -> np.ndarray:
         """Decision (LEFT, RIGHT, DISCARD) for pairs at unresolvable nodes."""

@@ -1,0 +1,169 @@
+"""The data_prep scripts refuse bad arguments and never write over a user's files.
+
+One run of each script goes through a real subprocess (exit status and
+message); the other cases call the scripts' ``main`` in-process, which exits
+the same way (``SystemExit`` with status 2 and the message on stderr).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "data_prep"))
+
+from jaccard_split import main as split_main  # noqa: E402
+from make_demo_data import main as demo_main  # noqa: E402
+from make_synthetic import main as synthetic_main  # noqa: E402
+
+
+def script(name: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "data_prep" / name), *map(str, args)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def refused(capsys, main, *args) -> str:
+    """Run a script's main in-process; it must exit with status 2. Returns stderr."""
+    with pytest.raises(SystemExit) as exit_:
+        main([str(a) for a in args])
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def table(rows: int, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(rng.normal(size=(rows, 6)), columns=[f"x{i}" for i in range(6)])
+    return frame.assign(y=[i % 2 for i in range(rows)])
+
+
+# ------------------------------------------------------------------ jaccard_split.py
+
+
+def test_jaccard_split_refuses_sites_the_job_would_refuse(tmp_path, capsys):
+    out = tmp_path / "split"
+    small = tmp_path / "small.csv"
+    table(25).to_csv(small, index=False)
+    argv = ["--target", "y", "--sites", "3", "--jaccard", "0.5", "--out", out]
+    done = script("jaccard_split.py", small, *argv)
+    assert done.returncode == 2
+    assert "would get 8 rows (25 rows over 3 sites)" in done.stderr
+    assert "a site needs at least 10 rows" in done.stderr and "at least 30 rows" in done.stderr
+    # a class too rare to reach every site
+    rare = tmp_path / "rare.csv"
+    table(60).assign(y=[1] * 2 + [0] * 58).to_csv(rare, index=False)
+    err = refused(capsys, split_main, rare, *argv)
+    assert "would get rows of a single class" in err and "{0: 58, 1: 2}" in err
+    # one class only
+    single = tmp_path / "single.csv"
+    table(60).assign(y=1).to_csv(single, index=False)
+    err = refused(capsys, split_main, single, *argv)
+    assert "single class" in err and "{1: 60}" in err
+    assert not out.exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--sites", "1"], "argument --sites: 1 is out of range"),
+        (["--sites", "two"], "argument --sites: 'two' is not an integer"),
+        (["--jaccard", "nan"], "argument --jaccard: 'nan' is out of range"),
+        (["--jaccard", "0"], "argument --jaccard"),
+        (["--seed", "-3"], "argument --seed"),
+        (["--target", "nope"], "target 'nope' is not a column"),
+        (["--categorical", "nope"], "categorical columns ['nope']"),
+    ],
+)
+def test_jaccard_split_arguments(tmp_path, capsys, args, message):
+    src = tmp_path / "t.csv"
+    table(100).to_csv(src, index=False)
+    base = {"--target": "y", "--sites": "2", "--jaccard": "0.5", "--out": str(tmp_path / "o")}
+    base.update(dict(zip(args[::2], args[1::2], strict=True)))
+    err = refused(capsys, split_main, src, *[x for kv in base.items() for x in kv])
+    assert message in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_jaccard_split_input_files(tmp_path, capsys):
+    argv = ["--target", "y", "--sites", "2", "--jaccard", "0.5", "--out", tmp_path / "o"]
+    err = refused(capsys, split_main, tmp_path / "missing.csv", *argv)
+    assert "missing.csv: no such file" in err
+    (tmp_path / "empty.csv").write_text("x0,y\n")
+    assert "no data rows" in refused(capsys, split_main, tmp_path / "empty.csv", *argv)
+    (tmp_path / "nan.csv").write_text("x0,y\n" + "1,0\n2,\n" * 30)
+    assert "missing in 30 rows" in refused(capsys, split_main, tmp_path / "nan.csv", *argv)
+
+
+def test_jaccard_split_out_folder(tmp_path, capsys):
+    src = tmp_path / "t.csv"
+    table(100).to_csv(src, index=False)
+    argv = [src, "--target", "y", "--jaccard", "0.5", "--sites"]
+    users = tmp_path / "project"
+    users.mkdir()
+    (users / "site-1.csv").write_text("my data\n")
+    before = snapshot(tmp_path)
+    err = refused(capsys, split_main, *argv, 2, "--out", users)
+    assert f"refusing to write into {users}" in err and "site-1.csv" in err
+    assert snapshot(tmp_path) == before
+    out = tmp_path / "split"
+    split_main([str(a) for a in [*argv, 3, "--out", out]])
+    assert (out / "site-3.csv").is_file()
+    split_main([str(a) for a in [*argv, 2, "--out", out]])  # its own folder, fewer sites
+    assert not (out / "site-3.csv").exists() and not (out / "site_configs/site-3.yaml").exists()
+    (out / "site_configs" / "notes.md").write_text("mine")
+    err = refused(capsys, split_main, *argv, 2, "--out", out)
+    assert "site_configs/notes.md" in err
+    assert (out / "site_configs" / "notes.md").read_text() == "mine"
+
+
+# ------------------------------------------------------------------ make_synthetic.py
+
+
+def test_make_synthetic_never_overwrites_without_overwrite(tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    out.write_text("my table\n")
+    done = script("make_synthetic.py", "--dataset", "S-500-Num", "--out", out)
+    assert done.returncode == 2 and f"--out {out} exists" in done.stderr
+    assert "--overwrite" in done.stderr and out.read_text() == "my table\n"
+    synthetic_main(["--dataset", "S-500-Num", "--out", str(out), "--overwrite"])
+    assert len(pd.read_csv(out)) == 500
+    err = refused(capsys, synthetic_main, "--dataset", "S-500-Num", "--out", tmp_path)
+    assert "is a folder" in err
+    err = refused(capsys, synthetic_main, "--dataset", "S-500-Num", "--out", out, "--seed", -1)
+    assert "argument --seed" in err
+
+
+# ------------------------------------------------------------------ make_demo_data.py
+
+
+def test_make_demo_data_arguments_and_out_folder(tmp_path, capsys):
+    done = script("make_demo_data.py", "--out", tmp_path / "demo", "--rows", "5")
+    assert done.returncode == 2
+    assert "argument --rows: 5 is out of range; allowed: >= 10" in done.stderr
+    for args, message in ((["--rows", "many"], "argument --rows"), (["--seed", -1], "--seed")):
+        assert message in refused(capsys, demo_main, "--out", tmp_path / "demo", *args)
+    assert not (tmp_path / "demo").exists()
+    users = tmp_path / "hospital"
+    users.mkdir()
+    (users / "site-1.csv").write_text("real patients\n")
+    err = refused(capsys, demo_main, "--out", users, "--rows", 20)
+    assert f"refusing to write into {users}" in err
+    assert (users / "site-1.csv").read_text() == "real patients\n"
+    demo = tmp_path / "demo"
+    demo_main(["--out", str(demo), "--rows", "20"])
+    demo_main(["--out", str(demo), "--rows", "30"])  # again, into its own folder
+    assert len(pd.read_csv(demo / "site-1.csv")) == 30

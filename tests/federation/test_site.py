@@ -475,3 +475,11 @@ def test_split_sizes_match_the_splits_of_set_schema(job):
         n = len(runner.frame)
         expected = split_sizes(n, runner.config.validation_fraction, runner.config.test_fraction)
         assert expected == (len(runner.X_train), len(runner.X_val), len(runner.X_test))
+
+
+def test_train_refuses_a_leaf_size_that_leaves_one_leaf_trees(fresh):
+    config, runners, schema, _ = fresh
+    runner = runners["site-1"]
+    too_big = {**config.forest, "min_samples_leaf": len(runner.X_train)}
+    with pytest.raises(ValueError, match="forest.min_samples_leaf=.* training rows for a single"):
+        runner.train(list(runner.columns), too_big, config.surrogates, False)

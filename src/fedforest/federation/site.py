@@ -273,6 +273,12 @@ class SiteRunner:
         own, shared = self.elected_columns(elected)
         if not own:
             raise ValueError(f"site {self.site!r} has none of the elected features {list(elected)}")
+        leaf = forest_params.get("min_samples_leaf", 1)
+        if isinstance(leaf, int) and 2 * leaf > len(self.X_train):
+            raise ValueError(
+                f"site {self.site!r}: forest.min_samples_leaf={leaf} needs at least {2 * leaf} "
+                f"training rows for a single split; this site has {len(self.X_train)}"
+            )
         models = fit_site_models(
             self.site,
             self.X_train,

@@ -41,13 +41,13 @@ demo-data: $(STAMP)
 job: demo-data
 	$(VENV)/bin/fedforest job build --config site_configs --out jobs
 
-# The main command: demo data for 3 hospitals, the job, a run in the FLARE simulator.
+# The main command: demo data for 3 hospitals, the job's recipe run in FLARE's SimEnv.
 demo: job
-	$(VENV)/bin/fedforest job simulate jobs/fedforest-demo --workspace workspaces/demo
+	$(VENV)/bin/fedforest job simulate --config site_configs --workspace workspaces/demo
 
-# The same job as separate processes: nvflare poc prepare/start, submit, wait, download, stop.
-poc: job
-	$(VENV)/bin/fedforest job poc jobs/fedforest-demo --workspace /tmp/fedforest-poc --out workspaces/poc
+# The same recipe in FLARE's PocEnv: server and sites as separate processes.
+poc: demo-data
+	$(VENV)/bin/fedforest job poc --config site_configs --workspace /tmp/fedforest-poc --out workspaces/poc
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info workspaces demo_data jobs/fedforest-demo

@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT / "data_prep"))
 
 from make_demo_data import make_demo_data  # noqa: E402
 
-from fedforest.flare.job import build_job, load_configs, simulate  # noqa: E402
+from fedforest.flare.environments import simulate  # noqa: E402
+from fedforest.flare.recipe import FedForestRecipe  # noqa: E402
 
 logger = logging.getLogger("bench_job")
 
@@ -35,10 +36,10 @@ def run(out: Path) -> dict:
         tmp = Path(tmp)
         start = time.perf_counter()
         make_demo_data(ROOT / "demo_data", rows=1000, seed=0)
-        job_cfg, sites = load_configs(ROOT / "site_configs")
-        job = build_job(ROOT / "site_configs", tmp / "jobs")
+        recipe = FedForestRecipe(ROOT / "site_configs")
+        job_cfg, sites = recipe.job_config, recipe.sites
         built = time.perf_counter()
-        run_dir = simulate(job, tmp / "ws", list(sites), log_file=tmp / "sim.log")
+        run_dir = simulate(recipe, tmp / "ws", log_file=tmp / "sim.log")
         done = time.perf_counter()
         results = json.loads((run_dir / "results.json").read_text())
     bench = {

@@ -10,7 +10,7 @@ ready for ``fedforest`` (all files are loaded back and checked).
 Nothing is written unless every site gets at least 10 rows and two classes
 (what the job needs) and the files pass the job's checks; ``OUT`` must be new,
 empty, or a folder this script wrote before that holds nothing else
-(``fedforest.federation.outputs``).
+(``fedforest.outputs``).
 
 Usage::
 
@@ -42,7 +42,7 @@ from fedforest.federation.selectors import SELECTORS
 
 logger = logging.getLogger("jaccard_split")
 
-#: Named in the marker of the output folder (``fedforest.federation.outputs``).
+#: Named in the marker of the output folder (``fedforest.outputs``).
 COMMAND = "data_prep/jaccard_split.py"
 #: Rows a site needs: ``SiteRunner.load`` refuses a data file with fewer.
 MIN_SITE_ROWS = 10
@@ -89,7 +89,7 @@ def write_split(
     out_dir : path-like
         Output folder: new, empty, or written by this script before and
         holding nothing else (what it wrote then is replaced); anything else
-        is refused (``fedforest.federation.outputs``).
+        is refused (``fedforest.outputs``).
     categorical : iterable of str
         Integer-coded categorical columns of ``frame``; each site's YAML lists
         the ones it has.

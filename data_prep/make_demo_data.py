@@ -24,7 +24,7 @@ from fedforest import outputs
 
 logger = logging.getLogger("make_demo_data")
 
-#: Named in the marker of the output folder (``fedforest.federation.outputs``).
+#: Named in the marker of the output folder (``fedforest.outputs``).
 COMMAND = "data_prep/make_demo_data.py"
 #: Rows a site needs: ``SiteRunner.load`` refuses a data file with fewer.
 MIN_ROWS = 10
@@ -73,7 +73,7 @@ def make_demo_data(out: Path, rows: int = 1000, seed: int = 0) -> dict[str, Path
     """Write one CSV per site into ``out``; return their paths.
 
     ``out`` must be new, empty, or written by this script before and hold
-    nothing else (``fedforest.federation.outputs``): its earlier CSVs are
+    nothing else (``fedforest.outputs``): its earlier CSVs are
     replaced, anything else is refused before anything is written. So is a
     ``rows`` below what a site needs, or a seed that gives a site one class.
     """

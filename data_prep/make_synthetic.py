@@ -31,7 +31,7 @@ def make_synthetic_csv(
     """Write ``dataset`` with a ``target`` column to ``out``; return the path and categoricals.
 
     A missing folder of ``out`` is created; an existing ``out`` is replaced only
-    with ``overwrite`` (``fedforest.federation.outputs.check_file``).
+    with ``overwrite`` (``fedforest.outputs.check_file``).
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")

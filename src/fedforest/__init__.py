@@ -4,8 +4,9 @@ The package is layered; a layer imports only the layers above it in this list:
 
 * foundations -- :mod:`fedforest.errors`, :mod:`fedforest.vocabulary` (every
   choice list), :mod:`fedforest.protocol` (the wire protocol),
-  :mod:`fedforest.validation` (one family of validators) and
-  :mod:`fedforest.metrics`;
+  :mod:`fedforest.validation` (one family of validators),
+  :mod:`fedforest.outputs` (folders and files fedforest writes are never a
+  user's) and :mod:`fedforest.metrics`;
 * :mod:`fedforest.model` -- the pooled forest, imputers, surrogate splits and
   their payloads and files;
 * :mod:`fedforest.prediction` -- prediction with missing splits;

@@ -230,6 +230,7 @@ def _elect(args: argparse.Namespace) -> int:
         freedom_degree=args.freedom_degree,
         aggregation=args.aggregation,
         always_keep=args.always_keep or [],
+        normalization=args.normalization,
         auto_tune=args.auto_tune,
         tuning_rounds=args.tuning_rounds,
         tolerance=args.tolerance,
@@ -293,98 +294,76 @@ def format_election(out) -> str:
 def _job_build(args: argparse.Namespace) -> int:
     from .flare.job import build_job
 
-    folder = build_job(args.config, args.out)
+    folder = build_job(args.config, args.out, ship_code=not args.no_custom)
     print(f"job written to {folder}")
+    if args.no_custom:
+        print(
+            "no code in custom/: every site needs fedforest installed and its classes "
+            "allow-listed (see the README, Deploying to hospitals)"
+        )
     return 0
 
 
-def _job_sites(job_dir) -> list[str]:
-    """The site names of a built job folder (from its meta.json)."""
-    import json
-    from pathlib import Path
+def _recipe(args: argparse.Namespace):
+    """The recipe of ``args.job`` (a built job folder) or else of ``args.config``."""
+    from .flare.recipe import FedForestRecipe
 
-    meta_path = Path(job_dir) / "meta.json"
-    if not meta_path.is_file():
-        raise FileNotFoundError(
-            f"{job_dir} is not a FLARE job folder (no meta.json); build it "
-            "with `fedforest job build`"
-        )
-    try:
-        deploy_map = json.loads(meta_path.read_text())["deploy_map"]
-        sites = sorted(s for targets in deploy_map.values() for s in targets if s != "server")
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise ValueError(
-            f"{meta_path} is not a FLARE job's meta.json (no readable deploy_map: {err!r}); "
-            "build the job with `fedforest job build`"
-        ) from err
-    if not sites:
-        raise ValueError(f"{meta_path} deploys the job to no site")
-    return sites
+    if args.job:
+        return FedForestRecipe.from_job_folder(args.job)
+    return FedForestRecipe(args.config)
 
 
 def _job_simulate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from .flare.job import check_workspace, load_configs, simulate
+    from .flare.environments import simulate
+    from .flare.job import check_workspace
 
-    job_dir = Path(args.job)
-    sites = _job_sites(job_dir)
-    if args.config:
-        load_configs(args.config)  # the configs the job came from must still be valid
     workspace = Path(args.workspace)
     log = workspace.with_suffix(".log")
-    if job_dir.resolve().is_relative_to(workspace.resolve()):
+    if args.job and Path(args.job).resolve().is_relative_to(workspace.resolve()):
         raise ValueError(
-            f"the job {job_dir} is inside the workspace {workspace}, which the simulator clears"
+            f"the job {args.job} is inside the workspace {workspace}, which the simulator clears"
         )
     # a folder that is not a previous simulator workspace is refused, never deleted
     check_workspace(workspace, log)
-    print(f"running the simulator with {len(sites)} sites (log: {log}) ...", flush=True)
-    run_dir = simulate(job_dir, workspace, sites, log_file=log)
+    recipe = _recipe(args)
+    print(
+        f"running the job in NVIDIA FLARE's SimEnv with {len(recipe.sites)} sites (log: {log}) ...",
+        flush=True,
+    )
+    run_dir = simulate(recipe, workspace, log_file=log)
     results_path = run_dir / "results.json"
     if not results_path.is_file():
-        raise RuntimeError(f"the job wrote no results; see {log} and {workspace}/*/log.txt")
+        raise RuntimeError(f"the job wrote no results; see {log} and {workspace}/*/*/log.txt")
     results = json.loads(results_path.read_text())
     print(format_results(results))
     print(f"\nreport: {run_dir / 'report.md'}\nresults: {results_path}")
-    print(f"site models: {workspace}/<site>/simulate_job/pooled_model.npz")
+    print(f"site models: {run_dir.parent.parent}/<site>/simulate_job/pooled_model.npz")
     return 0 if results.get("status") == "finished" else 1
-
-
-POC_COMMAND = "fedforest job poc"
 
 
 def _job_poc(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from .flare.poc import run_poc
-    from .outputs import claim_dir, record_dir
+    from .flare.environments import run_poc
 
-    job_dir = Path(args.job)
-    sites = _job_sites(job_dir)
     workspace, out = Path(args.workspace), Path(args.out)
-    for folder in (workspace, out):
-        if job_dir.resolve().is_relative_to(folder.resolve()):
-            raise ValueError(f"the job {job_dir} is inside {folder}, which this command clears")
-    if workspace.resolve().is_relative_to(out.resolve()) or out.resolve().is_relative_to(
-        workspace.resolve()
-    ):
-        raise ValueError("--workspace and --out overlap (one holds the other); give two folders")
-    # `nvflare poc prepare --force` deletes the POC workspace: only ever one fedforest made
-    claim_dir(workspace, POC_COMMAND)
-    claim_dir(out, POC_COMMAND)
+    if args.job:
+        for folder in (workspace, out):
+            if Path(args.job).resolve().is_relative_to(folder.resolve()):
+                raise ValueError(
+                    f"the job {args.job} is inside {folder}, which this command clears"
+                )
+    recipe = _recipe(args)
     print(
-        f"POC: preparing {len(sites)} sites in {args.workspace}, starting them, submitting "
-        f"{job_dir} ...",
+        f"running the job in NVIDIA FLARE's PocEnv: {len(recipe.sites)} sites and a server as "
+        f"separate processes (POC workspace {workspace}) ...",
         flush=True,
     )
-    try:
-        run_dir = run_poc(job_dir, sites, args.workspace, args.out, timeout=args.timeout)
-    finally:
-        record_dir(workspace, POC_COMMAND)
-        record_dir(out, POC_COMMAND)
+    run_dir = run_poc(recipe, workspace, out, timeout=args.timeout)
     results = json.loads((run_dir / "results.json").read_text())
     print(format_results(results))
     print(f"\nreport: {run_dir / 'report.md'}\nresults: {run_dir / 'results.json'}")
@@ -580,6 +559,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="0 keeps the intersection, 1 the union (default 0.5)",
     )
     p.add_argument("--aggregation", default="weighted", choices=AGGREGATIONS)
+    from .federation.election import NORMALIZATIONS
+
+    p.add_argument(
+        "--normalization",
+        default="all",
+        choices=NORMALIZATIONS,
+        help="scale each site's scores over all its columns (all: the Feature Election "
+        "paper's rule, default) or over the features it selected (selected: NVIDIA FLARE "
+        "2.9's feature_election rule)",
+    )
     p.add_argument(
         "--always-keep",
         type=_listed(_name, "feature names"),
@@ -604,15 +593,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = job_sub.add_parser("build", help="validate site_configs/ and write the FLARE job")
     p.add_argument("--config", default="site_configs", help="folder with job.yaml and site YAMLs")
     p.add_argument("--out", default="jobs", help="folder to write the job into")
+    p.add_argument(
+        "--no-custom",
+        action="store_true",
+        help="ship no code in the apps' custom/ folders (every site installs fedforest)",
+    )
     p.set_defaults(func=_job_build)
-    p = job_sub.add_parser("simulate", help="run a built job in the NVIDIA FLARE simulator")
-    p.add_argument("job", help="the job folder (e.g. jobs/fedforest-demo)")
+    p = job_sub.add_parser(
+        "simulate", help="run the job in NVIDIA FLARE's simulator (SimEnv), one thread per site"
+    )
+    p.add_argument("job", nargs="?", help="a built job folder (default: build from --config)")
+    p.add_argument("--config", default="site_configs", help="folder with job.yaml and site YAMLs")
     p.add_argument("--workspace", default="workspaces/simulator", help="simulator workspace")
-    p.add_argument("--config", help="check that these configs are still valid first")
     p.set_defaults(func=_job_simulate)
 
-    p = job_sub.add_parser("poc", help="run a built job in POC mode (separate processes)")
-    p.add_argument("job", help="the job folder (e.g. jobs/fedforest-demo)")
+    p = job_sub.add_parser(
+        "poc", help="run the job in NVIDIA FLARE's POC mode (PocEnv): separate processes"
+    )
+    p.add_argument("job", nargs="?", help="a built job folder (default: build from --config)")
+    p.add_argument("--config", default="site_configs", help="folder with job.yaml and site YAMLs")
     p.add_argument("--workspace", default="/tmp/fedforest-poc", help="POC workspace")
     p.add_argument("--out", default="workspaces/poc", help="where the results are downloaded")
     p.add_argument(

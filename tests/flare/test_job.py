@@ -12,7 +12,9 @@ from flare_setup import write_configs
 
 from fedforest.cli import main
 from fedforest.errors import ConfigError
-from fedforest.flare.job import build_job, load_configs, simulate
+from fedforest.flare.environments import simulate
+from fedforest.flare.job import build_job, load_configs
+from fedforest.flare.recipe import FedForestRecipe
 
 SITES = ["site-1", "site-2", "site-3"]
 
@@ -108,9 +110,9 @@ def test_cli_build_reports_config_errors(tmp_path, capsys):
 @pytest.mark.flare
 def test_a_site_whose_data_vanished_is_dropped_with_the_reason(tmp_path):
     configs = write_configs(tmp_path, election={"auto_tune": False})
-    job = build_job(configs, tmp_path / "jobs")
+    recipe = FedForestRecipe(configs)  # validated while the data are there
     (tmp_path / "data" / "site-3.csv").unlink()
-    run_dir = simulate(job, tmp_path / "ws", SITES, log_file=tmp_path / "sim.log", timeout=600)
+    run_dir = simulate(recipe, tmp_path / "ws", log_file=tmp_path / "sim.log", timeout=600)
     results = json.loads((run_dir / "results.json").read_text())
     assert results["status"] == "finished"
     reason = results["dropped_sites"]["site-3"]

@@ -17,7 +17,8 @@ from flare_setup import write_configs
 
 from fedforest import protocol
 from fedforest.federation.config import JOB_STRATEGIES
-from fedforest.flare.job import build_job, simulate
+from fedforest.flare.environments import simulate
+from fedforest.flare.recipe import FedForestRecipe
 from fedforest.model.model_files import load_model
 
 pytestmark = pytest.mark.flare
@@ -25,12 +26,12 @@ SITES = ["site-1", "site-2", "site-3"]
 
 
 def run(configs, tmp_path, custom=None):
-    job_dir = build_job(configs, tmp_path / "jobs", job_custom=custom)
-    ws = tmp_path / "ws"
-    run_dir = simulate(job_dir, ws, SITES, log_file=tmp_path / "sim.log", timeout=600)
+    """Run the job's recipe in SimEnv; the results, the server's run folder, the site folders."""
+    recipe = FedForestRecipe(configs, job_custom=custom)
+    run_dir = simulate(recipe, tmp_path / "ws", log_file=tmp_path / "sim.log", timeout=600)
     path = run_dir / "results.json"
     assert path.is_file(), (tmp_path / "sim.log").read_text()[-3000:]
-    return json.loads(path.read_text()), run_dir, ws
+    return json.loads(path.read_text()), run_dir, run_dir.parent.parent
 
 
 def test_three_sites_with_different_columns(tmp_path):
@@ -113,13 +114,7 @@ def test_hostile_sites_cost_the_others_nothing(tmp_path):
         (site, HostileExecutor(site_config="fedforest_site.yaml", attack=attack))
         for site, attack in zip(hostile, ATTACKS, strict=True)
     ]
-    job_dir = build_job(configs, tmp_path / "jobs", job_custom=attackers)
-    sites = SITES + list(hostile)
-    ws = tmp_path / "ws"
-    run_dir = simulate(job_dir, ws, sites, log_file=tmp_path / "sim.log", timeout=600)
-    path = run_dir / "results.json"
-    assert path.is_file(), (tmp_path / "sim.log").read_text()[-3000:]
-    results = json.loads(path.read_text())
+    results, run_dir, _ = run(configs, tmp_path, custom=attackers)
     assert (run_dir / "report.md").is_file()
     assert results["status"] == "finished", results.get("error")
     assert sorted(results["metrics"]) == SITES  # every honest site finished

@@ -38,7 +38,7 @@ METHODS = PAPER_METHODS
 PAPER_SITES = (2, 3, 4, 6)
 PAPER_JACCARDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 TIDY_COLUMNS = ["dataset", "n_sites", "jaccard", "rep", "site", "method", "metric", "value"]
-#: The command named in the marker of an experiment's output folder (``federation.outputs``).
+#: The command named in the marker of an experiment's output folder (``fedforest.outputs``).
 EXPERIMENT_COMMAND = "fedforest experiment"
 
 
@@ -329,7 +329,7 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
     With ``out_dir`` the tidy table is written to ``out_dir/results.csv`` as the
     batches finish (a long run can be followed, and survives interruption).
     ``out_dir`` must be new, empty or the folder of an earlier experiment that
-    holds only what it wrote (``fedforest.federation.outputs``); those files
+    holds only what it wrote (``fedforest.outputs``); those files
     are cleared first. Progress is logged after every finished (dataset, N, J)
     scenario.
 

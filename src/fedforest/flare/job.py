@@ -1,4 +1,4 @@
-"""Build the FLARE job folder from ``site_configs/`` (and run it in the simulator).
+"""Build the FLARE job from ``site_configs/``: the ``FedJob`` and the exported job folder.
 
 The builder validates ``job.yaml`` and every ``<site>.yaml`` (including the
 data file and its columns), then writes a job with one app per site: the
@@ -9,7 +9,7 @@ package in their ``custom/`` folders, so sites need no allow-list edits.
 
 The job folder and the simulator's workspace are written only when they are
 new, empty, or were written by the same command before and hold nothing else
-(``fedforest.federation.outputs``); a user's folder is refused, never cleared.
+(``fedforest.outputs``); a user's folder is refused, never cleared.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import inspect
 import logging
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -81,19 +79,68 @@ def _stage_package(stage: Path) -> Path:
     return stage
 
 
-#: The commands whose folders :mod:`fedforest.federation.outputs` guards (named in markers).
+#: The commands whose folders :mod:`fedforest.outputs` guards (named in markers).
 BUILD_COMMAND = "fedforest job build"
 SIMULATE_COMMAND = "fedforest job simulate"
 #: The first line of the simulator's log: a log that starts with it is fedforest's to replace.
 LOG_HEADER = "# fedforest job simulate: output of the NVIDIA FLARE simulator"
 
 
-def build_job(config_dir, out_dir, job_custom: list[object] | None = None) -> Path:
+def make_fed_job(
+    job_cfg: JobConfig,
+    sites: dict[str, SiteConfig],
+    config_dir,
+    stage: Path,
+    job_custom: list[object] | None = None,
+    ship_code: bool = True,
+):
+    """The FLARE ``FedJob`` of a validated configuration.
+
+    One app per site and one for the server. The server app runs
+    :class:`FedForestController` with the job YAML in its ``config/`` folder;
+    each site app runs :class:`FedForestExecutor` with its site YAML (data path
+    made absolute). With ``ship_code`` the fedforest runtime travels in every
+    app's ``custom/`` folder (sites need no installation and no allow-list
+    edits); without it every site must have the same fedforest installed and
+    allow-list its classes. ``stage`` is a scratch folder that must outlive the
+    job object (its files are copied when the job is exported or run).
+    """
+    from nvflare.job_config.api import FedJob
+
+    stage = Path(stage)
+    overrides = dict(job_custom or [])
+    code = _stage_package(stage / "src") if ship_code else None
+    job = FedJob(name=job_cfg.name, min_clients=job_cfg.min_sites)
+    job.to(FedForestController(job_config=JOB_FILE), "server")
+    job.to({"server": {"task_request_interval": TASK_REQUEST_INTERVAL}}, "server")
+    if code is not None:
+        job.to(str(code), "server")
+    shutil.copy(Path(config_dir) / "job.yaml", stage / JOB_FILE)
+    job.add_file_to(str(stage / JOB_FILE), "server", app_folder_type="config")
+    for name, site in sites.items():
+        resolved = stage / name / SITE_FILE
+        resolved.parent.mkdir(parents=True, exist_ok=True)
+        data = yaml.safe_load(Path(site.source).read_text())
+        data["data_path"] = site.data_path
+        resolved.write_text(yaml.safe_dump(data, sort_keys=False))
+        executor = overrides.get(name) or FedForestExecutor(site_config=SITE_FILE)
+        job.to(executor, name, tasks=list(protocol.TASKS))
+        if code is not None:
+            job.to(str(code), name)
+        if name in overrides:
+            job.to(inspect.getfile(type(executor)), name)  # its module goes in custom/
+        job.add_file_to(str(resolved), name, app_folder_type="config")
+    return job
+
+
+def build_job(
+    config_dir, out_dir, job_custom: list[object] | None = None, ship_code: bool = True
+) -> Path:
     """Validate the configs and export the FLARE job; return the job folder.
 
     The job folder ``out_dir/<job.name>`` is written only when it does not
     exist, is empty, or was written by a previous build and holds nothing
-    else (``fedforest.federation.outputs``). FLARE's own ``export_job``
+    else (:mod:`fedforest.outputs`). FLARE's own ``export_job``
     replaces any folder whose ``meta.json`` names the same job, including a
     user's, so the job is exported into a staging folder and moved into place
     here, after that check.
@@ -108,36 +155,17 @@ def build_job(config_dir, out_dir, job_custom: list[object] | None = None) -> Pa
         ``(site, executor)`` pairs replacing the executor of some sites (used
         to rehearse faults); the executor's module must be importable and is
         shipped with the job.
+    ship_code : bool, default=True
+        Ship the fedforest runtime in the apps' ``custom/`` folders; ``False``
+        (``fedforest job build --no-custom``) for sites that install fedforest.
     """
-    from nvflare.job_config.api import FedJob
-
     job_cfg, sites = load_configs(config_dir)
     out_dir = Path(out_dir)
     folder = out_dir / job_cfg.name
     outputs.check_dir(folder, BUILD_COMMAND)  # before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
-    overrides = dict(job_custom or [])
     with tempfile.TemporaryDirectory() as tmp, _staging(out_dir) as staging:
-        tmp = Path(tmp)
-        stage = _stage_package(tmp / "src")
-        job = FedJob(name=job_cfg.name, min_clients=job_cfg.min_sites)
-        job.to(FedForestController(job_config=JOB_FILE), "server")
-        job.to({"server": {"task_request_interval": TASK_REQUEST_INTERVAL}}, "server")
-        job.to(str(stage), "server")
-        shutil.copy(Path(config_dir) / "job.yaml", tmp / JOB_FILE)
-        job.add_file_to(str(tmp / JOB_FILE), "server", app_folder_type="config")
-        for name, site in sites.items():
-            resolved = tmp / name / SITE_FILE
-            resolved.parent.mkdir()
-            data = yaml.safe_load(Path(site.source).read_text())
-            data["data_path"] = site.data_path
-            resolved.write_text(yaml.safe_dump(data, sort_keys=False))
-            executor = overrides.get(name) or FedForestExecutor(site_config=SITE_FILE)
-            job.to(executor, name, tasks=list(protocol.TASKS))
-            job.to(str(stage), name)
-            if name in overrides:
-                job.to(inspect.getfile(type(executor)), name)  # its module goes in custom/
-            job.add_file_to(str(resolved), name, app_folder_type="config")
+        job = make_fed_job(job_cfg, sites, config_dir, Path(tmp), job_custom, ship_code)
         job.export_job(str(staging))
         built = staging / job_cfg.name
         outputs.record_dir(built, BUILD_COMMAND)
@@ -185,7 +213,7 @@ def check_workspace(workspace, log_file=None) -> None:
     """Refuse a simulator workspace or log that may be a user's; change nothing.
 
     The workspace must be new, empty or a previous simulator workspace holding
-    only what that run wrote (``fedforest.federation.outputs``): the simulator
+    only what that run wrote (``fedforest.outputs``): the simulator
     deletes what is in its workspace. An existing log must start with
     :data:`LOG_HEADER`.
     """
@@ -201,54 +229,3 @@ def check_workspace(workspace, log_file=None) -> None:
             outputs.check_file(
                 log_file, "the simulator log", header=LOG_HEADER, overwrite_option=None
             )
-
-
-def simulate(job_dir, workspace, sites: list[str], log_file=None, timeout: float = 3600) -> Path:
-    """Run the job in the NVIDIA FLARE simulator, one thread per site.
-
-    Returns the server's run folder (``results.json``, ``report.md``). A run
-    that takes longer than ``timeout`` seconds is stopped. The simulator clears
-    its workspace, so the workspace must be new, empty or the workspace of a
-    previous run holding only what that run wrote (:func:`check_workspace`);
-    after the run its marker lists everything there.
-    """
-    workspace = Path(workspace)
-    check_workspace(workspace, log_file)
-    outputs.claim_dir(workspace, SIMULATE_COMMAND)
-    if log_file:
-        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "nvflare.cli",
-        "simulator",
-        str(job_dir),
-        "-w",
-        str(workspace),
-        "-c",
-        ",".join(sites),
-        "-t",
-        str(len(sites)),
-    ]
-    logger.info("simulator: %s", " ".join(cmd))
-    out = open(log_file, "w") if log_file else subprocess.DEVNULL  # noqa: SIM115
-    try:
-        if log_file:
-            out.write(f"{LOG_HEADER} (workspace {workspace})\n")
-            out.flush()
-        subprocess.run(
-            cmd,
-            check=False,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as err:
-        raise RuntimeError(f"the simulator did not finish within {timeout:.0f} s") from err
-    finally:
-        if log_file:
-            out.close()
-        # the simulator deleted the marker with the rest of the workspace: mark it again
-        outputs.record_dir(workspace, SIMULATE_COMMAND)
-    return workspace / "server" / "simulate_job"

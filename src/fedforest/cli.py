@@ -280,7 +280,7 @@ def format_election(out) -> str:
         "",
         f"sites: {', '.join(sites)}   '-' = the site does not have the column (abstains)",
         f"intersection {st['intersection']}, union {st['union']}, disputed {st['disputed']}, "
-        f"kept {st['kept']} at freedom degree {e.freedom_degree:.4g} ({e.aggregation} votes)",
+        f"kept {st['kept']} at freedom degree {e.freedom_degree:.4g} ({e.aggregation} votes, scores normalised over {e.normalization} columns)",
     ]
     if out.tuning is not None:
         lines.append("tuning history (freedom degree, features kept, score):")
@@ -367,6 +367,34 @@ def _job_poc(args: argparse.Namespace) -> int:
     results = json.loads((run_dir / "results.json").read_text())
     print(format_results(results))
     print(f"\nreport: {run_dir / 'report.md'}\nresults: {run_dir / 'results.json'}")
+    return 0 if results.get("status") == "finished" else 1
+
+
+def _job_prod(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from .flare.environments import run_prod
+    from .flare.recipe import FedForestRecipe
+
+    out = Path(args.out)
+    if args.job and Path(args.job).resolve().is_relative_to(out.resolve()):
+        raise ValueError(f"the job {args.job} is inside {out}, which this command clears")
+    ship_code = not args.no_custom
+    if args.job:
+        recipe = FedForestRecipe.from_job_folder(args.job, ship_code=ship_code)
+    else:
+        recipe = FedForestRecipe(args.config, ship_code=ship_code)
+    print(
+        f"submitting the job to the deployment of {args.startup_kit} (NVIDIA FLARE ProdEnv, "
+        f"{len(recipe.sites)} sites) ...",
+        flush=True,
+    )
+    run_dir = run_prod(recipe, args.startup_kit, out, args.username, args.timeout)
+    results = json.loads((run_dir / "results.json").read_text())
+    print(format_results(results))
+    print(f"\nreport: {run_dir / 'report.md'}\nresults: {run_dir / 'results.json'}")
+    print("site models: <site kit>/<job id>/pooled_model.npz at each site")
     return 0 if results.get("status") == "finished" else 1
 
 
@@ -618,6 +646,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=_number(0, low_open=True), default=900, help="seconds to wait for the job"
     )
     p.set_defaults(func=_job_poc)
+
+    p = job_sub.add_parser(
+        "prod",
+        help="submit the job to a provisioned deployment (ProdEnv) with an admin's startup kit",
+    )
+    p.add_argument("job", nargs="?", help="a built job folder (default: build from --config)")
+    p.add_argument("--config", default="site_configs", help="folder with job.yaml and site YAMLs")
+    p.add_argument(
+        "--startup-kit", required=True, help="the admin's startup kit (made by nvflare provision)"
+    )
+    p.add_argument("--username", help="the admin's name (default: the kit's)")
+    p.add_argument("--out", default="workspaces/prod", help="where the results are downloaded")
+    p.add_argument(
+        "--no-custom",
+        action="store_true",
+        help="ship no code in custom/ (every site installs fedforest and allow-lists its classes)",
+    )
+    p.add_argument(
+        "--timeout", type=_number(0, low_open=True), default=900, help="seconds to wait for the job"
+    )
+    p.set_defaults(func=_job_prod)
 
     from .experiments.runner import METHODS, PAPER_JACCARDS, PAPER_SITES
 

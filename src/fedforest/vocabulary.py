@@ -31,3 +31,5 @@ AGGREGATIONS = ("weighted", "uniform")
 FEATURE_KINDS = ("numeric", "categorical")
 #: Phases of a job that have their own timeout.
 PHASES = ("schema", "election", "train", "evaluate")
+#: Where a job also sends its metrics: NVIDIA FLARE's experiment tracking (``job.tracking``).
+TRACKING = ("none", "tensorboard", "mlflow")

@@ -84,6 +84,7 @@ def test_shipped_job_yaml_loads():
     assert cfg.surrogates == {"min_agreement": 0.25, "min_rows": 6}
     assert cfg.election["auto_tune"] is True and cfg.election["tolerance"] == 0.005
     assert cfg.election["tuning_rounds"] == 5 and cfg.election["always_keep"] == []
+    assert cfg.election["normalization"] == "all"
 
 
 def test_shipped_site_yamls_load_with_their_relative_data_path(tmp_path):
@@ -145,6 +146,20 @@ def test_partial_nested_sections_keep_the_other_defaults():
     assert cfg.forest["n_estimators"] == 7 and cfg.forest["max_features"] == 0.5
     assert cfg.forest["min_samples_leaf"] == 1 and cfg.forest["max_depth"] is None
     assert cfg.election["freedom_degree"] == 1 and cfg.election["aggregation"] == "weighted"
+
+
+def test_election_normalization_defaults_to_all_and_accepts_selected():
+    from fedforest.federation.election import NORMALIZATIONS
+
+    assert JOB_DEFAULTS["election"]["normalization"] == "all"
+    assert NORMALIZATIONS == ("all", "selected")
+    cfg = JobConfig.from_dict({"job": {"sites": ["a", "b"]}})
+    assert cfg.election["normalization"] == "all"
+    for value in NORMALIZATIONS:
+        cfg = JobConfig.from_dict(
+            {"job": {"sites": ["a", "b"]}, "election": {"normalization": value}}
+        )
+        assert cfg.election["normalization"] == value
 
 
 def test_defaults_are_not_shared_between_configs():
@@ -236,6 +251,11 @@ JOB_ERRORS = [
     ("election.tuning_rounds", 101, "election.tuning_rounds", 101, "an integer in [1, 100]"),
     ("election.tolerance", -0.01, "election.tolerance", -0.01, "a finite number >= 0"),
     ("election.aggregation", "mean", "election.aggregation", "mean", "weighted, uniform"),
+    ("election.normalization", "minmax", "election.normalization", "minmax", "all, selected"),
+    ("election.normalization", "All", "election.normalization", "All", "all, selected"),
+    ("election.normalization", None, "election.normalization", None, "all, selected"),
+    ("election.normalization", True, "election.normalization", True, "all, selected"),
+    ("election.normalization", ["all"], "election.normalization", ["all"], "all, selected"),
     ("election.always_keep", "age", "election.always_keep", "age", "a list of strings"),
     ("election.metric", "loss", "election.metric", "loss", "auprc, auc, mcc, accuracy"),
 ]
@@ -1128,3 +1148,24 @@ def test_tables_already_read_are_used_as_they_are(tmp_path):
     check_job_against_sites(job, sites)  # the files have 40 rows
     with pytest.raises(ConfigError, match="gives 6 training rows"):
         job.check_against_sites(sites, tables)
+
+
+# --------------------------------------------------------------------------- job.tracking
+def test_tracking_defaults_to_none_and_accepts_every_kind():
+    from fedforest.vocabulary import TRACKING
+
+    assert TRACKING == ("none", "tensorboard", "mlflow")
+    assert JOB_DEFAULTS["job"]["tracking"] == "none"
+    assert JobConfig.from_dict({"job": {"sites": ["a", "b"]}}).tracking == "none"
+    assert JobConfig.load(ROOT / "site_configs" / "job.yaml").tracking == "none"
+    for kind in TRACKING:
+        cfg = JobConfig.from_dict({"job": {"sites": ["a", "b"], "tracking": kind}})
+        assert cfg.tracking == kind
+
+
+@pytest.mark.parametrize("value", ["TensorBoard", "wandb", "", None, True, 1, ["mlflow"]])
+def test_tracking_error_names_file_key_value_and_allowed(tmp_path, value):
+    path = write_yaml(tmp_path / "job.yaml", set_key(shipped_job(), "job.tracking", value))
+    with pytest.raises(ConfigError) as info:
+        JobConfig.load(path)
+    assert_precise(info.value, path, "job.tracking", value, "none, tensorboard, mlflow")

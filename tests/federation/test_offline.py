@@ -58,6 +58,46 @@ def test_fixed_freedom_degree_without_tuning_and_reproducibility():
     assert set(one.election.selected) <= set(union.election.selected)
 
 
+def test_normalization_reaches_the_ballot():
+    from fedforest.federation.election import Ballot
+
+    tables = site_tables(3, rows=200)
+    runs = {
+        n: run_election(tables, "y", "f_classif", freedom_degree=0.5, normalization=n)
+        for n in ("all", "selected")
+    }
+    for normalization, out in runs.items():
+        assert out.election.normalization == normalization
+        assert out.election.to_dict()["normalization"] == normalization
+        # the server counted the sites' votes with that rule
+        again = Ballot(out.votes, "weighted", normalization=normalization).count(0.5)
+        assert again.selected == out.election.selected and again.votes == out.election.votes
+    assert run_election(tables, "y", "f_classif").election.normalization == "all"
+    with pytest.raises(ValueError, match="'election.normalization' is 'flare'"):
+        run_election(tables, "y", "f_classif", normalization="flare")
+
+
+def test_elect_command_takes_normalization(tmp_path, capsys):
+    import json
+
+    from fedforest.cli import main
+
+    paths = []
+    for site, frame in site_tables(4, rows=120).items():
+        paths.append(str(tmp_path / f"{site}.csv"))
+        frame.to_csv(paths[-1], index=False)
+    out_json = tmp_path / "election.json"
+    args = ["elect", *paths, "--target", "y", "--selector", "f_classif"]
+    assert main([*args, "--normalization", "selected", "--json", str(out_json)]) == 0
+    assert json.loads(out_json.read_text())["election"]["normalization"] == "selected"
+    assert main([*args, "--json", str(out_json), "--overwrite"]) == 0
+    assert json.loads(out_json.read_text())["election"]["normalization"] == "all"
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main([*args, "--normalization", "minmax"])
+    assert "invalid choice: 'minmax'" in capsys.readouterr().err
+
+
 def test_errors_name_the_field():
     tables = site_tables(2, rows=120)
     with pytest.raises(ValueError, match="'selector' is 'magic'"):

@@ -118,3 +118,17 @@ def test_a_site_whose_data_vanished_is_dropped_with_the_reason(tmp_path):
     reason = results["dropped_sites"]["site-3"]
     assert "ConfigError" in reason and "key 'data_path'" in reason and "file not found" in reason
     assert sorted(results["metrics"]) == ["site-1", "site-2"]
+
+
+def test_no_custom_ships_no_code_and_a_job_folder_gives_back_its_recipe(tmp_path):
+    configs = write_configs(tmp_path, rows=60)
+    job = build_job(configs, tmp_path / "jobs", ship_code=False)
+    for app in ("app_server", *(f"app_{s}" for s in SITES)):
+        assert not (job / app / "custom" / "fedforest").exists(), app
+        assert (job / app / "config").is_dir()
+    full = build_job(configs, tmp_path / "full")
+    recipe = FedForestRecipe.from_job_folder(full)
+    assert recipe.sites == SITES and recipe.name == "fedforest-demo"
+    assert recipe.site_configs["site-2"].renames == {"glucose_mg_dl": "glucose"}
+    with pytest.raises(ValueError, match="no meta.json"):
+        FedForestRecipe.from_job_folder(tmp_path)

@@ -15,6 +15,8 @@ The job file (``site_configs/job.yaml``)::
       timeouts: {schema: 120, election: 300, train: 900, evaluate: 600}  # seconds, 0 = no limit
       wait_after_min: null              # null: every live site has the whole phase timeout;
                                         # a number: close a phase that long after min_sites replied
+      tracking: none                    # none, tensorboard or mlflow: also send the sites'
+                                        # metrics and the tuning history to FLARE's tracking
     evaluation:
       strategies: [fpv, pr, mi, ipr, mp, ss, park, local, intersection, auto]
       voting: soft
@@ -30,6 +32,8 @@ The job file (``site_configs/job.yaml``)::
       tuning_rounds: 5
       tolerance: 0.005
       aggregation: weighted
+      normalization: all                # all: the Feature Election paper's reference rule;
+                                        # selected: NVIDIA FLARE 2.9's feature_election rule
       always_keep: []
       metric: auprc
 
@@ -82,7 +86,8 @@ import yaml
 from ..errors import ConfigError
 from ..model.payload_checks import MAX_LEVELS
 from ..validation import ConfigChecker
-from ..vocabulary import AGGREGATIONS, JOB_STRATEGIES, METRICS, PHASES, SELECTORS, VOTING
+from ..vocabulary import AGGREGATIONS, JOB_STRATEGIES, METRICS, PHASES, SELECTORS, TRACKING, VOTING
+from .election import NORMALIZATIONS
 from .schema import as_level_strings, class_labels, column_kind, normalize_labels
 
 LOCAL_OVERRIDE = "fedforest.yaml"
@@ -95,6 +100,7 @@ JOB_DEFAULTS: dict[str, Any] = {
         "seed": 0,
         "timeouts": {"schema": 120, "election": 300, "train": 900, "evaluate": 600},
         "wait_after_min": None,
+        "tracking": "none",
     },
     "evaluation": {
         "strategies": ["fpv", "pr", "mi", "ipr", "mp", "ss", "park", "local", "intersection"],
@@ -117,6 +123,7 @@ JOB_DEFAULTS: dict[str, Any] = {
         "tuning_rounds": 5,
         "tolerance": 0.0,
         "aggregation": "weighted",
+        "normalization": "all",
         "always_keep": [],
         "metric": "auprc",
     },
@@ -213,6 +220,7 @@ class JobConfig:
     forest: dict[str, Any]
     surrogates: dict[str, Any]
     election: dict[str, Any]
+    tracking: str = "none"
     source: str = "job.yaml"
 
     @classmethod
@@ -242,6 +250,7 @@ class JobConfig:
         if job["wait_after_min"] is not None:
             c.number("job.wait_after_min", job["wait_after_min"], 0)
         check_name(c, "job.name", job["name"], "a job name")
+        c.choice("job.tracking", job["tracking"], TRACKING)
         strategies = c.str_list("evaluation.strategies", ev["strategies"], JOB_STRATEGIES)
         if not strategies:
             c.fail(
@@ -276,6 +285,7 @@ class JobConfig:
         c.integer("election.tuning_rounds", el["tuning_rounds"], 1, 100)
         c.number("election.tolerance", el["tolerance"], 0)
         c.choice("election.aggregation", el["aggregation"], AGGREGATIONS)
+        c.choice("election.normalization", el["normalization"], NORMALIZATIONS)
         c.str_list("election.always_keep", el["always_keep"])
         c.choice("election.metric", el["metric"], METRICS)
         return cls(
@@ -295,6 +305,7 @@ class JobConfig:
             forest=dict(forest),
             surrogates=dict(sur),
             election=dict(el),
+            tracking=job["tracking"],
             source=source,
         )
 

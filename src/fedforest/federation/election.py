@@ -7,14 +7,35 @@ it; a site without *f* abstains (it does not vote against). Then
 * intersection: features selected by every site in S_f;
 * union: features selected by at least one site;
 * disputed: union minus intersection;
-* each site's |scores| are min-max normalised over its own columns, and
-  vote(f) = sum_{s in S_f} w_s norm_s(f) / sum_{s in S_f} w_s, with w_s
-  proportional to the site's rows (``"weighted"``) or 1 (``"uniform"``);
+* vote(f) = sum_{s in S_f} w_s norm_s(f) / sum_{s in S_f} w_s, with w_s
+  proportional to the site's rows (``"weighted"``) or equal (``"uniform"``);
 * the intersection is kept, plus the top ceil(freedom_degree * |disputed|)
-  disputed features by vote (ties by name), plus ``always_keep``.
+  disputed features by vote, plus ``always_keep``.
 
-With the same columns everywhere this is the reference rule of the Feature
-Election paper (FLASH) and NVIDIA FLARE's ``feature_election``.
+``normalization`` (``election.normalization`` in the job) chooses norm_s and
+the edge cases:
+
+``"all"`` (default): the reference rule of the Feature Election paper
+(FLASH). norm_s is |score| min-max scaled over *all* the site's columns (0
+when they are constant); every site votes, including one that selected
+nothing; freedom_degree 0 gives the intersection and 1 the union; ties go to
+the name first in alphabetical order. With the same columns everywhere this
+equals the paper's reference code (tested).
+
+``"selected"``: NVIDIA FLARE 2.9's ``feature_election`` rule
+(``FeatureElectionController``). norm_s is |score| min-max scaled over the
+features the site *selected* (0.5 for all of them when their scores are
+equal), 0 for the features it did not select; a site that selected nothing
+is left out of the election entirely (FLARE drops its reply); w_s is rows /
+total rows of the remaining sites, or 1 / their number; freedom_degree
+<= 0.01 gives the intersection and >= 0.99 the union; ties go to the name
+last in alphabetical order (FLARE: the later column). With the same columns
+everywhere, listed in name order, this gives the same mask as FLARE's own
+``FeatureElectionController`` on the same votes (tested against the
+installed nvflare on random ballots in ``tests/federation/test_election.py``).
+
+Over different columns both rules generalise the same way: a site that lacks
+*f* abstains from vote(f), the intersection and the union.
 """
 
 from __future__ import annotations
@@ -32,6 +53,15 @@ from ..vocabulary import AGGREGATIONS
 
 FORMAT_VOTE = protocol.SITE_VOTE
 VERSION = protocol.FORMATS[FORMAT_VOTE]
+
+#: How a site's scores are scaled before they are averaged (``election.normalization``):
+#: ``"all"``, over all its columns (the Feature Election paper's reference rule), or
+#: ``"selected"``, over the features it selected (NVIDIA FLARE 2.9's ``feature_election``).
+NORMALIZATIONS = ("all", "selected")
+#: With ``"selected"``, freedom degrees at most this keep the intersection (as FLARE does).
+SELECTED_INTERSECTION_AT = 0.01
+#: With ``"selected"``, freedom degrees at least this keep the union (as FLARE does).
+SELECTED_UNION_AT = 0.99
 
 
 @dataclass
@@ -134,6 +164,8 @@ class ElectionResult:
     freedom_degree : float
     aggregation : str
     always_keep : list of str
+    normalization : str
+        ``"all"`` or ``"selected"`` (see the module docstring).
     """
 
     features: list[str]
@@ -147,6 +179,7 @@ class ElectionResult:
     freedom_degree: float
     aggregation: str
     always_keep: list[str] = field(default_factory=list)
+    normalization: str = "all"
 
     @property
     def mask(self) -> np.ndarray:
@@ -170,6 +203,7 @@ class ElectionResult:
             "stats": self.stats,
             "freedom_degree": self.freedom_degree,
             "aggregation": self.aggregation,
+            "normalization": self.normalization,
             "always_keep": list(self.always_keep),
             "votes": {f: float(v) for f, v in self.votes.items()},
             "intersection": list(self.intersection),
@@ -199,6 +233,9 @@ class Ballot:
     aggregation : {"weighted", "uniform"}, default="weighted"
     always_keep : sequence of str, optional
         Features kept whatever the vote.
+    normalization : {"all", "selected"}, default="all"
+        ``"all"``: the Feature Election paper's reference rule; ``"selected"``:
+        NVIDIA FLARE 2.9's ``feature_election`` rule (see the module docstring).
     """
 
     def __init__(
@@ -206,12 +243,17 @@ class Ballot:
         votes: Sequence[SiteVote],
         aggregation: str = "weighted",
         always_keep: Sequence[str] = (),
+        normalization: str = "all",
     ):
         votes = list(votes)
         if not votes:
             raise ValueError("an election needs at least one site's vote")
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation={aggregation!r} must be one of {list(AGGREGATIONS)}")
+        if not isinstance(normalization, str) or normalization not in NORMALIZATIONS:
+            raise ValueError(
+                f"normalization={normalization!r} must be one of {list(NORMALIZATIONS)}"
+            )
         sites = [v.site for v in votes]
         if len(set(sites)) != len(sites):
             raise ValueError(f"more than one vote from the same site: {sites}")
@@ -241,37 +283,101 @@ class Ballot:
         n_sites, n_feat = len(votes), len(features)
         has = np.zeros((n_sites, n_feat), dtype=bool)
         chose = np.zeros((n_sites, n_feat), dtype=bool)
-        norm = np.zeros((n_sites, n_feat))
         for s, v in enumerate(votes):
             cols = np.array([index[f] for f in v.features], dtype=int)
             has[s, cols] = True
             chose[s, cols] = v.mask
+        self.features = features
+        self.sites = sites
+        self.aggregation = aggregation
+        self.normalization = normalization
+        self.always_keep = sorted(set(always_keep))
+        self.has, self.chose = has, chose
+        if normalization == "all":
+            self.votes = self._votes_all(votes, index)
+            counted = np.ones(n_sites, dtype=bool)
+        else:
+            # FLARE drops the reply of a client that selected nothing
+            counted = chose.any(axis=1)
+            self.votes = self._votes_selected(
+                [v for v, c in zip(votes, counted, strict=True) if c], index
+            )
+        has_c, chose_c = has[counted], chose[counted]
+        union = chose_c.any(axis=0)
+        inter = union & np.all(chose_c | ~has_c, axis=0)
+        self.union_mask, self.intersection_mask = union, inter
+        disputed = np.flatnonzero(union & ~inter)
+        # disputed features by vote, highest first. Ties: "all" puts the first name first;
+        # "selected" the last, as FLARE's stable argsort takes the later column
+        tie = disputed if normalization == "all" else -disputed
+        self.disputed_order = disputed[np.lexsort((tie, -self.votes[disputed]))]
+
+    def _votes_all(self, votes: list[SiteVote], index: Mapping[str, int]) -> np.ndarray:
+        """The paper's rule: |scores| min-max scaled over each site's columns."""
+        n_feat = len(self.features)
+        norm = np.zeros((len(votes), n_feat))
+        for s, v in enumerate(votes):
+            cols = np.array([index[f] for f in v.features], dtype=int)
             a = np.abs(v.scores)
             lo, span = (a.min(), a.max() - a.min()) if a.size else (0.0, 0.0)
             norm[s, cols] = (a - lo) / span if span > 0 else 0.0
         w = np.array(
-            [v.n_rows if aggregation == "weighted" else 1.0 for v in votes], dtype=np.float64
+            [v.n_rows if self.aggregation == "weighted" else 1.0 for v in votes], dtype=np.float64
         )
+        has = self.has
         weight_f = (w[:, None] * has).sum(axis=0)
-        self.votes = (w[:, None] * norm * has).sum(axis=0) / np.where(weight_f > 0, weight_f, 1)
-        self.features = features
-        self.sites = sites
-        self.aggregation = aggregation
-        self.always_keep = sorted(set(always_keep))
-        self.has, self.chose = has, chose
-        union = chose.any(axis=0)
-        inter = union & np.all(chose | ~has, axis=0)
-        self.union_mask, self.intersection_mask = union, inter
-        disputed = np.flatnonzero(union & ~inter)
-        # order disputed features by vote, highest first; ties by name (features are sorted)
-        self.disputed_order = disputed[np.lexsort((disputed, -self.votes[disputed]))]
+        return (w[:, None] * norm * has).sum(axis=0) / np.where(weight_f > 0, weight_f, 1)
+
+    def _votes_selected(self, votes: list[SiteVote], index: Mapping[str, int]) -> np.ndarray:
+        """NVIDIA FLARE 2.9's rule (``FeatureElectionController._weighted_election``).
+
+        The arithmetic follows FLARE's operation by operation (weights
+        ``n / total`` or ``1 / n_sites``, scaling over the selected features, the
+        sum in the order of the votes), so that on identical columns the votes
+        are the same floating-point numbers and ties break the same way.
+        """
+        n_feat = len(self.features)
+        agg = np.zeros(n_feat)
+        weight_f = np.zeros(n_feat)
+        held = np.zeros((len(votes), n_feat), dtype=bool)
+        if not votes:
+            return agg
+        if self.aggregation == "weighted":
+            rows = [v.n_rows for v in votes]
+            w = np.array(rows, dtype=np.float64) / sum(rows)
+        else:
+            w = np.ones(len(votes)) / len(votes)
+        for s, v in enumerate(votes):
+            cols = np.array([index[f] for f in v.features], dtype=int)
+            a = np.abs(v.scores)
+            chosen = a[v.mask]
+            lo, hi = np.min(chosen), np.max(chosen)
+            if hi > lo:
+                norm = np.where(v.mask, (a - lo) / (hi - lo), 0.0)
+            else:
+                norm = np.where(v.mask, 0.5, 0.0)
+            full = np.zeros(n_feat)
+            full[cols] = norm
+            agg += full * w[s]
+            weight_f[cols] += w[s]
+            held[s, cols] = True
+        # a site without f abstains: divide by the weight of the sites that have it. A feature
+        # every counted site has is left undivided (its weight is 1, up to rounding), as in FLARE
+        partial = ~held.all(axis=0) & (weight_f > 0)
+        agg[partial] = agg[partial] / weight_f[partial]
+        return agg
 
     def count(self, freedom_degree: float) -> ElectionResult:
         """The election's result at ``freedom_degree``."""
         fd = check_freedom_degree(freedom_degree)
-        k = math.ceil(fd * len(self.disputed_order))
-        keep = self.intersection_mask.copy()
-        keep[self.disputed_order[:k]] = True
+        if self.normalization == "selected" and fd <= SELECTED_INTERSECTION_AT:
+            keep = self.intersection_mask.copy()
+        elif self.normalization == "selected" and fd >= SELECTED_UNION_AT:
+            keep = self.union_mask.copy()
+        else:
+            k = math.ceil(fd * len(self.disputed_order))
+            keep = self.intersection_mask.copy()
+            keep[self.disputed_order[:k]] = True
         for f in self.always_keep:
             keep[self.features.index(f)] = True
         names = self.features
@@ -293,6 +399,7 @@ class Ballot:
             freedom_degree=fd,
             aggregation=self.aggregation,
             always_keep=list(self.always_keep),
+            normalization=self.normalization,
         )
 
 
@@ -301,6 +408,7 @@ def elect(
     freedom_degree: float = 0.5,
     aggregation: str = "weighted",
     always_keep: Sequence[str] = (),
+    normalization: str = "all",
 ) -> ElectionResult:
     """Run a feature election over sites with different columns.
 
@@ -309,11 +417,23 @@ def elect(
     votes : sequence of SiteVote
         One per site.
     freedom_degree : float in [0, 1], default=0.5
-        0 keeps the intersection, 1 the union.
+        0 keeps the intersection, 1 the union (with ``"selected"``: at most
+        0.01 the intersection, at least 0.99 the union, as in NVIDIA FLARE).
     aggregation : {"weighted", "uniform"}, default="weighted"
         Site weights proportional to rows, or equal.
     always_keep : sequence of str
         Features kept regardless of the vote.
+    normalization : {"all", "selected"}, default="all"
+        ``"all"``: the Feature Election paper's reference rule, each site's
+        |scores| min-max scaled over all its columns; every site votes; ties by
+        first name. ``"selected"``: NVIDIA FLARE 2.9's ``feature_election``
+        rule, scores scaled over the features the site selected (0.5 each when
+        equal, 0 for the others), a site that selected nothing left out, FLARE's
+        freedom-degree edges, ties by last name. On identical columns (in name
+        order) ``"selected"`` gives the same mask as FLARE's
+        ``FeatureElectionController`` (tested against nvflare 2.9), and ``"all"``
+        the same as the paper's reference code (tested). Over different columns
+        a site lacking a feature abstains under both.
 
     Returns
     -------
@@ -322,12 +442,16 @@ def elect(
     Examples
     --------
     >>> import numpy as np
-    >>> from fedforest.election import SiteVote, elect
+    >>> from fedforest.federation.election import SiteVote, elect
     >>> a = SiteVote("a", ["age", "bmi", "hba1c"], [True, True, False], [0.9, 0.5, 0.1], 100)
     >>> b = SiteVote("b", ["age", "bmi", "insulin"], [True, False, True], [0.8, 0.2, 0.7], 100)
     >>> elect([a, b], freedom_degree=0.0).selected     # age: both; insulin: its only site
     ['age', 'insulin']
     >>> elect([a, b], freedom_degree=1.0).selected
     ['age', 'bmi', 'insulin']
+    >>> elect([a, b], freedom_degree=0.005).selected   # ceil(0.005 * 1 disputed) = 1
+    ['age', 'bmi', 'insulin']
+    >>> elect([a, b], freedom_degree=0.005, normalization="selected").selected  # <= 0.01
+    ['age', 'insulin']
     """
-    return Ballot(votes, aggregation, always_keep).count(freedom_degree)
+    return Ballot(votes, aggregation, always_keep, normalization).count(freedom_degree)

@@ -46,6 +46,7 @@ def run_election(
     freedom_degree: float = 0.5,
     aggregation: str = "weighted",
     always_keep: Sequence[str] = (),
+    normalization: str = "all",
     auto_tune: bool = False,
     tuning_rounds: int = 5,
     tolerance: float = 0.0,
@@ -68,8 +69,10 @@ def run_election(
     categorical : sequence of str
         Integer-coded columns to treat as categorical (non-numeric columns
         always are).
-    freedom_degree, aggregation, always_keep
-        As in :func:`fedforest.federation.election.elect`.
+    freedom_degree, aggregation, always_keep, normalization
+        As in :func:`fedforest.federation.election.elect` (``normalization``:
+        ``"all"``, the Feature Election paper's rule, or ``"selected"``, NVIDIA
+        FLARE 2.9's ``feature_election`` rule).
     auto_tune : bool
         Tune the freedom degree by hill-climbing, each site scoring proposed
         masks on its validation rows (:func:`fedforest.federation.tuning.hill_climb`).
@@ -122,6 +125,7 @@ def run_election(
                 "freedom_degree": freedom_degree,
                 "aggregation": aggregation,
                 "always_keep": list(always_keep),
+                "normalization": normalization,
                 "auto_tune": auto_tune,
                 "tuning_rounds": tuning_rounds,
                 "tolerance": tolerance,

@@ -2,10 +2,10 @@
 
 Every site runs one selector on its own table (its own columns only) and
 sends a boolean mask and one score per column to the feature election (see
-the design notes, "Feature election across different columns"). The election
-min-max normalises each site's scores over its own columns and averages them
-across sites, so a score here is always finite, ``>= 0`` and larger means
-"more useful".
+``docs/architecture.md``, "Feature election"). The election min-max
+normalises each site's scores (over all its columns, or over the ones it
+selected: ``election.normalization``) and averages them across sites, so a
+score here is always finite, ``>= 0`` and larger means "more useful".
 
 Methods and their defaults (every default can be overridden through
 ``params``; the effective values are returned in :attr:`LocalSelection.params`):

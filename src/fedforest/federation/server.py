@@ -161,7 +161,7 @@ class JobServer:
         self.check_min_sites([v.site for v in votes], "election")
         self.votes = votes
         el = self.config.election
-        return Ballot(votes, el["aggregation"], el["always_keep"])
+        return Ballot(votes, el["aggregation"], el["always_keep"], el["normalization"])
 
     def elect(self, ballot: Ballot, score: Callable[[list[str]], float] | None) -> list[str]:
         """Count the ballot (hill-climbing the freedom degree when auto-tuning)."""

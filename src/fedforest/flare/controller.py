@@ -6,7 +6,9 @@ with its own timeout; only OK replies with a payload are kept, every payload is
 validated by :class:`fedforest.server.JobServer`, and a site that fails, sends
 a malformed payload or misses the deadline is named in the results and left out
 of later phases. The job stops with a clear message when fewer than
-``min_sites`` sites remain.
+``min_sites`` sites remain. With ``job.tracking`` on, the election (its tuning
+history and outcome) is also logged to FLARE's experiment tracking
+(:mod:`fedforest.flare.tracking`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from .. import protocol
 from ..errors import ConfigError, PayloadError, SchemaError
 from ..federation.config import JobConfig
 from ..federation.server import JobServer
+from ..vocabulary import TRACKING
+from .tracking import election_records, fire_records
 
 logger = logging.getLogger(__name__)
 
@@ -42,17 +46,32 @@ class FedForestController(Controller):
         builder ships ``site_configs/job.yaml`` there).
     task_check_period : float
         How often (seconds) task status is checked.
+    tracking : str
+        ``job.tracking``: with ``tensorboard`` or ``mlflow`` the election is
+        also sent to the receiver in the server app as FLARE analytics
+        events; ``none`` (the default): no tracking.
     """
 
-    def __init__(self, job_config: str = "fedforest_job.yaml", task_check_period: float = 0.2):
+    def __init__(
+        self,
+        job_config: str = "fedforest_job.yaml",
+        task_check_period: float = 0.2,
+        tracking: str = "none",
+    ):
         super().__init__(task_check_period=task_check_period)
         if not isinstance(job_config, str) or not job_config:
             raise ValueError(
                 f"job_config={job_config!r} must be the file name of the job YAML in the server "
                 "app's config folder; rebuild the job with `fedforest job build`"
             )
+        if tracking not in TRACKING:
+            raise ValueError(
+                f"tracking={tracking!r} must be one of {', '.join(TRACKING)}; rebuild the job "
+                "with `fedforest job build`"
+            )
         self.job_config = job_config
         self.task_check_period = task_check_period
+        self.tracking = tracking
         self.server: JobServer | None = None
         self.run_dir: Path | None = None
 
@@ -112,6 +131,7 @@ class FedForestController(Controller):
                     return server.score_replies(scored)
 
                 elected = self._timed("election", lambda: server.elect(ballot, score))
+                self._track_election(fl_ctx)
             else:
                 elected = list(server.schema.features)
             want_inter = "intersection" in config.strategies
@@ -150,6 +170,22 @@ class FedForestController(Controller):
             logger.error("fedforest job failed: %s", reason, exc_info=not expected)
             self._write_failure(metrics, model, reason)
             self.system_panic(f"fedforest job failed: {reason}", fl_ctx)
+
+    def _track_election(self, fl_ctx: FLContext) -> None:
+        """Log the tuning history and the outcome of the election (never fails the job)."""
+        if self.tracking == "none":
+            return
+        server = self.server
+        try:
+            records = election_records(
+                server.tuning.to_dict() if server.tuning else None,
+                server.election.to_dict() if server.election else None,
+                server.config.election["metric"],
+            )
+            fire_records(self, fl_ctx, records, self.tracking)
+            logger.info("election: %d records sent to the experiment tracking", len(records))
+        except Exception:  # noqa: BLE001 - tracking is a copy of the results, not the results
+            logger.exception("the election could not be sent to the experiment tracking")
 
     def _write_failure(self, metrics, model, reason: str) -> None:
         """Write results.json and report.md with ``status: failed``, whatever state the job is in."""

@@ -2,7 +2,9 @@
 
 Tasks are dispatched by :meth:`fedforest.federation.site.SiteRunner.run_task`
 through its table of handlers; the names of tasks and message keys come from
-:mod:`fedforest.protocol`.
+:mod:`fedforest.protocol`. With ``job.tracking`` on, the site's test metrics
+also go to FLARE's experiment tracking after ``evaluate``
+(:mod:`fedforest.flare.tracking`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from nvflare.apis.signal import Signal
 from .. import protocol
 from ..federation.config import LOCAL_OVERRIDE, SiteConfig
 from ..federation.site import SiteRunner
+from .tracking import find_writer, site_metric_records, write_records
 
 logger = logging.getLogger(__name__)
 
@@ -35,16 +38,27 @@ class FedForestExecutor(Executor):
         builder ships ``site_configs/<site>.yaml`` there). A file
         ``fedforest.yaml`` in the site's own FLARE ``local/`` folder may set
         ``data_path`` and takes precedence.
+    log_writer_id : str
+        Id of the FLARE log writer component (``TBWriter`` or ``MLflowWriter``)
+        the site's test metrics are written through after ``evaluate``; empty
+        (the default, ``job.tracking: none``): no tracking.
     """
 
-    def __init__(self, site_config: str = "fedforest_site.yaml"):
+    def __init__(self, site_config: str = "fedforest_site.yaml", log_writer_id: str = ""):
         super().__init__()
         if not isinstance(site_config, str) or not site_config:
             raise ValueError(
                 f"site_config={site_config!r} must be the file name of the site YAML in the "
                 "site app's config folder; rebuild the job with `fedforest job build`"
             )
+        if not isinstance(log_writer_id, str):
+            raise ValueError(
+                f"log_writer_id={log_writer_id!r} must be the id of a log writer component "
+                "(or empty for no tracking); rebuild the job with `fedforest job build`"
+            )
         self.site_config = site_config
+        self.log_writer_id = log_writer_id
+        self.writer = None
         self.runner: SiteRunner | None = None
         self.startup_error: str | None = None
         self.run_dir: Path | None = None
@@ -53,6 +67,7 @@ class FedForestExecutor(Executor):
         if event_type != EventType.START_RUN:
             return
         site = fl_ctx.get_identity_name()
+        self.writer = find_writer(fl_ctx, self.log_writer_id, f"site {site}")
         try:
             workspace = fl_ctx.get_engine().get_workspace()
             job_id = fl_ctx.get_job_id()
@@ -91,6 +106,8 @@ class FedForestExecutor(Executor):
         except Exception as err:  # noqa: BLE001 - reported to the server, which drops the site
             logger.error("site %s: task %s failed:\n%s", site, task_name, traceback.format_exc())
             return self._error(ReturnCode.EXECUTION_EXCEPTION, f"{type(err).__name__}: {err}")
+        if task_name == protocol.EVALUATE and self.writer is not None:
+            self._track_metrics(site, data, payload)
         reply = make_reply(ReturnCode.OK)
         reply[protocol.PAYLOAD] = payload
         return reply
@@ -98,6 +115,15 @@ class FedForestExecutor(Executor):
     def run_task(self, task_name: str, data: dict):
         """Call the core for one task (the site's table of handlers)."""
         return self.runner.run_task(task_name, data, save_dir=self.run_dir)
+
+    def _track_metrics(self, site: str, data: dict, payload: dict) -> None:
+        """Write every metric of every strategy through the log writer (never fails the task)."""
+        try:
+            records = site_metric_records(site, payload["strategies"], data["metrics"])
+            write_records(self.writer, records)
+            logger.info("site %s: %d metrics sent to the experiment tracking", site, len(records))
+        except Exception:  # noqa: BLE001 - tracking is a copy of the results, not the results
+            logger.exception("site %s: the metrics could not be sent to the tracking", site)
 
     @staticmethod
     def _error(rc: str, message: str) -> Shareable:

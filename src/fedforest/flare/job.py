@@ -27,6 +27,7 @@ import yaml
 from .. import outputs, protocol
 from ..errors import ConfigError
 from ..federation.config import JobConfig, SiteConfig
+from . import tracking
 from .controller import FedForestController
 from .executor import FedForestExecutor
 
@@ -104,14 +105,28 @@ def make_fed_job(
     edits); without it every site must have the same fedforest installed and
     allow-list its classes. ``stage`` is a scratch folder that must outlive the
     job object (its files are copied when the job is exported or run).
+
+    With ``job.tracking`` other than ``none`` the apps also get FLARE's
+    experiment tracking components (:mod:`fedforest.flare.tracking`): the
+    receiver on the server, a log writer and a ``ConvertToFedEvent`` widget
+    on every site. A receiver whose package is not
+    installed is refused with a :class:`~fedforest.ConfigError`. Executors
+    given in ``job_custom`` keep their own settings (they log nothing).
     """
     from nvflare.job_config.api import FedJob
 
     stage = Path(stage)
     overrides = dict(job_custom or [])
+    # first: a tracking receiver whose package is missing is refused before anything is staged
+    server_tracking = tracking.server_components(job_cfg.tracking, job_cfg.name, job_cfg.source)
+    writer_id = tracking.LOG_WRITER_ID if server_tracking else ""  # the sites' log writer
     code = _stage_package(stage / "src") if ship_code else None
     job = FedJob(name=job_cfg.name, min_clients=job_cfg.min_sites)
-    job.to(FedForestController(job_config=JOB_FILE), "server")
+    if code is None:
+        job.set_app_packages(["fedforest"])  # installed at every site: FLARE copies none of it
+    job.to(FedForestController(job_config=JOB_FILE, tracking=job_cfg.tracking), "server")
+    for component_id, component in server_tracking.items():
+        job.to(component, "server", id=component_id)
     job.to({"server": {"task_request_interval": TASK_REQUEST_INTERVAL}}, "server")
     if code is not None:
         job.to(str(code), "server")
@@ -123,8 +138,12 @@ def make_fed_job(
         data = yaml.safe_load(Path(site.source).read_text())
         data["data_path"] = site.data_path
         resolved.write_text(yaml.safe_dump(data, sort_keys=False))
-        executor = overrides.get(name) or FedForestExecutor(site_config=SITE_FILE)
+        executor = overrides.get(name) or FedForestExecutor(
+            site_config=SITE_FILE, log_writer_id=writer_id
+        )
         job.to(executor, name, tasks=list(protocol.TASKS))
+        for component_id, component in tracking.site_components(job_cfg.tracking).items():
+            job.to(component, name, id=component_id)
         if code is not None:
             job.to(str(code), name)
         if name in overrides:

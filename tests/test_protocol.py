@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from fedforest import PayloadError, protocol
+from fedforest.federation.config import JobConfig
 from fedforest.federation.election import SiteVote
+from fedforest.federation.evaluation import read_site_metrics
+from fedforest.federation.privacy import PrivacyPolicy
 from fedforest.federation.schema import GlobalSchema, SiteSchema
 from fedforest.federation.server import JobServer
 from fedforest.model.forest import PooledForest
@@ -108,3 +111,72 @@ def test_older_versions_are_upgraded_step_by_step(monkeypatch):
     monkeypatch.setitem(protocol.UPGRADES, (protocol.MODEL, 2), lambda p: {**p, "c": p["b"] + 1})
     assert protocol.upgrade(protocol.MODEL, 1, {"a": 0}) == {"a": 0, "b": 1, "c": 2}
     assert protocol.check_version(protocol.MODEL, 2) == 2
+
+
+# ------------------------------------------------------------ old versions
+#: A ``fedforest/site-metrics`` reply of version 1, as fedforest wrote it before the site's
+#: privacy policy was reported (version 2 adds the field ``privacy``).
+SITE_METRICS_V1 = {
+    "format": "fedforest/site-metrics",
+    "version": 1,
+    "site": "site-1",
+    "rows": 75,
+    "strategies": {
+        "mp": {
+            "auprc": 0.81,
+            "auc": 0.84,
+            "rows": 75,
+            "mean_trees_kept": 60.0,
+            "fallback_rows": 0,
+        },
+        "auto": {
+            "auprc": 0.8,
+            "auc": None,
+            "rows": 75,
+            "mean_trees_kept": 41.5,
+            "fallback_rows": 2,
+            "chosen": "ipr",
+            "validation": {"ipr": 0.9, "mp": 0.85, "fpv": None},
+        },
+    },
+}
+
+
+def test_every_older_version_has_an_upgrade():
+    for fmt, current in protocol.FORMATS.items():
+        for version in range(1, current):
+            assert (fmt, version) in protocol.UPGRADES, (fmt, version)
+    assert protocol.FORMATS[protocol.SITE_METRICS] == 2
+
+
+def test_a_version_1_site_metrics_reply_still_loads(tmp_path):
+    payload = copy.deepcopy(SITE_METRICS_V1)
+    read = read_site_metrics(payload, "site-1", ["mp", "auto"], ["auprc", "auc"])
+    assert payload == SITE_METRICS_V1  # the reply itself is left as it came
+    assert read["privacy"] is None  # version 1 did not report a policy
+    assert read["rows"] == 75 and read["strategies"]["auto"]["chosen"] == "ipr"
+    assert read["strategies"]["mp"] == SITE_METRICS_V1["strategies"]["mp"]
+    # through the server: recorded as not reported
+    config = JobConfig.from_dict(
+        {
+            "job": {"sites": ["site-1", "site-2"], "min_sites": 1},
+            "evaluation": {"strategies": ["mp", "auto"], "metrics": ["auprc", "auc"]},
+        }
+    )
+    server = JobServer(config)
+    metrics = server.read_metrics({"site-1": payload})
+    assert server.dropped == {} and metrics["site-1"]["privacy"] is None
+    results = server.write_results(tmp_path, metrics, None)
+    assert results["privacy"] == {"site-1": None}
+    assert "- `site-1`: not reported" in (tmp_path / "report.md").read_text()
+
+
+def test_a_version_2_site_metrics_reply_must_carry_the_policy(job):
+    site = "site-1"
+    payload = copy.deepcopy(job.metrics[site])
+    assert payload["version"] == 2 and payload["privacy"] == PrivacyPolicy().to_dict()
+    strategies, metrics = job.config.strategies, job.config.metrics
+    assert read_site_metrics(payload, site, strategies, metrics)["privacy"] == payload["privacy"]
+    del payload["privacy"]
+    with pytest.raises(PayloadError, match="field 'privacy' is missing"):
+        read_site_metrics(payload, site, strategies, metrics)

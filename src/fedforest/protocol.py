@@ -54,12 +54,21 @@ FORMATS: dict[str, int] = {
     MASK_SCORE: 1,
     SITE_MODELS: 1,
     MODEL: 1,
-    SITE_METRICS: 1,
+    # 2: the site's effective privacy policy (field ``privacy``) was added
+    SITE_METRICS: 2,
 }
 
+
+def _site_metrics_v1(payload: Mapping) -> dict:
+    """``fedforest/site-metrics`` version 1 -> 2: no privacy policy was reported (``None``)."""
+    return {**payload, "privacy": None}
+
+
 #: Readers of older versions: ``(format, version) -> function(payload) -> payload``
-#: in the next version's layout. Empty while every format is at version 1.
-UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {}
+#: in the next version's layout.
+UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
+    (SITE_METRICS, 1): _site_metrics_v1,
+}
 
 # ------------------------------------------------------------------ tasks
 SCHEMA = "schema"

@@ -588,16 +588,18 @@ def test_missing_or_empty_override_changes_nothing(tmp_path, site_yaml):
             {"data_path": "x.csv", "target": "y"},
             "target",
             "y",
-            "only data_path may be set in the site's own file",
+            "only data_path and privacy may be set in the site's own file",
         ),
-        ({"selector": "none"}, "selector", "none", "only data_path may be set"),
-        (["x.csv"], "(top level)", ["x.csv"], "a mapping with the key data_path"),
+        ({"selector": "none"}, "selector", "none", "only data_path and privacy may be set"),
+        (["x.csv"], "(top level)", ["x.csv"], "a mapping with the keys data_path and/or privacy"),
         ({"data_path": ""}, "data_path", "", "a non-empty string"),
         ({"data_path": None}, "data_path", None, "a non-empty string"),
         ({"data_path": 5}, "data_path", 5, "a non-empty string"),
     ],
 )
-def test_override_refuses_anything_but_data_path(tmp_path, site_yaml, content, key, shown, allowed):
+def test_override_refuses_anything_but_data_path_and_privacy(
+    tmp_path, site_yaml, content, key, shown, allowed
+):
     override = write_yaml(tmp_path / "local" / "fedforest.yaml", content)
     with pytest.raises(ConfigError) as info:
         SiteConfig.load(site_yaml, override=override)
@@ -1169,3 +1171,150 @@ def test_tracking_error_names_file_key_value_and_allowed(tmp_path, value):
     with pytest.raises(ConfigError) as info:
         JobConfig.load(path)
     assert_precise(info.value, path, "job.tracking", value, "none, tensorboard, mlflow")
+
+
+# --------------------------------------------------------------------------- site: privacy
+def test_a_site_without_privacy_block_has_the_default_policy():
+    assert SITE_DEFAULTS["privacy"] is None
+    cfg = SiteConfig.from_dict(site_dict(), "s.yaml")
+    assert cfg.privacy.is_default and cfg.local_privacy is None
+    assert cfg.privacy_policy() is cfg.privacy
+
+
+def test_the_privacy_block_of_the_site_yaml_is_read():
+    block = {"min_leaf_rows": 5, "min_level_rows": 3, "share": {"intersection": False}}
+    cfg = SiteConfig.from_dict(site_dict(privacy=block), "site_configs/site-1.yaml")
+    policy = cfg.privacy_policy()
+    assert policy.min_leaf_rows == 5 and policy.min_level_rows == 3
+    assert policy.share["intersection"] is False and policy.share["imputers"] is True
+    assert policy.source == "site_configs/site-1.yaml"
+
+
+PRIVACY_ERRORS = [
+    ({"min_leaf_rows": 0}, "privacy.min_leaf_rows", 0, "an integer in [1, 2147483647]"),
+    ({"min_leaf_rows": "5"}, "privacy.min_leaf_rows", "5", "an integer in [1, 2147483647]"),
+    ({"min_level_rows": -1}, "privacy.min_level_rows", -1, "an integer >= 0"),
+    ({"dp_epsilon": 0}, "privacy.dp_epsilon", 0, "a finite number > 0"),
+    ({"count_noise_epsilon": -2.0}, "privacy.count_noise_epsilon", -2.0, "a finite number > 0"),
+    ({"share": {"imputers": "no"}}, "privacy.share.imputers", "no", "true or false"),
+    ({"share": {"trees": False}}, "privacy.share.trees", False, "one of the known keys"),
+    ({"threshold_grid": {"step": 0}}, "privacy.threshold_grid.step", 0, "a finite number > 0"),
+    ({"k": 5}, "privacy.k", 5, "one of the known keys privacy.min_leaf_rows"),
+    ([5], "privacy", [5], "a mapping of privacy keys to values"),
+]
+
+
+@pytest.mark.parametrize(
+    ("block", "key", "shown", "allowed"), PRIVACY_ERRORS, ids=[k for _, k, *_ in PRIVACY_ERRORS]
+)
+def test_an_invalid_privacy_value_is_refused_at_build(tmp_path, block, key, shown, allowed):
+    path = write_yaml(tmp_path / "site_configs" / "site-1.yaml", site_dict(privacy=block))
+    with pytest.raises(ConfigError) as info:
+        SiteConfig.load(path)  # what `fedforest job build` runs for every site
+    assert_precise(info.value, path, key, shown, allowed)
+
+
+@pytest.mark.parametrize(
+    ("block", "key", "shown", "allowed"), PRIVACY_ERRORS, ids=[k for _, k, *_ in PRIVACY_ERRORS]
+)
+def test_an_invalid_privacy_value_in_the_sites_own_file_is_refused(
+    tmp_path, site_yaml, block, key, shown, allowed
+):
+    override = write_yaml(tmp_path / "local" / "fedforest.yaml", {"privacy": block})
+    with pytest.raises(ConfigError) as info:
+        SiteConfig.load(site_yaml, override=override)  # what the site runs when it starts
+    assert_precise(info.value, override, key, shown, allowed)
+
+
+def test_the_privacy_block_is_checked_against_the_data_at_build(small_csv):
+    # a grid cannot name a categorical column, whatever the hospital's own file says
+    cfg = site_config(small_csv, privacy={"threshold_grid": {"step": 1, "steps": {"smoker": 1}}})
+    with pytest.raises(ConfigError) as info:
+        cfg.check_data()
+    assert_precise(info.value, "site-1.yaml", "privacy.threshold_grid", ["smoker"], "numeric")
+    # 12 rows leave 6 training rows: leaves of 4 rows cannot split
+    cfg = site_config(small_csv, privacy={"min_leaf_rows": 4})
+    with pytest.raises(ConfigError) as info:
+        cfg.check_data()
+    msg = str(info.value)
+    assert_precise(info.value, "site-1.yaml", "privacy.min_leaf_rows", 4, "at most 3")
+    assert "gives 6 training rows" in msg
+    site_config(small_csv, privacy={"min_leaf_rows": 3}).check_data()
+    # what the hospital's own file can complete is left to the site's start
+    site_config(small_csv, privacy={"threshold_grid": {"steps": {"age": 1}}}).check_data()
+    site_config(small_csv, privacy={"dp_epsilon": 1.0}).check_data()
+
+
+def test_job_build_refuses_an_invalid_privacy_block(tmp_path):
+    job_module = pytest.importorskip("fedforest.flare.job")
+    configs = tmp_path / "site_configs"
+    make_demo_data(tmp_path / "demo_data", rows=40, seed=0)
+    configs.mkdir()
+    shutil.copy(ROOT / "site_configs" / "job.yaml", configs / "job.yaml")
+    for site in SITES:
+        data = yaml.safe_load((ROOT / "site_configs" / f"{site}.yaml").read_text())
+        if site == "site-2":
+            data["privacy"] = {"threshold_grid": {"step": 1, "edges": {"activity": [0.5]}}}
+        write_yaml(configs / f"{site}.yaml", data)
+    with pytest.raises(ConfigError) as info:
+        job_module.load_configs(configs)
+    assert_precise(
+        info.value, configs / "site-2.yaml", "privacy.threshold_grid", ["activity"], "numeric"
+    )
+
+
+def test_the_sites_own_file_may_hold_a_privacy_block(tmp_path, site_yaml):
+    override = write_yaml(tmp_path / "local" / "fedforest.yaml", {"privacy": {"min_leaf_rows": 10}})
+    base = SiteConfig.load(site_yaml)
+    cfg = SiteConfig.load(site_yaml, override=override)
+    assert cfg.data_path == base.data_path and cfg.source == base.source  # no data_path there
+    assert cfg.local_privacy.min_leaf_rows == 10 and cfg.privacy.is_default
+    policy = cfg.privacy_policy()
+    assert policy.min_leaf_rows == 10
+    assert policy.source == f"{override} + {site_yaml}"
+    both = write_yaml(
+        tmp_path / "local2" / "fedforest.yaml",
+        {"data_path": "x.csv", "privacy": {"min_level_rows": 5}},
+    )
+    cfg = SiteConfig.load(site_yaml, override=both)
+    assert cfg.data_path.endswith("x.csv") and cfg.privacy_policy().min_level_rows == 5
+
+
+def test_the_stricter_of_the_two_blocks_applies_for_every_key(tmp_path):
+    job_block = {
+        "min_leaf_rows": 5,
+        "min_level_rows": 20,
+        "count_noise_epsilon": 2.0,
+        "share": {"imputers": False},
+        "threshold_grid": {"step": 1.0},
+    }
+    own_block = {
+        "min_leaf_rows": 20,
+        "min_level_rows": 3,
+        "count_noise_epsilon": 4.0,
+        "share": {"surrogates": False},
+        "threshold_grid": {"step": 0.5},
+    }
+    path = write_yaml(tmp_path / "site-1.yaml", site_dict(privacy=job_block))
+    override = write_yaml(tmp_path / "local" / "fedforest.yaml", {"privacy": own_block})
+    policy = SiteConfig.load(path, override=override).privacy_policy()
+    assert policy.min_leaf_rows == 20  # the hospital's: a job cannot loosen it
+    assert policy.min_level_rows == 20  # the job's: a job can tighten it
+    assert policy.count_noise_epsilon == 2.0
+    assert not policy.share["imputers"] and not policy.share["surrogates"]
+    assert policy.share["feature_std"] and policy.share["intersection"]
+    assert policy.threshold_grid.default == ("step", 1.0)  # the coarser grid
+
+
+def test_two_grids_that_cannot_be_combined_are_refused_naming_both_files(tmp_path):
+    path = write_yaml(
+        tmp_path / "site-1.yaml", site_dict(privacy={"threshold_grid": {"step": 0.3}})
+    )
+    override = write_yaml(
+        tmp_path / "local" / "fedforest.yaml", {"privacy": {"threshold_grid": {"step": 0.5}}}
+    )
+    with pytest.raises(ConfigError) as info:
+        SiteConfig.load(path, override=override)
+    msg = str(info.value)
+    assert msg.startswith(f"{override} and {path}: key 'privacy.threshold_grid'"), msg
+    assert f"step 0.5 ({override}) against step 0.3 ({path})" in msg

@@ -13,6 +13,7 @@ from test_site import SHARED, SITES, assert_plain, make_job, run_job
 
 from fedforest.errors import PayloadError
 from fedforest.federation.config import JOB_STRATEGIES, JobConfig
+from fedforest.federation.privacy import PrivacyPolicy
 from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
@@ -128,6 +129,7 @@ def test_results_json(job):
         "phase_seconds",
         "payload_bytes",
         "model",
+        "privacy",
     }
     assert results["job"] == "fedforest-demo" and results["status"] == "finished"
     assert results["error"] is None and results["dropped_sites"] == {}
@@ -144,6 +146,8 @@ def test_results_json(job):
     assert results["model"]["features"] == job.model["forest"]["feature_names"]
     assert results["model"]["nodes"] == int(job.model["forest"]["tree_start"][-1])
     assert results["model"]["bytes"] == payload_bytes(job.model) > 0
+    # no privacy block anywhere: every site reports the default policy
+    assert results["privacy"] == {s: PrivacyPolicy().to_dict() for s in SITES}
 
 
 def test_phase_timings_and_payload_sizes_recorded(job):
@@ -631,6 +635,14 @@ def _metrics(job, site="site-1"):
         (lambda m: m.update(site="site-2"), "field 'site' is 'site-2'"),
         (lambda m: m.update(rows=np.array([1, 2])), "field 'rows' is an array"),
         (lambda m: m["strategies"].update(mp=[0.9]), "strategies['mp']: expected a dict"),
+        (lambda m: m.pop("privacy"), "field 'privacy' is missing"),
+        (lambda m: m.update(privacy=[1]), "field 'privacy' is [1]; expected a privacy policy"),
+        (
+            lambda m: m["privacy"].update(min_leaf_rows=0),
+            "field 'privacy' is not a privacy policy: the reply of 'site-1': key "
+            "'privacy.min_leaf_rows' is 0",
+        ),
+        (lambda m: m["privacy"].update(k=3), "key 'privacy.k' is 3"),
     ],
 )
 def test_malformed_metrics_drop_the_site(job, change, reason):

@@ -8,6 +8,7 @@ real data files, real YAML configs and real scikit-learn.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import sys
 import time
@@ -21,10 +22,18 @@ import yaml
 
 from fedforest import STRATEGIES
 from fedforest.errors import ConfigError, SchemaError
-from fedforest.federation.config import JOB_STRATEGIES, JobConfig, SiteConfig, split_sizes
+from fedforest.federation.config import (
+    JOB_STRATEGIES,
+    LOCAL_OVERRIDE,
+    JobConfig,
+    SiteConfig,
+    split_sizes,
+)
+from fedforest.federation.privacy import OTHER_LEVEL, check_forest, disclosed_rare_levels
 from fedforest.federation.schema import GlobalSchema, SiteSchema, lacking_classes
 from fedforest.federation.server import JobServer
 from fedforest.federation.site import SiteRunner
+from fedforest.model.forest import PooledForest
 from fedforest.model.model_files import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,8 +52,20 @@ METRIC_NAMES = ("auprc", "auc", "mcc", "accuracy")
 
 
 # --------------------------------------------------------------------------- helpers
-def make_job(folder: Path, rows: int = 300, n_estimators: int = 20, **job_overrides):
-    """Demo data, a job YAML and three site YAMLs in ``folder``; the config and runners."""
+def make_job(
+    folder: Path,
+    rows: int = 300,
+    n_estimators: int = 20,
+    site_changes: dict | None = None,
+    local: dict | None = None,
+    **job_overrides,
+):
+    """Demo data, a job YAML and three site YAMLs in ``folder``; the config and runners.
+
+    ``site_changes`` adds keys to a site's YAML (``{site: {key: value}}``);
+    ``local`` writes a site's own ``local/fedforest.yaml`` (``{site: content}``),
+    loaded as the FLARE executor loads it.
+    """
     make_demo_data(folder / "data", rows=rows, seed=0)
     configs = folder / "site_configs"
     configs.mkdir(parents=True, exist_ok=True)
@@ -57,10 +78,20 @@ def make_job(folder: Path, rows: int = 300, n_estimators: int = 20, **job_overri
     for site in SITES:
         cfg = yaml.safe_load((ROOT / "site_configs" / f"{site}.yaml").read_text())
         cfg["data_path"] = f"../data/{site}.csv"  # relative to the YAML, as shipped
+        cfg.update((site_changes or {}).get(site, {}))
         (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
+        if site in (local or {}):
+            own = folder / "local" / site / LOCAL_OVERRIDE
+            own.parent.mkdir(parents=True, exist_ok=True)
+            own.write_text(yaml.safe_dump(local[site]))
     config = JobConfig.load(configs / "job.yaml")
     runners = {
-        site: SiteRunner(SiteConfig.load(configs / f"{site}.yaml"), random_state=config.seed)
+        site: SiteRunner(
+            SiteConfig.load(
+                configs / f"{site}.yaml", override=folder / "local" / site / LOCAL_OVERRIDE
+            ),
+            random_state=config.seed,
+        )
         for site in config.sites
     }
     return config, runners
@@ -374,8 +405,16 @@ def test_evaluate_without_an_intersection_forest(job):
     model = copy.deepcopy(job.model)
     model["intersection"] = None
     runner = job.runners["site-1"]
-    with pytest.raises(ValueError, match="no intersection forest"):
-        runner.evaluate(model, ["intersection"])
+    # no site shared an intersection forest: that row is undefined, the others are scored
+    out = runner.evaluate(model, ["intersection", "fpv"], metrics=["auc", "mcc"])
+    assert out["strategies"]["intersection"] == {
+        "auc": None,
+        "mcc": None,
+        "rows": 75,
+        "mean_trees_kept": 0.0,
+        "fallback_rows": 0,
+    }
+    assert out["strategies"]["fpv"]["auc"] is not None
     out = runner.evaluate(model, ["mp", "fpv"], metrics=["auc"])
     assert list(out["strategies"]) == ["mp", "fpv"]
     row = out["strategies"]["mp"]
@@ -483,3 +522,301 @@ def test_train_refuses_a_leaf_size_that_leaves_one_leaf_trees(fresh):
     too_big = {**config.forest, "min_samples_leaf": len(runner.X_train)}
     with pytest.raises(ValueError, match="forest.min_samples_leaf=.* training rows for a single"):
         runner.train(list(runner.columns), too_big, config.surrogates, False)
+
+
+# --------------------------------------------------------------------------- privacy policies
+#: Public ranges of site-3's numeric columns (its DP mode needs them).
+SITE3_RANGES = {
+    "age": [0, 120],
+    "bmi": [10, 60],
+    "systolic_bp": [60, 220],
+    "insulin": [0, 60],
+    "cholesterol": [80, 320],
+}
+#: Rows of site-1 given a level of 'smoker' no other row has.
+RARE_ROWS = [3, 50, 120, 200]
+
+
+def payload_forest(payload: dict, part: str = "forest") -> PooledForest:
+    return PooledForest.from_payload(payload[part], sender="test")
+
+
+def numeric_thresholds(forest: PooledForest) -> np.ndarray:
+    numeric = np.append(~forest.is_categorical, False)
+    split = (forest.feature >= 0) & numeric[forest.feature] & np.isfinite(forest.threshold)
+    return forest.threshold[split]
+
+
+@pytest.fixture(scope="module")
+def policy_job(tmp_path_factory) -> Job:
+    """site-1: a strict policy of its own, a looser one from the job; site-2: the job
+    tightens the hospital's policy; site-3: DP mode."""
+    folder = tmp_path_factory.mktemp("privacy_job")
+    config, runners = make_job(
+        folder,
+        site_changes={
+            "site-1": {"privacy": {"min_leaf_rows": 5}},
+            "site-2": {
+                "privacy": {
+                    "min_leaf_rows": 15,
+                    "share": {"surrogates": False, "feature_std": False},
+                }
+            },
+            "site-3": {"privacy": {"dp_epsilon": 8.0, "feature_ranges": SITE3_RANGES}},
+        },
+        local={
+            "site-1": {
+                "privacy": {
+                    "min_leaf_rows": 20,
+                    "threshold_grid": {"step": 0.5},
+                    "min_level_rows": 30,
+                }
+            },
+            "site-2": {"privacy": {"min_leaf_rows": 5}},
+        },
+    )
+    data = folder / "data" / "site-1.csv"
+    frame = pd.read_csv(data)
+    frame.loc[RARE_ROWS, "smoker"] = "occasional"  # 4 rows: a level that could identify them
+    frame.to_csv(data, index=False)
+    return run_job(config, runners, folder / "run")
+
+
+def test_the_sites_own_policy_wins_over_a_looser_job(policy_job):
+    runner = policy_job.runners["site-1"]
+    policy = runner.policy
+    assert policy.min_leaf_rows == 20 and policy.min_level_rows == 30  # not the job's 5
+    assert policy.threshold_grid.default == ("step", 0.5)
+    payload = policy_job.trained["site-1"]
+    for part in ("forest", "intersection"):
+        forest = payload_forest(payload, part)
+        assert forest.n_node_samples.min() >= 20, part  # no node under 20 rows
+        thresholds = numeric_thresholds(forest)
+        assert thresholds.size and np.all(thresholds % 0.5 == 0), part  # all on the grid
+        assert check_forest(forest, policy) == [], part
+
+
+def test_rare_levels_never_leave_the_site(policy_job):
+    raw = pd.read_csv(policy_job.runners["site-1"].config.data_path)
+    assert (raw["smoker"] == "occasional").sum() == len(RARE_ROWS)
+    levels = policy_job.describe["site-1"]["levels"]
+    assert "occasional" not in levels["smoker"] and OTHER_LEVEL in levels["smoker"]
+    assert disclosed_rare_levels(levels, raw, 30) == {}
+    assert policy_job.runners["site-1"].hidden == {"smoker": ["occasional"]}
+    assert "occasional" not in str(policy_job.schema) and "occasional" not in str(
+        policy_job.trained["site-1"]
+    )
+    # its own validation and test rows are rewritten the same way
+    runner = policy_job.runners["site-1"]
+    other = GlobalSchema.from_payload(policy_job.schema).categories["smoker"].index(OTHER_LEVEL)
+    for X in (runner.X_train, runner.X_val, runner.X_test):
+        rare = X.index.intersection(RARE_ROWS)
+        assert np.all(X.loc[rare, "smoker"] == other)
+    assert sum(len(X.index.intersection(RARE_ROWS)) for X in (runner.X_val, runner.X_test)) > 0
+    hidden = runner.hide(raw.loc[RARE_ROWS])
+    assert set(hidden["smoker"]) == {OTHER_LEVEL}
+
+
+def test_a_job_can_tighten_the_policy_of_a_site(policy_job):
+    policy = policy_job.runners["site-2"].policy
+    assert policy.min_leaf_rows == 15  # the job's 15, not the hospital's 5
+    assert not policy.share["surrogates"] and not policy.share["feature_std"]
+    payload = policy_job.trained["site-2"]
+    forest = payload_forest(payload)
+    assert forest.n_node_samples.min() >= 15
+    assert np.all(forest.surrogate_feature == -1)
+    assert payload["feature_std"] == {}
+    # no σ is sent, so neither are numeric imputers (the bundle would be refused without σ)
+    kinds = {imp["kind"] for imp in payload["imputers"]["imputers"]}
+    assert kinds <= {"categorical"}
+    assert payload_forest(payload, "intersection").n_node_samples.min() >= 15
+
+
+def test_a_dp_site_sends_random_trees_and_nothing_else_from_its_rows(policy_job):
+    runner = policy_job.runners["site-3"]
+    assert runner.policy.dp and runner.policy.dp_epsilon == 8.0
+    payload = policy_job.trained["site-3"]
+    assert payload["imputers"]["imputers"] == [] and payload["feature_std"] == {}
+    for part in ("forest", "intersection"):
+        forest = payload_forest(payload, part)
+        assert forest.n_trees == 10 and forest.node_depth.max() <= 4  # DEFAULT_DP_* values
+        assert np.all(forest.surrogate_feature == -1) and not forest.saw_missing.any()
+        assert forest.classes.tolist() == [0, 1]
+    # the vote: the 'none' selector (every column, equal scores)
+    vote = policy_job.votes["site-3"]
+    assert vote["mask"].all() and np.unique(vote["scores"]).size == 1
+    # every mask score is the same constant
+    assert policy_job.scored_masks
+    for _, replies in policy_job.scored_masks:
+        assert replies["site-3"] == {
+            "format": "fedforest/mask-score",
+            "version": 1,
+            "score": 0.0,
+            "n_rows": len(runner.X_val),
+        }
+
+
+def test_dp_structure_is_the_same_when_one_training_row_changes(policy_job):
+    runner = policy_job.runners["site-3"]
+    args = (policy_job.elected, policy_job.config.forest, policy_job.config.surrogates, True)
+    first = runner.train(*args)
+    X_train, y_train = runner.X_train, runner.y_train
+    try:
+        runner.X_train = X_train.copy()
+        row = runner.X_train.index[7]
+        runner.X_train.loc[row, ["age", "bmi", "insulin"]] += [9.0, -4.0, 2.5]
+        runner.y_train = np.array(y_train, copy=True)
+        runner.y_train[7] = 1 - runner.y_train[7]
+        second = runner.train(*args)
+    finally:
+        runner.X_train, runner.y_train = X_train, y_train
+    for part in ("forest", "intersection"):
+        a, b = first[part], second[part]
+        for key in ("tree_start", "children_left", "children_right", "feature", "threshold"):
+            np.testing.assert_array_equal(a[key], b[key], err_msg=f"{part}.{key}")
+        # the noise is fresh on every run (operating-system entropy, never the job seed)
+        assert not np.array_equal(a["value"], b["value"])
+    again = runner.train(*args)
+    assert not np.array_equal(first["forest"]["value"], again["forest"]["value"])
+
+
+def test_a_job_with_privacy_policies_completes_and_records_them(policy_job):
+    results = policy_job.results
+    assert results["status"] == "finished" and results["dropped_sites"] == {}
+    policies = {s: policy_job.runners[s].policy.to_dict() for s in SITES}
+    assert results["privacy"] == policies
+    assert results["privacy"]["site-1"]["min_leaf_rows"] == 20
+    assert results["privacy"]["site-2"]["share"]["feature_std"] is False
+    assert results["privacy"]["site-3"]["dp_epsilon"] == 8.0
+    saved = json.loads((policy_job.run_dir / "results.json").read_text())
+    assert saved["privacy"] == policies
+    report = (policy_job.run_dir / "report.md").read_text()
+    assert "## Privacy policies" in report
+    assert "- `site-1`: min_leaf_rows 20; threshold_grid {step: 0.5}; min_level_rows 30" in report
+    assert "- `site-2`: min_leaf_rows 15; withholds feature_std, surrogates" in report
+    assert "- `site-3`: withholds imputers, feature_std, surrogates; dp_epsilon 8" in report
+    for site in SITES:
+        metrics = policy_job.metrics[site]
+        assert metrics["version"] == 2 and metrics["privacy"] == policies[site]
+        for row in metrics["strategies"].values():
+            assert row["auc"] is None or 0.0 <= row["auc"] <= 1.0
+
+
+def test_the_default_policy_changes_nothing(tmp_path, job):
+    """Privacy blocks that state the defaults give the same run as no block at all."""
+    default = {"privacy": {"min_leaf_rows": 1, "min_level_rows": 0, "share": {"imputers": True}}}
+    config, runners = make_job(
+        tmp_path,
+        site_changes=dict.fromkeys(SITES, default),
+        local={"site-1": {"privacy": {"threshold_grid": None}}},
+    )
+    again = run_job(config, runners, tmp_path / "run")
+    assert all(r.policy.is_default for r in runners.values())
+    for name in ("describe", "votes", "trained", "model", "elected"):
+        assert_payload_equal(getattr(job, name), getattr(again, name), name)
+    for site in SITES:
+        assert_payload_equal(job.metrics[site], again.metrics[site], f"metrics.{site}")
+    assert again.results["privacy"] == job.results["privacy"]
+
+
+def test_train_names_the_privacy_key_that_raised_the_leaf_size(fresh):
+    config, runners, _, _ = fresh
+    runner = SiteRunner(runners["site-1"].config)
+    runner.load()
+    runner.set_schema(fresh[2])
+    runner.policy = dataclasses.replace(runner.policy, min_leaf_rows=len(runner.X_train))
+    with pytest.raises(ValueError, match=r"privacy.min_leaf_rows \(.*site-1.yaml\)=\d+ needs"):
+        runner.train(["age", "bmi"], config.forest, config.surrogates, False)
+
+
+# --------------------------------------------------------------------------- privacy at start
+def own_file(tmp_path: Path, content) -> Path:
+    path = tmp_path / "local" / LOCAL_OVERRIDE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(content))
+    return path
+
+
+def hospital(tmp_path: Path, local=None, **config) -> SiteRunner:
+    data = hospital_csv(tmp_path / "s.csv", [0, 1])
+    cfg = {"site": "s", "data_path": str(data), "target": "outcome", **config}
+    cfg["drop_columns"] = ["patient_id"]
+    path = tmp_path / "site_configs" / "s.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg))
+    override = own_file(tmp_path, local) if local is not None else None
+    return SiteRunner(SiteConfig.load(path, override=override))
+
+
+@pytest.mark.parametrize(
+    ("local", "job_block", "key", "shown", "allowed"),
+    [
+        (
+            {"threshold_grid": {"steps": {"age": 1}}},
+            None,
+            "privacy.threshold_grid",
+            {"steps": {"age": 1.0}},
+            "a rule for every numeric feature; ['bmi'] have none",
+        ),
+        (
+            {"threshold_grid": {"step": 1, "edges": {"smoker": [0.5]}}},
+            None,
+            "privacy.threshold_grid",
+            ["smoker"],
+            "numeric features only",
+        ),
+        (
+            {"dp_epsilon": 1.0},
+            {"feature_ranges": {"age": [0, 120]}},
+            "privacy.feature_ranges",
+            {"age": [0.0, 120.0]},
+            "a public [low, high] for every numeric feature in DP mode; missing: ['bmi']",
+        ),
+        ({"min_leaf_rows": 17}, None, "privacy.min_leaf_rows", 17, "at most 16 for site 's'"),
+        (None, {"min_leaf_rows": 17}, "privacy.min_leaf_rows", 17, "at most 16 for site 's'"),
+    ],
+)
+def test_a_policy_that_cannot_be_applied_stops_the_site_at_start(
+    tmp_path, local, job_block, key, shown, allowed
+):
+    extra = {} if job_block is None else {"privacy": job_block}
+    runner = hospital(tmp_path, None if local is None else {"privacy": local}, **extra)
+    with pytest.raises(ConfigError) as info:
+        runner.load()
+    msg = str(info.value)
+    job_file = tmp_path / "site_configs" / "s.yaml"
+    files = (
+        f"{job_file}" if local is None else f"{tmp_path / 'local' / LOCAL_OVERRIDE} + {job_file}"
+    )
+    assert msg.startswith(f"{files}: key '{key}' is {shown!r}; allowed: "), msg
+    assert allowed in msg, msg
+    assert runner.frame is None
+
+
+def test_an_invalid_value_in_the_sites_own_file_names_that_file(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        hospital(tmp_path, {"privacy": {"min_leaf_rows": 0}})
+    own = tmp_path / "local" / LOCAL_OVERRIDE
+    assert str(info.value) == (
+        f"{own}: key 'privacy.min_leaf_rows' is 0; allowed: an integer in [1, 2147483647]"
+    )
+
+
+def test_a_policy_is_logged_when_the_site_starts(tmp_path, caplog):
+    runner = hospital(tmp_path, {"privacy": {"min_leaf_rows": 4}})
+    with caplog.at_level("INFO", logger="fedforest.federation.site"):
+        runner.load()
+    assert '"min_leaf_rows": 4' in caplog.text
+    assert str(tmp_path / "local" / LOCAL_OVERRIDE) in caplog.text
+
+
+def test_a_level_named_like_the_rare_group_stops_the_site_at_start(tmp_path):
+    runner = hospital(tmp_path, {"privacy": {"min_level_rows": 5}})
+    frame = pd.read_csv(runner.config.data_path)
+    frame.loc[0, "smoker"] = OTHER_LEVEL
+    frame.to_csv(runner.config.data_path, index=False)
+    with pytest.raises(ConfigError) as info:
+        runner.load()
+    msg = str(info.value)
+    assert msg.startswith(f"{runner.config.source}: data file {runner.config.data_path}: ")
+    assert "already has a level '(other)'" in msg and "allowed: no level named like" in msg

@@ -50,6 +50,9 @@ A site file (``site_configs/site-1.yaml``)::
     selector_params: {C: 0.5}              # checked against the selector's parameters
     validation_fraction: 0.2
     test_fraction: 0.25
+    privacy:                               # what this site accepts to send (optional)
+      min_leaf_rows: 5                     # see fedforest.federation.privacy for every key
+      min_level_rows: 5
 
 The data file is checked as a whole (:meth:`SiteConfig.read_table`), when the
 job is built and when the site starts: UTF-8 text, every row with as many
@@ -63,7 +66,14 @@ settings against the sites' data (``election.always_keep``,
 
 A hospital can keep its data path from the server: a file ``fedforest.yaml``
 in the site's FLARE ``local/`` folder holding ``data_path: /secure/path.csv``
-takes precedence over the job's value.
+takes precedence over the job's value. The same file may hold the hospital's
+own ``privacy:`` block. The policy the site applies is the stricter of the two
+blocks, key by key (:func:`~fedforest.federation.privacy.effective_policy`,
+:meth:`SiteConfig.privacy_policy`): a job can tighten a hospital's policy but
+never loosen it. The job's block is checked when the job is built (its values,
+a threshold grid naming a categorical column, ``2 * min_leaf_rows`` against
+the training rows); both blocks and their combination are checked again when
+the site starts, against the site's table (:meth:`SiteConfig.check_privacy`).
 """
 
 from __future__ import annotations
@@ -88,6 +98,7 @@ from ..model.payload_checks import MAX_LEVELS
 from ..validation import ConfigChecker
 from ..vocabulary import AGGREGATIONS, JOB_STRATEGIES, METRICS, PHASES, SELECTORS, TRACKING, VOTING
 from .election import NORMALIZATIONS
+from .privacy import PrivacyPolicy, effective_policy
 from .schema import as_level_strings, class_labels, column_kind, normalize_labels
 
 LOCAL_OVERRIDE = "fedforest.yaml"
@@ -141,7 +152,11 @@ SITE_DEFAULTS: dict[str, Any] = {
     "selector_params": {},
     "validation_fraction": 0.2,
     "test_fraction": 0.25,
+    "privacy": None,
 }
+
+#: Keys the site-owned file (``local/fedforest.yaml``) may hold.
+OVERRIDE_KEYS = ("data_path", "privacy")
 
 
 #: Largest seed: scikit-learn and numpy take seeds in [0, 2**32 - 1].
@@ -185,7 +200,7 @@ class _Checker(ConfigChecker):
                 isinstance(default, dict)
                 and default
                 and key in data
-                and key not in ("renames", "label_map", "selector_params")
+                and key not in ("renames", "label_map", "selector_params", "privacy")
             ):
                 out[key] = self.merge(data.get(key), default, f"{prefix}{key}.")
             else:
@@ -337,6 +352,10 @@ class SiteConfig:
     validation_fraction: float = 0.2
     test_fraction: float = 0.25
     source: str = "site.yaml"
+    #: The ``privacy:`` block of the job's site YAML (the default policy when absent).
+    privacy: PrivacyPolicy = field(default_factory=PrivacyPolicy)
+    #: The ``privacy:`` block of the site-owned ``local/fedforest.yaml``, if any.
+    local_privacy: PrivacyPolicy | None = None
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "site.yaml", base_dir: Path | None = None):
@@ -374,6 +393,7 @@ class SiteConfig:
             "validation_fraction", d["validation_fraction"], 0, 1, open_lo=True, open_hi=True
         )
         test = c.number("test_fraction", d["test_fraction"], 0, 1, open_lo=True, open_hi=True)
+        privacy = PrivacyPolicy.from_dict(d["privacy"], source)
         if val + test >= 0.9:
             c.fail(
                 "validation_fraction",
@@ -396,11 +416,12 @@ class SiteConfig:
             validation_fraction=val,
             test_fraction=test,
             source=source,
+            privacy=privacy,
         )
 
     @classmethod
     def load(cls, path, override: Path | None = None) -> SiteConfig:
-        """Load a site file; a site-owned ``override`` file may replace ``data_path``."""
+        """Load a site file; a site-owned ``override`` file may set ``data_path`` and ``privacy``."""
         path = Path(path)
         data = _read_yaml(path)
         config = cls.from_dict(data, str(path), base_dir=path.parent)
@@ -409,23 +430,99 @@ class SiteConfig:
         return config
 
     def with_override(self, path: Path) -> SiteConfig:
-        """Apply the site-owned file (only ``data_path`` may be set there)."""
+        """Apply the site-owned file (only ``data_path`` and ``privacy`` may be set there).
+
+        A ``data_path`` there replaces the job's. A ``privacy`` block there is
+        the hospital's own policy: it is validated (errors name this file), and
+        its combination with the job's block is checked at once, since two
+        threshold grids that cannot be ordered are refused naming both files.
+        """
         data = _read_yaml(path) or {}
         c = _Checker(str(path))
         if not isinstance(data, Mapping):
-            c.fail("(top level)", data, "a mapping with the key data_path")
-        unknown = [k for k in data if k != "data_path"]
+            c.fail("(top level)", data, "a mapping with the keys data_path and/or privacy")
+        unknown = [k for k in data if k not in OVERRIDE_KEYS]
         if unknown:
-            c.fail(unknown[0], data[unknown[0]], "only data_path may be set in the site's own file")
+            c.fail(
+                unknown[0],
+                data[unknown[0]],
+                "only data_path and privacy may be set in the site's own file",
+            )
+        config = self
+        if "privacy" in data:
+            local = PrivacyPolicy.from_dict(data["privacy"], str(path))
+            config = dataclasses.replace(config, local_privacy=local)
+            config.privacy_policy()  # two grids that cannot be combined fail here, naming both
         if "data_path" in data:
             c.string("data_path", data["data_path"])
             p = Path(data["data_path"]).expanduser()
             if not p.is_absolute():
                 p = (path.parent / p).resolve()
-            return dataclasses.replace(
-                self, data_path=str(p), source=f"{self.source} (data_path from {path})"
+            config = dataclasses.replace(
+                config, data_path=str(p), source=f"{self.source} (data_path from {path})"
             )
-        return self
+        return config
+
+    # ------------------------------------------------------------- privacy
+    def privacy_policy(self) -> PrivacyPolicy:
+        """The policy this site applies: the stricter of its own file's and the job's.
+
+        :func:`~fedforest.federation.privacy.effective_policy` of
+        :attr:`local_privacy` (the hospital's ``local/fedforest.yaml``) and
+        :attr:`privacy` (the job's site YAML), or the job's alone when the
+        hospital has no block. A job can tighten a hospital's policy, never
+        loosen it.
+        """
+        if self.local_privacy is None:
+            return self.privacy
+        return effective_policy(self.local_privacy, self.privacy)
+
+    def feature_kinds(self, frame: pd.DataFrame) -> tuple[list[str], list[str]]:
+        """The numeric and the categorical feature columns of a checked table."""
+        numeric, categorical = [], []
+        for name in frame.columns:
+            if name == self.target:
+                continue
+            kind = column_kind(frame[name], name in self.categorical)
+            (numeric if kind == "numeric" else categorical).append(str(name))
+        return numeric, categorical
+
+    def check_privacy(self, frame: pd.DataFrame, complete: bool = True) -> PrivacyPolicy:
+        """Check the privacy policy against this site's table; return the policy checked.
+
+        With ``complete`` (when the site starts) the effective policy
+        (:meth:`privacy_policy`) must be applicable as it stands: a threshold
+        grid with a rule for every numeric column and none for a categorical
+        one, a public range for every numeric column in DP mode
+        (:meth:`~fedforest.federation.privacy.PrivacyPolicy.check_features`).
+        Without it (when the job is built, before the hospital's own file is
+        known) only the job's block is checked, and only for what the
+        hospital's file cannot repair: a grid naming a categorical column.
+        Either way ``2 * min_leaf_rows`` may not exceed the site's training
+        rows, as for ``forest.min_samples_leaf`` (the forest grows leaves of at
+        least ``min_leaf_rows`` rows).
+
+        Raises
+        ------
+        ConfigError
+            Naming the policy's file(s), the key, the bad value and what is
+            allowed.
+        """
+        policy = self.privacy_policy() if complete else self.privacy
+        numeric, categorical = self.feature_kinds(frame)
+        policy.check_features(numeric if complete else [], categorical)
+        k = policy.min_leaf_rows
+        n_train = split_sizes(len(frame), self.validation_fraction, self.test_fraction)[0]
+        if 2 * k > n_train:
+            _Checker(policy.source).fail(
+                "privacy.min_leaf_rows",
+                k,
+                f"at most {n_train // 2} for site {self.site!r}: {self.source} gives {n_train} "
+                f"training rows ({len(frame)} rows minus validation_fraction "
+                f"{self.validation_fraction} and test_fraction {self.test_fraction}), and a "
+                "split needs min_leaf_rows rows on each side",
+            )
+        return policy
 
     # ------------------------------------------------------------- the data file
     def check_data(self) -> list[str]:
@@ -433,14 +530,15 @@ class SiteConfig:
 
         Besides the rules of :meth:`read_table`, the target must hold at least
         two classes (when the site runs, the server drops a site with a single
-        class instead, naming it).
+        class instead, naming it), and the ``privacy`` block of this file must
+        fit the table (:meth:`check_privacy` without ``complete``).
 
         Raises
         ------
         ConfigError
             If the file is missing or unreadable, breaks a rule of
-            :meth:`read_table`, or the target, categorical, renamed or dropped
-            columns are not in it.
+            :meth:`read_table`, the target, categorical, renamed or dropped
+            columns are not in it, or the privacy block does not fit it.
         """
         frame = self.read_table()
         classes = class_labels(frame[self.target])
@@ -450,6 +548,7 @@ class SiteConfig:
                 + (" after label_map" if self.label_map else ""),
                 "a target with at least two classes",
             )
+        self.check_privacy(frame, complete=False)
         return list(frame.columns)
 
     def read_table(self) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from ..model.imputers import ImputerSet
 from ..prediction.classifier import PooledForestClassifier
 from ..validation import PayloadReader, describe
 from ..vocabulary import METRICS, STRATEGIES
+from .privacy import PrivacyPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,11 @@ def evaluate_strategies(
     ignored). ``intersection`` scores the intersection forest; ``auto`` chooses
     on ``X_val``, ``y_val``. Returns ``{strategy: {metric: value, ..., "rows",
     "mean_trees_kept", "fallback_rows"}}``.
+
+    When ``intersection`` is ``None`` (no site shared an intersection forest:
+    each withheld it with ``privacy.share.intersection: false``), the
+    ``intersection`` row reports every metric as ``None`` (undefined), no tree
+    kept and no fallback row, so the other strategies keep their results.
     """
     classes = np.asarray(classes)
     cols = [c for c in X_test.columns if c in forest.feature_names]
@@ -72,7 +78,14 @@ def evaluate_strategies(
         X_use = X_test[cols]
         if strategy == "intersection":
             if intersection is None:
-                raise ValueError("there is no intersection forest to evaluate")
+                logger.warning(
+                    "site %s: no site shared an intersection forest; 'intersection' is not scored",
+                    site,
+                )
+                row = dict.fromkeys(metrics)
+                row.update(rows=int(len(X_test)), mean_trees_kept=0.0, fallback_rows=0)
+                results[strategy] = row
+                continue
             clf = PooledForestClassifier(
                 intersection, strategy="fpv", voting=voting, random_state=random_state
             )
@@ -127,16 +140,21 @@ def read_site_metrics(
 
     Every requested strategy has a row; every requested metric is a finite
     number in [-1, 1] or ``None`` (undefined); counts are non-negative; ``auto``
-    names a strategy it chose. Anything else is refused with a
-    :class:`~fedforest.PayloadError` naming the sender and the field.
+    names a strategy it chose; ``privacy`` (version 2) is the site's effective
+    privacy policy, read as a ``privacy:`` block
+    (:meth:`~fedforest.federation.privacy.PrivacyPolicy.from_dict`), or
+    ``None`` (a version 1 reply, which did not report it). Anything else is
+    refused with a :class:`~fedforest.PayloadError` naming the sender and the
+    field.
 
     Returns
     -------
     dict
-        ``{"site", "rows", "strategies"}`` with plain values only.
+        ``{"site", "rows", "strategies", "privacy"}`` with plain values only
+        (``privacy`` as ``PrivacyPolicy.to_dict`` writes it, or ``None``).
     """
     r = PayloadReader(payload, protocol.SITE_METRICS, sender)
-    r.check_keys({"site", "rows", "strategies"})
+    r.check_keys({"site", "rows", "strategies", "privacy"})
     if r.get("site") != sender:
         r.fail(f"field 'site' is {describe(r.get('site'))}; expected {sender!r}")
     rows = r.read_integer("rows", 0)
@@ -165,4 +183,19 @@ def read_site_metrics(
         elif "chosen" in row.payload or "validation" in row.payload:
             row.fail("fields 'chosen' and 'validation' belong to the 'auto' row only")
         out[name] = clean
-    return {"site": sender, "rows": rows, "strategies": out}
+    return {"site": sender, "rows": rows, "strategies": out, "privacy": _read_policy(r)}
+
+
+def _read_policy(r: PayloadReader) -> dict | None:
+    """The ``privacy`` field of a metrics reply as a clean policy dict (or ``None``)."""
+    value = r.get("privacy")
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        r.refuse("privacy", value, "a privacy policy (a dict) or None")
+    try:
+        policy = PrivacyPolicy.from_dict(dict(value), source=f"the reply of {r.sender!r}")
+    except Exception as err:  # noqa: BLE001 - any malformed policy is the sender's fault
+        text = str(err)
+        r.fail(f"field 'privacy' is not a privacy policy: {text[:400]}")
+    return policy.to_dict()

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..vocabulary import METRICS
+from .privacy import PrivacyPolicy
 
 
 def payload_bytes(value) -> int:
@@ -96,6 +97,12 @@ def render_report(results: Mapping) -> str:
             for h in tuning["history"]
         ]
         lines.append("")
+    if results.get("privacy"):
+        lines += ["## Privacy policies", ""]
+        lines += [
+            f"- `{site}`: {describe_policy(policy)}" for site, policy in results["privacy"].items()
+        ]
+        lines.append("")
     if results.get("phase_seconds"):
         lines += ["## Phase timings (seconds)", "", "| phase | seconds |", "|---|---|"]
         lines += [f"| {k} | {v:.2f} |" for k, v in results["phase_seconds"].items()]
@@ -106,6 +113,31 @@ def render_report(results: Mapping) -> str:
             lines.append(f"- `{site}`: " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
         lines.append("")
     return "\n".join(lines)
+
+
+def describe_policy(policy: Mapping | None) -> str:
+    """One line for a site's privacy policy (``PrivacyPolicy.to_dict``): what differs from
+    the default."""
+    if policy is None:
+        return "not reported (a site-metrics reply of version 1)"
+    default = PrivacyPolicy().to_dict()
+    parts = []
+    for key, value in policy.items():
+        if key == "share":
+            withheld = [k for k, on in value.items() if not on]
+            if withheld:
+                parts.append("withholds " + ", ".join(withheld))
+        elif value != default.get(key):
+            parts.append(f"{key} {_compact(value)}")
+    return "; ".join(parts) if parts else "default (nothing changed or withheld)"
+
+
+def _compact(value) -> str:
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_compact(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_compact(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _fmt(value) -> str:

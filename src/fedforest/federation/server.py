@@ -337,7 +337,12 @@ class JobServer:
         status: str = "finished",
         error: str | None = None,
     ) -> dict:
-        """Write ``results.json`` and ``report.md`` into ``run_dir``."""
+        """Write ``results.json`` and ``report.md`` into ``run_dir``.
+
+        ``privacy`` holds each site's effective privacy policy as its metrics
+        reply reported it (``{site: policy dict}``; ``None`` for a version 1
+        reply; a site that did not reach the evaluation is absent).
+        """
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         results = {
@@ -355,6 +360,7 @@ class JobServer:
             "tuning": self.tuning.to_dict() if self.tuning else None,
             "phase_seconds": {k: round(v, 3) for k, v in self.timings.items()},
             "payload_bytes": self.payload_sizes,
+            "privacy": {site: m.get("privacy") for site, m in metrics.items()},
         }
         if model is not None:
             forest = model["forest"]

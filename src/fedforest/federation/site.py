@@ -7,6 +7,35 @@ optional intersection forest) and evaluate the pooled model on held-out rows.
 :meth:`SiteRunner.run_task` dispatches a task's data to its handler through a
 table; every handler takes and returns plain payloads, so the FLARE executor
 only moves them.
+
+**Privacy.** The site applies its effective
+:class:`~fedforest.federation.privacy.PrivacyPolicy`
+(:meth:`~fedforest.federation.config.SiteConfig.privacy_policy`: the stricter
+of the hospital's ``local/fedforest.yaml`` and the job's site YAML) to
+everything it sends. It is checked against the table and logged when the site
+starts (:meth:`SiteRunner.load`), and returned in the metrics reply
+(``privacy``), so the server records it in ``results.json`` and ``report.md``.
+
+* schema: levels with fewer than ``min_level_rows`` rows are rewritten as
+  ``(other)`` in the whole table before it is described
+  (:func:`~fedforest.federation.privacy.hide_rare_levels`), so the validation
+  and test rows are encoded the same way; :attr:`SiteRunner.hidden` stays at
+  the site and :meth:`SiteRunner.hide` applies it to any later table. The
+  schema still sends column names, the remaining levels, the classes and the
+  row count (DP mode included: they are not covered by ``dp_epsilon``);
+* train: :func:`~fedforest.federation.training.fit_site_models` with the
+  policy (``min_samples_leaf`` raised to ``min_leaf_rows``, ``prepare_forest``,
+  ``share`` switches, DP trees);
+* DP mode, election: the vote uses the ``none`` selector (every column kept,
+  equal scores, so no data-dependent selection leaves the site) and every
+  mask score is the constant :data:`DP_MASK_SCORE` with the site's validation
+  row count (public: it follows from the schema's row count and the split
+  fractions). A constant adds the same term to the server's weighted mean of
+  every mask, so it never changes which mask scores better; it only scales
+  the differences between masks, and with them the weight of
+  ``election.tolerance``, by the other sites' share of the validation rows;
+* the evaluation metrics are computed on the site's test rows as before: no
+  policy key covers them.
 """
 
 from __future__ import annotations
@@ -20,13 +49,14 @@ from typing import Any
 import pandas as pd
 
 from .. import protocol
-from ..errors import PayloadError
+from ..errors import ConfigError, PayloadError
 from ..model.model_files import read_model, save_payload
 from ..validation import PayloadReader
 from ..vocabulary import METRICS
 from .config import JobConfig, SiteConfig, check_job_against_sites
 from .election import SiteVote
 from .evaluation import evaluate_strategies
+from .privacy import PrivacyPolicy, hide_levels, hide_rare_levels
 from .schema import GlobalSchema, SiteSchema, normalize_labels
 from .selectors import select_features
 from .splits import split_validation
@@ -34,6 +64,9 @@ from .training import fit_site_models
 from .tuning import score_mask
 
 logger = logging.getLogger(__name__)
+
+#: The mask score a site in DP mode replies for every proposed mask (tuning).
+DP_MASK_SCORE = 0.0
 
 
 def site_vote(
@@ -82,6 +115,10 @@ class SiteRunner:
         self.random_state = random_state
         self.frame: pd.DataFrame | None = None
         self.schema: GlobalSchema | None = None
+        #: The effective privacy policy (checked against the table by :meth:`load`).
+        self.policy: PrivacyPolicy = config.privacy_policy()
+        #: The category levels hidden as ``(other)``: ``{column: [levels]}``, never sent.
+        self.hidden: dict[str, list[str]] = {}
         self._handlers = {
             protocol.SCHEMA: self._task_schema,
             protocol.VOTE: self._task_vote,
@@ -165,11 +202,16 @@ class SiteRunner:
         (:func:`check_job_against_sites`: ``forest.min_samples_leaf`` and an
         integer ``forest.max_features``).
 
+        The effective privacy policy is checked against the table
+        (:meth:`SiteConfig.check_privacy`) and logged, and the levels rarer
+        than its ``min_level_rows`` are hidden in the whole table (so in the
+        training, validation and test rows alike) before anything is described.
+
         Raises
         ------
         fedforest.ConfigError
-            Naming the site's YAML, the data file, the column or line, the bad
-            value and what is allowed.
+            Naming the site's YAML (or the privacy policy's files), the data
+            file, the column or line, the bad value and what is allowed.
         """
         if frame is None:
             frame = self.config.read_table()
@@ -177,6 +219,20 @@ class SiteRunner:
             frame = self.config.check_table(frame)
         if job is not None:
             check_job_against_sites(job, {self.site: self.config}, {self.site: frame})
+        self.policy = self.config.check_privacy(frame)
+        try:
+            frame, self.hidden = hide_rare_levels(
+                frame,
+                self.config.categorical,
+                self.policy.min_level_rows,
+                target=self.config.target,
+            )
+        except ValueError as err:  # a column already holding the level "(other)"
+            raise ConfigError(
+                f"{self.config.source}: data file {self.config.data_path}: {err}; allowed: no "
+                "level named like the group of rare levels in a categorical column (rename it "
+                "in the data file) when privacy.min_level_rows is set"
+            ) from err
         self.frame = frame
         logger.info(
             "site %s: loaded %d rows, %d columns from %s",
@@ -185,7 +241,29 @@ class SiteRunner:
             frame.shape[1],
             self.config.data_path,
         )
+        logger.info(
+            "site %s: privacy policy (%s): %s",
+            self.site,
+            self.policy.source,
+            "default (nothing changed or withheld)"
+            if self.policy.is_default
+            else json.dumps(self.policy.to_dict(), sort_keys=True),
+        )
+        if self.hidden:
+            logger.info(
+                "site %s: rare levels sent as one level: %s",
+                self.site,
+                ", ".join(f"{c} ({len(v)} levels)" for c, v in sorted(self.hidden.items())),
+            )
         return self
+
+    def hide(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with the levels this site hides rewritten as it rewrote its own table.
+
+        Apply it to any table the site predicts on besides its own (its own
+        validation and test rows are already rewritten).
+        """
+        return hide_levels(frame, self.hidden) if self.hidden else frame
 
     def describe(self) -> dict:
         """Phase 1: the site's schema payload (column names, kinds, levels, classes, rows)."""
@@ -223,31 +301,48 @@ class SiteRunner:
 
     # ------------------------------------------------------------- phase 2
     def vote(self) -> dict:
-        """Phase 2: run the local selector; mask and scores keyed by global index."""
+        """Phase 2: run the local selector; mask and scores keyed by global index.
+
+        In DP mode the selector is ``none`` (every column kept, equal scores),
+        whatever the site's YAML says: a selection made on the rows would leave
+        the site without noise.
+        """
+        method, params = self.config.selector, self.config.selector_params
+        if self.policy.dp:
+            method, params = "none", {}
+            logger.info("site %s: DP mode, voting with the 'none' selector", self.site)
         vote = site_vote(
             self.site,
             self.X_train,
             self.y_train,
-            self.config.selector,
+            method,
             list(self.schema.categories),
-            self.config.selector_params,
+            params,
             self.random_state,
         )
         index = {f: i for i, f in enumerate(self.schema.features)}
         return vote.to_payload(index)
 
     def score_mask(self, features: Sequence[str], metric: str) -> dict:
-        """Phase 2 (tuning): score a proposed mask on the validation rows."""
-        value = score_mask(
-            self.X_train,
-            self.y_train,
-            self.X_val,
-            self.y_val,
-            list(features),
-            self.schema.classes,
-            metric,
-            random_state=self.random_state,
-        )
+        """Phase 2 (tuning): score a proposed mask on the validation rows.
+
+        In DP mode the score is the constant :data:`DP_MASK_SCORE` (see the
+        module docstring): a score computed on the rows would leave the site
+        without noise.
+        """
+        if self.policy.dp:
+            value = DP_MASK_SCORE
+        else:
+            value = score_mask(
+                self.X_train,
+                self.y_train,
+                self.X_val,
+                self.y_val,
+                list(features),
+                self.schema.classes,
+                metric,
+                random_state=self.random_state,
+            )
         return {
             "format": protocol.MASK_SCORE,
             "version": protocol.FORMATS[protocol.MASK_SCORE],
@@ -269,14 +364,23 @@ class SiteRunner:
         surrogate_params: Mapping[str, Any],
         intersection: bool,
     ) -> dict:
-        """Phase 3: forest, surrogates, imputers, std (+ intersection forest) as payloads."""
+        """Phase 3: forest, surrogates, imputers, std (+ intersection forest) as payloads.
+
+        The privacy policy decides what is sent (module docstring): a part the
+        policy withholds is sent empty (``imputers``, ``feature_std``) or not at
+        all (``intersection``).
+        """
         own, shared = self.elected_columns(elected)
         if not own:
             raise ValueError(f"site {self.site!r} has none of the elected features {list(elected)}")
         leaf = forest_params.get("min_samples_leaf", 1)
+        key = "forest.min_samples_leaf"
+        k = self.policy.min_leaf_rows
+        if isinstance(leaf, int) and k > leaf:
+            leaf, key = k, f"privacy.min_leaf_rows ({self.policy.source})"
         if isinstance(leaf, int) and 2 * leaf > len(self.X_train):
             raise ValueError(
-                f"site {self.site!r}: forest.min_samples_leaf={leaf} needs at least {2 * leaf} "
+                f"site {self.site!r}: {key}={leaf} needs at least {2 * leaf} "
                 f"training rows for a single split; this site has {len(self.X_train)}"
             )
         models = fit_site_models(
@@ -291,6 +395,8 @@ class SiteRunner:
             self.random_state,
             # the classic baseline: every column all sites have, whatever the election kept
             intersection_columns=list(self.schema.shared) if intersection else None,
+            privacy=self.policy,
+            classes=self.schema.classes,
         )
         out = {
             "format": protocol.SITE_MODELS,
@@ -320,8 +426,9 @@ class SiteRunner:
         Returns
         -------
         dict
-            ``{"rows": n, "strategies": {name: {metric: value, ...}}}``; ``auto``
-            also names the strategy it chose.
+            ``{"rows": n, "strategies": {name: {metric: value, ...}}, "privacy":
+            policy}``; ``auto`` also names the strategy it chose, and
+            ``privacy`` is the site's effective policy (``PrivacyPolicy.to_dict``).
         """
         parts = read_model(model, sender="server")
         results = evaluate_strategies(
@@ -348,6 +455,7 @@ class SiteRunner:
             "site": self.site,
             "rows": int(len(self.X_test)),
             "strategies": results,
+            "privacy": self.policy.to_dict(),
         }
         if save_dir is not None:
             save_dir = Path(save_dir)

@@ -5,6 +5,31 @@ splits, imputers for its private columns, per-feature standard deviations and
 the optional intersection forest); :func:`pool_site_models` is the pooling
 step every party runs on the sites' validated models. The job's site and
 server and the experiment runner call exactly these functions.
+
+A site's :class:`~fedforest.federation.privacy.PrivacyPolicy` (``privacy=``)
+shapes what :func:`fit_site_models` returns, which is what the site sends:
+
+* trees are grown with ``min_samples_leaf`` of at least ``min_leaf_rows`` and
+  then go through :func:`~fedforest.federation.privacy.prepare_forest`
+  (surrogates stripped, thresholds snapped to the grid and the trees recounted,
+  count noise, pruning to ``min_leaf_rows``), the intersection forest too;
+* ``share`` switches: withheld imputers, std, surrogates or intersection forest
+  are not computed. A site that withholds ``feature_std`` also withholds its
+  numeric imputers (a numeric imputer needs the feature's σ for ``ipr`` and
+  ``mp``, and a bundle with a numeric imputer but no σ is refused by
+  ``read_model``); its categorical imputers, which need no σ, are still sent;
+* DP mode (``dp_epsilon``): :func:`~fedforest.federation.privacy.fit_dp_forest`
+  trees (``dp_trees`` of depth ``dp_max_depth``, drawn from the public
+  ``feature_ranges`` and the job seed, with Laplace noise on the leaf counts
+  from the operating system's entropy) replace the scikit-learn forest, pruned
+  to ``min_leaf_rows`` on their noisy counts; no imputer, no std, no surrogate.
+  The intersection forest, when shared, is a second DP forest, and
+  :func:`~fedforest.federation.privacy.dp_budget` splits ``dp_epsilon`` between
+  the two.
+
+Every random choice derives from ``random_state`` (the job seed) except the
+noise (count noise and DP noise), which must stay secret from the server and
+so comes from the operating system: runs with noise are not bit-reproducible.
 """
 
 from __future__ import annotations
@@ -21,6 +46,14 @@ from sklearn.ensemble import RandomForestClassifier
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet, fit_imputers
 from ..model.surrogates import fit_surrogates
+from .privacy import (
+    PrivacyPolicy,
+    bootstrap_weights,
+    dp_budget,
+    enforce_min_leaf_rows,
+    fit_dp_forest,
+    prepare_forest,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +80,8 @@ def fit_site_models(
     random_state=0,
     intersection_columns: Sequence[str] | None = None,
     imputer_cv: int | None = 3,
+    privacy: PrivacyPolicy | None = None,
+    classes: Sequence | None = None,
 ) -> SiteModels:
     """Train a site's forest on ``own`` columns, with surrogates, imputers and std.
 
@@ -55,33 +90,66 @@ def fit_site_models(
     a second forest on those columns is trained as the intersection baseline.
     ``imputer_cv`` is passed to :func:`fedforest.fit_imputers` (``None`` when
     no other site can impute the same columns, so scores need no CV).
+
+    ``privacy`` (default: the default policy, which changes nothing) is
+    applied to everything returned, as the module docstring says: the result
+    is what the site may send. ``classes`` (the global schema's) are the
+    classes of DP trees (their leaves then cover every class of the job).
     """
+    policy = PrivacyPolicy() if privacy is None else privacy
     own, shared = list(own), [c for c in shared if c in own]
     cats = {c: list(categories[c]) for c in own if c in categories}
     X = X_train[own]
-    rf = RandomForestClassifier(**forest_params, random_state=random_state, n_jobs=1)
+    private = [c for c in own if c not in shared]
+    sur_params = dict(surrogate_params or {})
+    if policy.dp:
+        return _fit_dp_models(
+            site,
+            X_train,
+            y_train,
+            own,
+            categories,
+            policy,
+            random_state,
+            intersection_columns,
+            classes,
+        )
+    params = dict(forest_params)
+    k = policy.min_leaf_rows
+    if k > 1 and params.get("min_samples_leaf", 1) < k:
+        params["min_samples_leaf"] = k  # leaves of at least k rows from the start
+    rf = RandomForestClassifier(**params, random_state=random_state, n_jobs=1)
     rf.fit(X.to_numpy(dtype=np.float32), y_train)
     forest = PooledForest.from_sklearn(rf, own, owner=site, X=X, categories=cats)
-    private = [c for c in own if c not in shared]
     imputers = ImputerSet([])
     if shared and private:
-        forest = fit_surrogates(forest, X, shared, **(surrogate_params or {}))
-        imputers = fit_imputers(
-            X,
-            private,
-            shared,
-            categories=cats,
-            owner=site,
-            cv=imputer_cv,
-            random_state=random_state,
+        if policy.share["surrogates"]:
+            forest = fit_surrogates(forest, X, shared, **sur_params)
+        if policy.share["imputers"]:
+            imputers = fit_imputers(
+                X,
+                private,
+                shared,
+                categories=cats,
+                owner=site,
+                cv=imputer_cv,
+                random_state=random_state,
+            )
+            if not policy.share["feature_std"]:  # no σ for them: numeric imputers stay here
+                imputers = ImputerSet(imp for imp in imputers.values() if imp.kind != "numeric")
+    if not policy.is_default:
+        forest = prepare_forest(
+            forest, policy, X, y_train, in_bag=bootstrap_weights(rf, len(X)), **sur_params
         )
-    numeric = [c for c in own if c not in cats]
-    std = X[numeric].std(ddof=0).fillna(0.0)
+    std: dict[str, float] = {}
+    if policy.share["feature_std"]:
+        numeric = [c for c in own if c not in cats]
+        std = {c: float(v) for c, v in X[numeric].std(ddof=0).fillna(0.0).items()}
     inter = None
-    if intersection_columns:
+    if intersection_columns and policy.share["intersection"]:
         common = list(intersection_columns)
         Xc = X_train[common]
-        rf_i = RandomForestClassifier(**forest_params, random_state=random_state, n_jobs=1)
+        rf_i = RandomForestClassifier(**params, random_state=random_state, n_jobs=1)
         rf_i.fit(Xc.to_numpy(dtype=np.float32), y_train)
         inter = PooledForest.from_sklearn(
             rf_i,
@@ -90,6 +158,10 @@ def fit_site_models(
             X=Xc,
             categories={c: list(categories[c]) for c in common if c in categories},
         )
+        if not policy.is_default:
+            inter = prepare_forest(
+                inter, policy, Xc, y_train, in_bag=bootstrap_weights(rf_i, len(Xc)), **sur_params
+            )
     logger.info(
         "site %s: trained %d trees on %d columns (%d private), %d imputers",
         site,
@@ -98,7 +170,60 @@ def fit_site_models(
         len(private),
         len(imputers),
     )
-    return SiteModels(forest, imputers, {c: float(v) for c, v in std.items()}, inter)
+    return SiteModels(forest, imputers, std, inter)
+
+
+def _fit_dp_models(
+    site: str,
+    X_train: pd.DataFrame,
+    y_train,
+    own: list[str],
+    categories: Mapping[str, Sequence[str]],
+    policy: PrivacyPolicy,
+    random_state,
+    intersection_columns: Sequence[str] | None,
+    classes: Sequence | None,
+) -> SiteModels:
+    """DP mode: random trees with noisy counts; nothing else computed from the rows.
+
+    The structure of both forests is drawn from one generator seeded with the
+    job seed (the forest first, so it does not depend on whether an
+    intersection forest is trained). The noise comes from the operating
+    system (``noise_state=None``), never from the seed.
+    """
+    want_inter = bool(intersection_columns) and policy.share["intersection"]
+    budget = dp_budget(policy, want_inter)
+    structure = np.random.default_rng(random_state)
+    k = policy.min_leaf_rows
+
+    def dp_forest(columns: Sequence[str], epsilon: float) -> PooledForest:
+        columns = list(columns)
+        forest = fit_dp_forest(
+            X_train[columns],
+            y_train,
+            policy.feature_ranges,
+            {c: list(categories[c]) for c in columns if c in categories},
+            policy.n_dp_trees,
+            policy.dp_depth,
+            epsilon,
+            random_state=structure,
+            classes=classes,
+            owner=site,
+        )
+        return enforce_min_leaf_rows(forest, k)
+
+    forest = dp_forest(own, budget["forest"])
+    inter = dp_forest(intersection_columns, budget["intersection"]) if want_inter else None
+    logger.info(
+        "site %s: DP mode, %d random trees of depth %d on %d columns (epsilon %g%s)",
+        site,
+        forest.n_trees,
+        policy.dp_depth,
+        len(own),
+        budget["forest"],
+        f", intersection forest epsilon {budget['intersection']:g}" if want_inter else "",
+    )
+    return SiteModels(forest, ImputerSet([]), {}, inter)
 
 
 def pool_site_models(models: Sequence[SiteModels]) -> SiteModels:

@@ -37,7 +37,8 @@ class FedForestExecutor(Executor):
         File name of the site YAML in the site app's config folder (the job
         builder ships ``site_configs/<site>.yaml`` there). A file
         ``fedforest.yaml`` in the site's own FLARE ``local/`` folder may set
-        ``data_path`` and takes precedence.
+        ``data_path`` (it takes precedence) and the hospital's own ``privacy``
+        block (the stricter of it and the job's block applies, key by key).
     log_writer_id : str
         Id of the FLARE log writer component (``TBWriter`` or ``MLflowWriter``)
         the site's test metrics are written through after ``evaluate``; empty
@@ -75,8 +76,11 @@ class FedForestExecutor(Executor):
             path = Path(workspace.get_app_config_dir(job_id)) / self.site_config
             override = Path(workspace.get_file_path_in_site_config(LOCAL_OVERRIDE))
             config = SiteConfig.load(path, override=override)
-            if override.is_file():
+            if f"(data_path from {override})" in config.source:
                 logger.info("site %s: data path taken from its own %s", site, override)
+            if config.local_privacy is not None:
+                # the effective policy (this block and the job's) is logged by SiteRunner.load
+                logger.info("site %s: privacy policy of its own in %s", site, override)
             if config.site != site:
                 raise ValueError(
                     f"{config.source}: key 'site' is {config.site!r} but this site is {site!r}"

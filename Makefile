@@ -51,3 +51,12 @@ poc: demo-data
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info workspaces demo_data jobs/fedforest-demo
+
+# Production mode, tested on one machine: provisions deploy/project.yml into a fresh
+# workspace, starts the server and the 3 sites from their startup kits (site-2 keeps its
+# data path in its own local/fedforest.yaml), runs the recipe through ProdEnv with the
+# admin's kit, prints the results and stops every process it started.
+.PHONY: prod-local
+prod-local: demo-data
+	$(PY) deploy/prod_local.py --project deploy/project.yml --config site_configs \
+		--workspace /tmp/fedforest-prod --out workspaces/prod --local-data site-2=demo_data/site-2.csv

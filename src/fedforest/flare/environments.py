@@ -15,11 +15,14 @@ cleared.
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import logging
 import os
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 
 from .. import outputs
@@ -101,10 +104,16 @@ def run_prod(
     recipe: FedForestRecipe,
     startup_kit,
     out_dir,
-    username: str = "admin@nvidia.com",
+    username: str | None = None,
     timeout: float = 900,
+    sites_timeout: float = 60,
 ) -> Path:
     """Submit the recipe to a provisioned deployment with FLARE's ``ProdEnv``.
+
+    Before submitting, the sites connected to the server are checked (up to
+    ``sites_timeout`` seconds): fewer than the job's ``min_sites`` is an error
+    naming the missing sites; some missing is a warning naming them (the job
+    runs without them).
 
     Parameters
     ----------
@@ -112,24 +121,119 @@ def run_prod(
         The admin's startup kit (the folder holding ``startup/fed_admin.json``).
     out_dir : path
         Where the job's results are downloaded.
-    username : str
-        The admin's name in ``project.yml``.
+    username : str, optional
+        The admin's name in ``project.yml``; by default the one the startup kit
+        was made for. A different name is refused.
     """
     from nvflare.recipe import ProdEnv
 
     startup_kit = Path(startup_kit).resolve()
-    if not (startup_kit / "startup" / "fed_admin.json").is_file():
-        raise ValueError(
-            f"startup kit {startup_kit} has no startup/fed_admin.json; give the admin's "
-            "startup kit folder made by `nvflare provision`"
-        )
+    username = check_admin_kit(startup_kit, username)
     out_dir = Path(out_dir).resolve()
+    outputs.check_dir(out_dir, PROD_COMMAND)
+    connected = wait_for_sites(startup_kit, recipe.sites, username, sites_timeout)
+    missing = sorted(set(recipe.sites) - set(connected))
+    min_sites = recipe.job_config.min_sites
+    if len(recipe.sites) - len(missing) < min_sites:
+        raise RuntimeError(
+            f"only {len(recipe.sites) - len(missing)} of the job's sites are connected to the "
+            f"server (missing: {', '.join(missing)}) and the job needs min_sites={min_sites}; "
+            + SITE_HINT
+        )
+    if missing:
+        logger.warning("ProdEnv: %s not connected; the job runs without them", ", ".join(missing))
     outputs.claim_dir(out_dir, PROD_COMMAND)
     try:
         env = ProdEnv(startup_kit_location=str(startup_kit), username=username, login_timeout=30)
         return _run_and_download(recipe, env, out_dir, timeout, "ProdEnv")
     finally:
         outputs.record_dir(out_dir, PROD_COMMAND)
+
+
+#: What to check when a site does not join (named in errors).
+SITE_HINT = (
+    "at each missing site check that its start.sh is running and its log.txt (in its kit folder) "
+    "shows 'Successfully registered client'; that it reaches the server's host and "
+    "fed_learn_port (startup/fed_client.json, 'target'); that its kit comes from the same "
+    "provisioning as the server's (a certificate error otherwise); and that its name is the "
+    "site's name in site_configs/job.yaml"
+)
+
+
+def check_admin_kit(startup_kit, username: str | None = None) -> str:
+    """The admin's name of a startup kit (``startup/fed_admin.json``), checked against ``username``.
+
+    Raises
+    ------
+    ValueError
+        If the folder is not an admin's startup kit, or was made for another admin.
+    """
+    config = Path(startup_kit) / "startup" / "fed_admin.json"
+    if not config.is_file():
+        raise ValueError(
+            f"startup kit {startup_kit} has no startup/fed_admin.json; give the admin's "
+            "startup kit folder made by `nvflare provision`"
+        )
+    try:
+        owner = json.loads(config.read_text())["admin"].get("username")
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{config} is not an admin configuration FLARE wrote ({err})") from None
+    if username is None:
+        if not owner:
+            raise ValueError(f"{config} names no admin; give the admin's name (--username)")
+        return owner
+    if owner and owner != username:
+        raise ValueError(
+            f"the startup kit {startup_kit} is {owner!r}'s, not {username!r}'s; "
+            f"pass --username {owner} (or the kit of {username})"
+        )
+    return username
+
+
+def connected_sites(startup_kit, username: str, timeout: float = 10) -> list[str]:
+    """The clients now connected to the server of an admin's startup kit (FLARE API).
+
+    Raises
+    ------
+    RuntimeError
+        If the server cannot be reached or the admin cannot log in within ``timeout``.
+    """
+    from nvflare.fuel.flare_api.flare_api import new_secure_session
+
+    with contextlib.redirect_stdout(io.StringIO()):  # "Connecting to FLARE ..."
+        try:
+            session = new_secure_session(username, str(startup_kit), timeout=timeout)
+        except Exception as err:  # noqa: BLE001 - FLARE raises several kinds
+            raise RuntimeError(
+                f"cannot log in to the server of {startup_kit} as {username} within "
+                f"{timeout:g} s ({type(err).__name__}: {err}); check that the server is running "
+                "and that its host and admin_port (startup/fed_admin.json) are reachable"
+            ) from err
+    try:
+        return sorted(c.name for c in session.get_system_info().client_info)
+    finally:
+        session.close()
+
+
+def wait_for_sites(startup_kit, sites, username: str, timeout: float = 60) -> list[str]:
+    """Wait until every one of ``sites`` is connected, or ``timeout`` seconds; return the connected.
+
+    Asks the server twice a second. The server must answer (a login that fails
+    until the deadline raises :class:`RuntimeError`).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            connected = connected_sites(startup_kit, username, timeout=max(min(left, 10), 1))
+        except RuntimeError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+            continue
+        if set(sites) <= set(connected) or time.monotonic() >= deadline:
+            return connected
+        time.sleep(0.5)
 
 
 def _run_and_download(recipe, env, out_dir: Path, timeout: float, name: str) -> Path:
@@ -143,7 +247,11 @@ def _run_and_download(recipe, env, out_dir: Path, timeout: float, name: str) -> 
     shutil.copytree(result, target, dirs_exist_ok=True)
     found = sorted(target.rglob("results.json"))
     if not found:
-        raise RuntimeError(f"{name}: job {job_id} left no results.json (downloaded to {target})")
+        raise RuntimeError(
+            f"{name}: job {job_id} ended with status {run.get_status()} and left no results.json "
+            f"(downloaded to {target}); the server's and the sites' log.txt say why (a component "
+            "'not in allow_list' means a site has not allow-listed fedforest's classes)"
+        )
     return found[0].parent
 
 

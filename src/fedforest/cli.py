@@ -294,7 +294,9 @@ def format_election(out) -> str:
 def _job_build(args: argparse.Namespace) -> int:
     from .flare.job import build_job
 
-    folder = build_job(args.config, args.out, ship_code=not args.no_custom)
+    folder = build_job(
+        args.config, args.out, ship_code=not args.no_custom, data_checks=not args.skip_data_checks
+    )
     print(f"job written to {folder}")
     if args.no_custom:
         print(
@@ -384,7 +386,9 @@ def _job_prod(args: argparse.Namespace) -> int:
     if args.job:
         recipe = FedForestRecipe.from_job_folder(args.job, ship_code=ship_code)
     else:
-        recipe = FedForestRecipe(args.config, ship_code=ship_code)
+        recipe = FedForestRecipe(
+            args.config, ship_code=ship_code, data_checks=not args.skip_data_checks
+        )
     print(
         f"submitting the job to the deployment of {args.startup_kit} (NVIDIA FLARE ProdEnv, "
         f"{len(recipe.sites)} sites) ...",
@@ -626,6 +630,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ship no code in the apps' custom/ folders (every site installs fedforest)",
     )
+    p.add_argument(
+        "--skip-data-checks",
+        action="store_true",
+        help="do not read the sites' data files here (each site checks its own when it starts)",
+    )
     p.set_defaults(func=_job_build)
     p = job_sub.add_parser(
         "simulate", help="run the job in NVIDIA FLARE's simulator (SimEnv), one thread per site"
@@ -662,6 +671,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-custom",
         action="store_true",
         help="ship no code in custom/ (every site installs fedforest and allow-lists its classes)",
+    )
+    p.add_argument(
+        "--skip-data-checks",
+        action="store_true",
+        help="do not read the sites' data files here (each site checks its own when it starts)",
     )
     p.add_argument(
         "--timeout", type=_number(0, low_open=True), default=900, help="seconds to wait for the job"

@@ -132,3 +132,16 @@ def test_no_custom_ships_no_code_and_a_job_folder_gives_back_its_recipe(tmp_path
     assert recipe.site_configs["site-2"].renames == {"glucose_mg_dl": "glucose"}
     with pytest.raises(ValueError, match="no meta.json"):
         FedForestRecipe.from_job_folder(tmp_path)
+
+
+def test_a_coordinator_without_the_data_can_build_with_skip_data_checks(tmp_path, capsys):
+    configs = write_configs(tmp_path, rows=60)
+    for site in SITES:
+        (tmp_path / "data" / f"{site}.csv").unlink()  # the hospitals keep their data
+    out = tmp_path / "jobs"
+    assert main(["job", "build", "--config", str(configs), "--out", str(out)]) == 1
+    assert "key 'data_path'" in capsys.readouterr().err
+    args = ["job", "build", "--config", str(configs), "--out", str(out), "--skip-data-checks"]
+    assert main(args) == 0
+    assert (out / "fedforest-demo" / "meta.json").is_file()
+    assert FedForestRecipe(configs, data_checks=False).sites == SITES

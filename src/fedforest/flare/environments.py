@@ -20,9 +20,12 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from .. import outputs
@@ -35,13 +38,32 @@ POC_COMMAND = "fedforest job poc"
 PROD_COMMAND = "fedforest job prod"
 
 
-def simulate(recipe: FedForestRecipe, workspace, log_file=None, timeout: float = 3600) -> Path:
+def simulate(
+    recipe: FedForestRecipe,
+    workspace,
+    log_file=None,
+    timeout: float = 3600,
+    site_files: Mapping[str, Mapping[str, str]] | None = None,
+) -> Path:
     """Run the recipe in FLARE's ``SimEnv``: one simulated client per site, one thread each.
 
     The simulator's workspace is ``workspace/<job name>``; its output goes to
     ``log_file``. A run longer than ``timeout`` seconds is stopped. A job that
     fails still leaves its ``results.json`` with ``status: failed``: callers
     read the results, not the simulator's exit code.
+
+    Parameters
+    ----------
+    site_files : dict, optional
+        Files of each site's own FLARE ``local/`` folder, ``{site: {file name:
+        text}}`` (``"server"`` for the server's): a hospital's
+        ``fedforest.yaml`` (its data path, its ``privacy:`` block) or
+        ``privacy.json`` (its privacy scopes). FLARE's simulator builds every
+        participant's ``local/`` afresh, from ``<workspace>/<job name>/local/``
+        only, which is the same for all; so with ``site_files`` the simulator
+        runs in a process of its own (:func:`_simulator_main`) that writes each
+        site's files into its ``local/`` right after the simulator built it,
+        before the site starts. Linux only (the simulator must fork).
 
     Returns
     -------
@@ -50,10 +72,14 @@ def simulate(recipe: FedForestRecipe, workspace, log_file=None, timeout: float =
     """
     from nvflare.recipe import SimEnv
 
+    files = _check_site_files(site_files, ["server", *recipe.sites])
     workspace = Path(workspace)
     check_workspace(workspace, log_file)
     outputs.claim_dir(workspace, SIMULATE_COMMAND)
-    env = SimEnv(clients=recipe.sites, workspace_root=str(workspace.resolve()))
+    if files:
+        env = _site_files_env(files, clients=recipe.sites, workspace_root=str(workspace.resolve()))
+    else:
+        env = SimEnv(clients=recipe.sites, workspace_root=str(workspace.resolve()))
     logger.info("SimEnv: %d sites, workspace %s", len(recipe.sites), workspace)
     try:
         with _output_to(log_file, f"{LOG_HEADER} (workspace {workspace})"):
@@ -67,6 +93,112 @@ def simulate(recipe: FedForestRecipe, workspace, log_file=None, timeout: float =
     finally:
         outputs.record_dir(workspace, SIMULATE_COMMAND)
     return workspace / recipe.name / "server" / "simulate_job"
+
+
+def _check_site_files(site_files, targets: list[str]) -> dict[str, dict[str, str]]:
+    """``site_files`` checked: known participants, plain file names, text contents."""
+    if site_files is None:
+        return {}
+    if not isinstance(site_files, Mapping):
+        raise ValueError(
+            f"site_files must map a site (or 'server') to {{file name: text}}, got "
+            f"{type(site_files).__name__}"
+        )
+    if site_files and not sys.platform.startswith("linux"):
+        raise ValueError("site_files needs the simulator to fork its processes: Linux only")
+    out: dict[str, dict[str, str]] = {}
+    for site, files in site_files.items():
+        if site not in targets:
+            raise ValueError(f"site_files names {site!r}; the job's participants are {targets}")
+        if not isinstance(files, Mapping):
+            raise ValueError(f"site_files[{site!r}] must map file names to text")
+        for name, text in files.items():
+            if (
+                not isinstance(name, str)
+                or name in ("", ".", "..")
+                or "/" in name
+                or "\\" in name
+                or "\0" in name
+            ):
+                raise ValueError(
+                    f"site_files[{site!r}] names {name!r}; allowed: a file name in the site's "
+                    "local/ folder (no folder part), such as 'fedforest.yaml' or 'privacy.json'"
+                )
+            if not isinstance(text, str):
+                raise ValueError(
+                    f"site_files[{site!r}][{name!r}] is a {type(text).__name__}; allowed: text"
+                )
+        out[str(site)] = {str(n): str(t) for n, t in files.items()}
+    return out
+
+
+def _site_files_env(files: dict[str, dict[str, str]], **kwargs):
+    """A ``SimEnv`` whose simulator writes each site's own ``local/`` files (see :func:`simulate`)."""
+    from nvflare.recipe import SimEnv
+
+    class SiteFilesSimEnv(SimEnv):
+        def deploy(self, job):
+            # SimEnv.deploy, except for the simulator's command: FedJob.simulator_run runs
+            # `python -m nvflare.private.fed.app.simulator.simulator`, this runs _simulator_main
+            workspace = os.path.join(self.workspace_root, job.name)
+            self._ensure_default_component_policy(workspace)
+            with tempfile.TemporaryDirectory(prefix="fedforest-sim-") as tmp:
+                job.export_job(tmp)
+                spec = Path(tmp) / "site_files.json"
+                spec.write_text(json.dumps(files), encoding="utf-8")
+                command = [
+                    sys.executable,
+                    "-c",
+                    "from fedforest.flare.environments import _simulator_main; _simulator_main()",
+                    str(Path(tmp) / job.name),
+                    workspace,
+                    ",".join(self.clients),
+                    str(self.num_threads),
+                    str(spec),
+                ]
+                status = subprocess.run(command, start_new_session=True, check=False).returncode
+            self.last_run_failed = status != 0
+            if self.last_run_failed:
+                raise RuntimeError(
+                    f"Simulation failed with return code {status}. Logs are in per-site "
+                    f"subdirectories under {workspace}"
+                )
+            return job.name
+
+    return SiteFilesSimEnv(**kwargs)
+
+
+def _simulator_main() -> None:
+    """The simulator's process when sites have files of their own (``simulate(site_files=)``).
+
+    Arguments: job folder, workspace, clients (comma-separated), threads, and
+    a JSON file ``{site: {file name: text}}``. It runs FLARE's
+    ``SimulatorRunner`` as ``nvflare simulator`` does, with one addition: when
+    the simulator has built a participant's ``local/`` folder (from the
+    workspace's ``local/``, the same for all), that participant's own files
+    are written into it.
+    """
+    from nvflare.fuel.utils.log_utils import FL_LOG_LEVEL, LogMode
+    from nvflare.private.fed.app.simulator.simulator_runner import SimulatorRunner
+
+    job_folder, workspace, clients, threads, spec = sys.argv[1:6]
+    files = json.loads(Path(spec).read_text(encoding="utf-8"))
+
+    class SiteFilesRunner(SimulatorRunner):
+        def _setup_local_startup(self, log_config_file_path, participant_workspace):
+            super()._setup_local_startup(log_config_file_path, participant_workspace)
+            local = Path(participant_workspace) / "local"
+            for name, text in files.get(Path(participant_workspace).name, {}).items():
+                (local / name).write_text(text, encoding="utf-8")
+
+    runner = SiteFilesRunner(
+        job_folder=job_folder,
+        workspace=workspace,
+        clients=clients,
+        threads=int(threads),
+        log_config=os.environ.get(FL_LOG_LEVEL, LogMode.CONCISE),
+    )
+    sys.exit(runner.run())
 
 
 def run_poc(recipe: FedForestRecipe, workspace, out_dir, timeout: float = 900) -> Path:

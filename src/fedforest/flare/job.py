@@ -15,11 +15,13 @@ new, empty, or were written by the same command before and hold nothing else
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -40,8 +42,14 @@ SITE_FILE = "fedforest_site.yaml"
 TASK_REQUEST_INTERVAL = 0.2
 
 
-def load_configs(config_dir) -> tuple[JobConfig, dict[str, SiteConfig]]:
-    """Load and validate ``job.yaml`` and every site's YAML in ``config_dir``."""
+def load_configs(config_dir, data_checks: bool = True) -> tuple[JobConfig, dict[str, SiteConfig]]:
+    """Load and validate ``job.yaml`` and every site's YAML in ``config_dir``.
+
+    With ``data_checks`` (the default) every site's data file must be readable
+    here and is checked (its columns, rows and classes, and the job's settings
+    against it). Without, as a coordinator who has none of the hospitals' data
+    builds a job, the files are checked only when each site starts.
+    """
     config_dir = Path(config_dir)
     job = JobConfig.load(config_dir / "job.yaml")
     sites = {}
@@ -57,9 +65,13 @@ def load_configs(config_dir) -> tuple[JobConfig, dict[str, SiteConfig]]:
             raise ConfigError(
                 f"{path}: key 'site' is {site.site!r}; allowed: {name!r} (the file name)"
             )
-        site.check_data()
+        if data_checks:
+            site.check_data()
         sites[name] = site
-    job.check_against_sites(sites)  # always_keep, min_samples_leaf, max_features vs the data
+    if data_checks:
+        job.check_against_sites(sites)  # always_keep, min_samples_leaf, max_features vs data
+    else:
+        logger.info("data files not checked here: each site checks its own when it starts")
     return job, sites
 
 
@@ -94,6 +106,9 @@ def make_fed_job(
     stage: Path,
     job_custom: list[object] | None = None,
     ship_code: bool = True,
+    privacy_filter=None,
+    scope: str | None = None,
+    extra_components: Mapping[str, Sequence[object]] | None = None,
 ):
     """The FLARE ``FedJob`` of a validated configuration.
 
@@ -112,22 +127,47 @@ def make_fed_job(
     on every site. A receiver whose package is not
     installed is refused with a :class:`~fedforest.ConfigError`. Executors
     given in ``job_custom`` keep their own settings (they log nothing).
+
+    Options (all off by default, so the job is the same without them):
+
+    * ``privacy_filter``: a :class:`~fedforest.flare.privacy_filter.PrivacyPolicyFilter`
+      (any FLARE ``Filter``) added to every site's app as the job's
+      task-result filter for every fedforest task: it runs on each reply
+      before it leaves the site (after the filters of the site's own privacy
+      scope);
+    * ``scope``: the privacy scope the job asks for (``"scope"`` in its
+      ``meta.json``); each site applies the ``task_result_filters`` its own
+      ``local/privacy.json`` lists for that scope. A site whose
+      ``privacy.json`` does not define the scope refuses the job;
+    * ``extra_components`` (tests): ``{target: [object, ...]}`` with target
+      ``"server"`` or a site. A FLARE ``Filter`` becomes a task-result filter
+      of that app for every fedforest task (on the server: on the results it
+      receives); anything else a component. A class from outside the
+      fedforest package has its module shipped in the app's ``custom/``.
     """
     from nvflare.job_config.api import FedJob
+    from nvflare.job_config.defs import FilterType
 
     stage = Path(stage)
     overrides = dict(job_custom or [])
+    extras = _check_extra_components(extra_components, ["server", *sites])
+    if scope is not None and (not isinstance(scope, str) or not scope.strip()):
+        raise ValueError(
+            f"scope={scope!r} must be the name of a privacy scope (a non-empty string)"
+        )
     # first: a tracking receiver whose package is missing is refused before anything is staged
     server_tracking = tracking.server_components(job_cfg.tracking, job_cfg.name, job_cfg.source)
     writer_id = tracking.LOG_WRITER_ID if server_tracking else ""  # the sites' log writer
     code = _stage_package(stage / "src") if ship_code else None
-    job = FedJob(name=job_cfg.name, min_clients=job_cfg.min_sites)
+    meta = {"scope": scope} if scope is not None else None
+    job = FedJob(name=job_cfg.name, min_clients=job_cfg.min_sites, meta_props=meta)
     if code is None:
         job.set_app_packages(["fedforest"])  # installed at every site: FLARE copies none of it
     job.to(FedForestController(job_config=JOB_FILE, tracking=job_cfg.tracking), "server")
     for component_id, component in server_tracking.items():
         job.to(component, "server", id=component_id)
     job.to({"server": {"task_request_interval": TASK_REQUEST_INTERVAL}}, "server")
+    _add_extras(job, "server", extras.get("server", ()))
     if code is not None:
         job.to(str(code), "server")
     shutil.copy(Path(config_dir) / "job.yaml", stage / JOB_FILE)
@@ -148,12 +188,54 @@ def make_fed_job(
             job.to(str(code), name)
         if name in overrides:
             job.to(inspect.getfile(type(executor)), name)  # its module goes in custom/
+        if privacy_filter is not None:
+            job.to(
+                copy.deepcopy(privacy_filter),
+                name,
+                filter_type=FilterType.TASK_RESULT,
+                tasks=list(protocol.TASKS),
+            )
+        _add_extras(job, name, extras.get(name, ()))
         job.add_file_to(str(resolved), name, app_folder_type="config")
     return job
 
 
+def _check_extra_components(extra, targets: list[str]) -> dict[str, list[object]]:
+    """``extra_components`` as ``{target: [objects]}``, every target one of the job's."""
+    if extra is None:
+        return {}
+    if not isinstance(extra, Mapping):
+        raise ValueError(
+            f"extra_components={extra!r} must map 'server' or a site to a list of components"
+        )
+    unknown = sorted(str(t) for t in extra if t not in targets)
+    if unknown:
+        raise ValueError(f"extra_components names {unknown}; the job's apps are {targets}")
+    return {t: list(objs) for t, objs in extra.items()}
+
+
+def _add_extras(job, target: str, objects) -> None:
+    """Add filters (task results, every fedforest task) and components to one app."""
+    from nvflare.apis.filter import Filter
+    from nvflare.job_config.defs import FilterType
+
+    package = Path(__file__).resolve().parents[1]
+    for obj in objects:
+        if isinstance(obj, Filter):
+            job.to(obj, target, filter_type=FilterType.TASK_RESULT, tasks=list(protocol.TASKS))
+        else:
+            job.to(obj, target, id=type(obj).__name__)
+        source = Path(inspect.getfile(type(obj))).resolve()
+        if not source.is_relative_to(package):
+            job.to(str(source), target)  # its module goes in custom/
+
+
 def build_job(
-    config_dir, out_dir, job_custom: list[object] | None = None, ship_code: bool = True
+    config_dir,
+    out_dir,
+    job_custom: list[object] | None = None,
+    ship_code: bool = True,
+    data_checks: bool = True,
 ) -> Path:
     """Validate the configs and export the FLARE job; return the job folder.
 
@@ -177,8 +259,11 @@ def build_job(
     ship_code : bool, default=True
         Ship the fedforest runtime in the apps' ``custom/`` folders; ``False``
         (``fedforest job build --no-custom``) for sites that install fedforest.
+    data_checks : bool, default=True
+        Check every site's data file here (see :func:`load_configs`);
+        ``fedforest job build --skip-data-checks`` on a coordinator's machine.
     """
-    job_cfg, sites = load_configs(config_dir)
+    job_cfg, sites = load_configs(config_dir, data_checks)
     out_dir = Path(out_dir)
     folder = out_dir / job_cfg.name
     outputs.check_dir(folder, BUILD_COMMAND)  # before anything is written

@@ -34,10 +34,23 @@ class FedForestRecipe(Recipe):
         Folder holding ``job.yaml`` and one ``<site>.yaml`` per site.
     job_custom : list of (site, executor), optional
         Executors replacing some sites' (used to rehearse faults).
+    data_checks : bool, default=True
+        Read and check every site's data file now; ``False`` when the sites'
+        data are not readable here (a coordinator's machine): each site then
+        checks its own data when it starts.
     ship_code : bool, default=True
         Ship the fedforest runtime in the apps' ``custom/`` folders (needs the
         ``byoc`` right in a provisioned deployment); ``False`` when every site
         installs fedforest itself.
+    privacy_filter : PrivacyPolicyFilter, optional
+        The job's own task-result filter on every site
+        (:mod:`fedforest.flare.privacy_filter`).
+    scope : str, optional
+        The privacy scope the job asks for (``meta.json``): each site applies
+        the ``task_result_filters`` its ``local/privacy.json`` lists for it.
+    extra_components : dict, optional
+        (tests) ``{target: [component or filter, ...]}`` added to the apps
+        (:func:`~fedforest.flare.job.make_fed_job`).
 
     Raises
     ------
@@ -46,9 +59,18 @@ class FedForestRecipe(Recipe):
         names the file, the key, the value and what is allowed).
     """
 
-    def __init__(self, config_dir="site_configs", job_custom=None, ship_code: bool = True):
+    def __init__(
+        self,
+        config_dir="site_configs",
+        job_custom=None,
+        ship_code: bool = True,
+        privacy_filter=None,
+        scope: str | None = None,
+        extra_components=None,
+        data_checks: bool = True,
+    ):
         self.config_dir = Path(config_dir)
-        self.job_config, self.site_configs = load_configs(self.config_dir)
+        self.job_config, self.site_configs = load_configs(self.config_dir, data_checks)
         # the job copies its files from here when it is exported or run
         self._stage = tempfile.TemporaryDirectory(prefix="fedforest-recipe-")
         job = make_fed_job(
@@ -58,6 +80,9 @@ class FedForestRecipe(Recipe):
             Path(self._stage.name),
             job_custom=job_custom,
             ship_code=ship_code,
+            privacy_filter=privacy_filter,
+            scope=scope,
+            extra_components=extra_components,
         )
         super().__init__(job)
 

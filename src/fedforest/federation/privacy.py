@@ -101,7 +101,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from ..model.forest import PooledForest
+from ..model.forest import NODE_FIELDS, PooledForest
 from ..model.inputs import to_global_matrix
 from ..model.payload_checks import MAX_NODE_SAMPLES
 from ..validation import ConfigChecker, describe
@@ -646,24 +646,11 @@ def dp_budget(policy: PrivacyPolicy, intersection: bool) -> dict[str, float]:
 
 
 # ================================================================ tree plumbing
-_NODE_FIELDS = (
-    "children_left",
-    "children_right",
-    "feature",
-    "threshold",
-    "n_node_samples",
-    "missing_left",
-    "saw_missing",
-    "surrogate_feature",
-    "surrogate_threshold",
-    "surrogate_left_le",
-    "surrogate_agreement",
-)
 
 
 def _replace(forest: PooledForest, **arrays) -> PooledForest:
     """A new forest with the same trees and some node arrays replaced."""
-    fields = {k: getattr(forest, k) for k in _NODE_FIELDS}
+    fields = {k: getattr(forest, k) for k in NODE_FIELDS}
     fields["value"] = forest.value
     fields.update(arrays)
     return PooledForest(
@@ -722,7 +709,7 @@ def _rebuild(
         starts.append(len(src))
     src_a = np.asarray(src, dtype=np.int64)
     made = np.asarray(made_leaf, dtype=bool)
-    out = {k: getattr(forest, k)[src_a].copy() for k in _NODE_FIELDS}
+    out = {k: getattr(forest, k)[src_a].copy() for k in NODE_FIELDS}
     out["children_left"] = np.asarray(new_left, dtype=np.int32)
     out["children_right"] = np.asarray(new_right, dtype=np.int32)
     out["feature"][made] = -1

@@ -30,7 +30,8 @@ from .payload_checks import (
 FORMAT = protocol.POOLED_FOREST
 VERSION = protocol.FORMATS[FORMAT]
 
-_NODE_FIELDS = (
+#: Per-node arrays of a forest besides ``value`` (one entry per node).
+NODE_FIELDS = (
     "children_left",
     "children_right",
     "feature",
@@ -54,7 +55,7 @@ _PAYLOAD_FIELDS = {
     "tree_start",
     "tree_owner",
     "value",
-    *_NODE_FIELDS,
+    *NODE_FIELDS,
 }
 
 
@@ -170,7 +171,7 @@ class PooledForest:
             np.zeros(n) if surrogate_agreement is None else np.asarray(surrogate_agreement, float)
         )
         self._cache: dict[str, Any] = {}
-        lengths = {name: getattr(self, name).shape[0] for name in _NODE_FIELDS}
+        lengths = {name: getattr(self, name).shape[0] for name in NODE_FIELDS}
         lengths["value"] = self.value.shape[0]
         if len(set(lengths.values())) != 1:
             raise ValueError(f"node arrays differ in length: {lengths}")
@@ -409,12 +410,12 @@ class PooledForest:
         for f in forests:
             owners.extend(o for o in f.owners if o not in owners)
 
-        fields: dict[str, list[np.ndarray]] = {k: [] for k in _NODE_FIELDS}
+        fields: dict[str, list[np.ndarray]] = {k: [] for k in NODE_FIELDS}
         values, tree_owner, starts = [], [], [np.zeros(1, np.int64)]
         offset = 0
         for f in forests:
             fmap = np.array([names.index(n) for n in f.feature_names] + [-1], dtype=np.int32)
-            for k in _NODE_FIELDS:
+            for k in NODE_FIELDS:
                 arr = getattr(f, k)
                 if k in ("feature", "surrogate_feature"):
                     arr = fmap[arr]  # -1 maps to the trailing -1
@@ -453,7 +454,7 @@ class PooledForest:
             tree_start=np.concatenate([[0], np.cumsum(sizes)]),
             tree_owner=self.tree_owner[mask],
             value=self.value[node_mask],
-            **{k: getattr(self, k)[node_mask] for k in _NODE_FIELDS},
+            **{k: getattr(self, k)[node_mask] for k in NODE_FIELDS},
         )
 
     def with_surrogates(self, feature, threshold, left_le, agreement) -> PooledForest:

@@ -1,0 +1,972 @@
+"""Measured cost and leakage of the privacy settings (``federation/privacy.py``).
+
+For each dataset and repetition (everything seeded by the repetition ``r``):
+
+* **S-500-Num, S-500-Cat, S-500-Mix** (``experiments.synthetic``, dataset seed
+  0): the rows are split over 3 sites at Jaccard 0.5 with
+  ``split_table(..., random_state=r)``, as ``run_repetition`` does;
+* **Demo**: the three demo hospitals of ``data_prep/make_demo_data.py``
+  (``--rows 1000 --seed r``, written into a temporary folder; site-2's
+  ``glucose_mg_dl`` renamed to ``glucose`` as its YAML does).
+
+Each site describes its table (``SiteSchema``; with ``min_level_rows`` after
+``privacy.hide_rare_levels``), the schemas are joined (``GlobalSchema``), and
+each site encodes its table, holds out 25 % of its rows for testing
+(``split_validation(..., 0.25, r)``) and trains what a site trains
+(``fit_site_models``: 100 trees, surrogates, imputers, std, and the
+intersection forest on the shared columns; ``random_state = 1000 r + k``).
+Then, for every setting, each site applies the policy to what it sends, in
+process, the way a site would:
+
+* ``privacy.prepare_forest`` on its forest and on its intersection forest,
+  with the site's training rows and the in-bag multiplicities of its
+  scikit-learn forest (``bootstrap_weights``; the forest is refitted with the
+  same seed to read them, and checked to be the same forest);
+* in DP mode, ``fit_dp_forest`` instead, with the budget split by
+  ``dp_budget`` (half for the forest, half for the intersection forest), the
+  policy's trees and depth (10 trees of depth 4, the defaults), the schema's
+  classes and levels, and **public** feature ranges fixed in this file (never
+  read from the rows): +-4 for the N(0, 1) columns of the S-500 sets, and for
+  the demo hospitals the generating range of age ([20, 90], clipped by the
+  generator) and mean +- 4 generating standard deviations of the others (see
+  ``DEMO_RANGES``); imputers, std and surrogates are not sent in DP mode.
+
+The sites' outgoing models are pooled (``pool_site_models``) and every
+strategy is scored on every site's test rows (``evaluate_strategies``,
+AUPRC). The leakage of the same runs is measured on what each site sends
+(forest and intersection forest, split and surrogate thresholds):
+
+* the share of numeric thresholds that are the midpoint of two of the site's
+  training values, with both definitions of ``threshold_midpoint_share``:
+  ``pairs="consecutive"`` (a lower bound) and ``pairs="any"`` (an upper bound:
+  on integer-valued columns a grid point can be such a midpoint by chance);
+* the smallest leaf row count sent (``smallest_leaf_rows``; with count noise
+  it is the rounded noisy count);
+* the rare levels disclosed: levels with fewer than 5 rows at a site that its
+  schema names (``disclosed_rare_levels``).
+
+The count noise and the DP noise are seeded from the repetition so that the
+benchmark is reproducible. A real site must never do that (privacy.py: the
+noise comes from the operating system's entropy).
+
+Usage::
+
+    python benchmarks/bench_privacy.py [--out benchmarks/results] [--reps 10] [--jobs 2] [--quick]
+
+``--quick``: 1 repetition, 20 trees per forest, 300 demo rows per site (about
+15 s). A full run (10 repetitions, 480 site-model sets scored on 9 strategies) takes
+4 to 5 minutes on 2 cores.
+
+Writes ``<out>/privacy.json`` and ``<out>/privacy.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.ensemble import RandomForestClassifier
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "data_prep"))
+
+from make_demo_data import LOCAL_NAMES, make_demo_data  # noqa: E402
+
+from fedforest.experiments.partition import split_table  # noqa: E402
+from fedforest.experiments.synthetic import DATASETS as SYNTHETIC  # noqa: E402
+from fedforest.experiments.synthetic import load_dataset  # noqa: E402
+from fedforest.federation import privacy  # noqa: E402
+from fedforest.federation.evaluation import evaluate_strategies  # noqa: E402
+from fedforest.federation.schema import (  # noqa: E402
+    GlobalSchema,
+    SiteSchema,
+    as_level_strings,
+    normalize_labels,
+)
+from fedforest.federation.splits import split_validation  # noqa: E402
+from fedforest.federation.training import (  # noqa: E402
+    SiteModels,
+    fit_site_models,
+    pool_site_models,
+)
+from fedforest.model.forest import PooledForest  # noqa: E402
+from fedforest.model.imputers import ImputerSet  # noqa: E402
+
+logger = logging.getLogger("bench_privacy")
+
+#: Every strategy scored (the paper's nine methods, in the order of the tables).
+STRATEGIES = ("fpv", "pr", "mi", "ipr", "mp", "ss", "park", "local", "intersection")
+DATASETS = ("S-500-Num", "S-500-Cat", "S-500-Mix", "Demo")
+TARGET = "__target__"
+N_SITES = 3
+JACCARD = 0.5
+TEST_FRACTION = 0.25
+#: A level with fewer rows at a site is rare (the ``min_level_rows`` setting and the measure).
+RARE_ROWS = 5
+#: Repetitions of a full run (seeds 0 .. REPS - 1).
+REPS = 10
+DP_TREES = privacy.DEFAULT_DP_TREES
+DP_DEPTH = privacy.DEFAULT_DP_MAX_DEPTH
+
+#: Public range of the N(0, 1) columns of the S-500 sets: +-4 generating standard deviations.
+SYNTHETIC_RANGE = (-4.0, 4.0)
+#: Public ranges of the demo hospitals' numeric columns, from make_demo_data's generating model
+#: (metabolic m ~ N(0, 1)): age is clipped to [20, 90]; the others are mean +- 4 standard
+#: deviations of their generating distribution, rounded outwards (insulin: of its logarithm):
+#: bmi 27 + 2m + N(0, 3.5) (sd 4.03); systolic_bp 120 + 0.4 (age - 55) + 4m + N(0, 12) (sd 13.5);
+#: glucose 105 + 18m + N(0, 8) (sd 19.7); hba1c 5.8 + 0.7m + N(0, 0.3) (sd 0.76);
+#: insulin exp(2.5 + 0.35m + N(0, 0.2)) (log sd 0.40); ldl 120 + N(0, 10);
+#: cholesterol 190 + 8m + N(0, 25) (sd 26.2).
+DEMO_RANGES = {
+    "age": (20.0, 90.0),
+    "bmi": (10.8, 43.2),
+    "systolic_bp": (65.0, 175.0),
+    "glucose": (26.0, 184.0),
+    "hba1c": (2.7, 8.9),
+    "insulin": (2.4, 61.1),
+    "ldl": (80.0, 160.0),
+    "cholesterol": (85.0, 295.0),
+}
+#: The "step" grid of the demo hospitals: clinically round steps per column.
+DEMO_STEPS = {
+    "age": 5,
+    "bmi": 1,
+    "systolic_bp": 5,
+    "glucose": 5,
+    "hba1c": 0.2,
+    "insulin": 1,
+    "ldl": 5,
+    "cholesterol": 5,
+}
+#: The "step" grid of the S-500 sets: a quarter of the generating standard deviation.
+SYNTHETIC_STEP = 0.25
+
+
+# =============================================================== settings
+@dataclass(frozen=True)
+class Setting:
+    """One privacy setting: a name, a description, and its ``privacy:`` block per dataset."""
+
+    name: str
+    label: str
+
+    def block(self, dataset: str) -> dict:
+        """The ``privacy:`` block (YAML shape) of this setting for ``dataset``."""
+        demo = dataset == "Demo"
+        kind, _, value = self.name.partition("=")
+        if self.name == "baseline":
+            return {}
+        if kind == "k":
+            return {"min_leaf_rows": int(value)}
+        if self.name == "grid:digits2":
+            return {"threshold_grid": {"significant_digits": 2}}
+        if self.name == "grid:step":
+            grid = {"steps": dict(DEMO_STEPS)} if demo else {"step": SYNTHETIC_STEP}
+            return {"threshold_grid": grid}
+        if kind == "noise":
+            return {"count_noise_epsilon": float(value)}
+        if kind == "dp":
+            return {
+                "dp_epsilon": float(value),
+                "dp_trees": DP_TREES,
+                "dp_max_depth": DP_DEPTH,
+                # filled in by policy_for from the dataset's numeric columns
+                "feature_ranges": {},
+            }
+        if kind == "levels":
+            return {"min_level_rows": int(value)}
+        raise ValueError(f"unknown setting {self.name!r}")
+
+
+SETTINGS = (
+    Setting("baseline", "no policy (= k=1, count_noise_epsilon inf)"),
+    Setting("k=5", "min_leaf_rows: 5"),
+    Setting("k=20", "min_leaf_rows: 20"),
+    Setting("grid:digits2", "threshold_grid: {significant_digits: 2}"),
+    Setting("grid:step", f"threshold_grid: step {SYNTHETIC_STEP} (S-500) / clinical steps (Demo)"),
+    Setting("noise=10", "count_noise_epsilon: 10"),
+    Setting("noise=1", "count_noise_epsilon: 1"),
+    Setting("noise=0.1", "count_noise_epsilon: 0.1"),
+    Setting("dp=10", f"dp_epsilon: 10 ({DP_TREES} trees, depth {DP_DEPTH})"),
+    Setting("dp=5", f"dp_epsilon: 5 ({DP_TREES} trees, depth {DP_DEPTH})"),
+    Setting("dp=1", f"dp_epsilon: 1 ({DP_TREES} trees, depth {DP_DEPTH})"),
+    Setting(f"levels={RARE_ROWS}", f"min_level_rows: {RARE_ROWS}"),
+)
+SETTING_NAMES = tuple(s.name for s in SETTINGS)
+
+
+def get_settings(names: Sequence[str] | None = None) -> list[Setting]:
+    """The settings called ``names`` (default: all), in the order of :data:`SETTINGS`."""
+    if names is None:
+        return list(SETTINGS)
+    unknown = sorted(set(names) - set(SETTING_NAMES))
+    if unknown:
+        raise ValueError(f"unknown settings {unknown}; known: {list(SETTING_NAMES)}")
+    return [s for s in SETTINGS if s.name in set(names)]
+
+
+def feature_ranges(dataset: str, numeric: Sequence[str]) -> dict[str, list[float]]:
+    """Public ranges of ``numeric`` columns (from the generating model, never from rows)."""
+    if dataset == "Demo":
+        return {c: list(DEMO_RANGES[c]) for c in numeric}
+    return {c: list(SYNTHETIC_RANGE) for c in numeric}
+
+
+def policy_for(setting: Setting, dataset: str, numeric: Sequence[str]) -> privacy.PrivacyPolicy:
+    """The site's policy: the YAML block read and checked as a site reads it."""
+    block = setting.block(dataset)
+    if "feature_ranges" in block:
+        block["feature_ranges"] = feature_ranges(dataset, numeric)
+    policy = privacy.PrivacyPolicy.from_dict(block, f"bench_privacy {setting.name}")
+    return policy
+
+
+# =============================================================== data
+def site_tables(dataset: str, rep: int, demo_rows: int = 1000) -> tuple[dict, list[str]]:
+    """The sites' raw tables (global column names, target ``TARGET``) and the listed
+    categorical columns."""
+    if dataset in SYNTHETIC:
+        X, y, categorical = load_dataset(dataset, random_state=0)
+        frame = X.assign(**{TARGET: y})
+        return split_table(frame, TARGET, N_SITES, JACCARD, random_state=rep), list(categorical)
+    if dataset != "Demo":
+        raise ValueError(f"unknown dataset {dataset!r}; known: {list(DATASETS)}")
+    with tempfile.TemporaryDirectory(prefix="bench_privacy_") as tmp:
+        paths = make_demo_data(Path(tmp) / "demo", rows=demo_rows, seed=rep)
+        tables = {}
+        for site, path in paths.items():
+            table = pd.read_csv(path)
+            renames = {local: name for name, local in LOCAL_NAMES.get(site, {}).items()}
+            tables[site] = table.rename(columns=renames).rename(columns={"outcome": TARGET})
+    return tables, []
+
+
+@dataclass
+class Site:
+    """What one site holds: its encoded split, its trained models and their in-bag weights."""
+
+    name: str
+    schema: SiteSchema
+    raw: pd.DataFrame
+    own: list[str]
+    X_train: pd.DataFrame
+    y_train: np.ndarray
+    X_test: pd.DataFrame
+    y_test: np.ndarray
+    models: SiteModels
+    in_bag: np.ndarray
+    in_bag_inter: np.ndarray | None
+    seed: int
+
+
+def _in_bag(X: pd.DataFrame, y, params: Mapping, seed: int, expected: PooledForest) -> np.ndarray:
+    """In-bag multiplicities of the forest fit_site_models trained (refitted with its seed)."""
+    rf = RandomForestClassifier(**params, random_state=seed, n_jobs=1)
+    rf.fit(X.to_numpy(dtype=np.float32), y)
+    counts = np.concatenate([e.tree_.n_node_samples for e in rf.estimators_])
+    if not np.array_equal(counts, expected.n_node_samples):
+        raise RuntimeError("the refitted forest is not the site's forest")
+    return privacy.bootstrap_weights(rf, len(X))
+
+
+def prepare_sites(
+    tables: Mapping[str, pd.DataFrame],
+    categorical: Sequence[str],
+    rep: int,
+    n_trees: int,
+    min_level_rows: int = 0,
+    imputer_cv: int | None = None,
+) -> tuple[GlobalSchema, dict[str, Site], int]:
+    """Describe, join, encode, split and train every site.
+
+    With ``min_level_rows`` each site first rewrites its rare levels
+    (``hide_rare_levels``). Returns the global schema, the sites and the
+    number of levels hidden over all sites.
+    """
+    hidden_count = 0
+    described, rewritten = {}, {}
+    for site, raw in tables.items():
+        table = raw
+        listed = [c for c in categorical if c in raw.columns]  # the site's YAML lists its own
+        if min_level_rows:
+            table, hidden = privacy.hide_rare_levels(raw, listed, min_level_rows, target=TARGET)
+            hidden_count += sum(len(v) for v in hidden.values())
+        rewritten[site] = table
+        described[site] = SiteSchema.from_frame(site, table, TARGET, listed)
+    schema = GlobalSchema.build(list(described.values()))
+    forest_params = {"n_estimators": n_trees}
+    sites = {}
+    for k, (site, table) in enumerate(rewritten.items()):
+        own = list(schema.site_columns[site])
+        X = schema.encode(table, own)
+        y = normalize_labels(table[TARGET])
+        X_tr, X_te, y_tr, y_te = split_validation(X, y, TEST_FRACTION, rep)
+        seed = rep * 1000 + k
+        models = fit_site_models(
+            site,
+            X_tr,
+            y_tr,
+            own,
+            schema.shared,
+            schema.categories,
+            forest_params,
+            random_state=seed,
+            intersection_columns=schema.shared,
+            imputer_cv=imputer_cv,
+        )
+        in_bag = _in_bag(X_tr[own], y_tr, forest_params, seed, models.forest)
+        in_bag_inter = _in_bag(X_tr[schema.shared], y_tr, forest_params, seed, models.intersection)
+        sites[site] = Site(
+            site,
+            described[site],
+            tables[site],
+            own,
+            X_tr,
+            y_tr,
+            X_te,
+            y_te,
+            models,
+            in_bag,
+            in_bag_inter,
+            seed,
+        )
+    return schema, sites, hidden_count
+
+
+# =============================================================== a site's reply
+def outgoing(
+    site: Site,
+    schema: GlobalSchema,
+    policy: privacy.PrivacyPolicy,
+    noise_seed,
+) -> SiteModels:
+    """What ``site`` sends under ``policy``: its models after the privacy transforms."""
+    m = site.models
+    noise = np.random.default_rng(noise_seed)
+    share = policy.share
+    if policy.dp:
+        budget = privacy.dp_budget(policy, intersection=True)
+
+        def dp_forest(columns, epsilon, seed):
+            X = site.X_train[list(columns)]
+            numeric = [c for c in columns if c not in schema.categories]
+            forest = privacy.fit_dp_forest(
+                X,
+                site.y_train,
+                {c: policy.feature_ranges[c] for c in numeric},
+                {c: schema.categories[c] for c in columns if c in schema.categories},
+                policy.n_dp_trees,
+                policy.dp_depth,
+                epsilon,
+                random_state=seed,
+                classes=schema.classes,
+                owner=site.name,
+                noise_state=noise,
+            )
+            return privacy.enforce_min_leaf_rows(forest, policy.min_leaf_rows)
+
+        forest = dp_forest(site.own, budget["forest"], site.seed)
+        inter = None
+        if "intersection" in budget:
+            inter = dp_forest(schema.shared, budget["intersection"], site.seed + 500)
+        return SiteModels(forest, ImputerSet([]), {}, inter)
+
+    def prepare(forest, in_bag):
+        X = site.X_train[list(forest.feature_names)]
+        return privacy.prepare_forest(
+            forest, policy, X, site.y_train, in_bag=in_bag, noise_state=noise
+        )
+
+    forest = prepare(m.forest, site.in_bag)
+    inter = None
+    if m.intersection is not None and share["intersection"]:
+        inter = prepare(m.intersection, site.in_bag_inter)
+    return SiteModels(
+        forest,
+        m.imputers if share["imputers"] else ImputerSet([]),
+        dict(m.feature_std) if share["feature_std"] else {},
+        inter,
+    )
+
+
+def numeric_thresholds(forest: PooledForest, surrogates: bool = True) -> int:
+    """How many thresholds ``threshold_midpoint_share`` judges (finite, numeric features)."""
+    numeric = np.append(~forest.is_categorical, False)
+    found = [(forest.feature, forest.threshold)]
+    if surrogates:
+        found.append((forest.surrogate_feature, forest.surrogate_threshold))
+    return int(sum(((f >= 0) & numeric[f] & np.isfinite(t)).sum() for f, t in found))
+
+
+def leakage(site: Site, sent: SiteModels, levels_sent: Mapping[str, Sequence[str]]) -> dict:
+    """Leakage measures of what ``site`` sent (forest and intersection forest)."""
+    forests = [f for f in (sent.forest, sent.intersection) if f is not None]
+    out = {"thresholds": 0, "mid_consecutive": 0, "mid_any": 0}
+    for forest in forests:
+        n = numeric_thresholds(forest)
+        out["thresholds"] += n
+        if not n:
+            continue
+        for pairs in ("consecutive", "any"):
+            share = privacy.threshold_midpoint_share(
+                forest, site.X_train[list(forest.feature_names)], surrogates=True, pairs=pairs
+            )
+            out[f"mid_{pairs}"] += int(round(share * n))
+    out["smallest_leaf"] = min(privacy.smallest_leaf_rows(f) for f in forests)
+    disclosed = privacy.disclosed_rare_levels(levels_sent, site.raw, RARE_ROWS)
+    out["rare_levels"] = sum(len(v) for v in disclosed.values())
+    out["nodes"] = int(sum(f.n_nodes for f in forests))
+    out["trees"] = int(sum(f.n_trees for f in forests))
+    out["surrogates"] = int(sum((f.surrogate_feature >= 0).sum() for f in forests))
+    out["imputers"] = len(sent.imputers)
+    counts = [
+        int(as_level_strings(site.raw[c]).dropna().value_counts().min())
+        for c in site.schema.levels
+        if site.raw[c].notna().any()
+    ]
+    out["smallest_level_rows"] = min(counts) if counts else None
+    return out
+
+
+# =============================================================== one repetition
+def run_task(
+    dataset: str,
+    rep: int,
+    settings: Sequence[str] | None = None,
+    n_trees: int = 100,
+    demo_rows: int = 1000,
+) -> list[dict]:
+    """Every setting on one repetition of one dataset; one row per (setting, site)."""
+    chosen = get_settings(settings)
+    tables, categorical = site_tables(dataset, rep, demo_rows)
+    # the demo's private columns are held by two sites each, so imputers compete (job: cv=3);
+    # the S-500 splits give each private column one owner (run_repetition: no CV)
+    cv = 3 if dataset == "Demo" else None
+    start = time.perf_counter()
+    base = prepare_sites(tables, categorical, rep, n_trees, imputer_cv=cv)
+    train_seconds = time.perf_counter() - start
+    rows = []
+    for index, setting in enumerate(chosen):
+        t0 = time.perf_counter()
+        schema, sites, hidden = base
+        if setting.name.startswith("levels="):
+            level_rows = int(setting.name.partition("=")[2])
+            rare = [
+                privacy.rare_levels(t, categorical, level_rows, target=TARGET)
+                for t in tables.values()
+            ]
+            if any(rare):
+                schema, sites, hidden = prepare_sites(
+                    tables, categorical, rep, n_trees, level_rows, cv
+                )
+            # else nothing to hide: the same tables and models
+        numeric = [f for f in schema.features if f not in schema.categories]
+        policy = policy_for(setting, dataset, numeric)
+        sent, site_seconds = {}, {}
+        for k, (name, site) in enumerate(sites.items()):
+            s0 = time.perf_counter()
+            sent[name] = outgoing(site, schema, policy, (rep, index, k, 20250601))
+            site_seconds[name] = time.perf_counter() - s0
+        pooled = pool_site_models(list(sent.values()))
+        for name, site in sites.items():
+            scores = evaluate_strategies(
+                pooled.forest,
+                pooled.imputers,
+                pooled.feature_std,
+                pooled.intersection,
+                site.X_test,
+                site.y_test,
+                schema.classes,
+                list(STRATEGIES),
+                site=name,
+                metrics=("auprc",),
+                random_state=rep,
+            )
+            row = {
+                "dataset": dataset,
+                "rep": rep,
+                "setting": setting.name,
+                "site": name,
+                "train_rows": int(len(site.X_train)),
+                "levels_hidden": int(hidden),
+                # bit for bit what the site sends without a policy
+                "same_as_baseline": _same_models(sent[name], base[1][name].models),
+                "policy_seconds": round(site_seconds[name], 4),
+                "auprc": {s: scores[s]["auprc"] for s in STRATEGIES},
+            }
+            row.update(leakage(site, sent[name], site.schema.levels))
+            rows.append(row)
+        logger.debug("%s rep %d %s: %.1f s", dataset, rep, setting.name, time.perf_counter() - t0)
+    for row in rows:
+        row["train_seconds"] = round(train_seconds, 3)
+    return rows
+
+
+_FOREST_ARRAYS = (
+    "tree_start",
+    "children_left",
+    "children_right",
+    "feature",
+    "threshold",
+    "n_node_samples",
+    "missing_left",
+    "saw_missing",
+    "value",
+    "surrogate_feature",
+    "surrogate_threshold",
+)
+
+
+def _same_forest(a: PooledForest | None, b: PooledForest | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return list(a.feature_names) == list(b.feature_names) and all(
+        np.array_equal(getattr(a, k), getattr(b, k)) for k in _FOREST_ARRAYS
+    )
+
+
+def _same_models(a: SiteModels, b: SiteModels) -> bool:
+    """Whether two replies carry the same forests, imputers (the same object) and std."""
+    return (
+        _same_forest(a.forest, b.forest)
+        and _same_forest(a.intersection, b.intersection)
+        and (a.imputers is b.imputers or len(a.imputers) == len(b.imputers) == 0)
+        and a.feature_std == b.feature_std
+    )
+
+
+def _init_worker() -> None:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+    _quiet()
+
+
+def _quiet() -> None:
+    for name in ("fedforest", "make_demo_data"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+# =============================================================== summaries
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    return float(np.mean(values)) if values else None
+
+
+def summarize(rows: Sequence[dict]) -> dict:
+    """``{dataset: {setting: {auprc: {strategy: mean}, auprc_sd, leakage...}}}``.
+
+    AUPRC: mean over sites and repetitions (``auprc_sd``: the standard
+    deviation of the per-repetition means). Midpoint shares: hits over all
+    thresholds sent by every site in every repetition. ``smallest_leaf``: the
+    fewest rows any sent leaf describes, over every site and repetition
+    (``smallest_leaf_mean``: the mean of each site's smallest). ``rare_levels``
+    and ``nodes``: per repetition, summed over the sites, then averaged.
+    """
+    frame = pd.DataFrame(rows)
+    out: dict = {}
+    for (dataset, setting), g in frame.groupby(["dataset", "setting"], sort=False):
+        reps = g["rep"].nunique()
+        auprc = pd.DataFrame(list(g["auprc"]), index=g.index)
+        per_rep = auprc.groupby(g["rep"]).mean()
+        n = int(g["thresholds"].sum())
+        entry = {
+            "reps": int(reps),
+            "auprc": {s: _mean(auprc[s]) for s in STRATEGIES},
+            "auprc_sd": {
+                s: float(per_rep[s].std(ddof=1)) if reps > 1 else None for s in STRATEGIES
+            },
+            "thresholds_per_rep": n / reps,
+            "midpoint_share_consecutive": g["mid_consecutive"].sum() / n if n else None,
+            "midpoint_share_any": g["mid_any"].sum() / n if n else None,
+            "smallest_leaf": int(g["smallest_leaf"].min()),
+            "smallest_leaf_mean": float(g["smallest_leaf"].mean()),
+            "rare_levels": float(g.groupby("rep")["rare_levels"].sum().mean()),
+            "levels_hidden": float(g.groupby("rep")["levels_hidden"].first().mean()),
+            "smallest_level_rows": _smallest(g["smallest_level_rows"]),
+            "nodes_per_rep": float(g.groupby("rep")["nodes"].sum().mean()),
+            "trees_per_rep": float(g.groupby("rep")["trees"].sum().mean()),
+            "surrogates_per_rep": float(g.groupby("rep")["surrogates"].sum().mean()),
+            "imputers_per_rep": float(g.groupby("rep")["imputers"].sum().mean()),
+            "policy_seconds_per_site": float(g["policy_seconds"].mean()),
+            "same_as_baseline": bool(g["same_as_baseline"].all()),
+        }
+        out.setdefault(dataset, {})[setting] = entry
+    return out
+
+
+def _smallest(values) -> int | None:
+    values = [int(v) for v in values if v is not None and not pd.isna(v)]
+    return min(values) if values else None
+
+
+def paired_delta(rows: Sequence[dict], setting: str, strategy: str) -> tuple[float, float] | None:
+    """Mean AUPRC of ``setting`` minus the baseline's, paired by (dataset, repetition).
+
+    Per dataset the difference of the per-repetition means over sites, its mean
+    and standard error over repetitions; then the mean over datasets and the
+    standard error of that mean (datasets independent). ``None`` without a
+    baseline.
+    """
+    frame = pd.DataFrame(
+        [
+            {
+                "dataset": r["dataset"],
+                "rep": r["rep"],
+                "setting": r["setting"],
+                "v": r["auprc"][strategy],
+            }
+            for r in rows
+            if r["setting"] in (setting, "baseline")
+        ]
+    )
+    if frame.empty or "baseline" not in set(frame["setting"]):
+        return None
+    means = frame.groupby(["dataset", "rep", "setting"])["v"].mean().unstack("setting")
+    diff = (means[setting] - means["baseline"]).dropna()
+    deltas, variances = [], []
+    for _, d in diff.groupby(level="dataset"):
+        deltas.append(float(d.mean()))
+        variances.append(float(d.var(ddof=1)) / len(d) if len(d) > 1 else float("nan"))
+    return float(np.mean(deltas)), float(math.sqrt(sum(variances)) / len(deltas))
+
+
+def overall(per_dataset: Mapping[str, Mapping[str, dict]], rows: Sequence[dict] = ()) -> dict:
+    """Per setting: means over the datasets of the per-dataset figures, and the paired
+    difference to the baseline of mp and local (``delta``: ``[mean, standard error]``)."""
+    settings = [s for s in SETTING_NAMES if any(s in d for d in per_dataset.values())]
+    out = {}
+    for setting in settings:
+        entries = [d[setting] for d in per_dataset.values() if setting in d]
+        out[setting] = {
+            "auprc": {s: _mean([e["auprc"][s] for e in entries]) for s in STRATEGIES},
+            "delta": {s: paired_delta(rows, setting, s) for s in ("mp", "local")},
+            "midpoint_share_consecutive": _mean([e["midpoint_share_consecutive"] for e in entries]),
+            "midpoint_share_any": _mean([e["midpoint_share_any"] for e in entries]),
+            "smallest_leaf": min(e["smallest_leaf"] for e in entries),
+            "rare_levels": float(sum(e["rare_levels"] for e in entries)),
+            "nodes_per_rep": _mean([e["nodes_per_rep"] for e in entries]),
+        }
+    return out
+
+
+def _d(pair) -> str:
+    """A paired difference as ``-0.049 ± 0.009`` (± one standard error)."""
+    if pair is None or pair[0] is None or math.isnan(pair[0]):
+        return "–"
+    se = "" if math.isnan(pair[1]) else f" ± {pair[1]:.3f}"
+    return f"{round(pair[0], 3) + 0.0:+.3f}{se}"  # + 0.0: no "-0.000"
+
+
+def _f(value, digits=3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.{digits}f}"
+
+
+def markdown(bench: dict) -> str:
+    cfg = bench["config"]
+    labels = {s.name: s.label for s in SETTINGS}
+    lines = [
+        "# Privacy settings: measured cost and leakage",
+        "",
+        f"{', '.join(cfg['datasets'])}; {cfg['n_sites']} sites (S-500: Jaccard "
+        f"{cfg['jaccard']}; Demo: the three demo hospitals, {cfg['demo_rows']} rows each); "
+        f"{cfg['n_trees']} trees per site forest and intersection forest; DP mode "
+        f"{cfg['dp_trees']} trees of depth {cfg['dp_depth']} per forest (budget split half/half "
+        f"between forest and intersection forest); {cfg['reps']} seeded repetitions; AUPRC on "
+        f"each site's 25 % test rows, mean over sites and repetitions. Run time "
+        f"{bench['seconds']:.0f} s with {cfg['jobs']} processes "
+        f"(`{bench['command']}`).",
+        "",
+        "Leakage columns (what the sites send: forests and intersection forests, split and "
+        "surrogate thresholds): **mid (consec.)** / **mid (any)**: share of numeric thresholds "
+        "equal to the midpoint of two consecutive / any two of the site's training values "
+        "(lower / upper bound); **min leaf**: fewest rows any sent leaf describes (over all "
+        f"sites and repetitions; rounded noisy count under count noise); **rare lv.**: levels "
+        f"with < {RARE_ROWS} rows at a site named in its schema (per repetition, all sites); "
+        "**nodes**: nodes sent per repetition, all sites. On integer-valued columns (the demo's "
+        "age, glucose, blood pressure, ...) a grid point such as 45 is itself the midpoint of "
+        "two values (44 and 46), so **mid (any)** stays high under a grid although the "
+        "threshold no longer reveals a training value: read it as an upper bound.",
+        "",
+        "## Over all datasets (mean of the per-dataset means)",
+        "",
+        "Δ: the paired difference to the baseline (same splits and models), ± one standard "
+        "error over repetitions.",
+        "",
+        "| setting | mp | Δ mp | local | Δ local | fpv | ss | intersection | mid (consec.) "
+        "| mid (any) | min leaf | rare lv. | nodes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for setting, e in bench["overall"].items():
+        a = e["auprc"]
+        delta = e.get("delta") or {}
+        lines.append(
+            f"| {setting} | {_f(a['mp'])} | {_d(delta.get('mp'))} | {_f(a['local'])} "
+            f"| {_d(delta.get('local'))} | {_f(a['fpv'])} | {_f(a['ss'])} "
+            f"| {_f(a['intersection'])} | {_f(e['midpoint_share_consecutive'], 2)} "
+            f"| {_f(e['midpoint_share_any'], 2)} | {e['smallest_leaf']} "
+            f"| {_f(e['rare_levels'], 1)} | {_f(e['nodes_per_rep'], 0)} |"
+        )
+    lines += ["", "Settings:", ""]
+    lines += [f"- `{name}`: {labels[name]}" for name in bench["overall"]]
+    for dataset, per in bench["datasets"].items():
+        lines += [
+            "",
+            f"## {dataset}",
+            "",
+            "| setting | " + " | ".join(STRATEGIES) + " | mid (consec.) | mid (any) | min leaf "
+            "| rare lv. | nodes |",
+            "|---|" + "---|" * (len(STRATEGIES) + 5),
+        ]
+        for setting, e in per.items():
+            a = e["auprc"]
+            cells = [_f(a[s]) for s in STRATEGIES]
+            note = " (= baseline)" if e["same_as_baseline"] and setting != "baseline" else ""
+            lines.append(
+                f"| {setting}{note} | "
+                + " | ".join(cells)
+                + f" | {_f(e['midpoint_share_consecutive'], 2)} | {_f(e['midpoint_share_any'], 2)}"
+                f" | {e['smallest_leaf']} | {_f(e['rare_levels'], 1)} | {_f(e['nodes_per_rep'], 0)} |"
+            )
+        notes = []
+        sd = per.get("baseline", {}).get("auprc_sd", {})
+        if sd.get("mp") is not None:
+            notes.append(
+                f"Standard deviation over repetitions of the mean AUPRC (baseline): mp "
+                f"{_f(sd['mp'])}, local {_f(sd['local'])}."
+            )
+        smallest = _smallest(e["smallest_level_rows"] for e in per.values())
+        if smallest is None:
+            notes.append("No categorical column.")
+        else:
+            notes.append(
+                f"The rarest category level at any site has {smallest} rows "
+                f"(a level is rare below {RARE_ROWS})."
+            )
+        lines += ["", " ".join(notes)]
+    lines.append("")
+    return "\n".join(lines)
+
+
+# =============================================================== driver
+def run(
+    out: Path | None,
+    reps: int = REPS,
+    jobs: int = 2,
+    n_trees: int = 100,
+    demo_rows: int = 1000,
+    datasets: Sequence[str] = DATASETS,
+    settings: Sequence[str] | None = None,
+    command: str = "python benchmarks/bench_privacy.py",
+) -> dict:
+    """Run every (dataset, repetition); write ``privacy.json`` and ``privacy.md`` into ``out``."""
+    chosen = [s.name for s in get_settings(settings)]
+    bad = sorted(set(datasets) - set(DATASETS))
+    if bad:
+        raise ValueError(f"unknown datasets {bad}; known: {list(DATASETS)}")
+    tasks = [(d, r) for d in datasets for r in range(reps)]
+    logger.info(
+        "%d datasets x %d repetitions x %d settings, %d trees per forest, %d processes",
+        len(datasets),
+        reps,
+        len(chosen),
+        n_trees,
+        jobs,
+    )
+    start = time.monotonic()
+    rows: list[dict] = []
+    done: dict[str, int] = {}
+
+    def collect(task, result):
+        rows.extend(result)
+        dataset = task[0]
+        done[dataset] = done.get(dataset, 0) + 1
+        finished = sum(done.values())
+        elapsed = time.monotonic() - start
+        logger.info(
+            "%s rep %d done (%d/%d tasks, %.0f s elapsed, ~%.0f s left)",
+            dataset,
+            task[1],
+            finished,
+            len(tasks),
+            elapsed,
+            elapsed / finished * (len(tasks) - finished),
+        )
+        if done[dataset] == reps:
+            per = summarize([r for r in rows if r["dataset"] == dataset])[dataset]
+            for setting in chosen:
+                e = per[setting]
+                logger.info(
+                    "%s %-13s AUPRC mp %.3f local %.3f | midpoints %s/%s, min leaf %d, "
+                    "rare levels %.1f, nodes %.0f",
+                    dataset,
+                    setting,
+                    e["auprc"]["mp"],
+                    e["auprc"]["local"],
+                    _f(e["midpoint_share_consecutive"], 2),
+                    _f(e["midpoint_share_any"], 2),
+                    e["smallest_leaf"],
+                    e["rare_levels"],
+                    e["nodes_per_rep"],
+                )
+
+    if jobs == 1:
+        _quiet()
+        for task in tasks:
+            collect(task, run_task(task[0], task[1], chosen, n_trees, demo_rows))
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker) as pool:
+            futures = {
+                pool.submit(run_task, d, r, chosen, n_trees, demo_rows): (d, r) for d, r in tasks
+            }
+            for future in as_completed(futures):
+                collect(futures[future], future.result())
+    seconds = time.monotonic() - start
+    rows.sort(key=lambda r: (DATASETS.index(r["dataset"]), r["rep"], chosen.index(r["setting"])))
+    per_dataset = summarize(rows)
+    per_dataset = {d: {s: per_dataset[d][s] for s in chosen} for d in datasets if d in per_dataset}
+    bench = {
+        "command": command,
+        "seconds": round(seconds, 1),
+        "config": {
+            "datasets": list(datasets),
+            "reps": reps,
+            "jobs": jobs,
+            "n_sites": N_SITES,
+            "jaccard": JACCARD,
+            "demo_rows": demo_rows,
+            "n_trees": n_trees,
+            "dp_trees": DP_TREES,
+            "dp_depth": DP_DEPTH,
+            "test_fraction": TEST_FRACTION,
+            "rare_level_rows": RARE_ROWS,
+            "strategies": list(STRATEGIES),
+            "settings": {
+                s.name: {
+                    "label": s.label,
+                    "privacy": {
+                        d: policy_for(s, d, _numeric_columns(d)).to_dict() for d in datasets
+                    },
+                }
+                for s in get_settings(chosen)
+            },
+        },
+        "overall": overall(per_dataset, rows),
+        "datasets": per_dataset,
+        "rows": rows,
+    }
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "privacy.json").write_text(to_json(bench))
+        (out / "privacy.md").write_text(markdown(bench))
+    return bench
+
+
+def to_json(bench: dict) -> str:
+    """The results as JSON, indented; ``rows`` as a table: ``{"columns": [...], "values":
+    [one list per (dataset, rep, setting, site), one line each]}``, AUPRC as ``auprc_<strategy>``.
+    """
+    head = {k: v for k, v in bench.items() if k != "rows"}
+    text = json.dumps(head, indent=1, default=_plain)
+    columns, values = row_table(bench["rows"])
+    lines = ",\n   ".join(json.dumps(v, default=_plain) for v in values)
+    return (
+        text[:-2]
+        + ',\n "rows": {\n  "columns": '
+        + json.dumps(columns)
+        + ',\n  "values": [\n   '
+        + lines
+        + "\n  ]\n }\n}\n"
+    )
+
+
+def row_table(rows: Sequence[dict]) -> tuple[list[str], list[list]]:
+    """Rows as column names and value lists (AUPRC rounded to 5 decimals)."""
+    if not rows:
+        return [], []
+    keys = [k for k in rows[0] if k != "auprc"]
+    columns = keys + [f"auprc_{s}" for s in STRATEGIES]
+    values = [
+        [r[k] for k in keys]
+        + [None if r["auprc"][s] is None else round(r["auprc"][s], 5) for s in STRATEGIES]
+        for r in rows
+    ]
+    return columns, values
+
+
+def _numeric_columns(dataset: str) -> list[str]:
+    if dataset == "Demo":
+        return sorted(DEMO_RANGES)
+    X, _, categorical = load_dataset(dataset, random_state=0)
+    return [c for c in X.columns if c not in categorical]
+
+
+def _plain(value):
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def headline(bench: dict) -> str:
+    """The compact summary printed at the end: setting -> mean AUPRC of mp and local."""
+    lines = [
+        f"bench_privacy: {bench['seconds']:.0f} s, {bench['config']['reps']} repetitions, "
+        f"datasets {', '.join(bench['config']['datasets'])}",
+        f"{'setting':<14} {'mp':>6} {'Δ mp':>16} {'local':>6} {'Δ local':>16} {'mid-c':>6} "
+        f"{'mid-a':>6} {'minleaf':>7} {'rare':>5} {'nodes':>7}",
+    ]
+    for setting, e in bench["overall"].items():
+        delta = e.get("delta") or {}
+        lines.append(
+            f"{setting:<14} {_f(e['auprc']['mp']):>6} {_d(delta.get('mp')):>16} "
+            f"{_f(e['auprc']['local']):>6} {_d(delta.get('local')):>16} "
+            f"{_f(e['midpoint_share_consecutive'], 2):>6} {_f(e['midpoint_share_any'], 2):>6} "
+            f"{e['smallest_leaf']:>7} {_f(e['rare_levels'], 1):>5} "
+            f"{_f(e['nodes_per_rep'], 0):>7}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument(
+        "--reps", type=int, default=None, help=f"repetitions (default {REPS}; --quick: 1)"
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smaller run: 1 repetition, 20 trees, 300 demo rows per site",
+    )
+    args = parser.parse_args(argv)
+    if args.jobs < 1 or (args.reps is not None and args.reps < 1):
+        parser.error("--reps and --jobs must be at least 1")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
+    logger.setLevel(logging.INFO)
+    reps = args.reps if args.reps is not None else (1 if args.quick else REPS)
+    n_trees, demo_rows = (20, 300) if args.quick else (100, 1000)
+    command = "python " + " ".join(["benchmarks/bench_privacy.py", *(argv or sys.argv[1:])])
+    bench = run(args.out, reps, args.jobs, n_trees, demo_rows, command=command)
+    print(headline(bench))
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,10 @@ Usage (from the project folder, inside its environment)::
     python jobs/fedforest_job.py --env sim                      # the simulator (SimEnv)
     python jobs/fedforest_job.py --env poc                      # POC processes (PocEnv)
     python jobs/fedforest_job.py --env prod --startup-kit DIR   # a provisioned deployment
-    python jobs/fedforest_job.py --export jobs                  # write the job folder only
+    python jobs/fedforest_job.py --export --export-dir jobs     # write the job folder only
+
+``--export`` and ``--export-dir`` are NVIDIA FLARE's own recipe flags (FLARE
+reserves them and reads them when its recipe module is imported).
 
 The recipe is built from ``site_configs/`` (``--config``); every file is
 validated first. Results land in ``--workspace`` (sim) or ``--out`` (poc, prod).
@@ -22,6 +25,7 @@ from fedforest.cli import format_results
 from fedforest.flare.environments import run_poc, run_prod, simulate
 from fedforest.flare.job import build_job
 from fedforest.flare.recipe import FedForestRecipe
+from nvflare.recipe.spec import _peek_recipe_args
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,9 +34,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Run the fedforest job with NVIDIA FLARE.")
     parser.add_argument("--env", choices=("sim", "poc", "prod"), default="sim")
     parser.add_argument("--config", type=Path, default=HERE.parent / "site_configs")
-    parser.add_argument(
-        "--export", type=Path, metavar="DIR", help="write the job folder, run nothing"
-    )
     parser.add_argument("--no-custom", action="store_true", help="ship no code in custom/")
     parser.add_argument("--workspace", type=Path, default=HERE.parent / "workspaces" / "sim")
     parser.add_argument("--poc-workspace", type=Path, default=Path("/tmp/fedforest-poc"))
@@ -43,8 +44,10 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
-    if args.export:
-        print(f"job written to {build_job(args.config, args.export, ship_code=not args.no_custom)}")
+    export, export_dir = _peek_recipe_args()  # FLARE's --export [--export-dir DIR]
+    if export:
+        folder = build_job(args.config, export_dir, ship_code=not args.no_custom)
+        print(f"job written to {folder}")
         return 0
     recipe = FedForestRecipe(args.config, ship_code=not args.no_custom)
     if args.env == "sim":

@@ -145,3 +145,20 @@ def test_a_coordinator_without_the_data_can_build_with_skip_data_checks(tmp_path
     assert main(args) == 0
     assert (out / "fedforest-demo" / "meta.json").is_file()
     assert FedForestRecipe(configs, data_checks=False).sites == SITES
+
+
+def test_the_job_script_exports_with_flares_recipe_flags(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    configs = write_configs(tmp_path, rows=60)
+    script = Path(__file__).resolve().parents[2] / "jobs" / "fedforest_job.py"
+    out = tmp_path / "exported"
+    args = ["--config", str(configs), "--export", "--export-dir", str(out)]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / "fedforest-demo" / "meta.json").is_file()
+    assert (out / "fedforest-demo" / "app_site-2" / "config" / "fedforest_site.yaml").is_file()

@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 import yaml
+from arguments import integer
 
 from fedforest import outputs
 from fedforest.experiments.partition import pairwise_jaccard, shared_feature_count, split_table
@@ -305,19 +306,6 @@ def read_table(path: Path) -> pd.DataFrame:
     return frame
 
 
-def _integer(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (>= {low})") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: >= {low}")
-        return value
-
-    return parse
-
-
 def _jaccard(text: str) -> float:
     try:
         value = float(text)
@@ -332,14 +320,14 @@ def main(argv=None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("input", type=Path, help="the full table (CSV)")
     parser.add_argument("--target", required=True, help="the target column")
-    parser.add_argument("--sites", type=_integer(2), required=True, help="number of sites (>= 2)")
+    parser.add_argument("--sites", type=integer(2), required=True, help="number of sites (>= 2)")
     parser.add_argument(
         "--jaccard", type=_jaccard, required=True, help="target pairwise Jaccard in (0, 1]"
     )
     parser.add_argument(
         "--out", type=Path, required=True, help="output folder (new, empty or made by this script)"
     )
-    parser.add_argument("--seed", type=_integer(0), default=0)
+    parser.add_argument("--seed", type=integer(0), default=0)
     parser.add_argument(
         "--categorical", default="", help="comma-separated integer-coded categorical columns"
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from arguments import integer
 
 from fedforest import outputs
 
@@ -116,28 +117,15 @@ def main(argv=None) -> None:
         help="output folder (new, empty or made by this script)",
     )
     parser.add_argument(
-        "--rows", type=_integer(MIN_ROWS), default=1000, help=f"rows per site (>= {MIN_ROWS})"
+        "--rows", type=integer(MIN_ROWS), default=1000, help=f"rows per site (>= {MIN_ROWS})"
     )
-    parser.add_argument("--seed", type=_integer(0), default=0, help="an integer >= 0")
+    parser.add_argument("--seed", type=integer(0), default=0, help="an integer >= 0")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         make_demo_data(args.out, args.rows, args.seed)
     except (ValueError, OSError) as err:
         parser.error(str(err))
-
-
-def _integer(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (>= {low})") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: >= {low}")
-        return value
-
-    return parse
 
 
 if __name__ == "__main__":

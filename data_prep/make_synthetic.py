@@ -17,6 +17,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from arguments import integer
+
 from fedforest import outputs
 from fedforest.experiments.synthetic import DATASETS, load_dataset
 
@@ -51,22 +53,12 @@ def make_synthetic_csv(
     return out, categorical
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (>= 0)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: >= 0")
-    return value
-
-
 def main(argv=None) -> tuple[Path, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", required=True, choices=list(DATASETS))
     parser.add_argument("--out", type=Path, required=True, help="the CSV file to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
-    parser.add_argument("--seed", type=_seed, default=0, help="an integer >= 0 (default 0)")
+    parser.add_argument("--seed", type=integer(0), default=0, help="an integer >= 0 (default 0)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:

@@ -43,6 +43,8 @@ MASK_SCORE = "fedforest/mask-score"
 SITE_MODELS = "fedforest/site-models"
 MODEL = "fedforest/model"
 SITE_METRICS = "fedforest/site-metrics"
+SWARM_MESSAGE = "fedforest/swarm-message"
+SWARM_STATUS = "fedforest/swarm-status"
 
 #: Current version of every payload format.
 FORMATS: dict[str, int] = {
@@ -56,6 +58,8 @@ FORMATS: dict[str, int] = {
     MODEL: 1,
     # 2: the site's effective privacy policy (field ``privacy``) was added
     SITE_METRICS: 2,
+    SWARM_MESSAGE: 1,
+    SWARM_STATUS: 1,
 }
 
 
@@ -106,6 +110,23 @@ TASK_PHASE: dict[str, str] = {
     TRAIN: "train",
     EVALUATE: "evaluate",
 }
+
+# ------------------------------------------------------------ swarm mode
+#: Prefix of the FLARE task names of swarm mode (``job.mode: swarm``); with
+#: FLARE's client-controlled workflow the server's tasks are ``<prefix>_config``
+#: (configure) and ``<prefix>_report`` (status), and the sites send each other
+#: ``<prefix>_share`` (a :data:`SWARM_MESSAGE`).
+SWARM_TASK_PREFIX = "fedforest_swarm"
+SWARM_CONFIG = f"{SWARM_TASK_PREFIX}_config"
+SWARM_SHARE = f"{SWARM_TASK_PREFIX}_share"
+SWARM_REPORT = f"{SWARM_TASK_PREFIX}_report"
+#: Every task a site serves in swarm mode.
+SWARM_TASKS = (SWARM_CONFIG, SWARM_SHARE, SWARM_REPORT)
+#: Kinds of swarm message: a site's payload for an exchange, the reason it
+#: failed instead, and its receipt of the others' messages.
+SWARM_KINDS = ("payload", "failed", "receipt")
+#: States a site reports to the server in swarm mode.
+SWARM_STATES = ("waiting", "running", "finished", "failed")
 
 # ------------------------------------------------------ message envelope
 #: Key of the payload in a FLARE ``Shareable`` (task data and replies).

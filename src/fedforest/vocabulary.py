@@ -33,3 +33,5 @@ FEATURE_KINDS = ("numeric", "categorical")
 PHASES = ("schema", "election", "train", "evaluate")
 #: Where a job also sends its metrics: NVIDIA FLARE's experiment tracking (``job.tracking``).
 TRACKING = ("none", "tensorboard", "mlflow")
+#: Who runs the phases (``job.mode``): the FLARE server, or the sites among themselves.
+MODES = ("server", "swarm")

@@ -17,6 +17,8 @@ The job file (``site_configs/job.yaml``)::
                                         # a number: close a phase that long after min_sites replied
       tracking: none                    # none, tensorboard or mlflow: also send the sites'
                                         # metrics and the tuning history to FLARE's tracking
+      mode: server                      # server: the server runs the phases and pools;
+                                        # swarm: the sites exchange everything with each other
     evaluation:
       strategies: [fpv, pr, mi, ipr, mp, ss, park, local, intersection, auto]
       voting: soft
@@ -53,6 +55,8 @@ A site file (``site_configs/site-1.yaml``)::
     privacy:                               # what this site accepts to send (optional)
       min_leaf_rows: 5                     # see fedforest.federation.privacy for every key
       min_level_rows: 5
+    report_metrics: true                   # swarm mode: send the final test metrics to the
+                                           # server for its report (false: status only)
 
 The data file is checked as a whole (:meth:`SiteConfig.read_table`), when the
 job is built and when the site starts: UTF-8 text, every row with as many
@@ -67,7 +71,8 @@ settings against the sites' data (``election.always_keep``,
 A hospital can keep its data path from the server: a file ``fedforest.yaml``
 in the site's FLARE ``local/`` folder holding ``data_path: /secure/path.csv``
 takes precedence over the job's value. The same file may hold the hospital's
-own ``privacy:`` block. The policy the site applies is the stricter of the two
+own ``privacy:`` block and ``report_metrics: false`` (the hospital's ``false``
+wins over the job's ``true``). The policy the site applies is the stricter of the two
 blocks, key by key (:func:`~fedforest.federation.privacy.effective_policy`,
 :meth:`SiteConfig.privacy_policy`): a job can tighten a hospital's policy but
 never loosen it. The job's block is checked when the job is built (its values,
@@ -96,7 +101,16 @@ import yaml
 from ..errors import ConfigError
 from ..model.payload_checks import MAX_LEVELS
 from ..validation import ConfigChecker
-from ..vocabulary import AGGREGATIONS, JOB_STRATEGIES, METRICS, PHASES, SELECTORS, TRACKING, VOTING
+from ..vocabulary import (
+    AGGREGATIONS,
+    JOB_STRATEGIES,
+    METRICS,
+    MODES,
+    PHASES,
+    SELECTORS,
+    TRACKING,
+    VOTING,
+)
 from .election import NORMALIZATIONS
 from .privacy import PrivacyPolicy, effective_policy
 from .schema import as_level_strings, class_labels, column_kind, normalize_labels
@@ -112,6 +126,7 @@ JOB_DEFAULTS: dict[str, Any] = {
         "timeouts": {"schema": 120, "election": 300, "train": 900, "evaluate": 600},
         "wait_after_min": None,
         "tracking": "none",
+        "mode": "server",
     },
     "evaluation": {
         "strategies": ["fpv", "pr", "mi", "ipr", "mp", "ss", "park", "local", "intersection"],
@@ -153,10 +168,11 @@ SITE_DEFAULTS: dict[str, Any] = {
     "validation_fraction": 0.2,
     "test_fraction": 0.25,
     "privacy": None,
+    "report_metrics": True,
 }
 
 #: Keys the site-owned file (``local/fedforest.yaml``) may hold.
-OVERRIDE_KEYS = ("data_path", "privacy")
+OVERRIDE_KEYS = ("data_path", "privacy", "report_metrics")
 
 
 #: Largest seed: scikit-learn and numpy take seeds in [0, 2**32 - 1].
@@ -236,6 +252,7 @@ class JobConfig:
     surrogates: dict[str, Any]
     election: dict[str, Any]
     tracking: str = "none"
+    mode: str = "server"
     source: str = "job.yaml"
 
     @classmethod
@@ -266,6 +283,14 @@ class JobConfig:
             c.number("job.wait_after_min", job["wait_after_min"], 0)
         check_name(c, "job.name", job["name"], "a job name")
         c.choice("job.tracking", job["tracking"], TRACKING)
+        c.choice("job.mode", job["mode"], MODES)
+        if job["mode"] == "swarm" and job["tracking"] != "none":
+            c.fail(
+                "job.tracking",
+                job["tracking"],
+                "none when job.mode is swarm (tracking sends every site's metrics and the "
+                "election to the server, which swarm mode keeps from it)",
+            )
         strategies = c.str_list("evaluation.strategies", ev["strategies"], JOB_STRATEGIES)
         if not strategies:
             c.fail(
@@ -321,6 +346,7 @@ class JobConfig:
             surrogates=dict(sur),
             election=dict(el),
             tracking=job["tracking"],
+            mode=job["mode"],
             source=source,
         )
 
@@ -356,6 +382,8 @@ class SiteConfig:
     privacy: PrivacyPolicy = field(default_factory=PrivacyPolicy)
     #: The ``privacy:`` block of the site-owned ``local/fedforest.yaml``, if any.
     local_privacy: PrivacyPolicy | None = None
+    #: Swarm mode: send the final test metrics to the server (``false``: status only).
+    report_metrics: bool = True
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "site.yaml", base_dir: Path | None = None):
@@ -394,6 +422,7 @@ class SiteConfig:
         )
         test = c.number("test_fraction", d["test_fraction"], 0, 1, open_lo=True, open_hi=True)
         privacy = PrivacyPolicy.from_dict(d["privacy"], source)
+        c.boolean("report_metrics", d["report_metrics"])
         if val + test >= 0.9:
             c.fail(
                 "validation_fraction",
@@ -417,11 +446,12 @@ class SiteConfig:
             test_fraction=test,
             source=source,
             privacy=privacy,
+            report_metrics=d["report_metrics"],
         )
 
     @classmethod
     def load(cls, path, override: Path | None = None) -> SiteConfig:
-        """Load a site file; a site-owned ``override`` file may set ``data_path`` and ``privacy``."""
+        """Load a site file; a site-owned ``override`` file may set the :data:`OVERRIDE_KEYS`."""
         path = Path(path)
         data = _read_yaml(path)
         config = cls.from_dict(data, str(path), base_dir=path.parent)
@@ -430,29 +460,37 @@ class SiteConfig:
         return config
 
     def with_override(self, path: Path) -> SiteConfig:
-        """Apply the site-owned file (only ``data_path`` and ``privacy`` may be set there).
+        """Apply the site-owned file (only the :data:`OVERRIDE_KEYS` may be set there).
 
         A ``data_path`` there replaces the job's. A ``privacy`` block there is
         the hospital's own policy: it is validated (errors name this file), and
         its combination with the job's block is checked at once, since two
         threshold grids that cannot be ordered are refused naming both files.
+        ``report_metrics: false`` there withholds the metrics whatever the
+        job's site YAML says (``true`` there cannot re-enable them).
         """
         data = _read_yaml(path) or {}
         c = _Checker(str(path))
         if not isinstance(data, Mapping):
-            c.fail("(top level)", data, "a mapping with the keys data_path and/or privacy")
+            c.fail(
+                "(top level)", data, "a mapping with some of the keys " + ", ".join(OVERRIDE_KEYS)
+            )
         unknown = [k for k in data if k not in OVERRIDE_KEYS]
         if unknown:
             c.fail(
                 unknown[0],
                 data[unknown[0]],
-                "only data_path and privacy may be set in the site's own file",
+                "only " + ", ".join(OVERRIDE_KEYS) + " may be set in the site's own file",
             )
         config = self
         if "privacy" in data:
             local = PrivacyPolicy.from_dict(data["privacy"], str(path))
             config = dataclasses.replace(config, local_privacy=local)
             config.privacy_policy()  # two grids that cannot be combined fail here, naming both
+        if "report_metrics" in data:
+            c.boolean("report_metrics", data["report_metrics"])
+            allowed = self.report_metrics and data["report_metrics"]
+            config = dataclasses.replace(config, report_metrics=allowed)
         if "data_path" in data:
             c.string("data_path", data["data_path"])
             p = Path(data["data_path"]).expanduser()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -21,11 +23,38 @@ def payload_bytes(value) -> int:
     return len(str(value))
 
 
+def write_results_files(run_dir, results: Mapping) -> None:
+    """Write ``results.json`` and ``report.md`` (:func:`render_report`) into ``run_dir``."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    (run_dir / "report.md").write_text(render_report(results))
+
+
 def render_report(results: Mapping) -> str:
-    """A readable report of a job's results."""
-    lines = [f"# fedforest job `{results['job']}`: {results['status']}", ""]
+    """A readable report of a job's results (server or swarm mode)."""
+    mode = " (swarm mode)" if results.get("mode") == "swarm" else ""
+    lines = [f"# fedforest job `{results['job']}`{mode}: {results['status']}", ""]
     if results.get("error"):
         lines += [f"**Error:** {results['error']}", ""]
+    if results.get("site_states"):
+        lines += ["## Sites", "", "| site | state | metrics |", "|---|---|---|"]
+        for site, state in results["site_states"].items():
+            shown = (
+                "withheld by the site"
+                if site in results.get("metrics_withheld", [])
+                else ("reported" if site in results.get("metrics", {}) else "–")
+            )
+            error = results.get("site_errors", {}).get(site)
+            lines.append(f"| {site} | {state}{': ' + error if error else ''} | {shown} |")
+        lines.append("")
+        digest = results.get("model_digest")
+        if digest:
+            lines += [f"Every finished site pooled the same model (SHA-256 `{digest[:16]}…`).", ""]
+        elif results.get("model_digests"):
+            lines += ["**The finished sites pooled different models:**", ""]
+            lines += [f"- `{s}`: `{d}`" for s, d in results["model_digests"].items()]
+            lines.append("")
     if results.get("classes_missing"):
         lines += ["## Classes a site has no row of", ""]
         lines += [
@@ -103,9 +132,17 @@ def render_report(results: Mapping) -> str:
             f"- `{site}`: {describe_policy(policy)}" for site, policy in results["privacy"].items()
         ]
         lines.append("")
-    if results.get("phase_seconds"):
+    seconds = results.get("phase_seconds")
+    if seconds and all(isinstance(v, Mapping) for v in seconds.values()):  # per site (swarm)
+        lines += ["## Phase timings (seconds, per site)", ""]
+        lines += [
+            f"- `{site}`: " + ", ".join(f"{k} {v:.2f}" for k, v in per.items())
+            for site, per in seconds.items()
+        ]
+        lines.append("")
+    elif seconds:
         lines += ["## Phase timings (seconds)", "", "| phase | seconds |", "|---|---|"]
-        lines += [f"| {k} | {v:.2f} |" for k, v in results["phase_seconds"].items()]
+        lines += [f"| {k} | {v:.2f} |" for k, v in seconds.items()]
         lines.append("")
     if results.get("payload_bytes"):
         lines += ["## Payload sizes (bytes)", ""]

@@ -9,13 +9,11 @@ never used.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +27,7 @@ from ..validation import PayloadReader
 from .config import JobConfig
 from .election import Ballot, ElectionResult, SiteVote
 from .evaluation import read_site_metrics
-from .results import payload_bytes, render_report
+from .results import payload_bytes, write_results_files
 from .schema import GlobalSchema, SchemaError, SiteSchema
 from .training import SiteModels, pool_site_models
 from .tuning import TuningResult, hill_climb
@@ -343,8 +341,6 @@ class JobServer:
         reply reported it (``{site: policy dict}``; ``None`` for a version 1
         reply; a site that did not reach the evaluation is absent).
         """
-        run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
         results = {
             "job": self.config.name,
             "status": status,
@@ -371,7 +367,6 @@ class JobServer:
                 "owners": list(forest["owners"]),
                 "bytes": payload_bytes(model),
             }
-        (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-        (run_dir / "report.md").write_text(render_report(results))
+        write_results_files(run_dir, results)
         logger.info("results written to %s", run_dir)
         return results

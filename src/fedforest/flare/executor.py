@@ -28,6 +28,36 @@ from .tracking import find_writer, site_metric_records, write_records
 logger = logging.getLogger(__name__)
 
 
+def start_site(fl_ctx: FLContext, site_config: str) -> tuple[SiteRunner, Path]:
+    """Load this site's configuration and table; return its runner and run folder.
+
+    The site YAML is read from the app's config folder, with the site-owned
+    ``local/fedforest.yaml`` applied (:data:`~fedforest.federation.config.LOCAL_OVERRIDE`).
+
+    Raises
+    ------
+    Exception
+        Whatever keeps the site from starting (the message names the file and key).
+    """
+    site = fl_ctx.get_identity_name()
+    workspace = fl_ctx.get_engine().get_workspace()
+    job_id = fl_ctx.get_job_id()
+    run_dir = Path(workspace.get_run_dir(job_id))
+    path = Path(workspace.get_app_config_dir(job_id)) / site_config
+    override = Path(workspace.get_file_path_in_site_config(LOCAL_OVERRIDE))
+    config = SiteConfig.load(path, override=override)
+    if f"(data_path from {override})" in config.source:
+        logger.info("site %s: data path taken from its own %s", site, override)
+    if config.local_privacy is not None:
+        # the effective policy (this block and the job's) is logged by SiteRunner.load
+        logger.info("site %s: privacy policy of its own in %s", site, override)
+    if config.site != site:
+        raise ValueError(
+            f"{config.source}: key 'site' is {config.site!r} but this site is {site!r}"
+        )
+    return SiteRunner(config).load(), run_dir
+
+
 class FedForestExecutor(Executor):
     """Serves the fedforest phases at one site.
 
@@ -70,22 +100,7 @@ class FedForestExecutor(Executor):
         site = fl_ctx.get_identity_name()
         self.writer = find_writer(fl_ctx, self.log_writer_id, f"site {site}")
         try:
-            workspace = fl_ctx.get_engine().get_workspace()
-            job_id = fl_ctx.get_job_id()
-            self.run_dir = Path(workspace.get_run_dir(job_id))
-            path = Path(workspace.get_app_config_dir(job_id)) / self.site_config
-            override = Path(workspace.get_file_path_in_site_config(LOCAL_OVERRIDE))
-            config = SiteConfig.load(path, override=override)
-            if f"(data_path from {override})" in config.source:
-                logger.info("site %s: data path taken from its own %s", site, override)
-            if config.local_privacy is not None:
-                # the effective policy (this block and the job's) is logged by SiteRunner.load
-                logger.info("site %s: privacy policy of its own in %s", site, override)
-            if config.site != site:
-                raise ValueError(
-                    f"{config.source}: key 'site' is {config.site!r} but this site is {site!r}"
-                )
-            self.runner = SiteRunner(config).load()
+            self.runner, self.run_dir = start_site(fl_ctx, self.site_config)
         except Exception as err:  # noqa: BLE001 - any start-up failure stops this site
             # Reply to every task with the reason instead of dying silently: the server
             # then names this site and the exact error, and goes on if min_sites allows.

@@ -18,6 +18,7 @@ import contextlib
 import copy
 import inspect
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -32,6 +33,7 @@ from ..federation.config import JobConfig, SiteConfig
 from . import tracking
 from .controller import FedForestController
 from .executor import FedForestExecutor
+from .swarm import FedForestSwarmController, FedForestSwarmExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +117,10 @@ def make_fed_job(
     One app per site and one for the server. The server app runs
     :class:`FedForestController` with the job YAML in its ``config/`` folder;
     each site app runs :class:`FedForestExecutor` with its site YAML (data path
-    made absolute). With ``ship_code`` the fedforest runtime travels in every
+    made absolute). With ``job.mode: swarm`` the server runs
+    :class:`~fedforest.flare.swarm.FedForestSwarmController` and every site
+    :class:`~fedforest.flare.swarm.FedForestSwarmExecutor`, with the job YAML
+    in every app's ``config/`` folder (each site runs the job's rules itself). With ``ship_code`` the fedforest runtime travels in every
     app's ``custom/`` folder (sites need no installation and no allow-list
     edits); without it every site must have the same fedforest installed and
     allow-list its classes. ``stage`` is a scratch folder that must outlive the
@@ -160,14 +165,31 @@ def make_fed_job(
     writer_id = tracking.LOG_WRITER_ID if server_tracking else ""  # the sites' log writer
     code = _stage_package(stage / "src") if ship_code else None
     meta = {"scope": scope} if scope is not None else None
+    swarm = job_cfg.mode == "swarm"
+    if swarm and privacy_filter is not None:
+        raise ValueError(
+            f"{job_cfg.source}: job.mode is swarm, where payloads go from site to site and a "
+            "task-result filter never sees them; the site's privacy policy (its privacy: block) "
+            "applies in swarm mode. Drop privacy_filter or set job.mode: server"
+        )
     job = FedJob(name=job_cfg.name, min_clients=job_cfg.min_sites, meta_props=meta)
     if code is None:
         job.set_app_packages(["fedforest"])  # installed at every site: FLARE copies none of it
-    job.to(FedForestController(job_config=JOB_FILE, tracking=job_cfg.tracking), "server")
+    if swarm:
+        controller = FedForestSwarmController(
+            job_config=JOB_FILE,
+            participating_clients=list(sites),
+            min_clients=job_cfg.min_sites,
+            configure_task_timeout=int(math.ceil(job_cfg.timeouts["schema"] or 300)),
+        )
+    else:
+        controller = FedForestController(job_config=JOB_FILE, tracking=job_cfg.tracking)
+    job.to(controller, "server")
     for component_id, component in server_tracking.items():
         job.to(component, "server", id=component_id)
     job.to({"server": {"task_request_interval": TASK_REQUEST_INTERVAL}}, "server")
-    _add_extras(job, "server", extras.get("server", ()))
+    tasks = protocol.SWARM_TASKS if swarm else protocol.TASKS
+    _add_extras(job, "server", extras.get("server", ()), tasks)
     if code is not None:
         job.to(str(code), "server")
     shutil.copy(Path(config_dir) / "job.yaml", stage / JOB_FILE)
@@ -178,10 +200,17 @@ def make_fed_job(
         data = yaml.safe_load(Path(site.source).read_text())
         data["data_path"] = site.data_path
         resolved.write_text(yaml.safe_dump(data, sort_keys=False))
-        executor = overrides.get(name) or FedForestExecutor(
-            site_config=SITE_FILE, log_writer_id=writer_id
-        )
-        job.to(executor, name, tasks=list(protocol.TASKS))
+        if swarm:
+            executor = overrides.get(name) or FedForestSwarmExecutor(
+                site_config=SITE_FILE, job_config=JOB_FILE
+            )
+            job.to(executor, name, tasks=list(protocol.SWARM_TASKS))
+            job.add_file_to(str(stage / JOB_FILE), name, app_folder_type="config")
+        else:
+            executor = overrides.get(name) or FedForestExecutor(
+                site_config=SITE_FILE, log_writer_id=writer_id
+            )
+            job.to(executor, name, tasks=list(protocol.TASKS))
         for component_id, component in tracking.site_components(job_cfg.tracking).items():
             job.to(component, name, id=component_id)
         if code is not None:
@@ -195,7 +224,7 @@ def make_fed_job(
                 filter_type=FilterType.TASK_RESULT,
                 tasks=list(protocol.TASKS),
             )
-        _add_extras(job, name, extras.get(name, ()))
+        _add_extras(job, name, extras.get(name, ()), tasks)
         job.add_file_to(str(resolved), name, app_folder_type="config")
     return job
 
@@ -214,7 +243,7 @@ def _check_extra_components(extra, targets: list[str]) -> dict[str, list[object]
     return {t: list(objs) for t, objs in extra.items()}
 
 
-def _add_extras(job, target: str, objects) -> None:
+def _add_extras(job, target: str, objects, tasks) -> None:
     """Add filters (task results, every fedforest task) and components to one app."""
     from nvflare.apis.filter import Filter
     from nvflare.job_config.defs import FilterType
@@ -222,7 +251,7 @@ def _add_extras(job, target: str, objects) -> None:
     package = Path(__file__).resolve().parents[1]
     for obj in objects:
         if isinstance(obj, Filter):
-            job.to(obj, target, filter_type=FilterType.TASK_RESULT, tasks=list(protocol.TASKS))
+            job.to(obj, target, filter_type=FilterType.TASK_RESULT, tasks=list(tasks))
         else:
             job.to(obj, target, id=type(obj).__name__)
         source = Path(inspect.getfile(type(obj))).resolve()

@@ -9,12 +9,21 @@ from pathlib import Path
 import pytest
 
 from fedforest import PayloadError, protocol
+from fedforest.federation.agreement import payload_digest
 from fedforest.federation.config import JobConfig
 from fedforest.federation.election import SiteVote
 from fedforest.federation.evaluation import read_site_metrics
 from fedforest.federation.privacy import PrivacyPolicy
 from fedforest.federation.schema import GlobalSchema, SiteSchema
 from fedforest.federation.server import JobServer
+from fedforest.federation.swarm import (
+    InProcessTransport,
+    Mailbox,
+    SwarmSite,
+    job_digest,
+    read_swarm_status,
+    swarm_message,
+)
 from fedforest.model.forest import PooledForest
 from fedforest.model.imputers import ImputerSet
 from fedforest.model.model_files import read_model
@@ -50,6 +59,27 @@ def readers(job):
 
         return read
 
+    sites = job.config.sites
+    receiver = next(s for s in sites if s != site)
+    digest = job_digest(job.config)
+
+    def swarm_put(payload, sender):
+        """Another site's mailbox receives the message (it refuses it with a PayloadError)."""
+        Mailbox(receiver, sites, digest).put(sender, payload)
+
+    def swarm_status(payload, sender):
+        config = job.config
+        read_swarm_status(payload, sender, sites, config.strategies, config.metrics)
+
+    # a real SwarmSite's status, its fields set as a finished run leaves them
+    boxes = {s: Mailbox(s, sites, digest) for s in sites}
+    swarm = SwarmSite(
+        job.config, site, job.runners[site], InProcessTransport(site, boxes), boxes[site]
+    )
+    swarm.state, swarm.phase = "finished", protocol.EVALUATE
+    swarm.model_digest = payload_digest(job.model)
+    swarm.metrics = job.metrics[site]
+
     return {
         protocol.POOLED_FOREST: (trained["forest"], PooledForest.from_payload),
         protocol.IMPUTERS: (trained["imputers"], ImputerSet.from_payload),
@@ -63,6 +93,11 @@ def readers(job):
         protocol.SITE_MODELS: (trained, via_server("pool", True)),
         protocol.MODEL: (job.model, read_model),
         protocol.SITE_METRICS: (job.metrics[site], via_server("read_metrics")),
+        protocol.SWARM_MESSAGE: (
+            swarm_message("payload", protocol.SCHEMA, digest, sites, job.describe[site]),
+            swarm_put,
+        ),
+        protocol.SWARM_STATUS: (swarm.status(), swarm_status),
     }, site
 
 

@@ -14,6 +14,7 @@ from fedforest.errors import ConfigError
 from fedforest.federation.config import (
     JOB_DEFAULTS,
     JOB_STRATEGIES,
+    OVERRIDE_KEYS,
     SITE_DEFAULTS,
     JobConfig,
     SiteConfig,
@@ -581,25 +582,31 @@ def test_missing_or_empty_override_changes_nothing(tmp_path, site_yaml):
     assert SiteConfig.load(site_yaml, override=empty) == base
 
 
+ONLY_OVERRIDE_KEYS = "only data_path, privacy, report_metrics may be set in the site's own file"
+
+
 @pytest.mark.parametrize(
     ("content", "key", "shown", "allowed"),
     [
+        ({"data_path": "x.csv", "target": "y"}, "target", "y", ONLY_OVERRIDE_KEYS),
+        ({"selector": "none"}, "selector", "none", ONLY_OVERRIDE_KEYS),
         (
-            {"data_path": "x.csv", "target": "y"},
-            "target",
-            "y",
-            "only data_path and privacy may be set in the site's own file",
+            ["x.csv"],
+            "(top level)",
+            ["x.csv"],
+            "a mapping with some of the keys data_path, privacy, report_metrics",
         ),
-        ({"selector": "none"}, "selector", "none", "only data_path and privacy may be set"),
-        (["x.csv"], "(top level)", ["x.csv"], "a mapping with the keys data_path and/or privacy"),
         ({"data_path": ""}, "data_path", "", "a non-empty string"),
         ({"data_path": None}, "data_path", None, "a non-empty string"),
         ({"data_path": 5}, "data_path", 5, "a non-empty string"),
+        ({"report_metrics": "no"}, "report_metrics", "no", "true or false"),
+        ({"report_metrics": None}, "report_metrics", None, "true or false"),
     ],
 )
-def test_override_refuses_anything_but_data_path_and_privacy(
+def test_override_refuses_keys_other_than_the_override_keys(
     tmp_path, site_yaml, content, key, shown, allowed
 ):
+    assert OVERRIDE_KEYS == ("data_path", "privacy", "report_metrics")
     override = write_yaml(tmp_path / "local" / "fedforest.yaml", content)
     with pytest.raises(ConfigError) as info:
         SiteConfig.load(site_yaml, override=override)
@@ -1171,6 +1178,76 @@ def test_tracking_error_names_file_key_value_and_allowed(tmp_path, value):
     with pytest.raises(ConfigError) as info:
         JobConfig.load(path)
     assert_precise(info.value, path, "job.tracking", value, "none, tensorboard, mlflow")
+
+
+# --------------------------------------------------------------------------- job.mode (swarm)
+def test_mode_defaults_to_server_and_accepts_swarm():
+    from fedforest.vocabulary import MODES
+
+    assert MODES == ("server", "swarm")
+    assert JOB_DEFAULTS["job"]["mode"] == "server"
+    assert JobConfig.from_dict({"job": {"sites": ["a", "b"]}}).mode == "server"
+    assert JobConfig.load(ROOT / "site_configs" / "job.yaml").mode == "server"
+    cfg = JobConfig.from_dict({"job": {"sites": ["a", "b"], "mode": "swarm"}})
+    assert cfg.mode == "swarm" and cfg.tracking == "none"
+
+
+@pytest.mark.parametrize("value", ["Swarm", "p2p", "", None, True, 1, ["swarm"]])
+def test_mode_error_names_file_key_value_and_allowed(tmp_path, value):
+    path = write_yaml(tmp_path / "job.yaml", set_key(shipped_job(), "job.mode", value))
+    with pytest.raises(ConfigError) as info:
+        JobConfig.load(path)
+    assert_precise(info.value, path, "job.mode", value, "server, swarm")
+
+
+@pytest.mark.parametrize("tracking", ["tensorboard", "mlflow"])
+def test_swarm_mode_refuses_tracking(tmp_path, tracking):
+    job = set_key(set_key(shipped_job(), "job.mode", "swarm"), "job.tracking", tracking)
+    path = write_yaml(tmp_path / "job.yaml", job)
+    with pytest.raises(ConfigError) as info:
+        JobConfig.load(path)
+    assert_precise(info.value, path, "job.tracking", tracking, "none when job.mode is swarm")
+    # the same tracking is fine in server mode
+    server = write_yaml(tmp_path / "server.yaml", set_key(shipped_job(), "job.tracking", tracking))
+    assert JobConfig.load(server).tracking == tracking
+
+
+# --------------------------------------------------------------------------- site: report_metrics
+def test_report_metrics_defaults_to_true():
+    assert SITE_DEFAULTS["report_metrics"] is True
+    assert SiteConfig.from_dict(site_dict(), "s.yaml").report_metrics is True
+    for site in SITES:
+        data = yaml.safe_load((ROOT / "site_configs" / f"{site}.yaml").read_text())
+        assert SiteConfig.from_dict(data, f"{site}.yaml").report_metrics is True
+    assert SiteConfig.from_dict(site_dict(report_metrics=False)).report_metrics is False
+
+
+@pytest.mark.parametrize("value", ["false", "no", 0, 1, None, [True]])
+def test_report_metrics_must_be_a_boolean(tmp_path, value):
+    path = write_yaml(tmp_path / "site-1.yaml", site_dict(report_metrics=value))
+    with pytest.raises(ConfigError) as info:
+        SiteConfig.load(path)
+    assert_precise(info.value, path, "report_metrics", value, "true or false")
+
+
+@pytest.mark.parametrize(
+    ("in_job", "in_own_file", "expected"),
+    [
+        (True, False, False),  # the hospital withholds what the job would send
+        (False, True, False),  # the hospital cannot re-enable what the job withholds
+        (False, False, False),
+        (True, True, True),
+        (True, ..., True),  # no key in the site's own file: the job's value
+        (False, ..., False),
+    ],
+)
+def test_report_metrics_false_in_either_file_wins(tmp_path, in_job, in_own_file, expected):
+    site_yaml = write_yaml(tmp_path / "app" / "site-1.yaml", site_dict(report_metrics=in_job))
+    own = {"data_path": "x.csv"} if in_own_file is ... else {"report_metrics": in_own_file}
+    override = write_yaml(tmp_path / "local" / "fedforest.yaml", own)
+    cfg = SiteConfig.load(site_yaml, override=override)
+    assert cfg.report_metrics is expected
+    assert SiteConfig.load(site_yaml).report_metrics is in_job  # the job's file alone
 
 
 # --------------------------------------------------------------------------- site: privacy

@@ -6,7 +6,9 @@ import time
 
 import numpy as np
 
+from fedforest import protocol
 from fedforest.flare.executor import FedForestExecutor
+from fedforest.flare.swarm import FedForestSwarmExecutor
 
 
 class FailingTrainExecutor(FedForestExecutor):
@@ -90,3 +92,12 @@ class SlowExecutor(FedForestExecutor):
             while time.monotonic() < end and not abort_signal.triggered:
                 time.sleep(0.1)
         return super().execute(task_name, shareable, fl_ctx, abort_signal)
+
+
+class FailingTrainSwarmExecutor(FedForestSwarmExecutor):
+    """Swarm mode: raises in the train phase, like a site whose disk filled up."""
+
+    def run_task(self, task_name, data, save_dir=None):
+        if task_name == protocol.TRAIN:
+            raise RuntimeError("rehearsed fault: training crashed at this site")
+        return super().run_task(task_name, data, save_dir=save_dir)

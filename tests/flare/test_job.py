@@ -162,3 +162,42 @@ def test_the_job_script_exports_with_flares_recipe_flags(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert (out / "fedforest-demo" / "meta.json").is_file()
     assert (out / "fedforest-demo" / "app_site-2" / "config" / "fedforest_site.yaml").is_file()
+
+
+def test_a_swarm_job_runs_the_swarm_controller_and_a_swarm_executor_at_every_site(tmp_path):
+    from fedforest import protocol
+
+    configs = write_configs(tmp_path, rows=60, job={"mode": "swarm"})
+    job = build_job(configs, tmp_path / "jobs")
+    meta = json.loads((job / "meta.json").read_text())
+    assert meta["deploy_map"] == {"app_server": ["server"], **{f"app_{s}": [s] for s in SITES}}
+    server = json.loads((job / "app_server/config/config_fed_server.json").read_text())
+    (workflow,) = server["workflows"]
+    assert workflow["path"] == "fedforest.flare.swarm.FedForestSwarmController"
+    assert workflow["args"]["participating_clients"] == SITES
+    job_yaml = (configs / "job.yaml").read_text()
+    assert (job / "app_server/config/fedforest_job.yaml").read_text() == job_yaml
+    for site in SITES:
+        app = job / f"app_{site}"
+        client = json.loads((app / "config/config_fed_client.json").read_text())
+        (executor,) = client["executors"]
+        assert executor["executor"]["path"] == "fedforest.flare.swarm.FedForestSwarmExecutor"
+        assert executor["tasks"] == list(protocol.SWARM_TASKS)
+        # every site has the job's settings: it runs the job's rules itself
+        assert (app / "config/fedforest_job.yaml").read_text() == job_yaml, site
+        shipped = yaml.safe_load((app / "config/fedforest_site.yaml").read_text())
+        assert shipped["site"] == site and os.path.isabs(shipped["data_path"])
+        assert (app / "custom/fedforest/flare/swarm.py").is_file()
+        assert (app / "custom/fedforest/federation/swarm.py").is_file()
+
+
+def test_a_swarm_job_with_the_privacy_filter_is_refused_naming_job_mode(tmp_path):
+    from fedforest.flare.privacy_filter import PrivacyPolicyFilter
+
+    configs = write_configs(tmp_path, rows=60, job={"mode": "swarm"})
+    with pytest.raises(ValueError, match=r"job\.mode") as err:
+        FedForestRecipe(configs, privacy_filter=PrivacyPolicyFilter(min_leaf_rows=5))
+    assert "swarm" in str(err.value)
+    # the same filter is accepted in server mode
+    server = write_configs(tmp_path / "server", rows=60)
+    FedForestRecipe(server, privacy_filter=PrivacyPolicyFilter(min_leaf_rows=5))

@@ -28,3 +28,31 @@ def test_poc_gives_the_simulators_results(tmp_path):
     sim = json.loads((sim_dir / "results.json").read_text())
     assert poc["metrics"] == sim["metrics"]  # the same seed gives the same results
     assert poc["election"] == sim["election"] and poc["model"] == sim["model"]
+
+
+def test_poc_runs_swarm_mode_with_the_simulators_results(tmp_path):
+    configs = write_configs(
+        tmp_path,
+        job={"mode": "swarm"},
+        forest={"n_estimators": 12},
+        election={"tuning_rounds": 2},
+    )
+    poc_dir = run_poc(FedForestRecipe(configs), tmp_path / "poc", tmp_path / "out", timeout=600)
+    poc = json.loads((poc_dir / "results.json").read_text())
+    assert poc["mode"] == "swarm"
+    assert poc["status"] == "finished", poc.get("error")
+    assert poc["site_states"] == dict.fromkeys(SITES, "finished")
+    assert poc["dropped_sites"] == {} and poc["site_errors"] == {}
+    assert sorted(poc["metrics"]) == SITES
+    for site in SITES:
+        assert set(poc["metrics"][site]) == set(JOB_STRATEGIES)
+    assert (poc_dir / "report.md").is_file()
+    assert not sorted(poc_dir.rglob("*.npz"))  # no model reached the server
+    sim_dir = simulate(FedForestRecipe(configs), tmp_path / "ws", log_file=tmp_path / "sim.log")
+    sim = json.loads((sim_dir / "results.json").read_text())
+    assert sim["status"] == "finished", sim.get("error")
+    assert poc["metrics"] == sim["metrics"]  # the same seed gives the same results
+    assert poc["model_digest"] == sim["model_digest"] and len(poc["model_digest"]) == 64
+    # FLARE 2.9's POC runs in secure mode: private peer messages; the simulator does not
+    assert poc["peer_messages_encrypted"] == dict.fromkeys(SITES, True)
+    assert sim["peer_messages_encrypted"] == dict.fromkeys(SITES, False)

@@ -46,7 +46,8 @@ RECEIPT_KINDS = ("digest", "failed", "refused")
 def payload_digest(value: Any) -> str:
     """SHA-256 of a payload in a canonical form (hex).
 
-    Dict keys are sorted, lists and tuples are the same, numpy scalars equal
+    Dict keys are sorted (and keep their type: ``1`` and ``"1"`` differ),
+    lists and tuples are the same, numpy scalars equal
     the Python numbers of the same value, arrays are hashed with their dtype
     and shape. A payload therefore has the same digest before and after it
     crossed the network.
@@ -87,10 +88,13 @@ def _feed(h, value: Any) -> None:
         h.update(b"a" + struct.pack("<I", len(head)) + head)
         h.update(arr.tobytes())
     elif isinstance(value, Mapping):
-        items = sorted(value.items(), key=lambda kv: str(kv[0]))
+        # a key keeps its type: {1: x} and {"1": x} are different payloads
+        items = sorted(value.items(), key=lambda kv: (type(kv[0]).__name__, str(kv[0])))
         h.update(b"d" + struct.pack("<Q", len(items)))
         for k, v in items:
-            _feed(h, str(k))
+            if not isinstance(k, (str, int, np.integer)) or isinstance(k, bool):
+                raise TypeError(f"a payload's dict keys are strings or integers, not {k!r}")
+            _feed(h, k)
             _feed(h, v)
     elif isinstance(value, (list, tuple)):
         h.update(b"l" + struct.pack("<Q", len(value)))

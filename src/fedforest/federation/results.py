@@ -48,6 +48,19 @@ def render_report(results: Mapping) -> str:
             error = results.get("site_errors", {}).get(site)
             lines.append(f"| {site} | {state}{': ' + error if error else ''} | {shown} |")
         lines.append("")
+        encrypted = results.get("peer_messages_encrypted") or {}
+        if encrypted:
+            said = {
+                True: "encrypted end to end",
+                False: "not encrypted end to end",
+                None: "unknown",
+            }
+            lines += [
+                "Messages between sites: "
+                + ", ".join(f"`{s}` {said.get(v, 'unknown')}" for s, v in encrypted.items())
+                + ".",
+                "",
+            ]
         digest = results.get("model_digest")
         if digest:
             lines += [f"Every finished site pooled the same model (SHA-256 `{digest[:16]}…`).", ""]

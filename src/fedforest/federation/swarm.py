@@ -52,6 +52,22 @@ MAX_KEY = 80
 RETRY_SECONDS = 0.5
 #: Longest single delivery attempt (seconds); a phase without a timeout retries forever.
 MAX_SEND_SECONDS = 600.0
+#: The fields of a :data:`~fedforest.protocol.SWARM_STATUS` besides ``format`` and ``version``.
+STATUS_FIELDS = frozenset(
+    {
+        "site",
+        "state",
+        "phase",
+        "error",
+        "participants",
+        "dropped",
+        "model_digest",
+        "phase_seconds",
+        "metrics",
+        "metrics_withheld",
+        "encrypted",
+    }
+)
 #: What :meth:`Transport.send` reports per target.
 DELIVERY = ("delivered", "refused", "unreachable")
 
@@ -191,6 +207,11 @@ class Mailbox:
                 self._cond.wait(wait)
 
 
+def is_digest(text: str) -> bool:
+    """Whether ``text`` is a SHA-256 digest as :func:`payload_digest` writes it (64 hex digits)."""
+    return len(text) == 64 and not set(text) - set("0123456789abcdef")
+
+
 def _read_receipt(reader: PayloadReader, sites: Sequence[str]) -> dict[str, dict[str, str]]:
     """A receipt: ``{site: {"digest"|"failed"|"refused": text}}`` over the job's sites."""
     out = {}
@@ -204,7 +225,7 @@ def _read_receipt(reader: PayloadReader, sites: Sequence[str]) -> dict[str, dict
         if kind not in RECEIPT_KINDS:
             item.fail(f"field {kind!r} is unknown; expected one of {list(RECEIPT_KINDS)}")
         text = item.read_string(kind)
-        if kind == "digest" and (len(text) != 64 or set(text) - set("0123456789abcdef")):
+        if kind == "digest" and not is_digest(text):
             item.refuse(kind, text, "a SHA-256 digest in hex")
         out[site] = {kind: text[:MAX_REASON]}
     return out
@@ -294,6 +315,8 @@ class SwarmSite:
         self.error: str | None = None
         self.metrics: dict | None = None
         self.model_digest: str | None = None
+        #: Whether the transport encrypts messages end to end between sites (``None``: unknown).
+        self.encrypted: bool | None = None
         self._scores = 0
 
     # ------------------------------------------------------------------ run
@@ -541,11 +564,13 @@ class SwarmSite:
             "phase": self.phase,
             "error": self.error,
             "participants": list(self.live),
-            "dropped": dict(self.rules.dropped),
+            # copies first (dict.copy is atomic): the run's thread may be adding entries
+            "dropped": self.rules.dropped.copy(),
             "model_digest": self.model_digest,
-            "phase_seconds": {k: round(v, 3) for k, v in self.rules.timings.items()},
+            "phase_seconds": {k: round(v, 3) for k, v in self.rules.timings.copy().items()},
             "metrics": self.metrics if (self.report_metrics and self.metrics) else None,
             "metrics_withheld": bool(self.metrics) and not self.report_metrics,
+            "encrypted": self.encrypted,
         }
 
 
@@ -560,20 +585,7 @@ def read_swarm_status(
         Naming the sender and the field.
     """
     r = PayloadReader(payload, protocol.SWARM_STATUS, sender)
-    r.check_keys(
-        {
-            "site",
-            "state",
-            "phase",
-            "error",
-            "participants",
-            "dropped",
-            "model_digest",
-            "phase_seconds",
-            "metrics",
-            "metrics_withheld",
-        }
-    )
+    r.check_keys(STATUS_FIELDS)
     site = r.read_string("site")
     if site != sender:
         r.fail(f"it says it is site {site!r}")
@@ -584,6 +596,7 @@ def read_swarm_status(
         "participants": r.read_str_list("participants", len(sites), allow_empty=True),
         "model_digest": None,
         "metrics_withheld": r.read_boolean("metrics_withheld"),
+        "encrypted": None if r.get("encrypted") is None else r.read_boolean("encrypted"),
     }
     unknown = sorted(set(out["participants"]) - set(sites))
     if unknown:
@@ -595,7 +608,7 @@ def read_swarm_status(
     out["dropped"] = {k: v[:MAX_REASON] for k, v in dropped.items()}
     if r.get("model_digest") is not None:
         text = r.read_string("model_digest")
-        if len(text) != 64 or set(text) - set("0123456789abcdef"):
+        if not is_digest(text):
             r.refuse("model_digest", text, "a SHA-256 digest in hex")
         out["model_digest"] = text
     seconds = r.read_mapping("phase_seconds", 16)
@@ -616,15 +629,16 @@ def summarize_swarm(
     """The server's results of a swarm job, from the sites' final statuses only.
 
     The job finished if at least ``job.min_sites`` sites finished. The sites
-    left out and their reasons are those the finished sites report (they
-    agree, by the rule of :mod:`~fedforest.federation.agreement`); the pooled
+    left out and their reasons are those the sites report (the finished
+    sites' first: they agree, by the rule of
+    :mod:`~fedforest.federation.agreement`); the pooled
     model's digest is given once if every finished site pooled the same model,
     else per site. A failed job's error is the failed sites' own message (the
     first by site name), which every survivor computed alike.
     """
     states = {s: statuses.get(s, {}).get("state", "failed") for s in job.sites}
     errors = {}
-    for site in job.sites:
+    for site in sorted(job.sites):
         st = statuses.get(site)
         if st is None:
             errors[site] = "it never reported its status"
@@ -632,7 +646,7 @@ def summarize_swarm(
             errors[site] = st.get("error") or f"it stopped in state {st.get('state')}"
     finished = [s for s in job.sites if states[s] == "finished"]
     dropped: dict[str, str] = {}
-    for site in finished:
+    for site in [*finished, *sorted(s for s in statuses if s not in finished)]:
         for name, why in statuses[site].get("dropped", {}).items():
             dropped.setdefault(name, why)
     digests = {s: statuses[s].get("model_digest") for s in finished}
@@ -658,4 +672,7 @@ def summarize_swarm(
         "model_digests": digests if len(set(digests.values())) > 1 else {},
         "phase_seconds": {s: dict(statuses[s].get("phase_seconds", {})) for s in finished},
         "privacy": {s: m.get("privacy") for s, m in reported.items()},
+        "peer_messages_encrypted": {
+            s: statuses.get(s, {}).get("encrypted") for s in job.sites if s in statuses
+        },
     }

@@ -20,10 +20,10 @@ server-mode controller and executor:
 
 Peer messages travel through FLARE's cell network, relayed by the server's
 process when sites have no direct connection. With ``private_p2p`` (the
-default) and a provisioned deployment in secure mode, FLARE encrypts them end
-to end between each pair of sites, so the relay forwards bytes it cannot read.
-In the simulator and in POC mode (not secure) they are not encrypted
-end to end: the relay process could read them.
+default) in secure mode (a provisioned deployment, and FLARE 2.9's POC mode),
+FLARE encrypts them end to end between each pair of sites, so the relay
+forwards bytes it cannot read. The simulator is not secure mode: there they
+are not encrypted end to end. Each site logs and reports which applies.
 
 ccwf's ``ClientSideController`` itself is built around a persistor, a
 shareable generator and a learner of model weights, which a pooled forest
@@ -368,6 +368,15 @@ class FedForestSwarmExecutor(Executor, TaskController):
             return make_reply(ReturnCode.OK)  # configured already
         self.workflow_id = config[FLContextKey.WORKFLOW]
         self.private_p2p = bool(config.get(Constant.PRIVATE_P2P, True))
+        secure_mode = bool(fl_ctx.get_prop(FLContextKey.SECURE_MODE, False))
+        self.swarm.encrypted = self.private_p2p and secure_mode
+        logger.info(
+            "site %s: messages to the other sites are %s (secure mode %s, private_p2p %s)",
+            site,
+            "encrypted end to end" if self.swarm.encrypted else "not encrypted end to end",
+            secure_mode,
+            self.private_p2p,
+        )
         self.engine.register_aux_message_handler(
             topic=topic_for_end_workflow(self.workflow_id),
             message_handle_func=self._end_workflow,

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format bench bench-job bench-experiment demo demo-data job poc clean
+.PHONY: install test lint format bench bench-job bench-scale bench-experiment demo demo-data job poc clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench-experiment: $(STAMP)
 
 bench-job: $(STAMP)
 	$(PY) benchmarks/bench_job.py
+
+bench-scale: $(STAMP)
+	$(PY) benchmarks/bench_scale.py
 
 demo-data: $(STAMP)
 	$(PY) data_prep/make_demo_data.py --out demo_data

@@ -123,7 +123,7 @@ def test_no_import_cycle():
 
 @pytest.mark.parametrize(
     ("library", "allowed"),
-    [("nvflare", {"flare"}), ("matplotlib", {"experiments"})],
+    [("nvflare", {"flare"}), ("matplotlib", {"experiments"}), ("numba", {"prediction"})],
 )
 def test_heavy_dependencies_stay_in_their_layer(library, allowed):
     users = set()

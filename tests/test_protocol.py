@@ -26,10 +26,13 @@ from fedforest.federation.swarm import (
 )
 from fedforest.model.forest import PooledForest
 from fedforest.model.imputers import ImputerSet
-from fedforest.model.model_files import read_model
+from fedforest.model.model_files import load_model, load_payload, read_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "federation"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "model"))
+from same import assert_same_arrays, assert_same_predictions  # noqa: E402
 from test_site import make_job, run_job  # noqa: E402
+from v1_payloads import MODEL_V1, forest_fields, v1_payload  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +185,36 @@ def test_every_older_version_has_an_upgrade():
         for version in range(1, current):
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
     assert protocol.FORMATS[protocol.SITE_METRICS] == 2
+    assert protocol.FORMATS[protocol.POOLED_FOREST] == 2
+
+
+def test_version_1_pooled_forests_still_load(job):
+    """A site whose fedforest still writes version 1 forests takes part in a job, and a
+    model file holding version 1 forests loads (``tests/model/data/model_v1.npz``)."""
+    site, trained = next(iter(job.trained.items()))
+    current = PooledForest.from_payload(trained["forest"], site)
+    old = copy.deepcopy(trained)
+    old["forest"] = v1_payload(current)
+    old["intersection"] = v1_payload(PooledForest.from_payload(trained["intersection"], site))
+    assert old["forest"]["version"] == 1 and "children_left" in old["forest"]
+    # the server pools it with the others, exactly as the version 2 reply
+    server = JobServer(job.config, schema=job.server.schema, election=job.server.election)
+    replies = {**copy.deepcopy(job.trained), site: old}
+    model = server.pool(replies, want_intersection=True)
+    assert server.dropped == {}
+    again = JobServer(job.config, schema=job.server.schema, election=job.server.election)
+    expected = again.pool(copy.deepcopy(job.trained), want_intersection=True)
+    assert model["forest"]["version"] == 2
+    assert_same_arrays(read_model(model)["forest"], read_model(expected)["forest"])
+    # a model bundle (version 1) whose forests are version 1
+    bundle = dict(copy.deepcopy(job.model), forest=v1_payload(read_model(job.model)["forest"]))
+    assert_same_arrays(read_model(bundle, site)["forest"], read_model(job.model)["forest"])
+    # and a model file written when forests were version 1
+    saved = load_model(MODEL_V1)
+    assert saved["forest"].n_trees == 10 and saved["intersection"].n_trees == 6
+    as_sent = PooledForest(**forest_fields(load_payload(MODEL_V1)["forest"]))
+    std = saved["feature_std"]
+    assert assert_same_predictions(saved["forest"], as_sent, saved["imputers"], std, ("mp",))
 
 
 def test_a_version_1_site_metrics_reply_still_loads(tmp_path):

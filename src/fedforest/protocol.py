@@ -48,7 +48,8 @@ SWARM_STATUS = "fedforest/swarm-status"
 
 #: Current version of every payload format.
 FORMATS: dict[str, int] = {
-    POOLED_FOREST: 1,
+    # 2: compact trees (preorder leaf bits, float32 thresholds + refinement, leaf counts)
+    POOLED_FOREST: 2,
     IMPUTERS: 1,
     SITE_SCHEMA: 1,
     GLOBAL_SCHEMA: 1,

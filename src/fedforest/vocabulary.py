@@ -21,6 +21,8 @@ STRATEGY_PREFERENCE = ("mp", "ipr", "ss", "mi", "pr", "fpv", "park", "local")
 
 #: How kept trees are averaged.
 VOTING = ("soft", "hard")
+#: What runs the dynamic traversals of :class:`fedforest.PooledForestClassifier`.
+ENGINES = ("auto", "numba", "numpy")
 #: Classification metrics (:func:`fedforest.score`).
 METRICS = ("auprc", "auc", "mcc", "accuracy")
 #: Local feature selectors a site can run before the election.

@@ -331,7 +331,8 @@ def test_elect_without_tuning_counts_at_the_configured_freedom_degree(job):
 
 # --------------------------------------------------------------------------- train refusals
 def bad_tree(p, site):
-    p["forest"]["children_left"][0] = 10**6
+    bits = p["forest"]["leaf_bits"] = p["forest"]["leaf_bits"].copy()
+    bits[0] |= 0x80  # the root becomes a leaf: tree 0 closes at its first node
 
 
 def wrong_owner(p, site):
@@ -355,6 +356,7 @@ def negative_std(p, site):
 
 
 def nan_threshold(p, site):
+    p["forest"]["threshold"] = p["forest"]["threshold"].copy()
     p["forest"]["threshold"][0] = np.nan
 
 
@@ -365,13 +367,13 @@ def object_array(p, site):
 @pytest.mark.parametrize(
     ("tamper", "reason"),
     [
-        (bad_tree, "field 'children_left' has child indices out of range"),
+        (bad_tree, "field 'leaf_bits' does not describe tree 0 (nodes 0 to"),
         (wrong_owner, "its trees claim owners ['site-1']"),
         (other_levels, "its trees give feature 'smoker' the levels ['a', 'b', 'c']"),
         (string_classes, "its trees have classes ['0', '1'], but the schema has [0, 1]"),
         (foreign_imputer, "owner 'site-1') does not match the elected features and the schema"),
         (negative_std, "field 'feature_std' must map feature names to finite numbers >= 0"),
-        (nan_threshold, "field 'threshold' has non-finite values"),
+        (nan_threshold, "field 'threshold' holds NaN or -inf"),
         (object_array, "field 'value' is an array of dtype object"),
     ],
     ids=lambda x: getattr(x, "__name__", None),
@@ -453,7 +455,7 @@ def test_training_below_min_sites(job):
         server.pool(payloads, want_intersection=True)
     msg = str(info.value)
     assert "phase train: only 1 site(s) left (site-3), fewer than min_sites=2" in msg
-    assert "site-1 (train: payload from 'site-1' refused: field 'children_left'" in msg
+    assert "site-1 (train: payload from 'site-1' refused: field 'leaf_bits'" in msg
     assert "site-2 (train: payload from 'site-2' refused: its trees claim owners" in msg
 
 

@@ -421,8 +421,30 @@ def test_evaluate_without_an_intersection_forest(job):
     assert 0.0 <= row["auc"] <= 1.0 and "auprc" not in row and "chosen" not in row
 
 
+def test_auto_shares_its_test_prediction_without_changing_a_bit(job):
+    # evaluate_strategies predicts the test rows once per strategy; auto reuses the row of
+    # the strategy it chose. Each strategy scored on its own (its own prediction, as before
+    # the sharing) must give the very same row, in whatever order the strategies come.
+    for site in SITES:
+        runner = job.runners[site]
+
+        def scores(strategies, runner=runner):
+            return runner.evaluate(copy.deepcopy(job.model), strategies)["strategies"]
+
+        together = job.metrics[site]["strategies"]
+        chosen = together["auto"]["chosen"]
+        for strategy in JOB_STRATEGIES:
+            assert scores([strategy])[strategy] == together[strategy], (site, strategy)
+        alone = scores([chosen])[chosen]
+        shared = {k: v for k, v in together["auto"].items() if k not in ("chosen", "validation")}
+        assert shared == alone, site
+        auto_first = scores(["auto", chosen])
+        assert auto_first["auto"] == together["auto"] and auto_first[chosen] == alone, site
+
+
 def test_evaluate_refuses_a_tampered_model(job):
     model = copy.deepcopy(job.model)
+    model["forest"]["feature"] = model["forest"]["feature"].astype(np.int64)
     model["forest"]["feature"][0] = 999
     from fedforest.errors import PayloadError
 
@@ -671,13 +693,13 @@ def test_dp_structure_is_the_same_when_one_training_row_changes(policy_job):
     finally:
         runner.X_train, runner.y_train = X_train, y_train
     for part in ("forest", "intersection"):
-        a, b = first[part], second[part]
+        a, b = payload_forest(first, part), payload_forest(second, part)
         for key in ("tree_start", "children_left", "children_right", "feature", "threshold"):
-            np.testing.assert_array_equal(a[key], b[key], err_msg=f"{part}.{key}")
+            np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=f"{part}.{key}")
         # the noise is fresh on every run (operating-system entropy, never the job seed)
-        assert not np.array_equal(a["value"], b["value"])
+        assert not np.array_equal(a.value, b.value)
     again = runner.train(*args)
-    assert not np.array_equal(first["forest"]["value"], again["forest"]["value"])
+    assert not np.array_equal(payload_forest(first).value, payload_forest(again).value)
 
 
 def test_a_job_with_privacy_policies_completes_and_records_them(policy_job):

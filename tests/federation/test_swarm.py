@@ -241,7 +241,7 @@ def test_the_status_holds_only_the_agreed_summary(full, demo):
         assert all(v >= 0 for v in status["phase_seconds"].values())
         # no schema, vote, score, tree or imputer in what the server may see
         text = json.dumps(status)
-        for field in ("children_left", "tree_start", "n_rows", "site_columns", "scores"):
+        for field in ("leaf_bits", "tree_start", "n_rows", "site_columns", "scores"):
             assert f'"{field}"' not in text, field
         assert set(status["metrics"]) == {
             "format",

@@ -6,9 +6,10 @@ import time
 
 import numpy as np
 
-from fedforest import protocol
+from fedforest import PooledForest, protocol
 from fedforest.flare.executor import FedForestExecutor
 from fedforest.flare.swarm import FedForestSwarmExecutor
+from fedforest.model.forest import NODE_FIELDS
 
 
 class FailingTrainExecutor(FedForestExecutor):
@@ -21,12 +22,12 @@ class FailingTrainExecutor(FedForestExecutor):
 
 
 class MalformedTreeExecutor(FedForestExecutor):
-    """Sends a tree whose root points at a node that does not exist."""
+    """Sends trees whose leaf flags do not describe trees (the first root made a leaf)."""
 
     def run_task(self, task_name, data):
         payload = super().run_task(task_name, data)
         if task_name == "train":
-            payload["forest"]["children_left"][0] = 1_000_000
+            payload["forest"]["leaf_bits"][0] ^= 0x80
         return payload
 
 
@@ -35,9 +36,14 @@ def _first_imputer(payload):
 
 
 def _bigger_child(payload):
-    forest = payload["forest"]
-    child = int(forest["children_left"][0])
-    forest["n_node_samples"][child] = forest["n_node_samples"][0] + 5
+    """A forest whose first root's left child claims more training rows than the root."""
+    forest = PooledForest.from_payload(payload["forest"])
+    n = forest.n_node_samples.copy()
+    n[forest.children_left[0]] = n[0] + 5
+    fields = {k: getattr(forest, k) for k in NODE_FIELDS if k != "n_node_samples"}
+    keys = ("feature_names", "classes", "owners", "categories", "tree_start", "tree_owner", "value")
+    fields.update({k: getattr(forest, k) for k in keys})
+    payload["forest"] = PooledForest(n_node_samples=n, **fields).to_payload()
 
 
 #: What a hostile site does to its honest reply: (phase, change). A change edits the
@@ -46,7 +52,7 @@ ATTACKS = {
     "schema_format_array": ("schema", lambda p: p.update(format=np.array([p["format"]]))),
     "schema_reply_list": ("schema", lambda p: [1, 2, 3]),
     "vote_scores_none": ("vote", lambda p: p.update(scores=None)),
-    "forest_children_none": ("train", lambda p: p["forest"].update(children_left=None)),
+    "forest_leaf_bits_none": ("train", lambda p: p["forest"].update(leaf_bits=None)),
     "forest_saw_missing_none": ("train", lambda p: p["forest"].update(saw_missing=None)),
     "forest_child_bigger_than_parent": ("train", _bigger_child),
     "imputer_kind_array": ("train", lambda p: _first_imputer(p).update(kind=np.array(["x"]))),

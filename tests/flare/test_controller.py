@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from fedforest.federation.config import JobConfig
 from fedforest.federation.server import JobServer
@@ -42,3 +43,20 @@ def test_even_broken_partial_results_leave_the_reason_on_disk(tmp_path):
 def test_durations_in_messages():
     assert _seconds(0) == "no limit" and _seconds(None) == "no limit"
     assert _seconds(0.5) == "0.5 s" and _seconds(900.0) == "900 s"
+
+
+def test_a_timed_step_counts_the_broadcasts_it_makes_once(tmp_path, monkeypatch):
+    # the election: elect() (timed) runs score_mask broadcasts that add to "election" too
+    ctl = controller(tmp_path)
+    clock = iter([0.0, 1.0, 4.0, 5.0, 9.0, 10.0])
+    monkeypatch.setattr("fedforest.flare.controller.time.monotonic", lambda: next(clock))
+    ctl.server.timings["election"] = 0.5  # an earlier step of the same phase
+
+    def elect():
+        for _ in range(2):  # two rounds as _phase times them: 3 s and 4 s
+            start = time.monotonic()
+            ctl.server.timings["election"] += time.monotonic() - start
+        return "elected"
+
+    assert ctl._timed("election", elect) == "elected"
+    assert ctl.server.timings["election"] == 0.5 + 10.0  # not 0.5 + 3 + 4 + 10

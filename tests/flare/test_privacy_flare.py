@@ -45,7 +45,7 @@ from fedforest.federation.training import fit_site_models
 from fedforest.flare.environments import simulate
 from fedforest.flare.privacy_filter import REFUSED, PrivacyPolicyFilter
 from fedforest.flare.recipe import FedForestRecipe
-from fedforest.model.forest import PooledForest
+from fedforest.model.forest import NODE_FIELDS, PooledForest
 from fedforest.model.model_files import load_payload
 
 SITES = ["site-1", "site-2", "site-3"]
@@ -325,10 +325,14 @@ def test_a_forest_the_site_snapped_to_the_grid_passes_unchanged(table):
     # a categorical threshold between two codes is moved to the cut (routing unchanged)
     grade = sent.feature_names.index("grade")
     node = int(np.flatnonzero(sent.feature == grade)[0])
-    payload["forest"]["threshold"][node] = np.floor(sent.threshold[node]) + 0.25
+    threshold = sent.threshold.copy()
+    threshold[node] = np.floor(sent.threshold[node]) + 0.25
+    keys = ("feature_names", "classes", "owners", "categories", "tree_start", "tree_owner", "value")
+    fields = {k: getattr(sent, k) for k in (*keys, *NODE_FIELDS) if k != "threshold"}
+    payload["forest"] = PooledForest(threshold=threshold, **fields).to_payload()
     out = PrivacyPolicyFilter(min_leaf_rows=10, threshold_grid=grid).process(reply(payload), ctx())
     moved = PooledForest.from_payload(out[protocol.PAYLOAD]["forest"])
-    assert moved.threshold[node] == sent.threshold[node]
+    assert moved.threshold[node] == sent.threshold[node] != threshold[node]
 
 
 def test_every_tree_under_k_is_refused(table):

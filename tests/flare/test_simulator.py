@@ -94,7 +94,7 @@ def test_a_malformed_tree_payload_is_refused_and_never_used(tmp_path):
     results, _, _ = run(configs, tmp_path, custom=[("site-3", bad)])
     assert results["status"] == "finished"
     reason = results["dropped_sites"]["site-3"]
-    assert "payload from 'site-3' refused" in reason and "children_left" in reason
+    assert "payload from 'site-3' refused" in reason and "leaf_bits" in reason
     assert sorted(results["model"]["owners"]) == ["site-1", "site-2"]
     assert sorted(results["metrics"]) == ["site-1", "site-2"]
 

@@ -414,16 +414,19 @@ def set_declared_size(data: bytes, index: int, size: int) -> bytes:
     return bytes(out)
 
 
-def deflate_bomb(name: str, size: int) -> tuple[bytes, bytes]:
+def deflate_bomb(name: str, size: int, declared: int | None = None) -> tuple[bytes, bytes]:
     """One ``.npy`` entry of ``size`` bytes (a header, then zeros), deflated by hand.
 
     Returns the entry's local part and its central directory record (offset
     0; :func:`append_raw_entry` sets it). The zeros are repeated compressed
-    blocks, so gigabytes cost a few megabytes and no time to build.
+    blocks, so gigabytes cost a few megabytes and no time to build. With
+    ``declared``, the zip headers and the ``.npy`` header claim that many
+    bytes instead (the stream inflates to more than the entry declares), and
+    the CRC is that of the first ``declared`` bytes.
     """
     import zlib
 
-    header = npy_header(np.dtype(np.uint8), size)
+    header = npy_header(np.dtype(np.uint8), size if declared is None else declared)
     zeros = size - len(header)
     chunk = 1 << 20
     comp = zlib.compressobj(9, zlib.DEFLATED, -15)
@@ -432,6 +435,9 @@ def deflate_bomb(name: str, size: int) -> tuple[bytes, bytes]:
     full, rest = divmod(zeros, chunk)
     body = first + block * full + comp.compress(bytes(rest)) + comp.flush()
     crc = 0  # never checked: the entry must be refused before it is inflated
+    if declared is not None:
+        crc = zlib.crc32(header + bytes(declared - len(header)))
+        size = declared
     raw = name.encode()
     local = struct.pack(
         "<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0, crc, len(body), size, len(raw), 0

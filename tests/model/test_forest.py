@@ -122,29 +122,60 @@ def _set(i, v):
     return f
 
 
+def _flip_bit(i):
+    def f(bits):
+        bits[i // 8] ^= 0x80 >> (i % 8)
+        return bits
+
+    return f
+
+
+def _padding_bit(bits):
+    bits[-1] |= 1  # 2284 nodes: the last byte holds 4 flags and 4 padding bits
+    return bits
+
+
 @pytest.mark.parametrize(
     "key, fn, message",
     [
-        ("children_left", _set(0, 10**6), "children_left"),
-        ("children_left", _set(0, 0), "not after their parent"),
-        ("children_right", lambda a: a.astype(np.float64), "dtype"),
-        ("feature", _set(0, 99), "feature"),
-        ("threshold", _set(0, np.nan), "threshold"),
-        ("threshold", _set(0, -np.inf), "threshold"),
-        ("value", lambda a: a * 2, "value"),
-        ("value", lambda a: a[:, :1], "columns"),
-        ("n_node_samples", _set(0, 0), "n_node_samples"),
+        ("leaf_bits", _flip_bit(0), "field 'leaf_bits' does not describe tree 0"),
+        ("leaf_bits", _flip_bit(5), "field 'leaf_bits' does not describe tree 0"),
+        ("leaf_bits", lambda a: a.astype(np.int64), "uint8"),
+        ("leaf_bits", lambda a: a[:-1], "field 'leaf_bits'"),
+        ("leaf_bits", _padding_bit, "padding bits"),
+        ("feature", _set(0, 99), "field 'feature'"),
+        ("feature", lambda a: a.astype(np.float64), "field 'feature'"),
+        ("threshold", lambda a: a.astype(np.float64), "float32"),
+        ("threshold", _set(0, np.nan), "NaN or -inf"),
+        ("threshold", _set(0, -np.inf), "NaN or -inf"),
+        ("threshold", _set(0, np.inf), "no larger finite float32"),
+        ("threshold", lambda a: a[:-1], "field 'threshold'"),
+        ("threshold_fine", lambda a: a.astype(np.int16) + 256, "field 'threshold_fine'"),
+        ("threshold_exact_at", lambda a: np.array([5, 3]), "strictly increasing"),
+        ("threshold_exact", lambda a: np.zeros(1), "field 'threshold_exact'"),
+        ("leaf_samples", _set(0, 0), "field 'leaf_samples'"),
+        ("leaf_samples", lambda a: a.astype(np.float32), "field 'leaf_samples'"),
+        ("samples_delta_at", lambda a: np.array([0]), "field 'samples_delta'"),
+        ("leaf_counts", lambda a: a * 0, "total count"),
+        ("leaf_counts", lambda a: a[:, :1], "columns"),
+        ("leaf_counts", lambda a: a[:-1], "field 'leaf_counts'"),
+        ("leaf_counts", lambda a: a.astype(np.float64), "field 'leaf_counts'"),
+        ("value_trees", lambda a: np.array([0]), "field 'value'"),
+        ("value_trees", lambda a: np.array([1, 1]), "strictly increasing"),
+        ("value_trees", lambda a: np.array([30]), "field 'value_trees'"),
+        ("value", lambda a: a.astype(object), "object"),
         ("tree_start", lambda a: a[::-1], "tree_start"),
+        ("tree_start", lambda a: a + np.append(0, np.ones(30, a.dtype)), "leaf_bits"),
         ("tree_owner", _set(0, 7), "tree_owner"),
         ("feature_names", lambda v: v[:-1], "feature"),
         ("classes", lambda v: [1, 0], "classes"),
         ("owners", lambda v: "a", "owners"),
         ("version", lambda v: 99, "version"),
         ("format", lambda v: "something", "format"),
-        ("missing_left", lambda a: a.astype(np.int32), "missing_left"),
-        ("surrogate_feature", _set(0, 55), "surrogate_feature"),
-        ("value", lambda a: a.astype(object), "object"),
-        ("saw_missing", lambda a: a[:-1], "length"),
+        ("missing_left", lambda a: np.unpackbits(a).astype(bool), "missing_left"),
+        ("saw_missing", lambda a: a[:-1], "saw_missing"),
+        ("surrogate_nodes", _set(0, 0xFF), "field 'surrogate_feature'"),
+        ("surrogate_feature", lambda a: np.zeros(3, np.int32), "surrogate_feature"),
     ],
 )
 def test_malformed_payloads_are_refused(two_site_forest, key, fn, message):
@@ -154,20 +185,37 @@ def test_malformed_payloads_are_refused(two_site_forest, key, fn, message):
     assert "site-3" in str(err.value)
 
 
-def test_cycle_and_shared_child_are_refused(two_site_forest):
+def test_an_infinite_threshold_needs_a_node_that_saw_missing_values(two_site_forest):
     payload = _payload(two_site_forest)
-    left = payload["children_left"].copy()
-    right = payload["children_right"].copy()
-    # point the root's right child at the same node as its left child
-    bad = dict(payload, children_right=_set(0, left[0])(right))
-    with pytest.raises(PayloadError, match="parent"):
-        PooledForest.from_payload(bad)
-    # a child pointing back up (a cycle) is refused too
-    internal = np.flatnonzero(payload["feature"] >= 0)
-    node = internal[1]
-    bad = dict(payload, children_left=_set(node, 0)(left))
-    with pytest.raises(PayloadError, match="not after their parent"):
-        PooledForest.from_payload(bad)
+    node = int(np.flatnonzero(payload["threshold_fine"] == 0)[0])
+    bad = _corrupt(payload, "threshold", _set(node, np.inf))
+    with pytest.raises(PayloadError, match="only [+]inf is allowed, on nodes that split missing"):
+        PooledForest.from_payload(bad, sender="site-3")
+    n = int(payload["tree_start"][-1])
+    saw = np.unpackbits(payload["saw_missing"])[:n]
+    inner = np.flatnonzero(np.unpackbits(payload["leaf_bits"])[:n] == 0)
+    saw[inner[node]] = 1
+    bad["saw_missing"] = np.packbits(saw)
+    assert np.isposinf(PooledForest.from_payload(bad).threshold[inner[node]])
+
+
+def test_trees_are_trees_by_construction(two_site_forest):
+    """Version 2 has no child indices: the flags can only describe trees in preorder (no
+    cycle, no shared child); flags that close a tree too early or too late are refused."""
+    payload = _payload(two_site_forest)
+    forest = PooledForest.from_payload(payload)
+    is_leaf = np.unpackbits(payload["leaf_bits"])[: forest.n_nodes].astype(bool)
+    left, right = forest.global_children
+    internal = np.flatnonzero(~is_leaf)
+    assert np.all(left[internal] == internal + 1) and np.all(right[internal] > left[internal])
+    children = np.sort(np.concatenate([left[internal], right[internal]]))
+    roots = forest.tree_start[:-1]
+    assert np.array_equal(children, np.setdiff1d(np.arange(forest.n_nodes), roots))
+    # turning the last leaf of tree 0 into an internal node: tree 0 takes a node of tree 1
+    end = int(forest.tree_start[1]) - 1
+    bits = _flip_bit(end)(payload["leaf_bits"].copy())
+    with pytest.raises(PayloadError, match="does not describe tree 0"):
+        PooledForest.from_payload(dict(payload, leaf_bits=bits))
 
 
 def test_payload_refuses_unknown_fields_and_non_dicts(two_site_forest):

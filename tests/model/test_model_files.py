@@ -356,10 +356,10 @@ def test_bundle_with_bad_feature_std_refused(tmp_path, parts, std):
 def test_bundle_with_a_tampered_tree_refused_on_load(tmp_path, parts):
     bundle = bundle_of(parts)
     forest = dict(bundle["forest"])
-    forest["children_left"] = forest["children_left"].copy()
-    forest["children_left"][0] = 10**6
+    forest["leaf_bits"] = forest["leaf_bits"].copy()
+    forest["leaf_bits"][0] ^= 0x80  # the first root becomes a leaf: tree 0 closes too early
     path = save_payload(tmp_path / "tampered", {**bundle, "forest": forest})
-    with pytest.raises(PayloadError, match="children_left") as info:
+    with pytest.raises(PayloadError, match="leaf_bits") as info:
         load_model(path)
     assert str(path) in str(info.value)
 

@@ -32,6 +32,8 @@ from hostile import (
 )
 
 from fedforest import ImputerSet, PayloadError, PooledForest, PooledForestClassifier
+from fedforest.model import forest_format
+from fedforest.model.forest import NODE_FIELDS
 from fedforest.model.imputers import Imputer
 from fedforest.model.model_files import (
     MAX_MODEL_BYTES,
@@ -46,20 +48,8 @@ from fedforest.validation import PayloadReader
 from fedforest.vocabulary import STRATEGIES
 
 SENDER = "site-3"
-NODE_FIELDS = [
-    "children_left",
-    "children_right",
-    "feature",
-    "threshold",
-    "n_node_samples",
-    "missing_left",
-    "saw_missing",
-    "value",
-    "surrogate_feature",
-    "surrogate_threshold",
-    "surrogate_left_le",
-    "surrogate_agreement",
-]
+#: Fields of a pooled-forest payload (version 2).
+FOREST_FIELDS = list(forest_format.PAYLOAD_FIELDS)
 
 
 def refused(read, payload, *fragments: str) -> str:
@@ -77,6 +67,25 @@ def read_forest(payload):
     return PooledForest.from_payload(payload, SENDER)
 
 
+def forest_arrays(forest: PooledForest | None = None) -> dict:
+    """The keyword arguments of ``PooledForest`` of ``forest`` (default: the real one)."""
+    forest = parts()["forest"] if forest is None else forest
+    keys = ("feature_names", "classes", "owners", "categories", "tree_start", "tree_owner")
+    return {k: getattr(forest, k) for k in (*keys, "value", *NODE_FIELDS)}
+
+
+def forest_with(**arrays) -> PooledForest:
+    """The real forest with some arrays replaced, built without a reader."""
+    fields = forest_arrays()
+    fields.update({k: np.array(v, copy=True) for k, v in arrays.items()})
+    return PooledForest(**fields)
+
+
+def payload_with(**arrays) -> dict:
+    """The payload a sender holding :func:`forest_with` sends."""
+    return forest_with(**arrays).to_payload()
+
+
 def read_imputers(payload):
     return ImputerSet.from_payload(payload, SENDER)
 
@@ -92,7 +101,7 @@ def _entry(payload: dict, kind: str) -> dict:
 # ------------------------------------------------------------------ None fields
 @pytest.mark.parametrize(
     "field",
-    [*NODE_FIELDS, "tree_start", "tree_owner", "feature_names", "owners", "classes", "categories"],
+    FOREST_FIELDS,
 )
 def test_a_required_forest_field_sent_as_none_is_refused(field):
     payload = dict(forest_payload(), **{field: None})
@@ -294,19 +303,31 @@ def test_tree_start_that_wraps_around_in_int64_is_refused():
     refused(read_forest, dict(payload, tree_start=bad), "field 'tree_start'")
 
 
-@pytest.mark.parametrize("field", ["children_left", "feature", "tree_owner", "n_node_samples"])
+@pytest.mark.parametrize("field", ["feature", "tree_owner", "leaf_samples", "leaf_counts"])
 def test_unsigned_integers_beyond_int64_are_refused(field):
     payload = forest_payload()
     bad = payload[field].astype(np.uint64)
-    bad[0] = np.uint64(2**64 - 1)
+    bad.reshape(-1)[0] = np.uint64(2**64 - 1)
     refused(read_forest, dict(payload, **{field: bad}), f"field {field!r}")
 
 
 def test_n_node_samples_beyond_int32_are_refused():
     payload = forest_payload()
-    n = payload["n_node_samples"].astype(np.int64)
+    n = payload["leaf_samples"].astype(np.int64)
     n[:] = 2**40  # would wrap around when the forest is sent on as int32
-    refused(read_forest, dict(payload, n_node_samples=n), "field 'n_node_samples'")
+    refused(read_forest, dict(payload, leaf_samples=n), "field 'leaf_samples'")
+    # and internal nodes whose sum of children would
+    n[:] = 2**30
+    refused(read_forest, dict(payload, leaf_samples=n), "n_node_samples outside [1, 2147483647]")
+
+
+def test_leaf_counts_whose_total_is_too_large_or_zero_are_refused():
+    payload = forest_payload()
+    counts = payload["leaf_counts"].astype(np.int64)
+    counts[0] = 2**30  # each within range, the total (2**31) is not
+    refused(read_forest, dict(payload, leaf_counts=counts), "total count in [1, 2147483647]")
+    counts[0] = 0
+    refused(read_forest, dict(payload, leaf_counts=counts), "total count")
 
 
 def test_owners_shorter_than_the_tree_owner_indices_are_refused():
@@ -324,32 +345,29 @@ def test_imputer_sizes_that_are_huge_negative_or_not_integers_are_refused(field,
 
 
 # ------------------------------------------------------------------ what would break prediction
-def _child_larger_than_parent(payload):
-    n = payload["n_node_samples"].copy()
-    left = int(payload["children_left"][0])
-    n[left] = n[0] + 5
+def _child_larger_than_parent():
+    forest = parts()["forest"]
+    n = forest.n_node_samples.copy()
+    n[forest.children_left[0]] = n[0] + 5
     return n
 
 
 def test_a_child_with_more_rows_than_its_parent_is_refused():
-    payload = forest_payload()
-    bad = dict(payload, n_node_samples=_child_larger_than_parent(payload))
+    bad = payload_with(n_node_samples=_child_larger_than_parent())
+    assert bad["samples_delta"].size  # sent as a difference from the sum of the children
     refused(read_forest, bad, "field 'n_node_samples'", "more training rows than its parent")
 
 
 def test_children_need_not_add_up_to_their_parent():
-    payload = forest_payload()
-    n = payload["n_node_samples"].copy()
+    n = parts()["forest"].n_node_samples.copy()
     n[0] += 10  # the children now hold fewer rows than the root: accepted
-    forest = read_forest(dict(payload, n_node_samples=n))
+    forest = read_forest(payload_with(n_node_samples=n))
+    assert forest.n_node_samples[0] == n[0]
     assert_valid_predictions(forest, parts()["imputers"], parts()["feature_std"])
 
 
 def test_right_fraction_is_clipped_even_for_a_forest_built_without_a_reader():
-    payload = forest_payload()
-    fields = {k: v for k, v in payload.items() if k not in ("format", "version")}
-    fields["n_node_samples"] = _child_larger_than_parent(payload)
-    forest = PooledForest(**fields)  # no validation: the engine must still be safe
+    forest = forest_with(n_node_samples=_child_larger_than_parent())  # no validation
     cf = CompiledForest.build(forest)
     assert cf.right_fraction.min() >= 0 and cf.right_fraction.max() <= 1
     X = parts()["X"].iloc[:40][["x0", "x3"]]
@@ -370,56 +388,56 @@ def test_right_fraction_is_clipped_even_for_a_forest_built_without_a_reader():
     ids=["negative", "above-one", "nan", "inf"],
 )
 def test_internal_node_distributions_are_checked_too(change, fragment):
-    payload = forest_payload()
-    internal = int(np.flatnonzero(payload["feature"] >= 0)[0])
-    value = payload["value"].copy()
+    forest = parts()["forest"]
+    internal = int(np.flatnonzero(forest.feature >= 0)[0])
+    value = forest.value.copy()
     change(value, internal)
-    refused(read_forest, dict(payload, value=value), fragment)
+    payload = payload_with(value=value)
+    assert payload["value_trees"].tolist() == [0]  # not counts: sent as float64
+    refused(read_forest, payload, fragment)
 
 
 def test_leaf_distributions_must_sum_to_one():
-    payload = forest_payload()
-    leaf = int(np.flatnonzero(payload["feature"] < 0)[0])
-    value = payload["value"].copy()
+    forest = parts()["forest"]
+    leaf = int(np.flatnonzero(forest.feature < 0)[0])
+    value = forest.value.copy()
     value[leaf] = [0.5, 0.49]
-    refused(read_forest, dict(payload, value=value), "summing to 1")
+    refused(read_forest, payload_with(value=value), "summing to 1")
 
 
-def _categorical_node(payload) -> int:
-    c = payload["feature_names"].index("c")
-    nodes = np.flatnonzero((payload["feature"] == c) & ~payload["saw_missing"])
+def _categorical_node() -> int:
+    forest = parts()["forest"]
+    c = forest.feature_names.index("c")
+    nodes = np.flatnonzero((forest.feature == c) & ~forest.saw_missing)
     assert nodes.size
     return int(nodes[0])
 
 
+def _with_threshold(node: int, threshold: float) -> np.ndarray:
+    thr = parts()["forest"].threshold.copy()
+    thr[node] = threshold
+    return thr
+
+
 @pytest.mark.parametrize("threshold", [1e300, -1e300, 3.5, -1.5])
 def test_thresholds_of_categorical_features_outside_the_levels_are_refused(threshold):
-    payload = forest_payload()
-    thr = payload["threshold"].copy()
-    thr[_categorical_node(payload)] = threshold
-    refused(read_forest, dict(payload, threshold=thr), "categorical features outside [-1, K]")
+    payload = payload_with(threshold=_with_threshold(_categorical_node(), threshold))
+    refused(read_forest, payload, "categorical features outside [-1, K]")
 
 
 @pytest.mark.parametrize("threshold", [-1.0, -0.5, 2.5, 3.0])
 def test_degenerate_categorical_thresholds_predict_valid_probabilities(threshold):
-    payload = forest_payload()
-    thr = payload["threshold"].copy()
-    thr[_categorical_node(payload)] = threshold
-    forest = read_forest(dict(payload, threshold=thr))
+    forest = read_forest(payload_with(threshold=_with_threshold(_categorical_node(), threshold)))
     assert_valid_predictions(forest, parts()["imputers"], parts()["feature_std"])
 
 
 def test_a_categorical_threshold_far_outside_the_levels_still_predicts_in_range():
     """The engine clips before casting to int (a forest built without a reader)."""
-    payload = forest_payload()
-    node = _categorical_node(payload)
+    node = _categorical_node()
     p = parts()
     X = p["X"].iloc[:30][["x0", "x1", "x3"]]  # 'c' absent: its imputer decides
     for threshold, expected_right in ((1e300, 0.0), (-1e300, 1.0)):
-        fields = {k: v for k, v in payload.items() if k not in ("format", "version")}
-        fields["threshold"] = payload["threshold"].copy()
-        fields["threshold"][node] = threshold
-        forest = PooledForest(**fields)
+        forest = forest_with(threshold=_with_threshold(node, threshold))
         for strategy in ("ipr", "mp"):
             clf = PooledForestClassifier(
                 forest, strategy, p["imputers"], p["feature_std"], random_state=0
@@ -551,6 +569,35 @@ def test_an_npz_that_inflates_to_three_gb_is_refused_before_decompressing(model_
     assert "refused before decompressing anything" in message
 
 
+def test_an_entry_that_inflates_beyond_its_declared_size_is_cut_at_that_size(tmp_path):
+    """The declared sizes bound what is inflated, whatever the compressed stream holds."""
+    structure = io.BytesIO()
+    np.lib.format.write_array(structure, np.array(json.dumps({"x": {"__array__": "a0"}})))
+    data = write_zip([("__structure__.npy", structure.getvalue())])
+    local, central = deflate_bomb("a0.npy", 3 * 2**30, declared=4096)  # 3 GB claiming 4 KB
+    path = tmp_path / "cut.npz"
+    path.write_bytes(append_raw_entry(data, local, central))
+    start = time.perf_counter()
+    try:
+        payload = load_payload(path, max_bytes=1 << 20)
+    except PayloadError as err:  # a zip library that checks the whole stream refuses it
+        assert str(path) in str(err)
+    else:
+        assert payload["x"].dtype == np.uint8 and payload["x"].nbytes < 4096
+    assert time.perf_counter() - start < 2.0  # the 3 GB were never inflated
+
+
+def test_model_files_are_compressed_and_the_limit_counts_uncompressed_bytes(model_file):
+    with zipfile.ZipFile(model_file) as zf:
+        infos = zf.infolist()
+    assert {info.compress_type for info in infos} == {zipfile.ZIP_DEFLATED}
+    inflated = sum(info.file_size for info in infos)
+    assert model_file.stat().st_size < inflated
+    # a limit between the file's size and its inflated size refuses it
+    with pytest.raises(PayloadError, match="uncompressed, more than the limit"):
+        load_model(model_file, max_bytes=model_file.stat().st_size)
+
+
 def test_the_size_limit_is_a_parameter(model_file):
     size = sum(len(blob) for _, blob in npz_entries(model_file))
     assert load_model(model_file, max_bytes=size)["forest"].n_trees == 8
@@ -626,13 +673,13 @@ def test_a_truncated_file_is_refused(model_file, cut):
 
 def test_a_tampered_model_file_is_refused_naming_the_field(model_file, tmp_path):
     payload = bundle()
-    payload["forest"] = dict(payload["forest"], n_node_samples=None)
+    payload["forest"] = dict(payload["forest"], leaf_samples=None)
     path = save_payload(tmp_path / "tampered.npz", payload)
     with pytest.raises(PayloadError) as info:
         load_model(path)
     message = str(info.value)
     assert message.startswith(f"payload from {str(path)!r} refused: forest: ")
-    assert "field 'n_node_samples' is None" in message
+    assert "field 'leaf_samples' is None" in message
 
 
 def test_a_json_structure_with_huge_numbers_is_refused(tmp_path):

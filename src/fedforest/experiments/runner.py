@@ -302,10 +302,15 @@ class ExperimentPlan:
 
 
 def _init_worker() -> None:
-    """One BLAS thread per worker process: the processes already fill the cores."""
+    """One thread per worker process (BLAS, numba kernels): the processes already fill the cores."""
     from threadpoolctl import threadpool_limits
 
+    from ..prediction.classifier import load_kernels
+
     threadpool_limits(1)
+    kernels, _ = load_kernels()
+    if kernels is not None:
+        kernels.MAX_THREADS = 1
 
 
 def _task(args):

@@ -61,6 +61,11 @@ def evaluate_strategies(
     each withheld it with ``privacy.share.intersection: false``), the
     ``intersection`` row reports every metric as ``None`` (undefined), no tree
     kept and no fallback row, so the other strategies keep their results.
+
+    Each strategy predicts the test rows once: ``auto`` predicts them with the
+    strategy it chose, with the same forest, settings and seed as that
+    strategy's own row, so when both are requested one prediction serves both
+    (the same probabilities, so the same metrics, bit for bit).
     """
     classes = np.asarray(classes)
     cols = [c for c in X_test.columns if c in forest.feature_names]
@@ -73,9 +78,12 @@ def evaluate_strategies(
         random_state=random_state,
     )
     results: dict[str, dict] = {}
+    # test-row predictions of the pooled forest by strategy: (probabilities, diagnostics)
+    predicted: dict[str, tuple[np.ndarray, Any]] = {}
     for strategy in strategies:
         extra: dict[str, Any] = {}
         X_use = X_test[cols]
+        name = strategy  # the strategy whose test prediction this row reports
         if strategy == "intersection":
             if intersection is None:
                 logger.warning(
@@ -104,15 +112,24 @@ def evaluate_strategies(
                 **common,
             )
             clf.fit(X_val[cols], y_val)
+            name = clf.strategy_
             extra = {
                 "chosen": clf.strategy_,
                 "validation": {k: _finite(v) for k, v in clf.selection_scores_.items()},
             }
         else:
             clf = PooledForestClassifier(forest, strategy=strategy, **common)
-        proba = _on_classes(clf.predict_proba(X_use), clf.classes_, classes)
+        if strategy == "intersection":  # another forest: never shared with the pooled one's
+            proba = _on_classes(clf.predict_proba(X_use), clf.classes_, classes)
+            diag = clf.diagnostics_
+        else:
+            if name not in predicted:
+                predicted[name] = (
+                    _on_classes(clf.predict_proba(X_use), clf.classes_, classes),
+                    clf.diagnostics_,
+                )
+            proba, diag = predicted[name]
         row = {k: _finite(v) for k, v in score_all(y_test, proba, classes, metrics).items()}
-        diag = clf.diagnostics_
         row.update(
             rows=int(len(X_use)),
             mean_trees_kept=float(np.mean(diag.trees_kept)),

@@ -427,12 +427,15 @@ class SwarmSite:
         return self.runner.run_task(task, protocol.task_data(task, **data))
 
     def _timed(self, name: str, fn: Callable):
+        """Run ``fn`` and add its wall time to phase ``name`` (exchanges ``fn`` makes for
+        the same phase, the tuning's scores, are part of that time: counted once)."""
+        timings = self.rules.timings
+        before = timings.get(name, 0.0)
         start = time.monotonic()
         try:
             return fn()
         finally:
-            timings = self.rules.timings
-            timings[name] = timings.get(name, 0.0) + time.monotonic() - start
+            timings[name] = before + time.monotonic() - start
 
     def _live_after_rules(self, phase: str) -> None:
         """Leave out the sites the job's rules dropped (the same at every site)."""

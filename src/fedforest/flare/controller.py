@@ -237,13 +237,19 @@ class FedForestController(Controller):
         return "all"
 
     def _timed(self, name: str, fn):
-        """Run ``fn`` and add its wall time to phase ``name``."""
+        """Run ``fn`` and add its wall time to phase ``name``.
+
+        Broadcasts ``fn`` makes itself (the election's ``score_mask`` rounds)
+        add their time to the same phase; that time is part of ``fn``'s wall
+        time, so it is counted once.
+        """
+        timings = self.server.timings
+        before = timings.get(name, 0.0)
         start = time.monotonic()
         try:
             return fn()
         finally:
-            timings = self.server.timings
-            timings[name] = timings.get(name, 0.0) + time.monotonic() - start
+            timings[name] = before + time.monotonic() - start
 
     def _phase(
         self,

@@ -17,18 +17,15 @@ import numpy as np
 
 from .. import protocol
 from ..validation import PayloadReader
-from .payload_checks import (
-    MAX_CLASSES,
-    MAX_FEATURES,
-    MAX_LEVELS,
-    MAX_NODE_SAMPLES,
-    MAX_NODES,
-    MAX_TREES,
-    plain_labels,
-)
+from . import forest_format, forest_v1
+from .payload_checks import MAX_CLASSES, MAX_FEATURES, MAX_LEVELS, MAX_TREES, plain_labels
 
 FORMAT = protocol.POOLED_FOREST
 VERSION = protocol.FORMATS[FORMAT]
+
+# The reader of version 1 lives apart (model/forest_v1.py); protocol.py imports nothing
+# from the package, so the model layer registers it.
+protocol.UPGRADES[(FORMAT, 1)] = forest_v1.upgrade
 
 #: Per-node arrays of a forest besides ``value`` (one entry per node).
 NODE_FIELDS = (
@@ -44,19 +41,6 @@ NODE_FIELDS = (
     "surrogate_left_le",
     "surrogate_agreement",
 )
-
-
-#: Fields of a payload besides ``format`` and ``version``.
-_PAYLOAD_FIELDS = {
-    "feature_names",
-    "categories",
-    "classes",
-    "owners",
-    "tree_start",
-    "tree_owner",
-    "value",
-    *NODE_FIELDS,
-}
 
 
 class PooledForest:
@@ -470,34 +454,36 @@ class PooledForest:
     def to_payload(self) -> dict:
         """The forest as a dict of numpy arrays and plain values (no pickle).
 
+        The layout is version 2 of ``fedforest/pooled-forest``
+        (:mod:`fedforest.model.forest_format`, architecture.md section 3):
+        about 8 bytes per node instead of version 1's 63, and lossless: every
+        array comes back from :meth:`from_payload` bit for bit (thresholds of
+        leaves and surrogate fields of nodes without a surrogate, which mean
+        nothing, come back as their defaults; trees held in another
+        depth-first order come back in preorder).
+
         Returns
         -------
         dict
             Versioned payload accepted by :meth:`from_payload`.
         """
-        payload = {
+        fields = {k: getattr(self, k) for k in NODE_FIELDS}
+        return {
             "format": FORMAT,
             "version": VERSION,
-            "feature_names": list(self.feature_names),
-            "categories": {k: list(v) for k, v in self.categories.items()},
-            "classes": plain_labels(self.classes),
-            "owners": list(self.owners),
-            "tree_start": self.tree_start.astype(np.int64),
-            "tree_owner": self.tree_owner.astype(np.int32),
-            "children_left": self.children_left.astype(np.int32),
-            "children_right": self.children_right.astype(np.int32),
-            "feature": self.feature.astype(np.int32),
-            "threshold": self.threshold.astype(np.float64),
-            "n_node_samples": self.n_node_samples.astype(np.int32),
-            "missing_left": self.missing_left.astype(bool),
-            "saw_missing": self.saw_missing.astype(bool),
-            "value": self.value.astype(np.float64),
-            "surrogate_feature": self.surrogate_feature.astype(np.int32),
-            "surrogate_threshold": self.surrogate_threshold.astype(np.float64),
-            "surrogate_left_le": self.surrogate_left_le.astype(bool),
-            "surrogate_agreement": self.surrogate_agreement.astype(np.float64),
+            **forest_format.encode(
+                {
+                    "feature_names": self.feature_names,
+                    "categories": self.categories,
+                    "classes": self.classes,
+                    "owners": self.owners,
+                    "tree_start": self.tree_start,
+                    "tree_owner": self.tree_owner,
+                    "value": self.value,
+                    **fields,
+                }
+            ),
         }
-        return payload
 
     @classmethod
     def from_payload(
@@ -515,18 +501,22 @@ class PooledForest:
             Where the payload sits in a larger one (``"forest"`` in a model
             bundle); named in every error message.
 
+        Every version from 1 to :data:`VERSION` is read: a version 1 payload
+        goes through its own reader (:mod:`fedforest.model.forest_v1`) first.
+
         Raises
         ------
         fedforest.PayloadError
             If any field is missing, ``None``, of the wrong type, dtype or
-            shape, or the trees are not well formed (child indices out of range
-            or not pointing forward, feature indices out of range, non-finite
-            thresholds, children with more training rows than their parent,
-            class distributions that are not distributions). Nothing else is
-            raised.
+            shape, or the trees are not well formed (leaf flags that do not
+            close every tree at its last node, feature indices out of range,
+            non-finite thresholds, children with more training rows than their
+            parent, leaf counts or class distributions that are not
+            distributions), or the version is newer than this fedforest reads.
+            Nothing else is raised.
         """
         r = PayloadReader(payload, FORMAT, sender, where)
-        r.check_keys(_PAYLOAD_FIELDS)
+        r.check_keys(set(forest_format.PAYLOAD_FIELDS))
         names = r.read_str_list("feature_names", MAX_FEATURES)
         owners = r.read_str_list("owners", MAX_TREES)
         classes = r.read_labels("classes", MAX_CLASSES)
@@ -538,44 +528,19 @@ class PooledForest:
             cats[k] = r.str_list(key, levels, max_len=MAX_LEVELS, allow_empty=True)
             if not cats[k]:
                 r.refuse(key, levels, "a non-empty list of distinct strings")
-
-        tree_start = r.read_array("tree_start", "i", max_len=MAX_TREES + 1, lo=0, hi=MAX_NODES)
-        n_trees = tree_start.shape[0] - 1
-        if n_trees < 1:
-            r.fail(f"field 'tree_start' describes {n_trees} trees; expected 1 to {MAX_TREES}")
-        if tree_start[0] != 0 or np.any(np.diff(tree_start) < 1):
-            r.fail("field 'tree_start' must start at 0 and increase (every tree has a node)")
-        n_nodes = int(tree_start[-1])
-        tree_owner = r.read_array("tree_owner", "i", length=n_trees, lo=0, hi=len(owners) - 1)
-        n_feat = len(names)
-
-        def node_array(key, kind, **checks):
-            return r.read_array(key, kind, length=n_nodes, **checks)
-
-        arrays = {
-            "children_left": node_array("children_left", "i", lo=-1, hi=MAX_NODES),
-            "children_right": node_array("children_right", "i", lo=-1, hi=MAX_NODES),
-            "feature": node_array("feature", "i", lo=-1, hi=n_feat - 1),
-            # +inf is allowed on nodes that saw missing values (NaN and inf checked below)
-            "threshold": node_array("threshold", "f", finite=False),
-            "n_node_samples": node_array("n_node_samples", "i", lo=1, hi=MAX_NODE_SAMPLES),
-            "missing_left": node_array("missing_left", "b"),
-            "saw_missing": node_array("saw_missing", "b"),
-            "value": r.read_array("value", "f", 2, n_nodes, width=len(classes), lo=0, hi=1),
-            "surrogate_feature": node_array("surrogate_feature", "i", lo=-1, hi=n_feat - 1),
-            "surrogate_threshold": node_array("surrogate_threshold", "f"),
-            "surrogate_left_le": node_array("surrogate_left_le", "b"),
-            "surrogate_agreement": node_array("surrogate_agreement", "f", lo=-1, hi=1),
-        }
         levels = np.array([len(cats.get(n, ())) for n in names], dtype=np.int64)
-        _check_tree_structure(r, tree_start, arrays, levels)
+        arrays = forest_format.decode(
+            r,
+            n_features=len(names),
+            n_classes=len(classes),
+            n_owners=len(owners),
+            n_levels=levels,
+        )
         return cls(
             feature_names=names,
             classes=np.asarray(classes),
             owners=owners,
             categories=cats,
-            tree_start=tree_start,
-            tree_owner=tree_owner,
             **arrays,
         )
 
@@ -589,67 +554,6 @@ class PooledForest:
 
 def _kind(levels) -> str:
     return "numeric" if levels is None else f"categorical with levels {list(levels)}"
-
-
-def _check_tree_structure(r: PayloadReader, tree_start, a: dict, n_levels: np.ndarray):
-    """Refuse trees that are not well-formed binary trees in depth-first order.
-
-    Every array has been read with its dtype, shape and range, so the index
-    arithmetic below cannot overflow. ``n_levels`` is the number of levels of
-    each feature (0 for a numeric feature).
-    """
-    n_nodes = int(tree_start[-1])
-    sizes = np.diff(tree_start)
-    tree = np.repeat(np.arange(sizes.shape[0]), sizes)
-    local = np.arange(n_nodes) - tree_start[:-1][tree]
-    left, right, feat = a["children_left"], a["children_right"], a["feature"]
-    leaf = feat < 0
-    internal = ~leaf
-    if np.any(left[leaf] != -1) or np.any(right[leaf] != -1):
-        r.fail("leaves (feature -1) must have children -1")
-    size = sizes[tree]
-    for name, child in (("children_left", left), ("children_right", right)):
-        c = child[internal]
-        if np.any(c <= local[internal]) or np.any(c >= size[internal]):
-            r.fail(
-                f"field {name!r} has child indices out of range or not after their parent "
-                "(trees must be in depth-first order, which rules out cycles)"
-            )
-    # every non-root node has exactly one parent
-    base = tree_start[:-1][tree[internal]]
-    glob_left = left[internal] + base
-    glob_right = right[internal] + base
-    parents = np.bincount(np.concatenate([glob_left, glob_right]), minlength=n_nodes)
-    expected = np.ones(n_nodes, dtype=np.int64)
-    expected[tree_start[:-1]] = 0
-    if not np.array_equal(parents, expected):
-        r.fail("trees are not trees: some node has no parent or several parents")
-    thr = a["threshold"]
-    bad_thr = np.isnan(thr) | np.isneginf(thr) | (np.isposinf(thr) & ~a["saw_missing"])
-    if np.any(bad_thr[internal]):
-        r.fail(
-            "field 'threshold' has non-finite values (only +inf is allowed, on nodes that "
-            "split missing from observed values)"
-        )
-    if not np.isfinite(thr[leaf]).all():
-        r.fail("field 'threshold' has non-finite values at leaves")
-    # a split on category codes 0 .. K-1 has a threshold in [-1, K] (or +inf, as above)
-    k = n_levels[np.where(internal, feat, 0)]
-    on_codes = internal & (k > 0) & np.isfinite(thr)
-    if np.any((thr[on_codes] < -1) | (thr[on_codes] > k[on_codes])):
-        r.fail(
-            "field 'threshold' has thresholds of categorical features outside [-1, K] "
-            "(K = the feature's number of levels)"
-        )
-    n = a["n_node_samples"]
-    if np.any(n[glob_left] > n[internal]) or np.any(n[glob_right] > n[internal]):
-        r.fail("field 'n_node_samples' has a child with more training rows than its parent")
-    value = a["value"]
-    if np.any(np.abs(value[leaf].sum(axis=1) - 1.0) > 1e-6):
-        r.fail("field 'value' must hold class distributions (non-negative, summing to 1)")
-    sf = a["surrogate_feature"]
-    if np.any(sf[leaf] != -1):
-        r.fail("leaves cannot have surrogate splits")
 
 
 def _nodes_that_saw_missing(rf, X, starts) -> np.ndarray:

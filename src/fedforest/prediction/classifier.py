@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..model.inputs import to_global_matrix
-from ..vocabulary import STRATEGIES, TREE_SELECTION, VOTING
+from ..vocabulary import ENGINES, STRATEGIES, TREE_SELECTION, VOTING
 from . import fastpath
 from .routing import CompiledForest, average_leaves, route_leaves, route_marginal
 from .selection import choose_strategy
@@ -21,6 +22,11 @@ from .strategies import STATIC, Strategy
 logger = logging.getLogger(__name__)
 
 _F32_MAX = float(np.finfo(np.float32).max)
+
+#: ``engine="auto"`` runs the numba kernels on dynamic traversals of at least
+#: this many (row, tree) pairs; smaller ones do not repay importing numba and
+#: loading (or, the first time, compiling: a few seconds) the kernels.
+AUTO_NUMBA_PAIRS = 200_000
 
 
 @dataclass
@@ -41,7 +47,13 @@ class PredictionDiagnostics:
     n_fallback : int
         Number of such rows.
     engine : str
-        ``"compiled"``, ``"numpy"`` or ``"mixed"``: which traversal ran.
+        ``"compiled"``, ``"numpy"`` or ``"mixed"``: whether the rows went
+        through scikit-learn's compiled trees, the dynamic traversals, or
+        both (rows that fell back to ``mp`` not counted).
+    dynamic_engine : str or None
+        ``"numba"`` when the numba kernels ran dynamic traversals, else
+        ``"numpy"`` (``None`` when every row took the compiled trees and none
+        fell back).
     """
 
     strategy: str
@@ -50,6 +62,7 @@ class PredictionDiagnostics:
     fallback_rows: np.ndarray
     n_fallback: int
     engine: str
+    dynamic_engine: str | None = None
 
 
 class PooledForestClassifier(ClassifierMixin, BaseEstimator):
@@ -104,6 +117,15 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         Strategies tried by ``strategy="auto"`` (default: all that apply).
     auto_metric : str, default="auprc"
         Metric maximised by ``strategy="auto"`` (see :func:`fedforest.score`).
+    engine : {"auto", "numba", "numpy"}, default="auto"
+        What runs the traversals scikit-learn's compiled trees cannot (``mp``
+        and ``ipr`` with absent columns, rows with NaN in columns the site
+        has, rows that fall back to ``mp``): ``numba``, compiled kernels
+        (needs numba: ``pip install 'fedforest[fast]'``), or ``numpy``,
+        vectorised numpy. ``auto`` uses numba when it can be imported and the
+        traversal has at least :data:`AUTO_NUMBA_PAIRS` (row, tree) pairs.
+        Both give the same probabilities bit for bit, and the same draws for
+        the same ``random_state``.
 
     Attributes
     ----------
@@ -145,6 +167,7 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         random_state=None,
         auto_candidates=None,
         auto_metric: str = "auprc",
+        engine: str = "auto",
     ):
         self.forest = forest
         self.strategy = strategy
@@ -156,6 +179,7 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.auto_candidates = auto_candidates
         self.auto_metric = auto_metric
+        self.engine = engine
 
     # -------------------------------------------------------------- setup
     @property
@@ -172,6 +196,10 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"strategy={strategy!r} is not one of {list(STRATEGIES) + ['auto']}")
         if self.voting not in VOTING:
             raise ValueError(f"voting={self.voting!r} is not one of {list(VOTING)}")
+        if not isinstance(self.engine, str) or self.engine not in ENGINES:
+            raise ValueError(f"engine={self.engine!r} is not one of {list(ENGINES)}")
+        if self.engine == "numba":
+            self._kernels()  # numba must be importable
         if (
             isinstance(self.depth_threshold, bool)
             or not isinstance(self.depth_threshold, (int, np.integer))
@@ -312,28 +340,29 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             leaves[:, fast] = self._route_static(
                 rules, absent, trees, Xg[fast], imputed[fast], rng, sklearn_missing
             )
+        # the engine of the dynamic traversals; numba is imported only when one runs
+        n_rest = int(rest.sum())
+        kernels = self._kernels(n_rest * len(trees)) if n_rest else None
         if strategy == "mp":
             proba = np.empty((n_rows, forest.n_classes))
             if fast.any():
                 proba[fast] = average_leaves(cf, leaves[:, fast], "soft")[0]
             if rest.any():
-                dist = route_marginal(
-                    cf, Xg[rest], trees, _rows(rules, rest).right_probability, absent
-                )
-                proba[rest] = _sum_in_order(dist) / len(trees)
+                proba[rest] = _marginal(kernels, cf, Xg[rest], trees, _rows(rules, rest), absent)
             kept = np.full(n_rows, len(trees))
         else:
             if rest.any():
-                resolver = None if sklearn_missing else _rows(rules, rest).resolver
-                leaves[:, rest] = route_leaves(cf, Xg[rest], trees, resolver)
+                sub = None if sklearn_missing else _rows(rules, rest)
+                leaves[:, rest] = _resolved_leaves(kernels, cf, Xg[rest], trees, sub)
             proba, kept = average_leaves(cf, leaves, self.voting)
         engine = "compiled" if fast.all() else ("numpy" if not fast.any() else "mixed")
         fallback = kept == 0
+        fallback_kernels = None
         if fallback.any():
+            fallback_kernels = self._kernels(int(fallback.sum()) * forest.n_trees)
             sub = _rows(rules, fallback, name="mp")
             all_trees = np.arange(forest.n_trees)
-            dist = route_marginal(cf, Xg[fallback], all_trees, sub.right_probability, absent)
-            proba[fallback] = _sum_in_order(dist) / forest.n_trees
+            proba[fallback] = _marginal(fallback_kernels, cf, Xg[fallback], all_trees, sub, absent)
             logger.info(
                 "%d of %d rows had every tree discarded; they use mp", int(fallback.sum()), n_rows
             )
@@ -344,10 +373,30 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             fallback_rows=fallback,
             n_fallback=int(fallback.sum()),
             engine=engine,
+            dynamic_engine=(
+                None
+                if not (rest.any() or fallback.any())
+                else ("numpy" if kernels is None and fallback_kernels is None else "numba")
+            ),
         )
         return proba, diagnostics
 
     # ------------------------------------------------------------ helpers
+    def _kernels(self, n_pairs: int | None = None):
+        """The numba kernels for ``n_pairs`` (row, tree) pairs, or ``None`` for numpy."""
+        if self.engine == "numpy":
+            return None
+        if self.engine == "auto" and n_pairs is not None and n_pairs < AUTO_NUMBA_PAIRS:
+            return None
+        kernels, error = load_kernels()
+        if kernels is None and self.engine == "numba":
+            raise ImportError(
+                f"engine='numba' needs numba, which cannot be imported ({error}); install it "
+                "with `pip install 'fedforest[fast]'` (or numba>=0.59), or use engine='auto' "
+                "or 'numpy'"
+            ) from error
+        return kernels
+
     def _compiled(self) -> CompiledForest:
         # cached on the forest (treated as immutable), shared by every classifier using it
         cache = self.forest._cache
@@ -479,6 +528,52 @@ def _rows(rules: Strategy, mask: np.ndarray, name: str | None = None) -> Strateg
         rules.depth_threshold,
         rules.rng,
     )
+
+
+#: Whether :func:`load_kernels` has logged why numba cannot be used.
+_KERNELS_MISSING_LOGGED = False
+
+
+def load_kernels():
+    """The compiled kernels (:mod:`.numba_kernels`) if numba can be imported.
+
+    Returns
+    -------
+    kernels : module or None
+        ``None`` when the import failed.
+    error : Exception or None
+        Why it failed (logged once: numba is optional).
+    """
+    global _KERNELS_MISSING_LOGGED
+    try:
+        return importlib.import_module(".numba_kernels", __package__), None
+    # numba missing, unusable with this numpy, or without a place to cache its compiled code
+    except Exception as exc:  # the numpy engine gives the same predictions
+        if not _KERNELS_MISSING_LOGGED:
+            _KERNELS_MISSING_LOGGED = True
+            missing = isinstance(exc, ImportError) and exc.name == "numba"
+            logger.log(
+                logging.INFO if missing else logging.WARNING,
+                "numba cannot be used (%s: %s); the numpy engine runs instead",
+                type(exc).__name__,
+                exc,
+            )
+        return None, exc
+
+
+def _marginal(kernels, cf, X, trees, rules: Strategy, absent) -> np.ndarray:
+    """Marginal prediction of ``X`` averaged over ``trees``, by either engine."""
+    if kernels is None:
+        dist = route_marginal(cf, X, trees, rules.right_probability, absent)
+        return _sum_in_order(dist) / len(trees)
+    return kernels.marginal_proba(cf, X, trees, rules.kernel_tables(), absent)
+
+
+def _resolved_leaves(kernels, cf, X, trees, rules: Strategy | None) -> np.ndarray:
+    """Leaves of ``X``, missing values resolved by ``rules`` (``None``: learned direction)."""
+    if kernels is None:
+        return route_leaves(cf, X, trees, None if rules is None else rules.resolver)
+    return kernels.route_leaves(cf, X, trees, rules)
 
 
 def _sum_in_order(dist: np.ndarray) -> np.ndarray:

@@ -10,6 +10,12 @@ follow the learned direction. Every other missing value is handed to a
 *resolver* (the strategy), which says for each such pair: go left, go right or
 discard the tree for this row. :func:`route_marginal` instead follows both
 children with weights (marginal prediction).
+
+:mod:`.numba_kernels` holds the compiled twin of these traversals; both give
+the same results bit for bit (``docs/architecture.md``, "Engines with the same
+semantics"). Keep them in step: the order in which :func:`route_marginal`
+sums leaves, the order in which :func:`route_leaves` asks its resolver (and so
+draws random numbers), and :func:`sigmoid` are what the kernels reproduce.
 """
 
 from __future__ import annotations
@@ -28,6 +34,76 @@ MAX_PAIRS = 1 << 17
 LEFT, RIGHT, DISCARD = 0, 1, 2
 
 Resolver = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+# exp as in fdlibm's e_exp.c (error below 1 ulp), for :func:`sigmoid`
+EXP_LN2_HI = 6.93147180369123816490e-01
+EXP_LN2_LO = 1.90821492927058770002e-10
+EXP_INV_LN2 = 1.44269504088896338700e00
+EXP_P1 = 1.66666666666666019037e-01
+EXP_P2 = -2.77777777770155933842e-03
+EXP_P3 = 6.61375632143793436117e-05
+EXP_P4 = -1.65339022054652515390e-06
+EXP_P5 = 4.13813679705723846039e-08
+#: exp(x) overflows to inf above this.
+EXP_OVERFLOW = 7.09782712893383973096e02
+#: Below this, 1 + exp(x) rounds to 1 (exp(-40) < 2**-57).
+EXP_NEGLIGIBLE = -40.0
+#: Values :func:`sigmoid` works on at once.
+_SIGMOID_CHUNK = 8192
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-z))`` computed with basic arithmetic only.
+
+    numpy's ``exp`` is dispatched at run time to SIMD code (Intel's SVML on
+    AVX-512 processors) that can differ from the C library's in the last bit,
+    so the exponential here is fdlibm's algorithm written out in additions,
+    multiplications, divisions, ``rint`` and ``ldexp``, each exactly rounded.
+    The compiled engine (:mod:`.numba_kernels`) runs the same operations on
+    scalars, so both engines, on every processor, get the same bits. The
+    error is below 1 ulp of exp.
+
+    Parameters
+    ----------
+    z : ndarray of float64
+
+    Returns
+    -------
+    ndarray of float64
+        In [0, 1]; NaN where ``z`` is NaN.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    out = np.empty(z.shape)
+    flat, flat_out = z.reshape(-1), out.reshape(-1)
+    # in pieces: a dozen temporaries that stay in cache (and below malloc's mmap threshold)
+    for lo in range(0, flat.size, _SIGMOID_CHUNK):
+        flat_out[lo : lo + _SIGMOID_CHUNK] = _sigmoid_piece(flat[lo : lo + _SIGMOID_CHUNK])
+    return out
+
+
+def _sigmoid_piece(z: np.ndarray) -> np.ndarray:
+    x = -z
+    out = np.where(x > EXP_OVERFLOW, 0.0, 1.0)  # exp(x) = inf; exp(x) negligible
+    out[np.isnan(x)] = np.nan
+    mid = (x >= EXP_NEGLIGIBLE) & (x <= EXP_OVERFLOW)
+    if mid.all():
+        xm = x
+    elif mid.any():
+        xm = x[mid]
+    else:
+        return out
+    k = np.rint(xm * EXP_INV_LN2)
+    hi = xm - k * EXP_LN2_HI
+    lo = k * EXP_LN2_LO
+    r = hi - lo
+    t = r * r
+    c = r - t * (EXP_P1 + t * (EXP_P2 + t * (EXP_P3 + t * (EXP_P4 + t * EXP_P5))))
+    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+    e = 1.0 / (1.0 + np.ldexp(y, k.astype(np.int32)))  # ldexp is exact: a normal number here
+    if xm is x:
+        return e
+    out[mid] = e
+    return out
 
 
 @dataclass
@@ -72,7 +148,11 @@ class CompiledForest:
         )
 
 
-def _row_chunks(n_rows: int, n_trees: int, max_pairs: int | None = None):
+def row_chunks(n_rows: int, n_trees: int, max_pairs: int | None = None):
+    """Row ranges ``(lo, hi)`` holding at most ``max_pairs`` (tree, row) pairs each.
+
+    Random draws are made chunk after chunk, so both engines use these chunks.
+    """
     step = max(1, (max_pairs or MAX_PAIRS) // max(n_trees, 1))
     for start in range(0, n_rows, step):
         yield start, min(n_rows, start + step)
@@ -103,7 +183,7 @@ def route_leaves(
     """
     n_rows = X.shape[0]
     out = np.empty((len(trees), n_rows), dtype=np.int64)
-    for lo, hi in _row_chunks(n_rows, len(trees)):
+    for lo, hi in row_chunks(n_rows, len(trees)):
         out[:, lo:hi] = _route_chunk(cf, X[lo:hi], trees, resolve, lo)
     return out
 
@@ -187,7 +267,7 @@ def route_marginal(
         check_nan = bool(np.isnan(X[:, ~absent]).any() or (on_absent & cf.saw_missing).any())
     children = cf.children.astype(np.int32)
     out = np.empty((len(trees), n_rows, cf.value.shape[1]))
-    for lo, hi in _row_chunks(n_rows, len(trees), MAX_PAIRS // 2):
+    for lo, hi in row_chunks(n_rows, len(trees), MAX_PAIRS // 2):
         out[:, lo:hi] = _marginal_chunk(
             cf, kind, children, X, lo, hi, trees, right_probability, check_nan
         )

@@ -3,7 +3,9 @@
 Each strategy is expressed twice, with identical semantics:
 
 * :meth:`Strategy.resolver` decides for (node, row) pairs met during the numpy
-  traversal in :mod:`fedforest.routing` (any mix of missing values);
+  traversal in :mod:`fedforest.routing` (any mix of missing values); the
+  compiled kernels of :mod:`fedforest.prediction.numba_kernels` apply the same
+  rules to the arrays of :meth:`Strategy.kernel_tables`;
 * :meth:`Strategy.static_trees` rewrites the trees for the rows that miss only
   whole columns, so that scikit-learn's compiled engine can walk them
   (:mod:`fedforest.fastpath`).
@@ -17,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..vocabulary import STRATEGIES, TREE_SELECTION
-from .routing import DISCARD, LEFT, RIGHT, CompiledForest
+from .routing import DISCARD, LEFT, RIGHT, CompiledForest, sigmoid
 
 __all__ = ["STATIC", "STRATEGIES", "TREE_SELECTION", "Strategy"]
 
@@ -95,7 +97,43 @@ class Strategy:
             d = imputed[rows * n_feat + f] - self.cf.threshold[nodes]
             # sigma 0 (or unknown): the term is 0; x_hat == t with 1/sigma = inf: the limit is 0
             z = np.where((inv == 0) | (d == 0), 0.0, d * inv)
-            return 1.0 / (1.0 + np.exp(-z))
+            return sigmoid(z)
+
+    def kernel_tables(self) -> dict:
+        """The per-call lookups of :meth:`right_probability`, for the compiled kernels.
+
+        Returns
+        -------
+        dict
+            ``node_kind`` (int64 per node: 0 no imputer, 1 numeric, 2
+            categorical), ``inv_sigma`` (float64 per feature), ``imputed``
+            (float32, n_rows x n_features), ``cdf`` (float64, n_rows x the
+            levels of every categorical feature with an imputer, one after the
+            other), ``cdf_start`` and ``n_levels`` (int64 per feature: where a
+            feature's levels start in ``cdf`` and how many it has).
+        """
+        node_kind, _, inv_sigma, n_feat = self._probability_tables()
+        n_rows = self.X.shape[0]
+        cdf_start = np.zeros(n_feat, dtype=np.int64)
+        n_levels = np.zeros(n_feat, dtype=np.int64)
+        parts = []
+        width = 0
+        for feat in sorted(self.level_cdf):
+            cdf = self.level_cdf[feat]
+            cdf_start[feat], n_levels[feat] = width, cdf.shape[1]
+            parts.append(np.asarray(cdf, dtype=np.float64))
+            width += cdf.shape[1]
+        return {
+            "node_kind": np.ascontiguousarray(node_kind, dtype=np.int64),
+            "inv_sigma": np.ascontiguousarray(inv_sigma, dtype=np.float64),
+            "imputed": np.ascontiguousarray(self.imputed, dtype=np.float32),
+            "cdf": np.ascontiguousarray(
+                np.concatenate(parts, axis=1) if parts else np.zeros((n_rows, 0)),
+                dtype=np.float64,
+            ),
+            "cdf_start": cdf_start,
+            "n_levels": n_levels,
+        }
 
     def right_probability(self, nodes, rows) -> np.ndarray:
         """IPR probability of going right; ``N_right / N_node`` without imputer.

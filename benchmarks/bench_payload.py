@@ -1,0 +1,267 @@
+"""Size and speed of the pooled-forest payload: version 1 (before) against version 2 (now).
+
+Forests measured:
+
+* **inference**: the pooled forest of ``benchmarks/bench_inference.py`` (three
+  sites, 100 fully grown trees each on 2,000 rows of a 20-feature table, with
+  surrogate splits on the 10 shared features);
+* **demo**: the demo job (``site_configs/``, ``demo_data/``; written by
+  ``make demo-data`` when missing) run in process as the FLARE job runs it
+  (``SiteRunner`` and ``JobServer``: schema, election, training): each site's
+  forest and intersection forest as it sends them in its ``train`` reply, and
+  the pooled forest the server broadcasts in the model.
+
+For each forest: bytes per node on the wire (``federation.results.payload_bytes``:
+array bytes plus plain values, as the job reports its traffic) and on disk (the
+``.npz`` file ``model_files.save_payload`` writes, compressed in both versions);
+the time to encode (version 1: its writer, ``forest_v1.write``; version 2:
+``to_payload``) and to decode (version 1: its checks and the forest,
+``forest_v1.read``, as version 1's ``from_payload`` did; version 2:
+``from_payload``), best of ``--repeats``. Every version 2 round trip is checked
+to give back every array bit for bit.
+
+Usage::
+
+    python benchmarks/bench_payload.py [--out benchmarks/results] [--repeats 5]
+
+Writes ``<out>/payload.json`` and ``<out>/payload.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import sklearn
+
+from fedforest import PooledForest
+from fedforest.federation.config import JobConfig, SiteConfig
+from fedforest.federation.results import payload_bytes
+from fedforest.federation.server import JobServer
+from fedforest.federation.site import SiteRunner
+from fedforest.model import forest_v1
+from fedforest.model.forest import NODE_FIELDS
+from fedforest.model.model_files import save_payload
+
+logger = logging.getLogger("bench_payload")
+
+ROOT = Path(__file__).resolve().parents[1]
+#: What the payload must stay under on these forests (bytes per node, on the wire).
+TARGET = 16.0
+ARRAYS = ("tree_start", "tree_owner", "value", *NODE_FIELDS)
+
+
+def best_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def same_arrays(a: PooledForest, b: PooledForest) -> bool:
+    """Every array of ``a`` and ``b`` equal bit for bit (dtype and shape too)."""
+    for key in ARRAYS:
+        x, y = getattr(a, key), getattr(b, key)
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return False
+        if not np.array_equal(x.view(np.uint8), y.view(np.uint8)):
+            return False
+    return True
+
+
+def measure(name: str, forest: PooledForest, repeats: int, folder: Path) -> dict:
+    """Sizes and times of one forest in both versions."""
+    v1 = forest_v1.write(forest)
+    v2 = forest.to_payload()
+    back = PooledForest.from_payload(v2, sender="bench")
+    if not same_arrays(back, forest):
+        raise AssertionError(f"{name}: the version 2 round trip changed an array")
+    n = forest.n_nodes
+    sizes = {}
+    for version, payload in (("v1", v1), ("v2", v2)):
+        path = save_payload(folder / f"{name}-{version}.npz", payload)
+        sizes[version] = {"wire": payload_bytes(payload), "disk": path.stat().st_size}
+    row = {
+        "trees": forest.n_trees,
+        "nodes": n,
+        "features": forest.n_features,
+        "classes": forest.n_classes,
+        "surrogate_nodes": int((forest.surrogate_feature >= 0).sum()),
+        "wire_bytes": {v: s["wire"] for v, s in sizes.items()},
+        "disk_bytes": {v: s["disk"] for v, s in sizes.items()},
+        "wire_per_node": {v: s["wire"] / n for v, s in sizes.items()},
+        "disk_per_node": {v: s["disk"] / n for v, s in sizes.items()},
+        "trees_as_float64": int(v2["value_trees"].size),
+        "thresholds_in_full": int(v2["threshold_exact_at"].size),
+        "encode_seconds": {
+            "v1": best_time(lambda: forest_v1.write(forest), repeats),
+            "v2": best_time(forest.to_payload, repeats),
+        },
+        "decode_seconds": {
+            "v1": best_time(lambda: PooledForest(**forest_v1.read(v1)), repeats),
+            "v2": best_time(lambda: PooledForest.from_payload(v2), repeats),
+            "v1_via_upgrade": best_time(lambda: PooledForest.from_payload(v1), repeats),
+        },
+        "v2_field_bytes": {
+            k: int(v.nbytes) for k, v in v2.items() if isinstance(v, np.ndarray) and v.nbytes
+        },
+    }
+    logger.info(
+        "%s: %d nodes, %.1f -> %.1f bytes/node on the wire, %.1f -> %.1f on disk",
+        name,
+        n,
+        row["wire_per_node"]["v1"],
+        row["wire_per_node"]["v2"],
+        row["disk_per_node"]["v1"],
+        row["disk_per_node"]["v2"],
+    )
+    return row
+
+
+def inference_forest() -> PooledForest:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_inference import build
+
+    return build(100)[1]
+
+
+def demo_forests(folder: Path) -> dict[str, PooledForest]:
+    """The forests of the demo job, as its sites send them and as the server pools them."""
+    configs = ROOT / "site_configs"
+    config = JobConfig.load(configs / "job.yaml")
+    sites = {s: SiteConfig.load(configs / f"{s}.yaml") for s in config.sites}
+    missing = [s for s, c in sites.items() if not Path(c.data_path).is_file()]
+    if missing:
+        logger.info("writing the demo data (make demo-data) for %s", missing)
+        subprocess.run(
+            [sys.executable, str(ROOT / "data_prep" / "make_demo_data.py"), "--out", "demo_data"],
+            cwd=ROOT,
+            check=True,
+        )
+    runners = {s: SiteRunner(c, random_state=config.seed) for s, c in sites.items()}
+    server = JobServer(config)
+    schema = server.build_schema({s: r.describe() for s, r in runners.items()})
+    for runner in runners.values():
+        runner.set_schema(copy.deepcopy(schema))
+    ballot = server.read_votes({s: r.vote() for s, r in runners.items()})
+
+    def score(features):
+        metric = config.election["metric"]
+        return server.weighted_score(
+            {s: r.score_mask(features, metric) for s, r in runners.items()}
+        )
+
+    elected = server.elect(ballot, score)
+    logger.info("demo job: %d features elected", len(elected))
+    trained = {
+        s: r.train(elected, config.forest, config.surrogates, True) for s, r in runners.items()
+    }
+    model = server.pool(copy.deepcopy(trained), True)
+    forests = {}
+    for site, reply in trained.items():
+        forests[f"demo {site}"] = PooledForest.from_payload(reply["forest"], site)
+        forests[f"demo {site} intersection"] = PooledForest.from_payload(
+            reply["intersection"], site
+        )
+    forests["demo pooled"] = PooledForest.from_payload(model["forest"], "server")
+    forests["demo pooled intersection"] = PooledForest.from_payload(model["intersection"], "server")
+    return forests
+
+
+def markdown(bench: dict) -> str:
+    lines = [
+        "# Pooled-forest payload: version 1 against version 2",
+        "",
+        f"`{bench['command']}` on {bench['machine']} (Python {bench['python']}, "
+        f"numpy {bench['numpy']}, scikit-learn {bench['sklearn']}); times are the best of "
+        f"{bench['repeats']}. Wire: array bytes plus plain values (`payload_bytes`, what the "
+        "job reports); disk: the compressed `.npz` of `save_payload`. Every version 2 round "
+        f"trip gave back every array bit for bit. Target: at most {TARGET:g} bytes per node "
+        "on the wire.",
+        "",
+        "| forest | trees | nodes | wire v1 B/node | wire v2 B/node | disk v1 B/node | "
+        "disk v2 B/node | encode v1 / v2 (ms) | decode v1 / v2 (ms) | trees as float64 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in bench["forests"].items():
+        enc, dec = r["encode_seconds"], r["decode_seconds"]
+        lines.append(
+            f"| {name} | {r['trees']} | {r['nodes']} | {r['wire_per_node']['v1']:.1f} | "
+            f"**{r['wire_per_node']['v2']:.2f}** | {r['disk_per_node']['v1']:.1f} | "
+            f"{r['disk_per_node']['v2']:.2f} | {1e3 * enc['v1']:.1f} / {1e3 * enc['v2']:.1f} | "
+            f"{1e3 * dec['v1']:.1f} / {1e3 * dec['v2']:.1f} | {r['trees_as_float64']} |"
+        )
+    inference = bench["forests"].get("inference")
+    if inference:
+        lines += [
+            "",
+            "Version 2 bytes per node by field (inference forest):",
+            "",
+            "| field | bytes/node |",
+            "|---|---:|",
+        ]
+        n = inference["nodes"]
+        for key, size in sorted(inference["v2_field_bytes"].items(), key=lambda kv: -kv[1]):
+            lines.append(f"| `{key}` | {size / n:.3f} |")
+    lines += [
+        "",
+        "Decoding a version 1 payload today goes through its reader and the version 2 "
+        "reader (`decode_seconds.v1_via_upgrade` in payload.json).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run(out: Path, repeats: int, command: str) -> dict:
+    forests = {"inference": inference_forest()}
+    with tempfile.TemporaryDirectory() as tmp:
+        forests.update(demo_forests(Path(tmp)))
+        rows = {name: measure(name, f, repeats, Path(tmp)) for name, f in forests.items()}
+    bench = {
+        "command": command,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "sklearn": sklearn.__version__,
+        "repeats": repeats,
+        "target_wire_bytes_per_node": TARGET,
+        "forests": rows,
+        "worst_v2_wire_per_node": max(r["wire_per_node"]["v2"] for r in rows.values()),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "payload.json").write_text(json.dumps(bench, indent=2) + "\n")
+    (out / "payload.md").write_text(markdown(bench))
+    logger.info("wrote %s and %s", out / "payload.json", out / "payload.md")
+    return bench
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    for name in ("fedforest",):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    command = "python benchmarks/bench_payload.py" + (
+        "" if args.repeats == 5 else f" --repeats {args.repeats}"
+    )
+    bench = run(args.out, args.repeats, command)
+    worst = bench["worst_v2_wire_per_node"]
+    logger.info("worst version 2 payload: %.2f bytes per node (target %g)", worst, TARGET)
+
+
+if __name__ == "__main__":
+    main()

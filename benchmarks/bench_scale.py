@@ -1,0 +1,880 @@
+"""How the fedforest job grows with the number of sites and of rows: time, memory, bytes.
+
+For each run a synthetic table (``fedforest.experiments.synthetic``, 30 features,
+``--rows`` rows per site) is split into sites at pairwise Jaccard 0.5 with the
+code of ``data_prep/jaccard_split.py`` (its site YAMLs and data files), and the
+job runs with ``site_configs/job.yaml``'s evaluation, election and surrogate
+settings (its strategy list, auto-tuning), ``--trees`` trees per site, and
+timeouts high enough for 30 sites. Measured per run:
+
+* the phase times (schema, vote, election, train, pool, evaluate);
+* the peak memory (resident set) of each process: the server and every site
+  (``VmHWM`` of each process of the simulator, read while it runs);
+* the bytes sent: every site's payloads per phase (``payload_bytes`` of
+  ``results.json``), the pooled model, and the model's broadcast (its bytes
+  times the number of sites).
+
+A run happens in the real NVIDIA FLARE simulator (``SimEnv``, one process per
+site) when it has at most ``--max-simulator-sites`` sites, else in one process
+with the same :class:`~fedforest.federation.site.SiteRunner` and
+:class:`~fedforest.federation.server.JobServer` calls in the controller's order
+(:func:`run_in_process`; payloads deep-copied as they cross, as FLARE's
+serialisation would). One process cannot show a site's own memory, and runs the
+sites one after another: its phase times are given as CPU seconds (whatever else
+the machine runs) and as an estimate for ``--cores`` cores (server time + site
+time spread over the cores, at least the slowest site; no FLARE overhead). With ``--evaluate-sample K`` only the first K
+sites evaluate in process (the evaluation is each site's own; the others'
+metrics are left out), and the phase is estimated from their mean.
+
+Usage::
+
+    python benchmarks/bench_scale.py [--sites 3,10,30] [--rows 5000] [--trees 100] \\
+        [--row-sweep 1000] [--row-sweep-sites 10] [--mode auto] \\
+        [--max-simulator-sites 10] [--evaluate-sample 3] [--out benchmarks/results]
+
+The default (3, 10 sites in the simulator; 30 sites in process; 10 sites at
+1,000 rows) takes about 10 minutes on 2 cores. Writes ``<out>/scale.json`` and
+``<out>/scale.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import multiprocessing
+import os
+import resource
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "data_prep"))
+
+from jaccard_split import write_split  # noqa: E402
+
+from fedforest import protocol  # noqa: E402
+from fedforest.experiments.synthetic import make_synthetic  # noqa: E402
+from fedforest.federation.config import JobConfig, SiteConfig  # noqa: E402
+from fedforest.federation.server import JobServer  # noqa: E402
+from fedforest.federation.site import SiteRunner  # noqa: E402
+
+logger = logging.getLogger("bench_scale")
+
+TARGET = "target"
+N_FEATURES = 30
+JACCARD = 0.5
+#: Phases in the order the job runs them (``fedforest.flare.controller``).
+PHASES = ("schema", "vote", "election", "train", "pool", "evaluate")
+#: Phases whose work is done by the sites (the rest is the server's).
+SITE_PHASES = {"schema", "vote", "election", "train", "evaluate"}
+#: Seconds per phase: enough for 30 sites of 5,000 rows on 2 cores, sites in parallel.
+TIMEOUTS = {"schema": 1800, "election": 7200, "train": 7200, "evaluate": 14400}
+MODES = ("auto", "simulator", "in-process")
+
+
+# ------------------------------------------------------------------ the data
+def make_job(
+    folder: Path,
+    n_sites: int,
+    rows: int,
+    trees: int,
+    kind: str = "mix",
+    seed: int = 0,
+    auto_tune: bool | None = None,
+    tuning_rounds: int | None = None,
+) -> Path:
+    """Write the sites' data and configs for one run into ``folder``; return the config folder.
+
+    The table has ``rows * n_sites`` rows and :data:`N_FEATURES` features
+    (``kind`` as in :func:`~fedforest.experiments.synthetic.make_synthetic`),
+    split by ``data_prep/jaccard_split.py``'s :func:`write_split`. The job
+    YAML takes ``evaluation``, ``election`` and ``surrogates`` from
+    ``site_configs/job.yaml`` (``auto_tune`` and ``tuning_rounds`` may
+    override its election), ``forest`` with ``n_estimators=trees``, every site
+    required (``min_sites``) and the :data:`TIMEOUTS`.
+    """
+    X, y, categorical = make_synthetic(
+        kind, n_rows=rows * n_sites, n_features=N_FEATURES, random_state=seed
+    )
+    frame = X.assign(**{TARGET: y})
+    info = write_split(
+        frame,
+        TARGET,
+        n_sites,
+        JACCARD,
+        folder,
+        categorical=categorical,
+        random_state=seed,
+        name=f"scale-{n_sites}sites-{rows}rows",
+    )
+    job_path = info["job"]
+    job = yaml.safe_load(job_path.read_text())
+    reference = yaml.safe_load((ROOT / "site_configs" / "job.yaml").read_text())
+    for section in ("evaluation", "election", "surrogates", "forest"):
+        job[section] = copy.deepcopy(reference[section])
+    job["forest"]["n_estimators"] = trees
+    if auto_tune is not None:
+        job["election"]["auto_tune"] = auto_tune
+    if tuning_rounds is not None:
+        job["election"]["tuning_rounds"] = tuning_rounds
+    job["job"]["timeouts"] = dict(TIMEOUTS)
+    job_path.write_text(yaml.safe_dump(job, sort_keys=False))
+    JobConfig.load(job_path)  # a setting the job refuses fails here, not in the run
+    return job_path.parent
+
+
+# ----------------------------------------------------------- in one process
+def _cpu() -> float:
+    """This process's CPU seconds (every thread): a task's time, whatever else the machine runs."""
+    return time.process_time()
+
+
+class _Clock:
+    """CPU seconds per phase, split into the server's and each site's share."""
+
+    def __init__(self):
+        self.server: dict[str, float] = {}
+        self.sites: dict[str, dict[str, float]] = {}
+
+    def add_server(self, phase: str, seconds: float) -> None:
+        self.server[phase] = self.server.get(phase, 0.0) + seconds
+
+    def add_site(self, phase: str, site: str, seconds: float) -> None:
+        per = self.sites.setdefault(phase, {})
+        per[site] = per.get(site, 0.0) + seconds
+
+
+def run_in_process(config_dir: Path, evaluate_sample: int = 0, run_dir: Path | None = None):
+    """Run the job in this process, in the order of the FLARE controller's ``control_flow``.
+
+    Every task goes to every live site, one after another; task data and
+    replies are deep-copied as they cross (no party shares an object with
+    another, as after FLARE's serialisation). ``evaluate_sample`` > 0 lets
+    only the first that many sites evaluate. Times are CPU seconds of this
+    process (:func:`_cpu`), so other work on the machine does not inflate them.
+
+    Returns
+    -------
+    results : dict
+        ``results.json`` as :meth:`JobServer.write_results` writes it.
+    clock : _Clock
+        The server's and every site's CPU seconds per phase.
+    """
+    job = JobConfig.load(config_dir / "job.yaml")
+    runners = {
+        site: SiteRunner(SiteConfig.load(config_dir / f"{site}.yaml")).load() for site in job.sites
+    }
+    server = JobServer(job)
+    clock = _Clock()
+
+    def phase(task: str, data: dict, timing: str, sample: int = 0) -> dict:
+        alive = server.alive(job.sites)
+        server.check_min_sites(alive, task)
+        if sample:  # a sample of the sites (the others' replies are left out, not missing)
+            alive = alive[:sample]
+        data = protocol.task_data(task, **data)
+        replies = {}
+        for site in alive:
+            start = _cpu()
+            try:
+                reply = runners[site].run_task(task, copy.deepcopy(data))
+            except Exception as err:  # noqa: BLE001 - as the executor: the site is dropped
+                server.drop(site, task, f"{type(err).__name__}: {err}")
+                continue
+            replies[site] = copy.deepcopy(reply)
+            clock.add_site(timing, site, _cpu() - start)
+        if not sample:
+            server.check_min_sites(list(replies), task)
+        return replies
+
+    def on_server(timing: str, fn):
+        start = _cpu()
+        try:
+            return fn()
+        finally:
+            clock.add_server(timing, _cpu() - start)
+
+    config = job
+    replies = phase(protocol.SCHEMA, {"seed": config.seed}, "schema")
+    schema = on_server("schema", lambda: server.build_schema(replies))
+    vote_on = config.election["enabled"]
+    replies = phase(protocol.VOTE, {"schema": schema, "vote": vote_on}, "vote")
+    if vote_on:
+        ballot = on_server("vote", lambda: server.read_votes(replies))
+
+        def score(features: list[str]) -> float:
+            scored = phase(
+                protocol.SCORE_MASK,
+                {"features": list(features), "metric": config.election["metric"]},
+                "election",
+            )
+            return server.score_replies(scored)
+
+        before = sum(clock.sites.get("election", {}).values())
+        start = _cpu()
+        elected = server.elect(ballot, score)
+        spent = _cpu() - start
+        nested = sum(clock.sites.get("election", {}).values()) - before
+        clock.add_server("election", spent - nested)
+    else:
+        elected = list(server.schema.features)
+    want_inter = "intersection" in config.strategies
+    replies = phase(
+        protocol.TRAIN,
+        {
+            "elected": elected,
+            "forest": config.forest,
+            "surrogates": config.surrogates,
+            "intersection": want_inter,
+        },
+        "train",
+    )
+    model = on_server("pool", lambda: server.pool(replies, want_inter))
+    replies = phase(
+        protocol.EVALUATE,
+        {
+            "model": model,
+            "strategies": config.strategies,
+            "voting": config.voting,
+            "depth_threshold": config.depth_threshold,
+            "metrics": config.metrics,
+            "auto_metric": config.auto_metric,
+        },
+        "evaluate",
+        sample=evaluate_sample,
+    )
+    metrics = on_server("evaluate", lambda: server.read_metrics(replies))
+    for phase_name in PHASES:  # results.json's phase_seconds: CPU seconds, sites one by one
+        total = clock.server.get(phase_name, 0.0) + sum(clock.sites.get(phase_name, {}).values())
+        if phase_name in clock.server or phase_name in clock.sites:
+            server.timings[phase_name] = total
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(run_dir or tmp)
+        results = server.write_results(out, metrics, model)
+    return json.loads(json.dumps(results, default=str)), clock
+
+
+def estimate_phases(clock: _Clock, n_sites: int, cores: int) -> dict[str, float]:
+    """Phase times had the sites run in parallel on ``cores`` cores (server time added).
+
+    A phase's site time is spread over the cores, but never below the
+    slowest site's; for a sampled evaluation the mean site time stands for
+    each of the ``n_sites`` sites.
+    """
+    out = {}
+    for name in PHASES:
+        per = clock.sites.get(name, {})
+        server = clock.server.get(name, 0.0)
+        if not per:
+            if name in clock.server:
+                out[name] = round(server, 3)
+            continue
+        times = list(per.values())
+        if name == "evaluate" and len(times) < n_sites:
+            times = [sum(times) / len(times)] * n_sites
+        parallel = max(sum(times) / max(1, min(cores, len(times))), max(times))
+        out[name] = round(server + parallel, 3)
+    return out
+
+
+# ------------------------------------------------------------- the simulator
+def _peak_rss(pid: int) -> int | None:
+    """A process's peak resident set (``VmHWM``) in bytes; ``None`` once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class ProcessMemory:
+    """Watch the peak resident set of every process below this one, while it runs.
+
+    ``VmHWM`` only grows (until the process execs), so the last reading of a
+    process before it exits is its peak unless it grew in the last
+    ``interval`` seconds.
+    """
+
+    def __init__(self, interval: float = 0.25):
+        self.interval = interval
+        self.peaks: dict[int, int] = {}
+        self.commands: dict[int, list[str]] = {}
+        self.parents: dict[int, int | None] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> ProcessMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _descendants(self) -> list[int]:
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                parent = _parent(int(entry))
+                if parent is not None:
+                    children.setdefault(parent, []).append(int(entry))
+        out, todo = [], [os.getpid()]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                out.append(child)
+                todo.append(child)
+        return out
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            for pid in self._descendants():
+                command = _cmdline(pid)
+                peak = _peak_rss(pid)
+                if peak is None or not command or _cmdline(pid) != command:
+                    continue  # gone, or exec'ing right now: the reading may be its parent's
+                if self.commands.get(pid) != command:
+                    # new, or it exec'd since: a fork seen before its exec counts its
+                    # parent's pages, and the exec starts a new peak
+                    self.commands[pid] = command
+                    self.parents[pid] = _parent(pid)
+                    self.peaks[pid] = 0
+                self.peaks[pid] = max(peak, self.peaks[pid])
+            self._stop.wait(self.interval)
+
+    def by_role(self) -> dict:
+        """``{"server": bytes, "sites": {site: bytes}, "other": [bytes, ...]}``.
+
+        A site is a ``simulator_worker`` process (``--client SITE``); the
+        server is the process that started the site processes.
+        """
+        sites, parents = {}, set()
+        for pid, cmd in self.commands.items():
+            if any("simulator_worker" in a for a in cmd) and "--client" in cmd:
+                site = cmd[cmd.index("--client") + 1]
+                sites[site] = max(sites.get(site, 0), self.peaks[pid])
+                parents.add(self.parents[pid])
+        server = max((self.peaks[p] for p in parents if p in self.peaks), default=None)
+        other = sorted(
+            (
+                self.peaks[pid]
+                for pid, cmd in self.commands.items()
+                if pid not in parents and not any("simulator_worker" in a for a in cmd)
+            ),
+            reverse=True,
+        )
+        return {"server": server, "sites": dict(sorted(sites.items())), "other": other}
+
+
+def run_simulator(config_dir: Path, workspace: Path) -> tuple[dict, dict, float]:
+    """Run the job's recipe in ``SimEnv``; its results, the processes' peaks, the wall time."""
+    from fedforest.flare.environments import simulate
+    from fedforest.flare.recipe import FedForestRecipe
+
+    recipe = FedForestRecipe(config_dir)
+    start = time.perf_counter()
+    with ProcessMemory() as memory:
+        run_dir = simulate(
+            recipe,
+            workspace / "ws",
+            log_file=workspace / "sim.log",
+            timeout=sum(TIMEOUTS.values()) + 600,
+        )
+    wall = time.perf_counter() - start
+    path = run_dir / "results.json"
+    if not path.is_file():
+        tail = (workspace / "sim.log").read_text()[-3000:]
+        raise RuntimeError(f"the simulator wrote no results.json; the log ends:\n{tail}")
+    return json.loads(path.read_text()), memory.by_role(), wall
+
+
+# ---------------------------------------------------------------- one run
+def _self_peak() -> int:
+    """This process's peak resident set in bytes (Linux reports kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def bytes_sent(results: dict, n_sites: int) -> dict:
+    """The bytes each site sent per phase, the pooled model's, its broadcast to every site."""
+    per_site = results["payload_bytes"]
+    phases = sorted({p for sizes in per_site.values() for p in sizes})
+    totals = {site: sum(sizes.values()) for site, sizes in per_site.items()}
+    model = results.get("model") or {}
+    model_bytes = model.get("bytes") or 0
+    nodes = model.get("nodes") or 0
+    dropped = results.get("dropped_sites") or {}
+    # the model goes to every site still in the job at the evaluation
+    receivers = n_sites - sum(not why.startswith("evaluate") for why in dropped.values())
+    up = sum(totals.values())
+    return {
+        "per_site": per_site,
+        "per_site_mean": {
+            p: round(sum(s.get(p, 0) for s in per_site.values()) / max(1, len(per_site)))
+            for p in phases
+        },
+        "site_upload_total": up,
+        "model": model_bytes,
+        "model_nodes": nodes,
+        "model_bytes_per_node": round(model_bytes / nodes, 1) if nodes else None,
+        "broadcast": model_bytes * receivers,
+        "total": up + model_bytes * receivers,
+    }
+
+
+def run_one(
+    n_sites: int,
+    rows: int,
+    trees: int,
+    mode: str,
+    cores: int = 2,
+    evaluate_sample: int = 0,
+    kind: str = "mix",
+    seed: int = 0,
+    auto_tune: bool | None = None,
+    tuning_rounds: int | None = None,
+    isolate: bool = True,
+) -> dict:
+    """One job at ``n_sites`` sites of ``rows`` rows in ``mode`` (``simulator``/``in-process``).
+
+    ``isolate``: an in-process run happens in a forked child process, so its
+    peak memory is its own (not the largest of every earlier run's).
+    """
+    with tempfile.TemporaryDirectory(prefix="fedforest-scale-") as tmp:
+        tmp = Path(tmp)
+        start = time.perf_counter()
+        configs = make_job(
+            tmp / "split", n_sites, rows, trees, kind, seed, auto_tune, tuning_rounds
+        )
+        data_seconds = time.perf_counter() - start
+        logger.info(
+            "%d sites x %d rows x %d trees: data ready in %.1f s, running %s",
+            n_sites,
+            rows,
+            trees,
+            data_seconds,
+            mode,
+        )
+        job = JobConfig.load(configs / "job.yaml")
+        out = {
+            "sites": n_sites,
+            "rows_per_site": rows,
+            "trees_per_site": trees,
+            "features": N_FEATURES,
+            "jaccard": JACCARD,
+            "kind": kind,
+            "mode": mode,
+            "strategies": list(job.strategies),
+            "auto_tune": job.election["auto_tune"],
+            "tuning_rounds": job.election["tuning_rounds"],
+            "data_seconds": round(data_seconds, 2),
+        }
+        if mode == "simulator":
+            results, memory, wall = run_simulator(configs, tmp)
+            out["wall_seconds"] = round(wall, 2)
+            out["phase_seconds"] = {p: results["phase_seconds"].get(p) for p in PHASES}
+            out["phase_seconds"] = {k: v for k, v in out["phase_seconds"].items() if v is not None}
+            out["estimated"] = False
+            out["peak_rss"] = {
+                "server": memory["server"],
+                "site_max": max(memory["sites"].values(), default=None),
+                "site_mean": round(sum(memory["sites"].values()) / len(memory["sites"]))
+                if memory["sites"]
+                else None,
+                "sites": memory["sites"],
+                "other_processes": memory["other"],
+                "benchmark_process": _self_peak(),
+            }
+        else:
+            start = time.perf_counter()
+            if isolate:
+                results, clock, peak, baseline = _in_child(_measured_run, configs, evaluate_sample)
+            else:
+                results, clock, peak, baseline = _measured_run(configs, evaluate_sample)
+            wall = time.perf_counter() - start
+            out["wall_seconds"] = round(wall, 2)
+            out["cpu_phase_seconds"] = {p: round(v, 3) for p, v in results["phase_seconds"].items()}
+            out["phase_seconds"] = estimate_phases(clock, n_sites, cores)
+            out["estimated"] = True
+            out["cores"] = cores
+            out["server_seconds"] = {p: round(v, 3) for p, v in clock.server.items()}
+            out["site_seconds"] = {
+                p: {
+                    "sum": round(sum(per.values()), 3),
+                    "max": round(max(per.values()), 3),
+                    "sites": len(per),
+                }
+                for p, per in clock.sites.items()
+            }
+            out["evaluated_sites"] = len(clock.sites.get("evaluate", {}))
+            out["peak_rss"] = {
+                "server": None,
+                "site_max": None,
+                "single_process": peak,
+                "process_at_start": baseline,
+                "isolated": isolate,
+                "note": "server and every site in one process: its peak"
+                + ("" if isolate else " (this process's whole life: earlier runs included)"),
+            }
+        out["status"] = results["status"]
+        out["dropped_sites"] = results["dropped_sites"]
+        out["bytes"] = bytes_sent(results, n_sites)
+        out["model_trees"] = (results.get("model") or {}).get("trees")
+        out["selected_features"] = len((results.get("election") or {}).get("selected", []))
+        auprc = [
+            row["auprc"]
+            for per in results["metrics"].values()
+            for name, row in per.items()
+            if name == "auto" and row.get("auprc") is not None
+        ]
+        out["auto_auprc_mean"] = round(sum(auprc) / len(auprc), 4) if auprc else None
+        logger.info(
+            "%d sites x %d rows (%s): %s, wall %.1f s, evaluate %.1f s%s, model %.1f MB",
+            n_sites,
+            rows,
+            mode,
+            out["status"],
+            out["wall_seconds"],
+            out["phase_seconds"].get("evaluate", 0.0),
+            " (estimated)" if out["estimated"] else "",
+            out["bytes"]["model"] / 1e6,
+        )
+        return out
+
+
+def _rss() -> int:
+    """This process's resident set now, in bytes."""
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _measured_run(configs: Path, evaluate_sample: int):
+    """:func:`run_in_process` with the process's resident set before and its peak after."""
+    baseline = _rss()
+    results, clock = run_in_process(configs, evaluate_sample)
+    return results, clock, _self_peak(), baseline
+
+
+def _in_child(fn, *args):
+    """``fn(*args)`` in a forked process (its own peak memory); its result, or its error."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+
+    def target():
+        try:
+            send.send(("ok", fn(*args)))
+        except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises
+            send.send(("error", f"{type(err).__name__}: {err}\n{traceback.format_exc()}"))
+        finally:
+            send.close()
+
+    child = context.Process(target=target)
+    child.start()
+    send.close()
+    try:
+        status, value = receive.recv()
+    except EOFError:
+        status, value = "error", "the child process died without a result"
+    child.join()
+    if status != "ok":
+        raise RuntimeError(f"the in-process run failed: {value}")
+    return value
+
+
+def plan(
+    sites: list[int], rows: int, row_sweep: list[int], row_sweep_sites: int
+) -> list[tuple[int, int]]:
+    """The (sites, rows) runs: every ``sites`` at ``rows``, then the row sweep, no repeats."""
+    runs = [(n, rows) for n in sites]
+    runs += [(row_sweep_sites, r) for r in row_sweep]
+    return list(dict.fromkeys(runs))
+
+
+def choose_mode(mode: str, n_sites: int, max_simulator_sites: int) -> str:
+    if mode != "auto":
+        return mode
+    return "simulator" if n_sites <= max_simulator_sites else "in-process"
+
+
+def run(
+    out: Path,
+    sites=(3, 10, 30),
+    rows: int = 5000,
+    trees: int = 100,
+    row_sweep=(1000,),
+    row_sweep_sites: int = 10,
+    mode: str = "auto",
+    max_simulator_sites: int = 10,
+    evaluate_sample: int = 3,
+    cores: int = 2,
+    kind: str = "mix",
+    seed: int = 0,
+    auto_tune: bool | None = None,
+    tuning_rounds: int | None = None,
+    isolate: bool = True,
+) -> dict:
+    """Run every planned job; write ``scale.json`` and ``scale.md`` into ``out``."""
+    runs = []
+    for n_sites, n_rows in plan(list(sites), rows, list(row_sweep), row_sweep_sites):
+        run_mode = choose_mode(mode, n_sites, max_simulator_sites)
+        runs.append(
+            run_one(
+                n_sites,
+                n_rows,
+                trees,
+                run_mode,
+                cores=cores,
+                evaluate_sample=evaluate_sample if run_mode == "in-process" else 0,
+                kind=kind,
+                seed=seed,
+                auto_tune=auto_tune,
+                tuning_rounds=tuning_rounds,
+                isolate=isolate,
+            )
+        )
+    bench = {
+        "settings": {
+            "features": N_FEATURES,
+            "jaccard": JACCARD,
+            "trees_per_site": trees,
+            "kind": kind,
+            "seed": seed,
+            "cores": cores,
+            "max_simulator_sites": max_simulator_sites,
+            "evaluate_sample": evaluate_sample,
+            "cpu_count": os.cpu_count(),
+        },
+        "runs": runs,
+        "growth": growth(runs),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scale.json").write_text(json.dumps(bench, indent=2) + "\n")
+    (out / "scale.md").write_text(markdown(bench))
+    return bench
+
+
+def growth(runs: list[dict]) -> list[dict]:
+    """Ratios between runs that differ in one of sites or rows (the other equal)."""
+    out = []
+    for key, other in (("sites", "rows_per_site"), ("rows_per_site", "sites")):
+        groups: dict[int, list[dict]] = {}
+        for r in runs:
+            groups.setdefault(r[other], []).append(r)
+        for fixed, group in sorted(groups.items()):
+            group = sorted(group, key=lambda r: r[key])
+            for a, b in zip(group, group[1:], strict=False):
+                total_a = sum(a["phase_seconds"].values())
+                total_b = sum(b["phase_seconds"].values())
+                out.append(
+                    {
+                        "varies": key,
+                        other: fixed,
+                        "from": a[key],
+                        "to": b[key],
+                        "factor": round(b[key] / a[key], 3),
+                        "phase_time": round(total_b / total_a, 3) if total_a else None,
+                        "evaluate_time": _ratio(b, a, lambda r: r["phase_seconds"].get("evaluate")),
+                        "model_bytes": _ratio(b, a, lambda r: r["bytes"]["model"]),
+                        "total_bytes": _ratio(b, a, lambda r: r["bytes"]["total"]),
+                        "train_payload_per_site": _ratio(
+                            b, a, lambda r: r["bytes"]["per_site_mean"].get("train")
+                        ),
+                        "site_peak_rss": _ratio(b, a, lambda r: r["peak_rss"].get("site_max")),
+                        "server_peak_rss": _ratio(b, a, lambda r: r["peak_rss"].get("server")),
+                    }
+                )
+    return out
+
+
+def _ratio(b: dict, a: dict, get) -> float | None:
+    x, y = get(b), get(a)
+    return round(x / y, 3) if x and y else None
+
+
+def _mb(value) -> str:
+    return "–" if value is None else f"{value / 1e6:.1f}"
+
+
+def markdown(bench: dict) -> str:
+    s = bench["settings"]
+    lines = [
+        f"Scale of the job: synthetic table, {s['features']} features, pairwise Jaccard "
+        f"{s['jaccard']}, {s['trees_per_site']} trees per site, `site_configs/job.yaml`'s "
+        f"strategies and election; {s['cpu_count']} cores. Target: 10 sites x 5,000 rows under "
+        "60 s in the simulator.",
+        "",
+        "| sites | rows/site | mode | wall (s) | "
+        + " | ".join(PHASES)
+        + " | server peak (MB) | site peak (MB) | train payload/site (MB) | model (MB) "
+        "| bytes/node | broadcast (MB) | total sent (MB) | auto AUPRC |",
+        "|---|---|---|---|" + "---|" * len(PHASES) + "---|---|---|---|---|---|---|---|",
+    ]
+    for r in bench["runs"]:
+        mark = "~" if r["estimated"] else ""
+        phases = [
+            f"{mark}{r['phase_seconds'][p]:.1f}" if p in r["phase_seconds"] else "–" for p in PHASES
+        ]
+        peak = r["peak_rss"]
+        server = _mb(peak.get("server"))
+        site = _mb(peak.get("site_max"))
+        if r["mode"] == "in-process":
+            server = site = f"{_mb(peak.get('single_process'))} (one process)"
+        b = r["bytes"]
+        lines.append(
+            f"| {r['sites']} | {r['rows_per_site']} | {r['mode']} | {r['wall_seconds']:.1f} | "
+            + " | ".join(phases)
+            + f" | {server} | {site} | {_mb(b['per_site_mean'].get('train'))} | "
+            f"{_mb(b['model'])} | {b['model_bytes_per_node'] or '–'} | {_mb(b['broadcast'])} | "
+            f"{_mb(b['total'])} | {r['auto_auprc_mean'] if r['auto_auprc_mean'] else '–'} |"
+        )
+    lines += [
+        "",
+        "Simulator: `SimEnv`, one process per site; phase seconds from `results.json` (the "
+        "server's clock, polling included); peaks are each process's `VmHWM`. In-process (`~`): "
+        f"the sites run one after another in one process; phase seconds are estimated for "
+        f"{s['cores']} cores from the CPU seconds of each task (server time + the sites' time "
+        "spread over the cores, at least the slowest site's; no FLARE overhead); an evaluation of a sample of sites stands for every site "
+        "(`evaluate_sample` in scale.json); the peak is the one process's. Wall is the run's own "
+        "(the simulator's start-up included). Bytes: every site's payloads "
+        "(`payload_bytes`) plus the pooled model sent to every site; bytes/node: the pooled "
+        "model's bytes (intersection forest and imputers included) over its forest's nodes.",
+        "",
+    ]
+    if bench["growth"]:
+        lines += [
+            "Growth (ratio of the larger run to the smaller):",
+            "",
+            "| varies | from | to | factor | phase time | evaluate | model bytes | total bytes "
+            "| train payload/site | site peak | server peak |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for g in bench["growth"]:
+            cells = [
+                g[k]
+                for k in (
+                    "phase_time",
+                    "evaluate_time",
+                    "model_bytes",
+                    "total_bytes",
+                    "train_payload_per_site",
+                    "site_peak_rss",
+                    "server_peak_rss",
+                )
+            ]
+            fixed = (
+                f"rows {g['rows_per_site']}" if g["varies"] == "sites" else f"sites {g['sites']}"
+            )
+            lines.append(
+                f"| {g['varies']} ({fixed}) | {g['from']} | {g['to']} | {g['factor']} | "
+                + " | ".join("–" if c is None else f"{c}" for c in cells)
+                + " |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of integers") from None
+    if any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: integers >= 0 only")
+    return values
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--sites", type=_int_list, default=[3, 10, 30], help="e.g. 3,10,30")
+    parser.add_argument("--rows", type=int, default=5000, help="rows per site")
+    parser.add_argument("--trees", type=int, default=100, help="trees per site")
+    parser.add_argument(
+        "--row-sweep",
+        type=_int_list,
+        default=[1000],
+        help="rows per site of extra runs at --row-sweep-sites sites (empty: none)",
+    )
+    parser.add_argument("--row-sweep-sites", type=int, default=10)
+    parser.add_argument("--mode", choices=MODES, default="auto")
+    parser.add_argument(
+        "--max-simulator-sites",
+        type=int,
+        default=10,
+        help="auto mode: larger runs go in process (30 site processes do not fit 2 cores)",
+    )
+    parser.add_argument(
+        "--evaluate-sample",
+        type=int,
+        default=3,
+        help="in-process runs: sites that evaluate (0: all); the rest is estimated",
+    )
+    parser.add_argument("--cores", type=int, default=2, help="cores for in-process estimates")
+    parser.add_argument("--kind", choices=("num", "cat", "mix"), default="mix")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--auto-tune",
+        choices=("job", "on", "off"),
+        default="job",
+        help="election auto-tuning: as site_configs/job.yaml (default), on or off",
+    )
+    parser.add_argument("--tuning-rounds", type=int, default=None)
+    args = parser.parse_args(argv)
+    if not args.sites or min(args.sites) < 2:
+        parser.error("--sites: at least one run, each of 2 sites or more")
+    if args.row_sweep and args.row_sweep_sites < 2:
+        parser.error("--row-sweep-sites must be 2 or more")
+    if args.rows < 10 or any(r < 10 for r in args.row_sweep):
+        parser.error("--rows and --row-sweep: at least 10 rows per site")
+    if args.trees < 1 or args.cores < 1 or args.evaluate_sample < 0:
+        parser.error("--trees and --cores must be >= 1, --evaluate-sample >= 0")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    for name in ("fedforest", "nvflare", "jaccard_split"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    auto_tune = {"job": None, "on": True, "off": False}[args.auto_tune]
+    bench = run(
+        args.out,
+        sites=args.sites,
+        rows=args.rows,
+        trees=args.trees,
+        row_sweep=args.row_sweep,
+        row_sweep_sites=args.row_sweep_sites,
+        mode=args.mode,
+        max_simulator_sites=args.max_simulator_sites,
+        evaluate_sample=args.evaluate_sample,
+        cores=args.cores,
+        kind=args.kind,
+        seed=args.seed,
+        auto_tune=auto_tune,
+        tuning_rounds=args.tuning_rounds,
+    )
+    print(markdown(bench))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,688 @@
+"""The dynamic traversals compiled with numba: the twin of :mod:`.routing`.
+
+:mod:`.routing` moves all (tree, row) pairs down their trees together, as
+numpy arrays. The kernels here walk each pair on its own in machine code,
+with explicit buffers (no recursion), and give the same results bit for bit
+(``docs/architecture.md``, "Engines with the same semantics"):
+
+* **marginal prediction** (:func:`marginal_proba`; ``mp``, and the rows every
+  tree discarded). A pair's frontier is processed level by level in the order
+  :func:`.routing.route_marginal` keeps: its leaves are summed in frontier
+  order, and the next frontier is the children of the nodes that route the
+  row (learned direction, or ``x <= t``), then the left children of the
+  branching nodes, then their right children; the branching nodes are those
+  on absent columns first, then those on NaN values of present columns.
+  Trees are summed one after the other and divided by their number, as the
+  classifier does with the numpy engine's per-tree distributions.
+* **resolved routing** (:func:`route_leaves`; rows with NaN in columns the
+  site has, and strategies off the compiled path). The resolver's decisions
+  follow :meth:`.strategies.Strategy.resolver`, and its random numbers are
+  drawn from the same generator in the same order: per row chunk
+  (:func:`.routing.row_chunks`), per depth, one block for the pairs at an
+  unresolvable node of that depth in (tree, row) order, then (``ipr``) one
+  block for those of them with an imputed value.
+* **probabilities** follow :meth:`.strategies.Strategy.right_probability`,
+  with :func:`.routing.sigmoid`'s arithmetic.
+
+The kernels go tree after tree over blocks of rows (a tree's nodes stay in
+cache) and run without the GIL, on up to :data:`MAX_THREADS` threads: marginal
+prediction splits its rows, resolved routing each depth's block of pairs
+(drawn beforehand, in order). Every row or pair is computed whole by one
+thread, so the result does not depend on the number of threads. These are
+Python threads, not numba's ``parallel=True``: its threading layers are not
+thread-safe (workqueue) or not fork-safe (GNU OpenMP), and fedforest predicts
+in threads (swarm mode) and in forked processes (the experiment runner).
+
+This module imports numba; :func:`fedforest.prediction.classifier.load_kernels`
+imports it only when asked to. Arrays are cast to one dtype each before every
+call, so each kernel is compiled once (and cached on disk).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from . import routing
+from .routing import (
+    DISCARD,
+    EXP_INV_LN2,
+    EXP_LN2_HI,
+    EXP_LN2_LO,
+    EXP_NEGLIGIBLE,
+    EXP_OVERFLOW,
+    EXP_P1,
+    EXP_P2,
+    EXP_P3,
+    EXP_P4,
+    EXP_P5,
+    LEFT,
+    RIGHT,
+    CompiledForest,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Most threads a prediction call uses (``None``: every core this process may use).
+MAX_THREADS: int | None = None
+
+#: Fewest (row, tree) pairs per thread worth starting a thread for.
+MIN_PAIRS_PER_THREAD = 4096
+
+#: Rows that go through one tree before the next (their values stay in cache).
+ROW_BLOCK = 1024
+
+#: Strategy codes of :func:`_resolve`.
+FPV, PR, MI, IPR, SS = 0, 1, 2, 3, 4
+_CODES = {"fpv": FPV, "pr": PR, "mi": MI, "ipr": IPR, "ss": SS}
+
+_NO_DRAWS = np.zeros(0, dtype=np.float64)
+#: Larger than any depth.
+_DEEPER = 1 << 62
+#: Node kinds of marginal prediction besides a feature index (as in ``route_marginal``).
+_LEAF, _BRANCH = -1, -2
+#: 2**j for j in [-60, 1023], at index j + 60: exact powers of two, so that
+#: ``y * _POW2[k + 59] * 2.0`` equals ``ldexp(y, k)`` whenever that is a normal number.
+_POW2 = np.ldexp(1.0, np.arange(-60, 1024))
+
+
+class Nodes(NamedTuple):
+    """A compiled forest's node arrays, in the kernels' dtypes."""
+
+    roots: np.ndarray  # int64 per tree
+    feature: np.ndarray  # int64, -1 at leaves
+    threshold: np.ndarray  # float64
+    children: np.ndarray  # int64 (2 * n_nodes,): [2n] left, [2n+1] right
+    saw_missing: np.ndarray  # bool
+    missing_right: np.ndarray  # int64 0/1
+    depth: np.ndarray  # int64
+    right_fraction: np.ndarray  # float64 N_right / N_node
+    value: np.ndarray  # float64 (n_nodes, n_classes)
+    surrogate_feature: np.ndarray  # int64, -1: none
+    surrogate_threshold: np.ndarray  # float64
+    surrogate_left_le: np.ndarray  # bool
+
+
+class Probabilities(NamedTuple):
+    """:meth:`.strategies.Strategy.kernel_tables`, in the kernels' dtypes."""
+
+    node_kind: np.ndarray  # int64 per node: 0 no imputer, 1 numeric, 2 categorical
+    inv_sigma: np.ndarray  # float64 per feature
+    imputed: np.ndarray  # float32 (n_rows, n_features)
+    cdf: np.ndarray  # float64 (n_rows, levels of all categorical features)
+    cdf_start: np.ndarray  # int64 per feature
+    n_levels: np.ndarray  # int64 per feature
+
+
+# ----------------------------------------------------------------- scalars
+# Hot loops call only functions of scalars: a call that passes arrays costs
+# reference counting on every call. error_model="numpy": floating-point
+# arithmetic as numpy does it (no Python ZeroDivisionError checks).
+@njit(cache=True, nogil=True, error_model="numpy")
+def _sigmoid(z):
+    """:func:`.routing.sigmoid` of one value, with the same operations."""
+    x = -z
+    if np.isnan(x):
+        return np.nan
+    if x > EXP_OVERFLOW:
+        return 0.0
+    if x < EXP_NEGLIGIBLE:
+        return 1.0
+    k = np.rint(x * EXP_INV_LN2)
+    hi = x - k * EXP_LN2_HI
+    lo = k * EXP_LN2_LO
+    r = hi - lo
+    t = r * r
+    c = r - t * (EXP_P1 + t * (EXP_P2 + t * (EXP_P3 + t * (EXP_P4 + t * EXP_P5))))
+    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+    # ldexp(y, k): k is in [-58, 1024] here, so both products are exact
+    return 1.0 / (1.0 + (y * _POW2[int(k) + 59]) * 2.0)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _numeric_right(fraction, threshold, x_hat, inv_sigma):
+    """p_R = sigmoid((x_hat - t) / sigma) (``Strategy._sigmoid``), N_right / N_node if NaN."""
+    d = np.float64(x_hat) - threshold
+    z = 0.0
+    if not (inv_sigma == 0.0 or d == 0.0):  # sigma 0 or unknown; the limit when 1/sigma = inf
+        z = d * inv_sigma
+    q = _sigmoid(z)
+    return _probability(fraction if np.isnan(q) else q, fraction)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _level_code(threshold, n_levels):
+    """Last level code that goes left, clipped to the levels; -1 when none does."""
+    code = int(np.floor(min(max(threshold, -1.0), np.float64(n_levels))))
+    return -1 if code < 0 else min(code, n_levels - 1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _probability(p, fraction):
+    """``clip(where(isnan(p), fraction, p), 0, 1)`` as ``right_probability`` ends."""
+    if np.isnan(p):
+        p = fraction
+    return min(max(p, 0.0), 1.0)
+
+
+# ---------------------------------------------------------------- marginal
+@njit(cache=True, nogil=True, error_model="numpy")
+def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
+    """Mean over ``trees`` of the marginal class distributions, rows ``lo:hi`` of ``out``.
+
+    ``kind`` is -1 at leaves, -2 at nodes on absent columns that saw no
+    missing value, the node's feature elsewhere.
+    """
+    children = nodes.children
+    threshold = nodes.threshold
+    value = nodes.value
+    feature = nodes.feature
+    right_fraction = nodes.right_fraction
+    node_kind = probs.node_kind
+    n_classes = value.shape[1]
+    n_trees = trees.shape[0]
+    # two frontiers in one buffer, at offsets `now` and `nxt` (swapping arrays would
+    # cost reference counting at every level)
+    frontier = np.empty(2 * capacity, dtype=np.int64)
+    weight = np.empty(2 * capacity, dtype=np.float64)
+    branch = np.empty(capacity, dtype=np.int64)
+    on_nan = np.empty(capacity, dtype=np.int64)
+    prob = np.empty(capacity, dtype=np.float64)
+    tree_sum = np.empty(n_classes, dtype=np.float64)
+    for row in range(lo, hi):
+        for c in range(n_classes):
+            out[row, c] = 0.0
+    # tree after tree (a tree's nodes stay in cache while its rows go through it);
+    # each row sums the trees in order
+    for ti in range(n_trees):
+        for row in range(lo, hi):
+            for c in range(n_classes):
+                tree_sum[c] = 0.0
+            now = 0
+            nxt = capacity
+            frontier[now] = nodes.roots[trees[ti]]
+            weight[now] = 1.0
+            size = 1
+            while size > 0:
+                # one level: its leaves are summed in frontier order; the next
+                # frontier is [routed children] + [left of branching] + [right of branching]
+                n_next = nxt
+                n_absent = 0
+                n_nan = 0
+                for i in range(now, now + size):
+                    node = frontier[i]
+                    k = kind[node]
+                    if k >= 0:
+                        x = X[row, k]
+                        if np.isnan(x):
+                            if nodes.saw_missing[node]:
+                                frontier[n_next] = children[2 * node + nodes.missing_right[node]]
+                                weight[n_next] = weight[i]
+                                n_next += 1
+                            else:
+                                on_nan[n_nan] = i
+                                n_nan += 1
+                        else:
+                            frontier[n_next] = children[2 * node + (x > threshold[node])]
+                            weight[n_next] = weight[i]
+                            n_next += 1
+                    elif k == _LEAF:
+                        w = weight[i]
+                        for c in range(n_classes):
+                            tree_sum[c] += w * value[node, c]
+                    else:
+                        branch[n_absent] = i
+                        n_absent += 1
+                # branching: the nodes on absent columns, then those on NaN values
+                for j in range(n_nan):
+                    branch[n_absent + j] = on_nan[j]
+                n_branch = n_absent + n_nan
+                for j in range(n_branch):
+                    i = branch[j]
+                    node = frontier[i]
+                    fraction = right_fraction[node]
+                    pk = node_kind[node]
+                    if pk == 1:
+                        f = feature[node]
+                        p = _numeric_right(
+                            fraction, threshold[node], probs.imputed[row, f], probs.inv_sigma[f]
+                        )
+                    elif pk == 2:
+                        f = feature[node]
+                        code = _level_code(threshold[node], probs.n_levels[f])
+                        p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
+                        p = _probability(1.0 - p_left, fraction)
+                    else:
+                        p = fraction
+                    prob[j] = p
+                    frontier[n_next] = children[2 * node]
+                    weight[n_next] = weight[i] * (1.0 - p)
+                    n_next += 1
+                for j in range(n_branch):
+                    i = branch[j]
+                    frontier[n_next] = children[2 * frontier[i] + 1]
+                    weight[n_next] = weight[i] * prob[j]
+                    n_next += 1
+                size = n_next - nxt
+                now, nxt = nxt, now
+            for c in range(n_classes):
+                out[row, c] += tree_sum[c]
+    for row in range(lo, hi):
+        for c in range(n_classes):
+            out[row, c] /= n_trees
+
+
+def marginal_proba(
+    cf: CompiledForest,
+    X: np.ndarray,
+    trees: np.ndarray,
+    tables: dict,
+    absent: np.ndarray | None = None,
+) -> np.ndarray:
+    """Marginal prediction averaged over ``trees``.
+
+    The compiled twin of :func:`.routing.route_marginal` followed by summing
+    the trees' distributions in order and dividing by their number.
+
+    Parameters
+    ----------
+    cf : CompiledForest
+    X : ndarray of shape (n_rows, n_features), float32
+        Global matrix; NaN means unavailable.
+    trees : ndarray of int
+        The trees to average.
+    tables : dict
+        :meth:`.strategies.Strategy.kernel_tables` of a strategy over the
+        same rows.
+    absent : ndarray of bool, shape (n_features,), optional
+        Columns missing for every row (as for ``route_marginal``).
+
+    Returns
+    -------
+    ndarray of shape (n_rows, n_classes), float64
+    """
+    nodes = _nodes(cf)
+    probs = _probabilities(tables)
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    trees = np.ascontiguousarray(trees, dtype=np.int64)
+    n_rows, n_feat = X.shape
+    kind = nodes.feature.copy()
+    if absent is not None and np.any(absent):
+        internal = kind >= 0
+        on_absent = internal & np.asarray(absent, dtype=bool)[np.where(internal, kind, 0)]
+        kind[on_absent & ~nodes.saw_missing] = _BRANCH
+    out = np.empty((n_rows, nodes.value.shape[1]), dtype=np.float64)
+    capacity = _capacity(cf)
+
+    def run(lo: int, hi: int) -> None:
+        _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out)
+
+    n_threads = _threads(n_rows * len(trees))
+    logger.debug(
+        "marginal prediction: %d rows, %d trees, %d threads", n_rows, len(trees), n_threads
+    )
+    with _Workers(n_threads) as workers:
+        workers.run(run, n_rows, ROW_BLOCK)
+    return out
+
+
+# -------------------------------------------------------- resolved routing
+@njit(cache=True, nogil=True, error_model="numpy")
+def _walk(pairs, j0, j1, X, nodes, learned, pair_tree, pair_row, current, stop_depth, out):
+    """Walk pairs ``pairs[j0:j1]`` from their current node to a leaf or a node they cannot resolve.
+
+    A pair that reaches a leaf is written to ``out`` and leaves (``current``
+    -1); the others wait at their node, whose depth goes to ``stop_depth``.
+    """
+    feature = nodes.feature
+    threshold = nodes.threshold
+    children = nodes.children
+    saw_missing = nodes.saw_missing
+    missing_right = nodes.missing_right
+    for j in range(j0, j1):
+        pair = pairs[j]
+        node = current[pair]
+        if node < 0:  # discarded
+            continue
+        row = pair_row[pair]
+        while True:
+            f = feature[node]
+            if f < 0:
+                break
+            x = X[row, f]
+            if np.isnan(x):
+                if not (learned or saw_missing[node]):
+                    break
+                node = children[2 * node + missing_right[node]]
+            else:
+                node = children[2 * node + (x > threshold[node])]
+        if feature[node] < 0:
+            out[pair_tree[pair], row] = node
+            current[pair] = -1
+        else:
+            current[pair] = node
+            stop_depth[pair] = nodes.depth[node]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _start(lo, hi, trees, roots, pair_tree, pair_row, current, waiting):
+    """Every pair of rows ``lo:hi`` at its tree's root, all listed in ``waiting``.
+
+    A pair is ``tree * (hi - lo) + row - lo``; ``pair_tree`` and ``pair_row``
+    hold its tree (position in ``trees``) and row.
+    """
+    pair = 0
+    for t in range(trees.shape[0]):
+        root = roots[trees[t]]
+        for row in range(lo, hi):
+            pair_tree[pair] = t
+            pair_row[pair] = row
+            current[pair] = root
+            waiting[pair] = pair
+            pair += 1
+    return pair
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _still_waiting(waiting, n_waiting, current, stop_depth):
+    """Keep the pairs still waiting, in order; returns their number and smallest depth."""
+    kept = 0
+    level = _DEEPER
+    for j in range(n_waiting):
+        pair = waiting[j]
+        if current[pair] >= 0:
+            waiting[kept] = pair
+            kept += 1
+            level = min(level, stop_depth[pair])
+    return kept, level
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _collect(
+    level, waiting, n_waiting, pair_row, current, stop_depth, feature, imputed, block, draw_at
+):
+    """The pairs waiting at depth ``level``, in (tree, row) order.
+
+    ``draw_at[j]`` is the index of the block's ``j``-th pair among those with
+    an imputed value (-1 without). Returns the block's size and that count.
+    """
+    n_block = 0
+    n_imputed = 0
+    for j in range(n_waiting):
+        pair = waiting[j]
+        if stop_depth[pair] == level:
+            block[n_block] = pair
+            if np.isnan(imputed[pair_row[pair], feature[current[pair]]]):
+                draw_at[n_block] = -1
+            else:
+                draw_at[n_block] = n_imputed
+                n_imputed += 1
+            n_block += 1
+    return n_block, n_imputed
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _resolve(
+    strategy,
+    depth_threshold,
+    j0,
+    j1,
+    block,
+    draws,
+    imputed_draws,
+    draw_at,
+    X,
+    nodes,
+    probs,
+    pair_tree,
+    pair_row,
+    current,
+    stop_depth,
+    out,
+):
+    """Decide for ``block[j0:j1]`` as ``Strategy.resolver`` does, and walk on."""
+    for j in range(j0, j1):
+        pair = block[j]
+        node = current[pair]
+        row = pair_row[pair]
+        f = nodes.feature[node]
+        fraction = nodes.right_fraction[node]
+        if strategy == FPV:
+            decision = DISCARD
+        else:
+            # the pr rule, drawn for every pair of the block
+            decision = RIGHT if draws[j] < fraction else LEFT
+            if nodes.depth[node] < depth_threshold:
+                decision = DISCARD
+            if strategy == MI:
+                v = probs.imputed[row, f]
+                if not np.isnan(v):
+                    decision = RIGHT if np.float64(v) > nodes.threshold[node] else LEFT
+            elif strategy == IPR:
+                if draw_at[j] >= 0:
+                    pk = probs.node_kind[node]
+                    if pk == 1:
+                        p = _numeric_right(
+                            fraction,
+                            nodes.threshold[node],
+                            probs.imputed[row, f],
+                            probs.inv_sigma[f],
+                        )
+                    elif pk == 2:
+                        code = _level_code(nodes.threshold[node], probs.n_levels[f])
+                        p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
+                        p = _probability(1.0 - p_left, fraction)
+                    else:
+                        p = fraction
+                    decision = RIGHT if imputed_draws[draw_at[j]] < p else LEFT
+            elif strategy == SS:
+                s = nodes.surrogate_feature[node]
+                if s >= 0:
+                    xs = X[row, s]
+                    if not np.isnan(xs):
+                        below = np.float64(xs) <= nodes.surrogate_threshold[node]
+                        decision = LEFT if below == nodes.surrogate_left_le[node] else RIGHT
+        current[pair] = -1 if decision == DISCARD else nodes.children[2 * node + decision]
+    _walk(block, j0, j1, X, nodes, False, pair_tree, pair_row, current, stop_depth, out)
+
+
+def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=None) -> np.ndarray:
+    """Leaf reached by every (tree, row) pair: the twin of :func:`.routing.route_leaves`.
+
+    Parameters
+    ----------
+    cf : CompiledForest
+    X : ndarray of shape (n_rows, n_features), float32
+        Global matrix; NaN means unavailable.
+    trees : ndarray of int
+        The trees to traverse.
+    rules : Strategy or None
+        The strategy, over the same rows, whose resolver decides at the
+        unresolvable nodes; its random generator gives the draws. ``None``
+        sends every missing value the learned direction, as scikit-learn does.
+
+    Returns
+    -------
+    ndarray of shape (len(trees), n_rows), int64
+        Global leaf index, or ``-1`` where the tree was discarded for the row.
+    """
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    trees = np.ascontiguousarray(trees, dtype=np.int64)
+    n_rows, n_feat = X.shape
+    out = np.full((len(trees), n_rows), -1, dtype=np.int64)
+    learned = rules is None
+    if learned:
+        strategy, depth_threshold, rng = FPV, 0, None
+        nodes = _nodes(cf)
+        probs = _probabilities(_no_imputation(n_rows, n_feat, cf.feature.shape[0]))
+    else:
+        if rules.name not in _CODES:
+            raise ValueError(f"strategy {rules.name!r} has no per-node resolver")
+        strategy, depth_threshold, rng = _CODES[rules.name], int(rules.depth_threshold), rules.rng
+        nodes = _nodes(cf, rules.forest)
+        probs = _probabilities(rules.kernel_tables())
+    chunks = list(routing.row_chunks(n_rows, len(trees)))
+    largest = max((hi - lo for lo, hi in chunks), default=0) * len(trees)
+    # per pair of a chunk: its tree and row, its node (-1: done), the depth it waits at
+    pair_tree, pair_row, current, stop_depth = (np.empty(largest, np.int64) for _ in range(4))
+    waiting, block, draw_at = (np.empty(largest, np.int64) for _ in range(3))
+    state = (pair_tree, pair_row, current, stop_depth)
+
+    def walk(j0: int, j1: int) -> None:
+        _walk(waiting, j0, j1, X, nodes, learned, *state, out)
+
+    with _Workers(_threads(n_rows * len(trees))) as workers:
+        for lo, hi in chunks:
+            n_waiting = _start(lo, hi, trees, nodes.roots, pair_tree, pair_row, current, waiting)
+            workers.run(walk, n_waiting)
+            n_waiting, level = _still_waiting(waiting, n_waiting, current, stop_depth)
+            while n_waiting:
+                n_block, n_imputed = _collect(
+                    level,
+                    waiting,
+                    n_waiting,
+                    pair_row,
+                    current,
+                    stop_depth,
+                    nodes.feature,
+                    probs.imputed,
+                    block,
+                    draw_at,
+                )
+                # the numpy resolver's draws: the pr rule's for the block, then ipr's
+                draws = _NO_DRAWS if strategy == FPV else rng.random(n_block)
+                imputed_draws = (
+                    rng.random(n_imputed) if strategy == IPR and n_imputed else _NO_DRAWS
+                )
+
+                def resolve(j0: int, j1: int, draws=draws, imputed_draws=imputed_draws) -> None:
+                    _resolve(
+                        strategy,
+                        depth_threshold,
+                        j0,
+                        j1,
+                        block,
+                        draws,
+                        imputed_draws,
+                        draw_at,
+                        X,
+                        nodes,
+                        probs,
+                        *state,
+                        out,
+                    )
+
+                workers.run(resolve, n_block)
+                n_waiting, level = _still_waiting(waiting, n_waiting, current, stop_depth)
+    return out
+
+
+# ------------------------------------------------------------------ helpers
+class _Workers:
+    """Run a kernel over index ranges, in this thread or in a few more.
+
+    The kernels release the GIL. Each range is computed whole by one thread,
+    so results never depend on the number of threads. A pool lives for one
+    prediction call only (a pool kept across calls would not survive a fork).
+    """
+
+    def __init__(self, n_threads: int):
+        self.n_threads = n_threads
+        self.pool = None
+
+    def __enter__(self) -> _Workers:
+        if self.n_threads > 1:
+            self.pool = ThreadPoolExecutor(max_workers=self.n_threads)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+    def run(self, kernel, n: int, step: int | None = None) -> None:
+        """``kernel(j0, j1)`` over ``[0, n)`` in ranges of ``step`` (default: one per thread)."""
+        if n == 0:
+            return
+        parts = self.n_threads if self.pool is not None else 1
+        if step is None:
+            parts = max(1, min(parts, n // MIN_PAIRS_PER_THREAD))
+            step = -(-n // parts)
+        ranges = [(j0, min(j0 + step, n)) for j0 in range(0, n, step)]
+        if self.pool is None or len(ranges) == 1:
+            for j0, j1 in ranges:
+                kernel(j0, j1)
+            return
+        for job in [self.pool.submit(kernel, j0, j1) for j0, j1 in ranges]:
+            job.result()
+
+
+def _threads(n_pairs: int) -> int:
+    """Threads for ``n_pairs`` (row, tree) pairs of marginal prediction."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        cores = os.cpu_count() or 1
+    limit = cores if MAX_THREADS is None else max(1, min(MAX_THREADS, cores))
+    return max(1, min(limit, n_pairs // MIN_PAIRS_PER_THREAD))
+
+
+def _nodes(cf: CompiledForest, forest=None) -> Nodes:
+    """The node arrays of ``cf`` (and the surrogates of ``forest``) in the kernels' dtypes."""
+    cache = cf.__dict__.setdefault("_kernel_cache", {})
+    if "nodes" not in cache:
+        n = cf.feature.shape[0]
+        cache["nodes"] = Nodes(
+            roots=np.ascontiguousarray(cf.roots, dtype=np.int64),
+            feature=np.ascontiguousarray(cf.feature, dtype=np.int64),
+            threshold=np.ascontiguousarray(cf.threshold, dtype=np.float64),
+            children=np.ascontiguousarray(cf.children, dtype=np.int64),
+            saw_missing=np.ascontiguousarray(cf.saw_missing, dtype=np.bool_),
+            missing_right=np.ascontiguousarray(cf.missing_right, dtype=np.int64),
+            depth=np.ascontiguousarray(cf.depth, dtype=np.int64),
+            right_fraction=np.ascontiguousarray(cf.right_fraction, dtype=np.float64),
+            value=np.ascontiguousarray(cf.value, dtype=np.float64),
+            surrogate_feature=np.full(n, -1, dtype=np.int64),
+            surrogate_threshold=np.zeros(n, dtype=np.float64),
+            surrogate_left_le=np.ones(n, dtype=np.bool_),
+        )
+    nodes = cache["nodes"]
+    if forest is None:
+        return nodes
+    return nodes._replace(
+        surrogate_feature=np.ascontiguousarray(forest.surrogate_feature, dtype=np.int64),
+        surrogate_threshold=np.ascontiguousarray(forest.surrogate_threshold, dtype=np.float64),
+        surrogate_left_le=np.ascontiguousarray(forest.surrogate_left_le, dtype=np.bool_),
+    )
+
+
+def _capacity(cf: CompiledForest) -> int:
+    """Buffer size for one frontier: the most nodes of one tree."""
+    sizes = np.diff(np.append(cf.roots, cf.feature.shape[0]))
+    return int(sizes.max()) if sizes.size else 1
+
+
+def _probabilities(tables: dict) -> Probabilities:
+    return Probabilities(
+        node_kind=np.ascontiguousarray(tables["node_kind"], dtype=np.int64),
+        inv_sigma=np.ascontiguousarray(tables["inv_sigma"], dtype=np.float64),
+        imputed=np.ascontiguousarray(tables["imputed"], dtype=np.float32),
+        cdf=np.ascontiguousarray(tables["cdf"], dtype=np.float64),
+        cdf_start=np.ascontiguousarray(tables["cdf_start"], dtype=np.int64),
+        n_levels=np.ascontiguousarray(tables["n_levels"], dtype=np.int64),
+    )
+
+
+def _no_imputation(n_rows: int, n_feat: int, n_nodes: int) -> dict:
+    return {
+        "node_kind": np.zeros(n_nodes, dtype=np.int64),
+        "inv_sigma": np.zeros(n_feat, dtype=np.float64),
+        "imputed": np.full((n_rows, n_feat), np.nan, dtype=np.float32),
+        "cdf": np.zeros((n_rows, 0), dtype=np.float64),
+        "cdf_start": np.zeros(n_feat, dtype=np.int64),
+        "n_levels": np.zeros(n_feat, dtype=np.int64),
+    }

@@ -1,0 +1,248 @@
+"""The numba engine against the numpy engine: the same bits, the same draws."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit
+from sklearn.base import clone
+from sklearn.ensemble import RandomForestClassifier
+
+from fedforest import PooledForest, PooledForestClassifier, fit_imputers, fit_surrogates
+from fedforest.prediction import classifier as classifier_module
+from fedforest.prediction import routing
+from fedforest.prediction.strategies import STRATEGIES
+
+numba_kernels = pytest.importorskip("fedforest.prediction.numba_kernels")
+
+CATEGORIES = {"c": ["lo", "mid", "high", "top"], "d": ["u", "v", "w"]}
+SITE_COLUMNS = ["x0", "x1", "c"]  # the predicting site: the other half of the features is absent
+
+
+@pytest.fixture(scope="module")
+def pooled():
+    """Two sites' forests (numeric and categorical features, three classes), pooled.
+
+    Site a trained with NaN in x1 (nodes that learned a direction for missing
+    values); surrogates, imputers and pooled standard deviations as a job fits
+    them.
+    """
+    rng = np.random.RandomState(3)
+    n = 500
+    X = pd.DataFrame(rng.normal(size=(n, 5)), columns=[f"x{i}" for i in range(5)])
+    X["c"] = rng.randint(0, 4, size=n)
+    X["d"] = rng.randint(0, 3, size=n)
+    score = X["x0"] + X["x2"] - X["x3"] + 0.8 * (X["c"] >= 2) - 0.7 * (X["d"] == 1)
+    y = np.digitize(score + rng.normal(scale=0.5, size=n), [-0.5, 0.7])
+    labels = np.array(["no", "maybe", "yes"])[y]
+    X.loc[rng.rand(n) < 0.15, "x1"] = np.nan
+    cols_a = ["x0", "x1", "x2", "c"]
+    cols_b = ["x0", "x3", "x4", "d"]
+    rf_a = RandomForestClassifier(n_estimators=8, max_depth=7, random_state=1)
+    rf_b = RandomForestClassifier(n_estimators=8, max_depth=7, random_state=2)
+    rf_a.fit(X[cols_a][:200], labels[:200])
+    rf_b.fit(X[cols_b][200:400], labels[200:400])
+    cats_a = {"c": CATEGORIES["c"]}
+    fa = PooledForest.from_sklearn(rf_a, cols_a, "a", X=X[cols_a][:200], categories=cats_a)
+    fb = PooledForest.from_sklearn(rf_b, cols_b, "b", categories={"d": CATEGORIES["d"]})
+    fa = fit_surrogates(fa, X[cols_a][:200], ["x0", "x1"])
+    fb = fit_surrogates(fb, X[cols_b][200:400], ["x0"])
+    forest = PooledForest.concat([fa, fb])
+    imputers = fit_imputers(
+        X[:400], ["x2", "x3", "x4", "c", "d"], ["x0", "x1"], categories=CATEGORIES, random_state=0
+    )
+    std = X[:400].std().to_dict()
+    test = X[400:].reset_index(drop=True)
+    test.loc[::6, "x1"] = np.nan  # NaN in columns the site has
+    test.loc[::9, "c"] = np.nan
+    return forest, imputers, std, test
+
+
+def both_engines(forest, X, **params):
+    """Predictions and diagnostics of the two engines with the same parameters."""
+    out = {}
+    for engine in ("numba", "numpy"):
+        clf = PooledForestClassifier(forest, engine=engine, **params)
+        out[engine] = (clf.predict_proba(X), clf.diagnostics_)
+    return out["numba"], out["numpy"]
+
+
+def assert_same(fast, slow):
+    (p_fast, d_fast), (p_slow, d_slow) = fast, slow
+    assert np.array_equal(p_fast, p_slow)
+    assert np.array_equal(d_fast.trees_kept, d_slow.trees_kept)
+    assert np.array_equal(d_fast.fallback_rows, d_slow.fallback_rows)
+    assert d_fast.engine == d_slow.engine
+    assert d_fast.dynamic_engine in ("numba", None)
+    assert d_slow.dynamic_engine in ("numpy", None)
+
+
+# ------------------------------------------------------------------ sigmoid
+def test_sigmoid_is_the_sigmoid():
+    rng = np.random.default_rng(0)
+    z = np.concatenate([rng.normal(scale=s, size=20_000) for s in (0.01, 1, 10, 100)])
+    z = np.concatenate([z, [0.0, -0.0, 1e-300, 36.0, 37.0, 41.0, -40.0, -700.0, -709.0]])
+    got, want = routing.sigmoid(z), expit(z)
+    assert np.all(np.abs(got - want) <= 4.5e-16 * want + 1e-300)  # 2 ulp
+    special = routing.sigmoid(np.array([np.inf, -np.inf, np.nan, 800.0, -800.0, 0.0]))
+    assert special[:2].tolist() == [1.0, 0.0] and np.isnan(special[2])
+    assert special[3:].tolist() == [1.0, 0.0, 0.5]
+
+
+def test_compiled_sigmoid_gives_the_same_bits():
+    rng = np.random.default_rng(1)
+    z = np.concatenate(
+        [
+            rng.normal(scale=s, size=5_000) for s in (1e-8, 0.3, 3, 30, 300)
+        ]  # every branch of the exp
+        + [np.array([0.0, -0.0, 36.7, 40.0, -40.0, 708.0, -708.0, -709.7, -709.8, -746.0])]
+        + [np.array([np.inf, -np.inf, np.nan])]
+    )
+    compiled = np.array([numba_kernels._sigmoid(v) for v in z])
+    assert np.array_equal(compiled, routing.sigmoid(z), equal_nan=True)
+
+
+# ------------------------------------------------------------ the engines
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("with_imputers", [True, False])
+def test_engines_agree_bit_for_bit(pooled, strategy, with_imputers):
+    forest, imputers, std, test = pooled
+    params = dict(
+        strategy=strategy,
+        imputers=imputers if with_imputers else None,
+        feature_std=std,
+        site="a",
+        depth_threshold=1,
+        random_state=11,
+    )
+    fast, slow = both_engines(forest, test[SITE_COLUMNS], **params)
+    assert_same(fast, slow)
+    if strategy not in ("park", "local"):
+        assert fast[1].dynamic_engine == "numba"  # rows with NaN went through the kernels
+
+
+@pytest.mark.parametrize("strategy", ["fpv", "pr", "mi", "ipr", "mp", "ss", "park", "local"])
+def test_engines_agree_on_every_row_without_the_compiled_trees(pooled, monkeypatch, strategy):
+    # every row through the dynamic traversals, all features or half of them
+    forest, imputers, std, test = pooled
+    monkeypatch.setattr(classifier_module.fastpath, "available", lambda: False)
+    params = dict(strategy=strategy, imputers=imputers, feature_std=std, site="b", random_state=5)
+    for X in (test, test[SITE_COLUMNS], test[["x0", "d"]]):
+        fast, slow = both_engines(forest, X, depth_threshold=0, **params)
+        assert_same(fast, slow)
+        assert fast[1].engine == "numpy"  # the dynamic traversals, by the numba engine
+
+
+def test_the_fallback_rows_of_fpv_agree(pooled):
+    forest, imputers, std, test = pooled
+    X = test[["x1", "d"]]  # x0, the root of most trees, is absent
+    fast, slow = both_engines(forest, X, strategy="fpv", imputers=imputers, feature_std=std)
+    assert fast[1].n_fallback > 0
+    assert_same(fast, slow)
+
+
+@pytest.mark.parametrize("strategy", ["pr", "ipr", "mi", "ss"])
+def test_seeded_strategies_make_the_same_draws(pooled, monkeypatch, strategy):
+    forest, imputers, std, test = pooled
+    monkeypatch.setattr(classifier_module.fastpath, "available", lambda: False)
+    params = dict(strategy=strategy, imputers=imputers, feature_std=std, depth_threshold=0)
+    X = test[SITE_COLUMNS]
+    (seven, _), (seven_np, _) = both_engines(forest, X, random_state=7, **params)
+    (eight, _), (eight_np, _) = both_engines(forest, X, random_state=8, **params)
+    assert np.array_equal(seven, seven_np) and np.array_equal(eight, eight_np)
+    if strategy in ("pr", "ipr"):
+        assert not np.array_equal(seven, eight)  # the draws do matter
+    # a Generator as random_state: both engines leave it in the same state
+    gens = [np.random.default_rng(3) for _ in range(2)]
+    for engine, gen in zip(("numba", "numpy"), gens, strict=True):
+        PooledForestClassifier(forest, engine=engine, random_state=gen, **params).predict_proba(X)
+    assert gens[0].random() == gens[1].random()
+
+
+def test_row_chunks_and_threads_change_nothing(pooled, monkeypatch):
+    forest, imputers, std, test = pooled
+    X = test[SITE_COLUMNS]
+    reference = {}  # every row in one chunk, one thread
+    for strategy in ("mp", "ipr"):
+        params = dict(strategy=strategy, imputers=imputers, feature_std=std, random_state=2)
+        reference[strategy] = both_engines(forest, X, **params)
+    monkeypatch.setattr(routing, "MAX_PAIRS", 40)  # a few rows per chunk: draws in chunk order
+    monkeypatch.setattr(numba_kernels, "MIN_PAIRS_PER_THREAD", 1)  # threads for tiny work
+    monkeypatch.setattr(numba_kernels, "ROW_BLOCK", 3)
+    monkeypatch.setattr(numba_kernels, "_threads", lambda n_pairs: 3)
+    for strategy, (whole_fast, _) in reference.items():
+        params = dict(strategy=strategy, imputers=imputers, feature_std=std, random_state=2)
+        fast, slow = both_engines(forest, X, **params)
+        assert_same(fast, slow)
+        if strategy == "mp":  # nothing random: chunks change nothing either
+            assert np.array_equal(fast[0], whole_fast[0])
+
+
+# ----------------------------------------------------- choosing the engine
+def test_auto_uses_numba_for_large_traversals_only(pooled, monkeypatch):
+    forest, imputers, std, test = pooled
+    X = test[SITE_COLUMNS]  # 100 rows with half the features, 16 trees
+    params = dict(strategy="mp", imputers=imputers, feature_std=std)
+    small = PooledForestClassifier(forest, **params)
+    p_small = small.predict_proba(X)
+    assert small.diagnostics_.dynamic_engine == "numpy"
+    monkeypatch.setattr(classifier_module, "AUTO_NUMBA_PAIRS", len(X) * forest.n_trees)
+    large = PooledForestClassifier(forest, **params)
+    assert np.array_equal(large.predict_proba(X), p_small)
+    assert large.diagnostics_.dynamic_engine == "numba"
+
+
+def test_engine_is_a_parameter(pooled):
+    forest, *_ = pooled
+    clf = PooledForestClassifier(forest, engine="numpy")
+    assert clf.get_params()["engine"] == "numpy"
+    assert clone(clf).engine == "numpy"
+    with pytest.raises(ValueError, match="engine='fast'"):
+        PooledForestClassifier(forest, engine="fast").fit()
+
+
+def test_without_numba_auto_uses_numpy_and_numba_is_refused(pooled, monkeypatch, caplog):
+    forest, imputers, std, test = pooled
+    X = test[SITE_COLUMNS]
+    params = dict(strategy="mp", imputers=imputers, feature_std=std)
+    expected = PooledForestClassifier(forest, engine="numba", **params).predict_proba(X)
+    # numba cannot be imported: a site that installed only the runtime requirements
+    monkeypatch.setitem(sys.modules, "numba", None)
+    monkeypatch.delitem(sys.modules, "fedforest.prediction.numba_kernels")
+    monkeypatch.setattr(classifier_module, "_KERNELS_MISSING_LOGGED", False)
+    monkeypatch.setattr(classifier_module, "AUTO_NUMBA_PAIRS", 0)  # auto would use numba
+    with caplog.at_level(logging.INFO, logger=classifier_module.__name__):
+        assert classifier_module.load_kernels()[0] is None
+        auto = PooledForestClassifier(forest, **params)
+        assert np.array_equal(auto.predict_proba(X), expected)
+    assert auto.diagnostics_.dynamic_engine == "numpy"
+    assert "the numpy engine runs instead" in caplog.text
+    numpy_engine = PooledForestClassifier(forest, engine="numpy", **params)
+    assert np.array_equal(numpy_engine.predict_proba(X), expected)
+    with pytest.raises(ImportError, match=r"engine='numba' needs numba.*fedforest\[fast\]"):
+        PooledForestClassifier(forest, engine="numba", **params).predict_proba(X)
+
+
+def test_numba_that_fails_to_load_falls_back_with_a_warning(pooled, monkeypatch, caplog):
+    # e.g. numba without a writable place for its cache, or built for another numpy
+    forest, imputers, std, test = pooled
+
+    def broken(name, package=None):
+        raise RuntimeError("cannot cache function '_sigmoid': no locator available")
+
+    monkeypatch.setattr(classifier_module, "importlib", SimpleNamespace(import_module=broken))
+    monkeypatch.setattr(classifier_module, "_KERNELS_MISSING_LOGGED", False)
+    monkeypatch.setattr(classifier_module, "AUTO_NUMBA_PAIRS", 0)
+    X = test[SITE_COLUMNS]
+    with caplog.at_level(logging.WARNING, logger=classifier_module.__name__):
+        clf = PooledForestClassifier(forest, strategy="mp", imputers=imputers, feature_std=std)
+        clf.predict_proba(X)
+    assert clf.diagnostics_.dynamic_engine == "numpy"
+    assert "RuntimeError: cannot cache" in caplog.text
+    with pytest.raises(ImportError, match="no locator"):
+        PooledForestClassifier(forest, engine="numba").fit()

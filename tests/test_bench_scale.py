@@ -1,0 +1,121 @@
+"""Smoke test of benchmarks/bench_scale.py on tiny settings, in process (no simulator)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    path = ROOT / "benchmarks" / "bench_scale.py"
+    spec = importlib.util.spec_from_file_location("bench_scale", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_scale"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_plan_and_modes(bench):
+    assert bench.plan([3, 10, 30], 5000, [1000, 5000], 10) == [
+        (3, 5000),
+        (10, 5000),
+        (30, 5000),
+        (10, 1000),
+    ]
+    assert bench.choose_mode("auto", 10, 10) == "simulator"
+    assert bench.choose_mode("auto", 30, 10) == "in-process"
+    assert bench.choose_mode("in-process", 3, 10) == "in-process"
+
+
+def test_the_job_uses_the_reference_settings(bench, tmp_path):
+    configs = bench.make_job(tmp_path / "split", 3, 40, 7, tuning_rounds=2)
+    job = bench.JobConfig.load(configs / "job.yaml")
+    reference = bench.JobConfig.load(ROOT / "site_configs" / "job.yaml")
+    assert job.sites == ["site-1", "site-2", "site-3"] and job.min_sites == 3
+    assert job.strategies == reference.strategies and "auto" in job.strategies
+    assert job.forest["n_estimators"] == 7 and job.election["tuning_rounds"] == 2
+    assert job.election["auto_tune"] == reference.election["auto_tune"]
+    assert job.timeouts == bench.TIMEOUTS
+    for site in job.sites:
+        frame = bench.SiteConfig.load(configs / f"{site}.yaml").read_table()
+        assert len(frame) == 40
+
+
+def test_estimates_spread_site_time_over_the_cores(bench):
+    clock = bench._Clock()
+    clock.add_server("schema", 0.5)
+    for site, seconds in {"a": 2.0, "b": 2.0, "c": 2.0, "d": 6.0}.items():
+        clock.add_site("train", site, seconds)
+        clock.add_site("schema", site, 1.0)
+    clock.add_site("evaluate", "a", 3.0)  # a sample of one site stands for all four
+    clock.add_server("pool", 1.5)
+    est = bench.estimate_phases(clock, 4, 2)
+    assert est == {"schema": 0.5 + 2.0, "train": 6.0, "pool": 1.5, "evaluate": 6.0}
+
+
+def test_process_memory_names_sites_and_server(bench):
+    # a "server" process starting a "site" process that holds 60 MB, as the simulator does
+    site = "import time; x = bytearray(60_000_000); x[::4096] = b'1' * 14649; time.sleep(1.2)"
+    server = (
+        "import subprocess, sys; "
+        f"subprocess.run([sys.executable, '-c', {site!r}, 'simulator_worker', '--client', 's-9'])"
+    )
+    with bench.ProcessMemory(interval=0.05) as memory:
+        subprocess.run([sys.executable, "-c", server], check=True, timeout=30)
+        time.sleep(0.1)
+    roles = memory.by_role()
+    assert list(roles["sites"]) == ["s-9"]
+    assert roles["sites"]["s-9"] > 60_000_000
+    assert 0 < roles["server"] < 60_000_000
+    assert roles["other"] == []
+
+
+def test_run_in_process_writes_json_and_markdown(bench, tmp_path):
+    bench_out = bench.run(
+        tmp_path,
+        sites=[2, 3],
+        rows=60,
+        trees=3,
+        row_sweep=[30],
+        row_sweep_sites=3,
+        mode="in-process",
+        evaluate_sample=2,
+        tuning_rounds=2,
+    )
+    saved = json.loads((tmp_path / "scale.json").read_text())
+    assert saved == json.loads(json.dumps(bench_out))
+    runs = saved["runs"]
+    assert [(r["sites"], r["rows_per_site"]) for r in runs] == [(2, 60), (3, 60), (3, 30)]
+    for r in runs:
+        assert r["status"] == "finished" and r["dropped_sites"] == {}
+        assert r["mode"] == "in-process" and r["estimated"]
+        assert set(r["phase_seconds"]) == set(bench.PHASES)
+        assert all(v >= 0 for v in r["phase_seconds"].values())
+        assert r["evaluated_sites"] == 2
+        assert r["model_trees"] == 3 * r["sites"]
+        b = r["bytes"]
+        assert set(b["per_site"]) == {f"site-{i}" for i in range(1, r["sites"] + 1)}
+        assert all({"schema", "election", "train"} <= set(p) for p in b["per_site"].values())
+        assert b["broadcast"] == b["model"] * r["sites"]
+        assert b["total"] == b["site_upload_total"] + b["broadcast"]
+        assert 10 < b["model_bytes_per_node"] < 1000
+        peak = r["peak_rss"]
+        assert peak["isolated"] and peak["single_process"] >= peak["process_at_start"] > 10e6
+        assert 0 <= r["auto_auprc_mean"] <= 1
+    # more sites: a bigger pooled model and broadcast
+    assert runs[1]["bytes"]["model"] > runs[0]["bytes"]["model"]
+    varies = {(g["varies"], g["from"], g["to"]) for g in saved["growth"]}
+    assert varies == {("sites", 2, 3), ("rows_per_site", 30, 60)}
+    text = (tmp_path / "scale.md").read_text()
+    assert "| sites | rows/site | mode | wall (s) | schema | vote | election | train | pool" in text
+    assert "| 3 | 30 | in-process |" in text and "(one process)" in text
+    assert "Growth" in text

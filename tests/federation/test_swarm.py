@@ -357,6 +357,25 @@ def test_a_site_that_did_not_start_is_named_with_its_reason(demo):
         assert statuses[site]["participants"] == ["site-1", "site-2"]
 
 
+def test_sites_left_out_before_the_run_are_named_and_never_waited_for(demo):
+    config, folder = demo
+    runners = load_runners(folder, config)
+    del runners["site-3"]  # not connected: it never runs
+    peers, _ = build_swarm(config, runners)
+    for peer in peers.values():
+        peer.leave_out(["site-3"], "it was not connected when the job started")
+    start = time.monotonic()
+    statuses = run_swarm(peers)
+    assert time.monotonic() - start < config.timeouts["schema"]  # no deadline was waited out
+    for site in ("site-1", "site-2"):
+        assert statuses[site]["state"] == "finished", statuses[site]["error"]
+        assert statuses[site]["dropped"] == {
+            "site-3": "schema: it was not connected when the job started"
+        }
+        assert statuses[site]["participants"] == ["site-1", "site-2"]
+    assert statuses["site-1"]["model_digest"] == statuses["site-2"]["model_digest"]
+
+
 def test_a_site_that_never_answers_is_left_out_at_the_deadline(demo):
     config, folder = demo
     quick = dataclasses.replace(

@@ -319,6 +319,17 @@ class SwarmSite:
         self.encrypted: bool | None = None
         self._scores = 0
 
+    def leave_out(self, sites: Sequence[str], reason: str) -> None:
+        """Before the run: ``sites`` take no part (e.g. not connected when the job started).
+
+        Every site must be told the same ``sites`` (the workflow's configuration
+        does so), so that all start from the same participants.
+        """
+        for site in sorted(sites):
+            if site in self.live and site != self.site:
+                self.rules.drop(site, "schema", reason)
+        self.live = self.rules.alive(self.live)
+
     # ------------------------------------------------------------------ run
     def run(self) -> dict:
         """Run the job at this site; return its final :meth:`status` (never raises)."""

@@ -70,6 +70,8 @@ STATUS_INTERVAL = 0.5
 SILENT_SECONDS = 120.0
 #: The config key carrying the digest of the server's job settings.
 JOB_DIGEST_KEY = "fedforest.job_digest"
+#: Why a site of the job that was not connected when the job started is left out.
+NOT_CONNECTED = "it was not connected when the job started"
 
 
 class FedForestSwarmController(ServerSideController):
@@ -130,9 +132,25 @@ class FedForestSwarmController(ServerSideController):
         self.job: JobConfig | None = None
         self.run_dir: Path | None = None
         self.statuses: dict[str, dict] = {}
+        #: Sites of the job not connected when it started (left out).
+        self.absent: list[str] = []
         self._finished = False
 
     def start_controller(self, fl_ctx: FLContext) -> None:
+        # a site not connected when the job starts is not in the run: leave it out and name
+        # it (ccwf would refuse the whole job), as server mode drops a site that never replies
+        connected = {c.name for c in fl_ctx.get_engine().get_clients()}
+        self.absent = [s for s in self.participating_clients if s not in connected]
+        if self.absent:
+            logger.warning("sites not connected when the job started, left out: %s", self.absent)
+            self.participating_clients = [s for s in self.participating_clients if s in connected]
+            if len(self.participating_clients) < max(2, self.min_clients):
+                self.system_panic(
+                    f"fedforest: only {self.participating_clients} of the job's sites are "
+                    f"connected; not connected: {self.absent}; min_sites is {self.min_clients}",
+                    fl_ctx,
+                )
+                return
         super().start_controller(fl_ctx)
         workspace = fl_ctx.get_engine().get_workspace()
         job_id = fl_ctx.get_job_id()
@@ -182,6 +200,8 @@ class FedForestSwarmController(ServerSideController):
         job = self.job
         last_seen = {s: time.monotonic() for s in self.participating_clients}
         final: set[str] = set()
+        for site in self.absent:
+            self.statuses[site] = {"state": "failed", "error": NOT_CONNECTED}
         for site, status in self.client_statuses.items():
             if not status.ready_time:  # not configured: it never started the swarm job
                 self.statuses[site] = {
@@ -353,11 +373,15 @@ class FedForestSwarmExecutor(Executor, TaskController):
         if not isinstance(config, dict) or not config.get(FLContextKey.WORKFLOW):
             return _error(ReturnCode.BAD_TASK_DATA, "the swarm configuration has no workflow id")
         clients = config.get(Constant.CLIENTS)
-        if sorted(clients or []) != sorted(self.swarm.job.sites):
+        if (
+            not isinstance(clients, list)
+            or site not in clients
+            or not set(clients) <= set(self.swarm.job.sites)
+        ):
             return _error(
                 ReturnCode.BAD_TASK_DATA,
                 f"the server configures the sites {clients}, but this site's job.yaml lists "
-                f"{self.swarm.job.sites}",
+                f"{self.swarm.job.sites} (and this site is {site!r})",
             )
         if config.get(JOB_DIGEST_KEY) != self.swarm.digest:
             return _error(
@@ -366,6 +390,9 @@ class FedForestSwarmExecutor(Executor, TaskController):
             )
         if self._thread is not None:
             return make_reply(ReturnCode.OK)  # configured already
+        absent = [s for s in self.swarm.job.sites if s not in clients]
+        if absent:
+            self.swarm.leave_out(absent, NOT_CONNECTED)
         self.workflow_id = config[FLContextKey.WORKFLOW]
         self.private_p2p = bool(config.get(Constant.PRIVATE_P2P, True))
         secure_mode = bool(fl_ctx.get_prop(FLContextKey.SECURE_MODE, False))

@@ -11,7 +11,6 @@ import copy
 import dataclasses
 import json
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,15 +116,6 @@ class Job:
     run_dir: Path | None = None
 
 
-def timed(server: JobServer, phase: str, fn):
-    """Add ``fn``'s wall time to ``server.timings[phase]``, as the FLARE controller does."""
-    start = time.monotonic()
-    try:
-        return fn()
-    finally:
-        server.timings[phase] = server.timings.get(phase, 0.0) + time.monotonic() - start
-
-
 def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
     """describe -> build_schema -> set_schema -> vote -> read_votes -> elect -> train -> pool
     -> evaluate -> write_results, every payload crossing as the controller would carry it."""
@@ -133,11 +123,11 @@ def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
     job = Job(config, runners, server, run_dir=run_dir)
     alive = lambda: server.alive(config.sites)  # noqa: E731
 
-    job.describe = timed(server, "schema", lambda: {s: runners[s].describe() for s in alive()})
-    job.schema = timed(server, "schema", lambda: server.build_schema(job.describe))
+    job.describe = server.timed("schema", lambda: {s: runners[s].describe() for s in alive()})
+    job.schema = server.timed("schema", lambda: server.build_schema(job.describe))
     for site in alive():
-        timed(server, "election", lambda site=site: runners[site].set_schema(job.schema))
-    job.votes = timed(server, "election", lambda: {s: runners[s].vote() for s in alive()})
+        server.timed("election", lambda site=site: runners[site].set_schema(job.schema))
+    job.votes = server.timed("election", lambda: {s: runners[s].vote() for s in alive()})
     job.ballot = server.read_votes(job.votes)
 
     def score(features: list[str]) -> float:
@@ -146,19 +136,17 @@ def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
         job.scored_masks.append((list(features), replies))
         return server.weighted_score(replies)
 
-    job.elected = timed(server, "election", lambda: server.elect(job.ballot, score))
+    job.elected = server.timed("election", lambda: server.elect(job.ballot, score))
     want_inter = "intersection" in config.strategies
-    job.trained = timed(
-        server,
+    job.trained = server.timed(
         "train",
         lambda: {
             s: runners[s].train(job.elected, config.forest, config.surrogates, want_inter)
             for s in alive()
         },
     )
-    job.model = timed(server, "pool", lambda: server.pool(job.trained, want_inter))
-    job.metrics = timed(
-        server,
+    job.model = server.timed("pool", lambda: server.pool(job.trained, want_inter))
+    job.metrics = server.timed(
         "evaluate",
         lambda: {
             s: runners[s].evaluate(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -87,6 +88,24 @@ class JobServer:
         for site, payload in sorted(payloads.items()):  # reply order must not matter
             with self.refusing(site, phase):
                 self.payload_sizes.setdefault(site, {})[phase] = payload_bytes(payload)
+
+    def add_time(self, phase: str, seconds: float) -> None:
+        """Add ``seconds`` to the timing of ``phase`` (``results.json``'s ``phase_seconds``)."""
+        self.timings[phase] = self.timings.get(phase, 0.0) + seconds
+
+    def timed(self, phase: str, fn: Callable):
+        """Run ``fn`` and add its wall time to ``phase``.
+
+        Steps ``fn`` makes itself that add to the same phase (the election's
+        mask-scoring rounds) are part of ``fn``'s wall time, so they are
+        counted once.
+        """
+        before = self.timings.get(phase, 0.0)
+        start = time.monotonic()
+        try:
+            return fn()
+        finally:
+            self.timings[phase] = before + time.monotonic() - start
 
     def alive(self, sites) -> list[str]:
         return [s for s in sites if s not in self.dropped]

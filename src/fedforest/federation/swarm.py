@@ -364,7 +364,7 @@ class SwarmSite:
             "schema",
             lambda: self._task(protocol.SCHEMA, seed=config.seed),
         )
-        schema = self._timed("schema", lambda: rules.build_schema(payloads))
+        schema = rules.timed("schema", lambda: rules.build_schema(payloads))
         self._live_after_rules("schema")
         vote_on = config.election["enabled"]
         if vote_on:
@@ -392,7 +392,7 @@ class SwarmSite:
                 self._live_after_rules("election")
                 return value
 
-            elected = self._timed("election", lambda: rules.elect(ballot, score))
+            elected = rules.timed("election", lambda: rules.elect(ballot, score))
         else:
             self._task(protocol.VOTE, schema=schema, vote=False)
             elected = list(rules.schema.features)
@@ -408,7 +408,7 @@ class SwarmSite:
                 intersection=want_inter,
             ),
         )
-        model = self._timed("pool", lambda: rules.pool(payloads, want_inter))
+        model = rules.timed("pool", lambda: rules.pool(payloads, want_inter))
         self._live_after_rules("train")
         self.model_digest = payload_digest(model)
         self.phase = "evaluate"
@@ -426,7 +426,7 @@ class SwarmSite:
             ),
             save_dir=self.save_dir,
         )
-        rules.timings["evaluate"] = time.monotonic() - start
+        rules.add_time("evaluate", time.monotonic() - start)
         checked = rules.read_metrics({self.site: metrics})
         self._live_after_rules("evaluate")
         self.metrics = metrics
@@ -436,17 +436,6 @@ class SwarmSite:
     # -------------------------------------------------------------- helpers
     def _task(self, task: str, **data) -> dict:
         return self.runner.run_task(task, protocol.task_data(task, **data))
-
-    def _timed(self, name: str, fn: Callable):
-        """Run ``fn`` and add its wall time to phase ``name`` (exchanges ``fn`` makes for
-        the same phase, the tuning's scores, are part of that time: counted once)."""
-        timings = self.rules.timings
-        before = timings.get(name, 0.0)
-        start = time.monotonic()
-        try:
-            return fn()
-        finally:
-            timings[name] = before + time.monotonic() - start
 
     def _live_after_rules(self, phase: str) -> None:
         """Leave out the sites the job's rules dropped (the same at every site)."""
@@ -511,7 +500,7 @@ class SwarmSite:
             self.rules.drop(site, phase, why)
         spent = time.monotonic() - start
         timing = phase if key.startswith("score-") else key
-        self.rules.timings[timing] = self.rules.timings.get(timing, 0.0) + spent
+        self.rules.add_time(timing, spent)
         if self.site not in participants:
             raise _Stopped(f"the other sites left this site out: {dropped[self.site]}")
         self.live = participants

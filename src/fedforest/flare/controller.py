@@ -237,19 +237,8 @@ class FedForestController(Controller):
         return "all"
 
     def _timed(self, name: str, fn):
-        """Run ``fn`` and add its wall time to phase ``name``.
-
-        Broadcasts ``fn`` makes itself (the election's ``score_mask`` rounds)
-        add their time to the same phase; that time is part of ``fn``'s wall
-        time, so it is counted once.
-        """
-        timings = self.server.timings
-        before = timings.get(name, 0.0)
-        start = time.monotonic()
-        try:
-            return fn()
-        finally:
-            timings[name] = before + time.monotonic() - start
+        """Run ``fn`` and add its wall time to phase ``name`` (:meth:`JobServer.timed`)."""
+        return self.server.timed(name, fn)
 
     def _phase(
         self,
@@ -276,7 +265,7 @@ class FedForestController(Controller):
         closed_by = self._wait(task, fl_ctx, abort_signal, start, timeout, len(alive))
         spent = time.monotonic() - start
         key = phase if task_name == protocol.SCORE_MASK else task_name
-        server.timings[key] = server.timings.get(key, 0.0) + spent
+        server.add_time(key, spent)
         if closed_by == "timeout":
             no_reply = f"no reply within the {phase} timeout of {_seconds(timeout)}"
         elif closed_by == "wait_after_min":

@@ -220,7 +220,7 @@ def run_poc(recipe: FedForestRecipe, workspace, out_dir, timeout: float = 900) -
     # the POC start scripts use the python3 on PATH: make it this environment's
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{saved['PATH'] or ''}"
     try:
-        env = PocEnv(clients=recipe.sites, num_clients=len(recipe.sites))
+        env = _all_sites_poc_env(PocEnv)(clients=recipe.sites, num_clients=len(recipe.sites))
         return _run_and_download(recipe, env, out_dir, timeout, "PocEnv")
     finally:
         for key, value in saved.items():
@@ -366,6 +366,36 @@ def wait_for_sites(startup_kit, sites, username: str, timeout: float = 60) -> li
         if set(sites) <= set(connected) or time.monotonic() >= deadline:
             return connected
         time.sleep(0.5)
+
+
+def _all_sites_poc_env(poc_env_class):
+    """FLARE's ``PocEnv`` that submits the job only once every site is connected.
+
+    ``PocEnv`` starts the POC processes, waits a fixed time and submits; a site
+    that registers later is not in the job (FLARE starts it with
+    ``min_clients`` sites). This one waits, as ``run_prod`` does, until every
+    client of the environment is connected (up to 60 s; then it submits to
+    those connected and the job names the others).
+    """
+
+    class AllSitesPocEnv(poc_env_class):
+        def _get_session_manager(self):
+            manager = super()._get_session_manager()
+            submit = manager.submit_job
+            env = self
+
+            def submit_job(job):
+                kit = env._get_admin_startup_kit_path()
+                connected = wait_for_sites(kit, env.clients, env.username, timeout=60)
+                missing = sorted(set(env.clients) - set(connected))
+                if missing:
+                    logger.warning("PocEnv: sites not connected after 60 s: %s", missing)
+                return submit(job)
+
+            manager.submit_job = submit_job
+            return manager
+
+    return AllSitesPocEnv
 
 
 def _run_and_download(recipe, env, out_dir: Path, timeout: float, name: str) -> Path:

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fedforest import STRATEGIES
@@ -12,8 +13,13 @@ from fedforest.cli import main
 
 def test_strategies_lists_every_strategy(capsys):
     assert main(["strategies"]) == 0
-    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    lines = capsys.readouterr().out.splitlines()
+    names = [line.split()[0] for line in lines]
     assert names == [*STRATEGIES, "auto"]
+    assert {"node", "wmp"} <= set(names)
+    described = {line.split()[0]: line for line in lines}
+    assert "class distribution" in described["node"]
+    assert "validation rows" in described["wmp"]
 
 
 def test_console_script_runs():
@@ -301,6 +307,11 @@ def test_elect_json_refuses_an_existing_file_and_its_inputs(tmp_path, capsys):
         (["--n-jobs", "0"], "--n-jobs", "allowed: an integer >= 1"),
         (["--depth-threshold", "-1"], "--depth-threshold", "allowed: an integer >= 0"),
         (["--methods", "mp,magic"], "--methods", "'magic' is not allowed"),
+        (["--methods", "wmp,bogus"], "--methods", "'bogus' is not allowed"),
+        (["--methods", "wmp,auto,wmp"], "--methods", "repeats wmp"),
+        (["--validation-fraction", "0"], "--validation-fraction", "allowed: a number in (0, 0.65]"),
+        (["--validation-fraction", "0.9"], "--validation-fraction", "out of range"),
+        (["--validation-fraction", "x"], "--validation-fraction", "'x' is not a number"),
         (["--metrics", ","], "--metrics", "holds no metrics"),
     ],
 )
@@ -589,3 +600,148 @@ def test_output_folder_rules(tmp_path):
     claim_dir(empty, "cmd a")
     remove_dir(empty, "cmd a")
     assert not empty.exists()
+
+
+# ------------------------------------------------ node, wmp and auto in experiments and predict
+
+
+def test_experiment_scores_wmp_and_auto_on_validation_rows(tmp_path, capsys):
+    import pandas as pd
+
+    from fedforest.experiments.runner import load_table, run_repetition
+
+    def run(fraction: str) -> pd.DataFrame:
+        out = tmp_path / f"exp-{fraction}"
+        argv = ["experiment", "wine", "--sites", "3", "--jaccards", "0.7", "--reps", "1"]
+        argv += ["--trees", "5", "--methods", "mp,node,wmp,auto", "--metrics", "auprc"]
+        argv += ["--validation-fraction", fraction, "--no-report", "--out", str(out)]
+        assert main(argv) == 0
+        assert "mean auprc (wine)" in capsys.readouterr().out
+        return pd.read_csv(out / "results.csv")
+
+    tidy = run("0.3")
+    assert set(tidy["method"]) == {"mp", "node", "wmp", "auto"}
+    assert len(tidy) == 3 * 4 and tidy["value"].between(0, 1).all()
+    for method in ("wmp", "auto"):
+        assert sorted(tidy[tidy.method == method]["site"]) == ["site-1", "site-2", "site-3"]
+    # exactly the runner's repetition with that validation fraction
+    rows = run_repetition(
+        load_table("wine"),
+        3,
+        0.7,
+        0,
+        ["mp", "node", "wmp", "auto"],
+        ["auprc"],
+        n_estimators=5,
+        validation_fraction=0.3,
+    )
+    expected = pd.DataFrame(rows).set_index(["site", "method"])["value"]
+    got = tidy.set_index(["site", "method"])["value"]
+    assert got.sort_index().to_numpy() == pytest.approx(expected.sort_index().to_numpy())
+    # another fraction: other training rows, other forests
+    other = run("0.5").set_index(["site", "method"])["value"].sort_index()
+    assert not np.allclose(other.to_numpy(), got.sort_index().to_numpy())
+
+
+def wmp_model(folder: Path, two_site_forest, table):
+    """A pooled model saved in a site's job folder, a CSV of rows lacking x3, x4 and x5, and
+    what the model predicts for them with a strategy (and guess weight)."""
+    from fedforest import fit_imputers
+    from fedforest.model.model_files import model_bundle, save_payload
+
+    forest, _, _ = two_site_forest
+    X, _ = table
+    imps = fit_imputers(X[:300], ["x2", "x3", "x4", "x5"], ["x0", "x1"], random_state=0)
+    std = X.std().to_dict()
+    folder.mkdir()
+    model = save_payload(
+        folder / "pooled_model.npz",
+        model_bundle(forest.to_payload(), imps.to_payload(), std, settings={"seed": 3}),
+    )
+    rows = X[["x0", "x1", "x2"]][500:]
+    data = folder.parent / "new.csv"
+    rows.to_csv(data, index=False)
+
+    def proba(strategy: str, weight="auto"):
+        from fedforest import PooledForestClassifier
+
+        clf = PooledForestClassifier(
+            forest,
+            strategy=strategy,
+            guess_weight=weight,
+            imputers=imps,
+            feature_std=std,
+            random_state=3,
+        )
+        return clf.predict_proba(rows)
+
+    return model, data, proba
+
+
+def test_predict_with_wmp_takes_the_guess_weight_given_or_the_sites_fitted_one(
+    tmp_path, capsys, two_site_forest, table
+):
+    import json
+
+    import pandas as pd
+
+    model, data, proba = wmp_model(tmp_path / "site-1", two_site_forest, table)
+    predict = ["predict", "--model", str(model), "--data", str(data), "--strategy", "wmp"]
+    out = tmp_path / "pred.csv"
+    # given: that weight; the rows lack x3-x5, so trees guess and the weight matters
+    assert main([*predict, "--guess-weight", "0.5", "--out", str(out)]) == 0
+    assert "guess weight" not in capsys.readouterr().err
+    got = pd.read_csv(out)[["p_0", "p_1"]].to_numpy()
+    assert np.allclose(got, proba("wmp", 0.5))
+    assert not np.allclose(got, proba("mp"))
+    # neither given nor saved beside the model: refused, naming --guess-weight
+    metrics = model.parent / "metrics.json"
+    assert not metrics.exists()
+    assert main([*predict, "--out", str(out), "--overwrite"]) == 1
+    err = capsys.readouterr().err
+    assert "--guess-weight" in err and str(metrics) in err and "Traceback" not in err
+    # the site's fitted weight, from the job's metrics.json beside the model
+    saved = {"site": "site-1", "strategies": {"mp": {"auprc": 0.9}, "wmp": {"guess_weight": 0.1}}}
+    metrics.write_text(json.dumps(saved))
+    assert main([*predict, "--out", str(out), "--overwrite"]) == 0
+    assert f"guess weight 0.1 from {metrics}" in capsys.readouterr().err
+    assert np.allclose(pd.read_csv(out)[["p_0", "p_1"]].to_numpy(), proba("wmp", 0.1))
+    assert not np.allclose(proba("wmp", 0.1), proba("wmp", 0.5))
+    # --guess-weight wins over the saved weight
+    assert main([*predict, "--guess-weight", "0", "--out", str(out), "--overwrite"]) == 0
+    assert "guess weight" not in capsys.readouterr().err
+    assert np.allclose(pd.read_csv(out)[["p_0", "p_1"]].to_numpy(), proba("wmp", 0.0))
+    # a metrics.json without a usable weight is refused as if there were none
+    for bad in (
+        {"strategies": {"mp": {}}},
+        {"strategies": {"wmp": {"guess_weight": 1.5}}},
+        {"strategies": {"wmp": {"guess_weight": "x"}}},
+        {"strategies": {"wmp": {}}},
+    ):
+        metrics.write_text(json.dumps(bad))
+        assert main([*predict, "--out", str(out), "--overwrite"]) == 1
+        assert "--guess-weight" in capsys.readouterr().err, bad
+    metrics.write_text("not json")
+    assert main([*predict, "--out", str(out), "--overwrite"]) == 1
+    assert "--guess-weight" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("weight", ["1.5", "-0.1", "x", "nan"])
+def test_predict_refuses_a_guess_weight_outside_zero_to_one(capsys, weight):
+    with pytest.raises(SystemExit) as exit_:
+        main(
+            [
+                "predict",
+                "--model",
+                "m",
+                "--data",
+                "d",
+                "--strategy",
+                "wmp",
+                "--guess-weight",
+                weight,
+            ]
+        )
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --guess-weight: " in err and "[0, 1]" in err

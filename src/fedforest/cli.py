@@ -22,6 +22,8 @@ STRATEGY_HELP = {
     "ipr": "go right with probability sigmoid((imputed - threshold) / sigma) (else pr)",
     "mp": "follow both children weighted by the ipr probabilities; never discards",
     "ss": "use the node's surrogate split on a shared feature (else pr)",
+    "node": "stop at the node: its own class distribution is the tree's prediction",
+    "wmp": "mp, a tree that guesses weighted less (weight fitted on validation rows)",
     "park": "the site's own trees plus trees using only features the site has",
     "local": "the site's own trees only",
     "auto": "score the strategies on the site's validation rows and use the best",
@@ -427,6 +429,29 @@ def format_results(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _guess_weight(args: argparse.Namespace, model_path) -> float:
+    """``wmp``'s guess weight: ``--guess-weight``, else the job's, from metrics.json beside the model."""
+    if args.guess_weight is not None:
+        return args.guess_weight
+    import json
+
+    metrics = model_path.parent / "metrics.json"
+    weight = None
+    if metrics.is_file():
+        try:
+            weight = json.loads(metrics.read_text())["strategies"]["wmp"]["guess_weight"]
+        except (ValueError, KeyError, TypeError):
+            weight = None
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
+        raise ValueError(
+            f"--strategy wmp needs --guess-weight (a number in [0, 1]): {metrics} does not give "
+            "this site's fitted weight (the job saves it when its evaluation.strategies include "
+            "wmp); or use --strategy mp"
+        )
+    print(f"guess weight {weight:g} from {metrics}", file=sys.stderr)
+    return float(weight)
+
+
 def _predict(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -479,9 +504,11 @@ def _predict(args: argparse.Namespace) -> int:
         if col in forest.categories:
             X[col] = as_level_strings(X[col])
     settings = model["settings"]
+    guess_weight = _guess_weight(args, model_path) if args.strategy == "wmp" else "auto"
     clf = PooledForestClassifier(
         forest,
         strategy=args.strategy,
+        guess_weight=guess_weight,
         imputers=model["imputers"],
         feature_std=model["feature_std"],
         depth_threshold=settings.get("depth_threshold", 2),
@@ -515,7 +542,8 @@ def _experiment(args: argparse.Namespace) -> int:
         load_table(args.datasets[0])  # an unknown name is refused by name first
         raise ValueError(
             "--target and --categorical apply to CSV datasets; "
-            f"{', '.join(args.datasets)} {'is' if len(args.datasets) == 1 else 'are'} synthetic"
+            f"{', '.join(args.datasets)} {'is' if len(args.datasets) == 1 else 'are'} "
+            "synthetic or bundled with scikit-learn"
         )
     plan = ExperimentPlan(
         datasets=list(args.datasets),
@@ -530,6 +558,7 @@ def _experiment(args: argparse.Namespace) -> int:
         target=args.target,
         categorical=args.categorical or [],
         n_jobs=args.n_jobs,
+        validation_fraction=args.validation_fraction,
     )
     out = Path(args.out)
     # progress lines (one per finished scenario) show even without --verbose
@@ -682,7 +711,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_job_prod)
 
-    from .experiments.runner import METHODS, PAPER_JACCARDS, PAPER_SITES
+    from .experiments.runner import (
+        ALL_METHODS,
+        METHODS,
+        PAPER_JACCARDS,
+        PAPER_SITES,
+        VALIDATION_FRACTION,
+    )
 
     p = sub.add_parser(
         "experiment",
@@ -714,7 +749,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--reps", type=_integer(1), default=100, help="repetitions per scenario")
     p.add_argument(
-        "--methods", type=_listed(_choice(METHODS), "methods"), default=",".join(METHODS)
+        "--methods",
+        type=_listed(_choice(ALL_METHODS), "methods"),
+        default=",".join(METHODS),
+        help="methods to score (default: the paper's nine; also node, wmp, auto)",
+    )
+    p.add_argument(
+        "--validation-fraction",
+        type=_number(0, 0.65, low_open=True),
+        default=VALIDATION_FRACTION,
+        help="share of each site's rows held out for validation when wmp or auto is scored "
+        f"(default {VALIDATION_FRACTION})",
     )
     p.add_argument("--metrics", type=_listed(_choice(METRICS), "metrics"), default="auprc,auc,mcc")
     p.add_argument(
@@ -735,6 +780,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="CSV with the site's columns")
     p.add_argument("--strategy", default="mp", choices=STRATEGIES)
     p.add_argument("--site", help="this site's name (park, local)")
+    p.add_argument(
+        "--guess-weight",
+        type=_number(0, 1),
+        help="wmp's guess weight (default: this site's fitted weight, from the job's "
+        "metrics.json beside --model)",
+    )
     p.add_argument("--rename", type=_renames, help="local=global column renames, comma-separated")
     p.add_argument(
         "--seed", type=_integer(0, MAX_SEED), help="seed of pr / ipr (default: the job's)"

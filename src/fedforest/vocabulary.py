@@ -9,15 +9,21 @@ nothing from fedforest.
 from __future__ import annotations
 
 #: Missing-split strategies of :class:`fedforest.PooledForestClassifier`.
-STRATEGIES = ("fpv", "pr", "mi", "ipr", "mp", "ss", "park", "local")
+STRATEGIES = ("fpv", "pr", "mi", "ipr", "mp", "ss", "node", "wmp", "park", "local")
 #: Strategies that keep a subset of the trees and route missing values as scikit-learn does.
 TREE_SELECTION = ("park", "local")
 #: What a job can evaluate: the strategies, the intersection baseline and ``auto``.
 JOB_STRATEGIES = (*STRATEGIES, "intersection", "auto")
 #: The nine methods compared in the missing-split paper (experiments).
 PAPER_METHODS = ("intersection", "local", "park", "fpv", "pr", "mi", "ipr", "mp", "ss")
+#: Methods the experiment runner can score: the paper's, ``node``, ``wmp`` and ``auto``.
+EXPERIMENT_METHODS = (*PAPER_METHODS, "node", "wmp", "auto")
+#: Strategies with a parameter fitted on the site's validation rows (not ``auto`` candidates).
+FITTED_STRATEGIES = ("wmp",)
+#: Methods that need validation rows: the fitted strategies and ``auto``.
+VALIDATION_METHODS = (*FITTED_STRATEGIES, "auto")
 #: Order in which equally scoring strategies are preferred by ``auto``.
-STRATEGY_PREFERENCE = ("mp", "ipr", "ss", "mi", "pr", "fpv", "park", "local")
+STRATEGY_PREFERENCE = ("wmp", "mp", "ipr", "ss", "node", "mi", "pr", "fpv", "park", "local")
 
 #: How kept trees are averaged.
 VOTING = ("soft", "hard")

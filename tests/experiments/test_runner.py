@@ -166,3 +166,178 @@ def test_bad_forest_settings(change, message):
     plan = ExperimentPlan(datasets=["S-500-Mix"], reps=1, **change)
     with pytest.raises(ValueError, match=message):
         run_experiment(plan)
+
+
+# --------------------------------------------------------------- node, wmp, auto: validation rows
+@pytest.fixture(scope="module")
+def wine():
+    return load_table("wine")
+
+
+def test_every_experiment_method_is_scored_at_every_site(wine):
+    methods = ["local", "mp", "node", "wmp", "auto"]
+    rows = pd.DataFrame(run_repetition(wine, 3, 0.7, 0, methods, ["auprc", "mcc"], n_estimators=5))
+    assert list(rows.columns) == TIDY_COLUMNS
+    assert len(rows) == 3 * len(methods) * 2
+    for (site, method), group in rows.groupby(["site", "method"]):
+        assert len(group) == 2, (site, method)
+    assert set(rows["method"]) == set(methods)
+    assert set(rows["site"]) == {"site-1", "site-2", "site-3"}
+    auprc = rows[rows.metric == "auprc"]["value"]
+    assert np.isfinite(auprc).all() and auprc.between(0.0, 1.0).all()
+
+
+def observe(monkeypatch, data, methods, **kwargs):
+    """Run one repetition, the runner's real training and scoring functions wrapped to record
+    which rows each site trains on, is tested on and validates on."""
+    from fedforest.experiments import runner
+
+    trained, tested = {}, {}
+    real_fit, real_eval = runner.fit_site_models, runner.evaluate_strategies
+
+    def fit(site, X_tr, y_tr, *args, **kw):
+        trained[site] = X_tr.index.copy()
+        return real_fit(site, X_tr, y_tr, *args, **kw)
+
+    def evaluate(*args, site=None, X_val=None, y_val=None, **kw):
+        X_te = args[4]
+        tested[site] = (X_te.index.copy(), None if X_val is None else X_val.index.copy())
+        return real_eval(*args, site=site, X_val=X_val, y_val=y_val, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(runner, "fit_site_models", fit)
+        m.setattr(runner, "evaluate_strategies", evaluate)
+        run_repetition(data, 3, 0.7, 2, methods, ["auprc"], n_estimators=3, **kwargs)
+    return trained, tested
+
+
+def test_validation_rows_come_out_of_the_training_rows_only_when_a_method_needs_them(
+    wine, monkeypatch
+):
+    from fedforest.experiments.partition import split_table
+    from fedforest.federation.splits import split_validation
+    from fedforest.vocabulary import VALIDATION_METHODS
+
+    assert set(VALIDATION_METHODS) == {"wmp", "auto"}
+    plain = observe(monkeypatch, wine, ["mp", "local", "node"])
+    with_val = observe(monkeypatch, wine, ["mp", "wmp"], validation_fraction=0.2)
+    more_val = observe(monkeypatch, wine, ["auto"], validation_fraction=0.4)
+    # the sites' rows, split as the runner splits them
+    frame = wine.X.assign(__target__=wine.y)
+    tables = split_table(frame, "__target__", 3, 0.7, random_state=2)
+    assert sorted(plain[0]) == sorted(tables)
+    for site, table in tables.items():
+        cols = [c for c in table.columns if c != "__target__"]
+        X_tr, X_te, _, _ = split_validation(table[cols], table["__target__"].to_numpy(), 0.25, 2)
+        # without a validation method: the paper's 75/25 split, nothing held out
+        assert plain[1][site][1] is None
+        assert set(plain[0][site]) == set(X_tr.index)
+        assert list(plain[1][site][0]) == list(X_te.index)
+        for (trained, tests), fraction in ((with_val, 0.2), (more_val, 0.4)):
+            tested, validated = tests[site]
+            # the same test rows; the validation rows come out of the training rows
+            assert list(tested) == list(X_te.index)
+            assert set(trained[site]).isdisjoint(validated)
+            assert set(trained[site]) | set(validated) == set(X_tr.index)
+            assert len(validated) == pytest.approx(fraction * len(table), abs=2)
+        assert len(more_val[0][site]) < len(with_val[0][site]) < len(X_tr)
+
+
+def test_paper_methods_alone_keep_the_paper_protocol_bit_for_bit(wine):
+    def mp_rows(methods):
+        rows = run_repetition(wine, 3, 0.7, 0, methods, ["auprc", "auc"], n_estimators=5)
+        return [r for r in rows if r["method"] == "mp"]
+
+    alone = mp_rows(["mp"])
+    assert alone == mp_rows(["mp", "local", "node"])  # node needs no validation rows
+    # with wmp, every forest is trained without the validation rows: other forests
+    assert alone != mp_rows(["mp", "wmp"])
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(methods=["mp", "wmp", "bogus"]), r"methods \['bogus'\] are not among"),
+        (dict(methods=["mp", "wmp", "mp", "wmp"]), r"methods \['mp', 'wmp'\] are given twice"),
+        (dict(validation_fraction=0), "validation_fraction=0 must be a number in"),
+        (dict(validation_fraction=0.7), "validation_fraction=0.7 must be a number in"),
+        (dict(validation_fraction=True), "validation_fraction=True must be a number in"),
+        (dict(validation_fraction="x"), "validation_fraction='x' must be a number in"),
+    ],
+)
+def test_bad_methods_and_validation_fractions(change, message):
+    plan = ExperimentPlan(datasets=["wine"], reps=1, methods=["mp", "wmp", "auto"])
+    plan.validate()  # every experiment method and the default fraction are fine
+    for key, value in change.items():
+        setattr(plan, key, value)
+    with pytest.raises(ValueError, match=message):
+        plan.validate()
+
+
+def test_every_experiment_method_and_the_largest_validation_fraction_are_accepted():
+    from fedforest.experiments.runner import ALL_METHODS
+    from fedforest.vocabulary import EXPERIMENT_METHODS
+
+    assert ALL_METHODS == EXPERIMENT_METHODS
+    ExperimentPlan(
+        datasets=["wine"], methods=list(ALL_METHODS), validation_fraction=0.65
+    ).validate()
+
+
+def test_bundled_datasets():
+    from fedforest.experiments.bundled import BUNDLED
+
+    wine = load_table("wine")
+    assert wine.name == "wine" and wine.X.shape == (178, 13) and wine.categorical == []
+    assert list(wine.X.columns) == [f"f{i}" for i in range(13)]
+    assert sorted(np.unique(wine.y)) == [0, 1, 2] and len(wine.y) == 178
+    cancer = load_table("breast_cancer")
+    assert cancer.X.shape == (569, 30) and cancer.y.shape == (569,)
+    assert sorted(np.unique(cancer.y)) == [0, 1]
+    assert cancer.X.dtypes.map(lambda d: d.kind == "f").all()
+    with pytest.raises(ValueError) as info:
+        load_table("wines")
+    for name in BUNDLED:
+        assert name in str(info.value)
+    assert "bundled with scikit-learn" in str(info.value)
+
+
+def test_a_csv_file_named_like_a_bundled_dataset_is_read_as_the_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    pd.DataFrame({"x": range(40), "y": [0, 1] * 20}).to_csv(tmp_path / "wine", index=False)
+    data = load_table("wine", target="y")
+    assert data.X.shape == (40, 1) and list(data.X.columns) == ["x"]
+
+
+@pytest.mark.parametrize(
+    "classes, n_sites, fraction",
+    [(5, 2, 0.2), (2, 6, 0.65)],  # too few validation rows for a stratified split; none to train
+)
+def test_a_dataset_too_small_for_validation_rows_is_refused_before_anything_is_written(
+    tmp_path, classes, n_sites, fraction
+):
+    from fedforest.experiments.runner import check_dataset, rows_per_class
+
+    digits = load_table("digits")
+    frame = digits.X.iloc[:, 10:20].assign(y=digits.y)
+    need = rows_per_class(n_sites)  # the fewest rows of every class check_dataset accepts
+    small = pd.concat([frame[frame.y == c].head(need) for c in range(classes)])
+    path = tmp_path / "small.csv"
+    small.to_csv(path, index=False)
+    plan = ExperimentPlan(
+        datasets=[str(path)],
+        target="y",
+        n_sites=[n_sites],
+        jaccards=[0.5],
+        reps=1,
+        methods=["mp", "wmp"],
+        metrics=["auc"],
+        n_estimators=3,
+        validation_fraction=fraction,
+    )
+    check_dataset(load_table(str(path), target="y"), [n_sites])  # accepted
+    run_experiment(ExperimentPlan(**{**vars(plan), "methods": ["mp"]}))  # runs without wmp
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="dataset small: "):
+        run_experiment(plan, out)
+    assert not out.exists()

@@ -68,6 +68,27 @@ def test_summary_table_shape_order_and_values(tidy):
     assert (table.idxmin() == "intersection").all()
 
 
+def test_every_experiment_method_has_a_name_and_a_place():
+    from fedforest.experiments.figures import _method_colors
+    from fedforest.experiments.statistics import DISPLAY_NAMES, _order_methods, display_name
+    from fedforest.vocabulary import EXPERIMENT_METHODS
+
+    assert METHOD_ORDER == EXPERIMENT_METHODS
+    assert set(DISPLAY_NAMES) == set(EXPERIMENT_METHODS)
+    names = [display_name(m) for m in EXPERIMENT_METHODS]
+    assert len(set(names)) == len(names)  # no two methods look alike in a table
+    assert [display_name(m) for m in ("node", "wmp", "auto")] == ["Node", "WMP", "Auto"]
+    assert _order_methods(["auto", "custom", "wmp", "mp", "node"]) == [
+        "mp",
+        "node",
+        "wmp",
+        "auto",
+        "custom",
+    ]
+    colors = _method_colors(list(EXPERIMENT_METHODS))
+    assert len(set(colors.values())) == len(EXPERIMENT_METHODS)  # a colour of its own each
+
+
 def test_summary_table_std_and_all_jaccards(tidy):
     sd = summary_table(tidy, "auc", jaccards=None, std=True)
     assert sd.shape == (6, 6)

@@ -183,6 +183,9 @@ def test_report_md(job):
         assert f"| {strategy} |" in report or f"| {strategy} →" in report
     chosen = job.metrics["site-1"]["strategies"]["auto"]["chosen"]
     assert f"| auto → {chosen} |" in report
+    for site in SITES:  # wmp's row names the guess weight the site fitted
+        weight = job.metrics[site]["strategies"]["wmp"]["guess_weight"]
+        assert f"| wmp (guess weight {weight:g}) |" in report
     assert f"Kept {len(job.elected)} features" in report
     assert "| freedom degree | features kept | validation score |" in report
 
@@ -634,6 +637,13 @@ def _metrics(job, site="site-1"):
         (lambda m: m["strategies"]["auto"].update(chosen="magic"), "'chosen' is 'magic'"),
         (lambda m: m["strategies"]["mp"].update(chosen="mp"), "belong to the 'auto' row"),
         (lambda m: m["strategies"]["mp"].update(note="hi"), "unknown fields ['note']"),
+        (lambda m: m["strategies"]["wmp"].pop("guess_weight"), "'guess_weight' is missing"),
+        (lambda m: m["strategies"]["wmp"].update(guess_weight=1.5), "'guess_weight' is 1.5"),
+        (lambda m: m["strategies"]["wmp"].update(guess_weight="x"), "'guess_weight' is 'x'"),
+        (
+            lambda m: m["strategies"]["mp"].update(guess_weight=0.5),
+            "'guess_weight' belongs to the wmp row only",
+        ),
         (lambda m: m.update(site="site-2"), "field 'site' is 'site-2'"),
         (lambda m: m.update(rows=np.array([1, 2])), "field 'rows' is an array"),
         (lambda m: m["strategies"].update(mp=[0.9]), "strategies['mp']: expected a dict"),

@@ -155,6 +155,7 @@ def assert_valid_predictions(
                 voting=voting,
                 site=forest.owners[0],
                 random_state=seed,
+                guess_weight=0.3,
             )
             proba = clf.predict_proba(X)
             where = f"strategy {strategy!r}, columns {list(X.columns)}"

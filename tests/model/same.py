@@ -63,6 +63,7 @@ def assert_same_predictions(
                     voting=voting,
                     site=a.owners[0],
                     random_state=3,
+                    guess_weight=0.3,
                 )
                 pa = PooledForestClassifier(a, **kwargs).predict_proba(X)
                 pb = PooledForestClassifier(b, **kwargs).predict_proba(X)

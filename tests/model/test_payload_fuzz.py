@@ -36,7 +36,7 @@ from hostile import (
     write_zip,
 )
 
-from fedforest import ImputerSet, PayloadError, PooledForest, PooledForestClassifier
+from fedforest import STRATEGIES, ImputerSet, PayloadError, PooledForest, PooledForestClassifier
 from fedforest.federation.election import SiteVote
 from fedforest.model.model_files import load_model, read_model, save_payload
 
@@ -259,7 +259,7 @@ def test_the_unmutated_payloads_are_accepted_and_predict(tmp_path):
     p = parts()
     forest = PooledForest.from_payload(forest_payload(), SENDER)
     imputers = ImputerSet.from_payload(imputers_payload(), SENDER)
-    assert assert_valid_predictions(forest, imputers, p["feature_std"]) == 16
+    assert assert_valid_predictions(forest, imputers, p["feature_std"]) == 2 * len(STRATEGIES)
     SiteVote.from_payload(vote_payload(), SENDER, features=FEATURES)
     SiteVote.from_payload(vote_payload(by_index=False), SENDER)
     check_model(read_model(bundle(), SENDER))

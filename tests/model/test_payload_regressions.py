@@ -696,7 +696,7 @@ def test_a_frame_with_every_column_absent_but_one_still_predicts():
     X = pd.DataFrame({"x1": p["X"]["x1"].iloc[:10].to_numpy()})
     for strategy in STRATEGIES:
         clf = PooledForestClassifier(
-            p["forest"], strategy, p["imputers"], p["feature_std"], site="site-a"
+            p["forest"], strategy, p["imputers"], p["feature_std"], site="site-a", guess_weight=0.3
         )
         proba = clf.predict_proba(X)
         np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-9)

@@ -170,6 +170,22 @@ def test_ss_without_surrogate_falls_back_to_pr():
     assert np.allclose(p, [[0.9, 0.1]]) and clf.diagnostics_.trees_kept.tolist() == [1]
 
 
+def test_node_stops_at_the_unresolvable_node_and_uses_its_distribution():
+    # hand-built internal nodes hold a uniform distribution: T1 stops at its root
+    # (b unavailable), T2 reaches a leaf, T4 follows its learned direction (right)
+    forest = make_tree_forest([T1, T2, T4], NAMES, categories=CATS)
+    for X in (rows([-1.0]), rows([-1.0], b=[np.nan])):  # absent column, NaN value
+        p, clf = proba(forest, X, strategy="node", depth_threshold=0)
+        assert np.allclose(p, [[(0.5 + 0.9 + 0.0) / 3, (0.5 + 0.1 + 1.0) / 3]])
+        assert clf.diagnostics_.trees_kept.tolist() == [3]
+        assert clf.diagnostics_.n_fallback == 0
+        # hard: the root votes for the argmax of its distribution (the first class on a tie)
+        p, _ = proba(forest, X, strategy="node", voting="hard")
+        assert np.allclose(p, [[2 / 3, 1 / 3]])
+    p, _ = proba(forest, rows([-1.0], b=[1.0]), strategy="node")  # b available: no stop
+    assert np.allclose(p, [[(0.0 + 0.9 + 0.0) / 3, (1.0 + 0.1 + 1.0) / 3]])
+
+
 def test_categorical_routing_with_imputer_probabilities():
     forest = make_tree_forest([T3], NAMES, categories=CATS)
     imps = ImputerSet([categorical_imputer((0.2, 0.3, 0.5))])
@@ -190,7 +206,7 @@ def test_categorical_routing_with_imputer_probabilities():
 
 def test_node_that_saw_missing_values_follows_its_learned_direction():
     forest = make_tree_forest([T4], NAMES, categories=CATS)
-    for strategy in ("fpv", "pr", "mp", "ss", "mi", "ipr"):
+    for strategy in ("fpv", "pr", "mp", "ss", "mi", "ipr", "node"):
         p, clf = proba(forest, rows([0.0]), strategy=strategy)
         assert np.allclose(p, [[0.0, 1.0]]), strategy
         assert clf.diagnostics_.n_fallback == 0
@@ -245,7 +261,9 @@ def real_forest(table):
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_every_strategy_equals_sklearn_with_every_feature(real_forest, strategy):
     rf, forest, X, _ = real_forest
-    clf = PooledForestClassifier(forest, strategy=strategy, site="s1", random_state=0)
+    clf = PooledForestClassifier(
+        forest, strategy=strategy, site="s1", random_state=0, guess_weight=0.3
+    )
     assert np.array_equal(clf.predict_proba(X), rf.predict_proba(X))
     assert np.array_equal(clf.predict(X), rf.predict(X))
     assert np.array_equal(clf.predict_proba(X.to_numpy()), rf.predict_proba(X))
@@ -308,7 +326,7 @@ def test_same_seed_same_predictions_and_different_seeds_differ(real_forest):
         assert not np.array_equal(one, other), params["strategy"]
 
 
-@pytest.mark.parametrize("strategy", ["fpv", "mi", "ss", "park", "local"])
+@pytest.mark.parametrize("strategy", ["fpv", "mi", "ss", "node", "park", "local"])
 def test_compiled_and_numpy_engines_agree(real_forest, monkeypatch, strategy, table):
     _, forest, X, _ = real_forest
     Xt, _ = table
@@ -431,7 +449,7 @@ def test_auto_scores_candidates_without_copying_the_forest(two_site_forest, tabl
         assert clf.selection_scores_[name] == score("auprc", y[400:500], proba, fixed.classes_)
 
 
-@pytest.mark.parametrize("strategy", ["mp", "mi", "ss", "fpv"])
+@pytest.mark.parametrize("strategy", ["mp", "mi", "ss", "fpv", "node"])
 def test_results_do_not_depend_on_row_chunking(real_forest, table, monkeypatch, strategy):
     _, forest, X, _ = real_forest
     Xt, _ = table
@@ -450,3 +468,136 @@ def test_results_do_not_depend_on_row_chunking(real_forest, table, monkeypatch, 
     monkeypatch.setattr(routing, "MAX_PAIRS", 90)  # two rows at a time
     chunked = PooledForestClassifier(forest, **params).predict_proba(half)
     assert np.allclose(whole, chunked, rtol=0, atol=1e-12)
+
+
+# --------------------------------------------------------------- node
+def global_rows(forest, X: pd.DataFrame) -> np.ndarray:
+    """``X`` at the forest's feature positions, float32, NaN for absent columns."""
+    out = np.full((len(X), forest.n_features), np.nan, dtype=np.float32)
+    for name in X.columns:
+        out[:, forest.feature_names.index(name)] = X[name].to_numpy(dtype=np.float32)
+    return out
+
+
+def node_reference(forest, X: pd.DataFrame, voting="soft", learned=True) -> np.ndarray:
+    """``node`` written out plainly: walk every tree for every row in Python.
+
+    An unavailable feature at a node that saw missing values follows the
+    learned direction (``learned=False``: stops there too); at any other node
+    the walk stops and the node's own distribution (hard: its one-hot argmax)
+    is the tree's prediction. Trees are summed in order, then averaged.
+    """
+    Xg = global_rows(forest, X)
+    left, right = forest.global_children
+    table = forest.value
+    if voting == "hard":
+        table = np.eye(forest.n_classes)[forest.value.argmax(axis=1)]
+    out = np.empty((len(X), forest.n_classes))
+    for r in range(len(X)):
+        total = np.zeros(forest.n_classes)
+        for t in range(forest.n_trees):
+            node = int(forest.tree_start[t])
+            while forest.feature[node] >= 0:
+                x = Xg[r, forest.feature[node]]
+                if np.isnan(x):
+                    if not (learned and forest.saw_missing[node]):
+                        break  # stop: this node stands for the tree's leaf
+                    node = left[node] if forest.missing_left[node] else right[node]
+                else:
+                    node = left[node] if x <= forest.threshold[node] else right[node]
+            total += table[node]
+        out[r] = total / forest.n_trees
+    return out
+
+
+def test_node_gives_the_root_distribution_when_the_root_feature_is_missing(real_forest):
+    _, forest, X, _ = real_forest
+    X = X[:12]
+    for t in range(4):
+        tree = forest.select_trees(np.arange(forest.n_trees) == t)
+        assert not tree.saw_missing[0]
+        root = tree.feature_names[tree.feature[0]]
+        root_value = tree.value[0]
+        vote = np.eye(tree.n_classes)[root_value.argmax()]
+        for missing in (X.drop(columns=[root]), X.assign(**{root: np.nan})):
+            p, _ = proba(tree, missing, strategy="node")
+            assert np.array_equal(p, np.tile(root_value, (len(X), 1)))
+            p, _ = proba(tree, missing, strategy="node", voting="hard")
+            assert np.array_equal(p, np.tile(vote, (len(X), 1)))
+    # in the whole forest, the tree whose root feature is missing adds its root's value
+    t = 0
+    root = forest.feature_names[forest.feature[forest.tree_start[t]]]
+    rest = forest.select_trees(np.arange(forest.n_trees) != t)
+    p_all, clf = proba(forest, X.drop(columns=[root]), strategy="node")
+    p_rest, _ = proba(rest, X.drop(columns=[root]), strategy="node")
+    n = forest.n_trees
+    assert np.allclose(p_all, (p_rest * (n - 1) + forest.value[forest.tree_start[t]]) / n)
+    assert clf.diagnostics_.trees_kept.tolist() == [n] * len(X)
+
+
+@pytest.mark.parametrize("voting", ["soft", "hard"])
+def test_node_equals_a_plain_reference_and_never_discards(real_forest, voting):
+    _, forest, X, _ = real_forest
+    X = X[:20]
+    dirty = X.copy()
+    dirty.iloc[::3, 0] = np.nan  # x0, the root of many trees
+    dirty.iloc[1::4, 3] = np.nan
+    cases = {
+        "absent": X[["x0", "x2", "x4"]],
+        "one column": X[["x2"]],
+        "NaN in present columns": dirty,
+        "both": dirty[["x0", "x1", "x2", "x3"]],
+    }
+    for case, rows_ in cases.items():
+        p, clf = proba(forest, rows_, strategy="node", voting=voting, depth_threshold=0)
+        assert np.array_equal(p, node_reference(forest, rows_, voting)), case
+        assert clf.diagnostics_.n_fallback == 0, case
+        assert clf.diagnostics_.trees_kept.tolist() == [forest.n_trees] * len(X), case
+        assert clf.diagnostics_.trees_available == forest.n_trees
+    # the absent-column cases take the compiled trees, the NaN cases the dynamic traversals
+    assert proba(forest, cases["absent"], strategy="node")[1].diagnostics_.engine == "compiled"
+    assert proba(forest, dirty, strategy="node")[1].diagnostics_.engine == "mixed"
+
+
+@pytest.mark.parametrize("voting", ["soft", "hard"])
+def test_node_compiled_path_equals_the_dynamic_traversal(real_forest, voting):
+    # the same rows, once with columns absent (compiled trees) and once with those
+    # columns present but all NaN (dynamic traversal)
+    _, forest, X, _ = real_forest
+    absent = X[["x0", "x1", "x2"]]
+    nan = X.assign(x3=np.nan, x4=np.nan, x5=np.nan)
+    fast = PooledForestClassifier(forest, strategy="node", voting=voting)
+    p_fast = fast.predict_proba(absent)
+    assert fast.diagnostics_.engine == "compiled"
+    slow = PooledForestClassifier(forest, strategy="node", voting=voting, engine="numpy")
+    p_slow = slow.predict_proba(nan)
+    assert slow.diagnostics_.engine == "numpy"
+    assert np.array_equal(p_fast, p_slow)
+    assert np.array_equal(fast.diagnostics_.trees_kept, slow.diagnostics_.trees_kept)
+    assert not np.array_equal(p_fast, PooledForestClassifier(forest).predict_proba(X))
+
+
+def test_node_follows_learned_missing_directions(table):
+    X, y = table
+    X = X.copy()
+    rng = np.random.RandomState(5)
+    X.loc[rng.rand(len(X)) < 0.25, "x1"] = np.nan
+    rf = RandomForestClassifier(n_estimators=15, max_depth=6, random_state=0)
+    rf.fit(X[:400], y[:400])
+    forest = PooledForest.from_sklearn(rf, list(X.columns), owner="s1", X=X[:400])
+    on_x1 = forest.feature == list(X.columns).index("x1")
+    assert (on_x1 & forest.saw_missing).any()
+    test = X[400:440].copy()
+    test.iloc[::2, 1] = np.nan
+    for rows_ in (test, test.drop(columns=["x1"])):  # NaN values, absent column
+        p, clf = proba(forest, rows_, strategy="node")
+        assert np.array_equal(p, node_reference(forest, rows_))
+        # stopping at the nodes that learned a direction would change the predictions
+        assert not np.allclose(p, node_reference(forest, rows_, learned=False))
+        assert clf.diagnostics_.n_fallback == 0
+    # where the missing values meet only nodes that learned a direction, node is scikit-learn
+    _, fpv = proba(forest, test, strategy="fpv")
+    every = fpv.diagnostics_.trees_kept == forest.n_trees
+    assert every.any() and not every.all()
+    p, _ = proba(forest, test, strategy="node")
+    assert np.array_equal(p[every], rf.predict_proba(test)[every])

@@ -119,6 +119,7 @@ def test_engines_agree_bit_for_bit(pooled, strategy, with_imputers):
         site="a",
         depth_threshold=1,
         random_state=11,
+        guess_weight=0.3,
     )
     fast, slow = both_engines(forest, test[SITE_COLUMNS], **params)
     assert_same(fast, slow)
@@ -126,7 +127,9 @@ def test_engines_agree_bit_for_bit(pooled, strategy, with_imputers):
         assert fast[1].dynamic_engine == "numba"  # rows with NaN went through the kernels
 
 
-@pytest.mark.parametrize("strategy", ["fpv", "pr", "mi", "ipr", "mp", "ss", "park", "local"])
+@pytest.mark.parametrize(
+    "strategy", ["fpv", "pr", "mi", "ipr", "mp", "ss", "node", "park", "local"]
+)
 def test_engines_agree_on_every_row_without_the_compiled_trees(pooled, monkeypatch, strategy):
     # every row through the dynamic traversals, all features or half of them
     forest, imputers, std, test = pooled
@@ -136,6 +139,55 @@ def test_engines_agree_on_every_row_without_the_compiled_trees(pooled, monkeypat
         fast, slow = both_engines(forest, X, depth_threshold=0, **params)
         assert_same(fast, slow)
         assert fast[1].engine == "numpy"  # the dynamic traversals, by the numba engine
+
+
+@pytest.mark.parametrize("voting", ["soft", "hard"])
+def test_node_agrees_bit_for_bit_and_never_discards(pooled, monkeypatch, voting):
+    forest, imputers, std, test = pooled
+    monkeypatch.setattr(classifier_module.fastpath, "available", lambda: False)
+    params = dict(strategy="node", imputers=imputers, feature_std=std, voting=voting)
+    for X in (test, test[SITE_COLUMNS], test[["x1", "d"]]):  # x0, a frequent root, absent
+        fast, slow = both_engines(forest, X, **params)
+        assert_same(fast, slow)
+        assert fast[1].dynamic_engine == "numba"
+        assert fast[1].n_fallback == 0
+        assert fast[1].trees_kept.tolist() == [forest.n_trees] * len(X)
+
+
+def test_node_kernel_stops_where_the_numpy_resolver_does(pooled):
+    # the kernels' route_leaves against routing.route_leaves, called directly:
+    # the same nodes (internal ones where a pair stopped), and no random draw
+    from fedforest.model.inputs import to_global_matrix
+    from fedforest.prediction.strategies import Strategy
+
+    forest, _, _, test = pooled
+    X, _ = to_global_matrix(test[SITE_COLUMNS], forest.feature_names, forest.categories)
+    cf = routing.CompiledForest.build(forest)
+    n_rows, n_feat = X.shape
+    rng = np.random.default_rng(4)
+    rules = Strategy(
+        "node",
+        forest,
+        cf,
+        X,
+        np.full((n_rows, n_feat), np.nan, dtype=np.float32),
+        {},
+        np.full(n_feat, np.nan),
+        2,
+        rng,
+    )
+    trees = np.arange(forest.n_trees)
+    compiled = numba_kernels.route_leaves(cf, X, trees, rules)
+    numpy_ = routing.route_leaves(cf, X, trees, rules.resolver)
+    assert np.array_equal(compiled, numpy_)
+    assert (compiled >= 0).all()  # never discarded
+    stopped = cf.feature[compiled] >= 0
+    assert stopped.any() and not stopped.all()
+    # where a pair stopped, the node's feature is unavailable and it learned no direction
+    rows_ = np.broadcast_to(np.arange(n_rows), compiled.shape)[stopped]
+    assert np.isnan(X[rows_, cf.feature[compiled[stopped]]]).all()
+    assert not cf.saw_missing[compiled[stopped]].any()
+    assert rng.random() == np.random.default_rng(4).random()  # nothing drawn
 
 
 def test_the_fallback_rows_of_fpv_agree(pooled):
@@ -168,7 +220,7 @@ def test_row_chunks_and_threads_change_nothing(pooled, monkeypatch):
     forest, imputers, std, test = pooled
     X = test[SITE_COLUMNS]
     reference = {}  # every row in one chunk, one thread
-    for strategy in ("mp", "ipr"):
+    for strategy in ("mp", "ipr", "node"):
         params = dict(strategy=strategy, imputers=imputers, feature_std=std, random_state=2)
         reference[strategy] = both_engines(forest, X, **params)
     monkeypatch.setattr(routing, "MAX_PAIRS", 40)  # a few rows per chunk: draws in chunk order
@@ -179,7 +231,7 @@ def test_row_chunks_and_threads_change_nothing(pooled, monkeypatch):
         params = dict(strategy=strategy, imputers=imputers, feature_std=std, random_state=2)
         fast, slow = both_engines(forest, X, **params)
         assert_same(fast, slow)
-        if strategy == "mp":  # nothing random: chunks change nothing either
+        if strategy in ("mp", "node"):  # nothing random: chunks change nothing either
             assert np.array_equal(fast[0], whole_fast[0])
 
 

@@ -75,6 +75,9 @@ _COLORS = {
     "mi": "tab:pink",
     "ipr": "tab:cyan",
     "ss": "tab:green",
+    "node": "tab:gray",
+    "wmp": "darkred",
+    "auto": "black",
 }
 
 

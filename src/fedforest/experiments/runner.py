@@ -8,6 +8,12 @@ train and test, trains its forest on its columns (plus surrogate splits,
 imputers and an intersection forest on the shared columns), the forests are
 pooled, and every method is scored on every site's test rows. Results are a
 tidy table: one row per (dataset, n_sites, jaccard, rep, site, method, metric).
+
+Methods fitted on validation rows (``wmp``'s guess weight, ``auto``'s choice;
+:data:`~fedforest.vocabulary.VALIDATION_METHODS`) get them as in a job: when
+any is requested, each site also holds out ``validation_fraction`` of its rows
+from its training rows, and every method's forests are trained on the rest,
+so all methods are compared on the same forests.
 """
 
 from __future__ import annotations
@@ -28,13 +34,15 @@ from .. import outputs
 from ..federation.evaluation import evaluate_strategies
 from ..federation.splits import split_validation
 from ..federation.training import fit_site_models, pool_site_models
-from ..vocabulary import METRICS, PAPER_METHODS, VOTING
+from ..vocabulary import EXPERIMENT_METHODS, METRICS, PAPER_METHODS, VALIDATION_METHODS, VOTING
 from .partition import split_table
 
 logger = logging.getLogger(__name__)
 
-#: The nine methods of the paper's comparison.
+#: The nine methods of the paper's comparison (the default).
 METHODS = PAPER_METHODS
+#: Every method the runner can score.
+ALL_METHODS = EXPERIMENT_METHODS
 PAPER_SITES = (2, 3, 4, 6)
 PAPER_JACCARDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 TIDY_COLUMNS = ["dataset", "n_sites", "jaccard", "rep", "site", "method", "metric", "value"]
@@ -64,19 +72,26 @@ class Dataset:
 def load_table(
     spec: str, target: str | None = None, categorical: Sequence[str] = (), random_state: int = 0
 ) -> Dataset:
-    """A synthetic dataset by name (``S-500-Mix`` ...) or a CSV file with a target column.
+    """A synthetic dataset by name (``S-500-Mix`` ...), a dataset bundled with scikit-learn
+    (``breast_cancer``, ``wine``, ``digits``) or a CSV file with a target column.
 
     Non-numeric CSV columns are coded as integers and treated as categorical.
+    A file of the same name as a bundled dataset is read as the file.
     """
+    from .bundled import BUNDLED, load_bundled
     from .synthetic import DATASETS, load_dataset
 
     if spec in DATASETS:
         X, y, cats = load_dataset(spec, random_state=random_state)
         return Dataset(spec, X, np.asarray(y), list(cats))
     path = Path(spec)
+    if spec in BUNDLED and not path.is_file():
+        X, y = load_bundled(spec)
+        return Dataset(spec, X, y, [])
     if not path.is_file():
         raise ValueError(
-            f"dataset {spec!r} is neither a known synthetic set {sorted(DATASETS)} nor a CSV file"
+            f"dataset {spec!r} is neither a known synthetic set {sorted(DATASETS)}, a dataset "
+            f"bundled with scikit-learn {sorted(BUNDLED)} nor a CSV file"
         )
     if not target:
         raise ValueError(f"dataset {spec}: give the target column (--target)")
@@ -115,6 +130,8 @@ def load_table(
 
 #: Share of each site's rows held out for testing (paper: 75/25).
 TEST_FRACTION = 0.25
+#: Share of each site's rows held out for validation when a method needs them (as in a job).
+VALIDATION_FRACTION = 0.2
 
 
 def rows_per_class(n_sites: int, test_fraction: float = TEST_FRACTION) -> int:
@@ -138,15 +155,20 @@ def rows_per_class(n_sites: int, test_fraction: float = TEST_FRACTION) -> int:
 
 
 def check_dataset(
-    data: Dataset, n_sites: Sequence[int], test_fraction: float = TEST_FRACTION
+    data: Dataset,
+    n_sites: Sequence[int],
+    test_fraction: float = TEST_FRACTION,
+    validation_fraction: float | None = None,
 ) -> None:
     """Refuse a dataset the sites cannot learn from and be scored on, naming what is lacking.
 
     Raises
     ------
     ValueError
-        If the dataset has no feature, a single class, or fewer rows of a
-        class than :func:`rows_per_class` for the largest number of sites.
+        If the dataset has no feature, a single class, fewer rows of a
+        class than :func:`rows_per_class` for the largest number of sites,
+        or, with ``validation_fraction``, too few rows at the smallest site
+        to split off validation rows (:func:`validation_split_problem`).
     """
     if data.X.shape[1] < 1:
         raise ValueError(f"dataset {data.name}: no feature column besides the target")
@@ -169,6 +191,115 @@ def check_dataset(
             f"its training and its test rows); too few rows of class {', '.join(short)}. "
             "Use fewer sites (--sites) or more rows"
         )
+    if validation_fraction:
+        for n in sorted(set(n_sites)):
+            problem = validation_split_problem(counts // n, test_fraction, validation_fraction)
+            if problem:
+                raise ValueError(
+                    f"dataset {data.name}: with validation rows (for "
+                    f"{', '.join(VALIDATION_METHODS)}), {problem} at {n} sites. Use fewer sites "
+                    "(--sites), a smaller --validation-fraction or more rows"
+                )
+
+
+def validation_split_problem(
+    per_class: np.ndarray, test_fraction: float, validation_fraction: float
+) -> str | None:
+    """Why a site with ``per_class`` rows of each class cannot split off validation rows.
+
+    The site's rows are split as :func:`run_repetition` does (test rows, then
+    validation rows out of the rest, both stratified when every class has two
+    rows), and a stratified split needs at least one row of every class on
+    each side, as scikit-learn requires. ``None`` when the splits work.
+
+    Examples
+    --------
+    >>> validation_split_problem(np.array([4, 4, 4, 4, 4]), 0.25, 0.2) is None
+    False
+    >>> validation_split_problem(np.array([6, 7, 5]), 0.25, 0.2) is None
+    True
+    """
+    per_class = np.asarray(per_class)
+    n, classes = int(per_class.sum()), int((per_class > 0).sum())
+    n_test = math.ceil(test_fraction * n)
+    rest = n - n_test
+    n_val = math.ceil(validation_fraction / (1 - test_fraction) * rest)
+    need = classes if per_class[per_class > 0].min() >= 2 else 1
+    if n_test < need or rest - n_val < need or n_val < need:
+        return (
+            f"the smallest site has {n} rows ({classes} classes): {n_test} test, {n_val} "
+            f"validation and {rest - n_val} training rows, and each part needs at least "
+            f"{need} (one of every class when the split is stratified)"
+        )
+    return None
+
+
+@dataclass
+class Repetition:
+    """One repetition's sites, trained and pooled: what every method is scored on.
+
+    Attributes
+    ----------
+    pooled : SiteModels
+        The pooled forest, imputers, standard deviations and intersection forest.
+    splits : dict
+        ``site -> (X_test, y_test, X_val, y_val)``; the validation parts are
+        ``None`` without validation rows.
+    """
+
+    pooled: object
+    splits: dict
+
+
+def prepare_repetition(
+    data: Dataset,
+    n_sites: int,
+    jaccard: float,
+    rep: int,
+    n_estimators: int = 100,
+    test_fraction: float = TEST_FRACTION,
+    validation_fraction: float | None = None,
+    intersection: bool = True,
+) -> Repetition:
+    """Split one repetition over the sites, train every site's models and pool them.
+
+    With ``validation_fraction`` each site splits that share of its rows off its
+    training rows (as a job's site does) and trains without them.
+    """
+    frame = data.X.assign(__target__=data.y)
+    tables = split_table(frame, "__target__", n_sites, jaccard, random_state=rep)
+    sites = list(tables)
+    columns = {s: [c for c in t.columns if c != "__target__"] for s, t in tables.items()}
+    shared = [c for c in data.X.columns if all(c in columns[s] for s in sites)]
+    categories = data.categories
+    forest_params = {"n_estimators": n_estimators}
+    splits, models = {}, {}
+    for k, site in enumerate(sites):
+        t = tables[site]
+        X_tr, X_te, y_tr, y_te = split_validation(
+            t[columns[site]], t["__target__"].to_numpy(), test_fraction, rep
+        )
+        X_val = y_val = None
+        if validation_fraction:  # as SiteRunner.set_schema: out of the training rows
+            X_tr, X_val, y_tr, y_val = split_validation(
+                X_tr, y_tr, validation_fraction / (1 - test_fraction), rep
+            )
+        splits[site] = (X_te, y_te, X_val, y_val)
+        models[site] = fit_site_models(
+            site,
+            X_tr,
+            y_tr,
+            columns[site],
+            shared,
+            categories,
+            forest_params,
+            random_state=rep * 1000 + k,
+            intersection_columns=shared if intersection else None,
+            # private columns are disjoint across sites: one imputer candidate per column,
+            # so its score decides nothing and needs no cross-validation
+            imputer_cv=None,
+        )
+    return Repetition(pool_site_models(list(models.values())), splits)
 
 
 def run_repetition(
@@ -182,44 +313,33 @@ def run_repetition(
     n_estimators: int = 100,
     depth_threshold: int = 2,
     test_fraction: float = TEST_FRACTION,
+    validation_fraction: float = VALIDATION_FRACTION,
 ) -> list[dict]:
-    """One repetition of one scenario; tidy rows (one per site, method and metric)."""
-    frame = data.X.assign(__target__=data.y)
-    tables = split_table(frame, "__target__", n_sites, jaccard, random_state=rep)
-    sites = list(tables)
-    columns = {s: [c for c in t.columns if c != "__target__"] for s, t in tables.items()}
-    shared = [c for c in data.X.columns if all(c in columns[s] for s in sites)]
-    categories = data.categories
-    forest_params = {"n_estimators": n_estimators}
-    want_inter = "intersection" in methods
-    splits, models = {}, {}
-    for k, site in enumerate(sites):
-        t = tables[site]
-        X_tr, X_te, y_tr, y_te = split_validation(
-            t[columns[site]], t["__target__"].to_numpy(), test_fraction, rep
-        )
-        splits[site] = (X_te, y_te)
-        models[site] = fit_site_models(
-            site,
-            X_tr,
-            y_tr,
-            columns[site],
-            shared,
-            categories,
-            forest_params,
-            random_state=rep * 1000 + k,
-            intersection_columns=shared if want_inter else None,
-            # private columns are disjoint across sites: one imputer candidate per column,
-            # so its score decides nothing and needs no cross-validation
-            imputer_cv=None,
-        )
-    pooled = pool_site_models(list(models.values()))
+    """One repetition of one scenario; tidy rows (one per site, method and metric).
+
+    When ``methods`` include one of :data:`~fedforest.vocabulary.VALIDATION_METHODS`,
+    each site splits ``validation_fraction`` of its rows off its training rows
+    (as a job's site does) and every forest is trained without them.
+    """
+    want_val = any(m in VALIDATION_METHODS for m in methods)
+    prepared = prepare_repetition(
+        data,
+        n_sites,
+        jaccard,
+        rep,
+        n_estimators,
+        test_fraction,
+        validation_fraction if want_val else None,
+        intersection="intersection" in methods,
+    )
+    splits, pooled = prepared.splits, prepared.pooled
+    sites = list(splits)
     forest, imputers = pooled.forest, pooled.imputers
     feature_std, intersection = pooled.feature_std, pooled.intersection
     classes = np.unique(data.y)
     rows = []
     for site in sites:
-        X_te, y_te = splits[site]
+        X_te, y_te, X_val, y_val = splits[site]
         scores = evaluate_strategies(
             forest,
             imputers,
@@ -233,6 +353,8 @@ def run_repetition(
             voting=voting,
             depth_threshold=depth_threshold,
             metrics=metrics,
+            X_val=X_val,
+            y_val=y_val,
             random_state=rep,
         )
         for method, row in scores.items():
@@ -269,13 +391,23 @@ class ExperimentPlan:
     target: str | None = None
     categorical: list[str] = field(default_factory=list)
     n_jobs: int = 1
+    validation_fraction: float = VALIDATION_FRACTION
 
     def validate(self) -> None:
         if not self.datasets:
             raise ValueError("datasets is empty; name at least one dataset")
-        bad = [m for m in self.methods if m not in METHODS]
+        bad = [m for m in self.methods if m not in ALL_METHODS]
         if bad:
-            raise ValueError(f"methods {bad} are not among {list(METHODS)}")
+            raise ValueError(f"methods {bad} are not among {list(ALL_METHODS)}")
+        repeated = sorted({m for m in self.methods if list(self.methods).count(m) > 1})
+        if repeated:
+            raise ValueError(f"methods {repeated} are given twice")
+        vf = self.validation_fraction
+        if isinstance(vf, bool) or not isinstance(vf, (int, float)) or not 0 < vf <= 0.65:
+            raise ValueError(
+                f"validation_fraction={vf!r} must be a number in (0, 0.65]: the share of each "
+                f"site's rows held out for validation, next to the test share {TEST_FRACTION}"
+            )
         bad = [m for m in self.metrics if m not in METRICS]
         if bad:
             raise ValueError(f"metrics {bad} are not among {list(METRICS)}")
@@ -325,6 +457,7 @@ def _task(args):
         plan.voting,
         plan.n_estimators,
         plan.depth_threshold,
+        validation_fraction=plan.validation_fraction,
     )
 
 
@@ -348,7 +481,15 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
     plan.validate()
     datasets = [load_table(d, plan.target, plan.categorical) for d in plan.datasets]
     for data in datasets:  # before anything runs or is written
-        check_dataset(data, plan.n_sites)
+        check_dataset(
+            data,
+            plan.n_sites,
+            validation_fraction=(
+                plan.validation_fraction
+                if any(m in VALIDATION_METHODS for m in plan.methods)
+                else None
+            ),
+        )
     names = [d.name for d in datasets]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..vocabulary import METRICS, PAPER_METHODS
+from ..vocabulary import EXPERIMENT_METHODS, METRICS
 
 logger = logging.getLogger("fedforest.experiments.reports")  # the name used before the split
 
@@ -47,7 +47,7 @@ __all__ = [
 COLUMNS = ("dataset", "n_sites", "jaccard", "rep", "site", "method", "metric", "value")
 """Columns every tidy results frame must have (extra columns are ignored)."""
 
-METHOD_ORDER = PAPER_METHODS
+METHOD_ORDER = EXPERIMENT_METHODS
 """Order of methods in tables and figures; unknown methods follow, sorted."""
 
 DISPLAY_NAMES = {
@@ -60,6 +60,9 @@ DISPLAY_NAMES = {
     "ipr": "IPR",
     "mp": "MP",
     "ss": "SS",
+    "node": "Node",
+    "wmp": "WMP",
+    "auto": "Auto",
 }
 """Names used in figures and in ``report.md``."""
 

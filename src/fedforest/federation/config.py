@@ -20,7 +20,7 @@ The job file (``site_configs/job.yaml``)::
       mode: server                      # server: the server runs the phases and pools;
                                         # swarm: the sites exchange everything with each other
     evaluation:
-      strategies: [fpv, pr, mi, ipr, mp, ss, park, local, intersection, auto]
+      strategies: [fpv, pr, mi, ipr, mp, ss, node, wmp, park, local, intersection, auto]
       voting: soft
       depth_threshold: 2
       metrics: [auprc, auc, mcc, accuracy]
@@ -129,7 +129,19 @@ JOB_DEFAULTS: dict[str, Any] = {
         "mode": "server",
     },
     "evaluation": {
-        "strategies": ["fpv", "pr", "mi", "ipr", "mp", "ss", "park", "local", "intersection"],
+        "strategies": [
+            "fpv",
+            "pr",
+            "mi",
+            "ipr",
+            "mp",
+            "ss",
+            "node",
+            "wmp",
+            "park",
+            "local",
+            "intersection",
+        ],
         "voting": "soft",
         "depth_threshold": 2,
         "metrics": list(METRICS),

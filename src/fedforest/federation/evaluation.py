@@ -15,7 +15,7 @@ from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..prediction.classifier import PooledForestClassifier
 from ..validation import PayloadReader, describe
-from ..vocabulary import METRICS, STRATEGIES
+from ..vocabulary import FITTED_STRATEGIES, METRICS, STRATEGIES
 from .privacy import PrivacyPolicy
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,10 @@ def evaluate_strategies(
             if X_val is None or y_val is None:
                 raise ValueError("strategy 'auto' needs validation rows")
             candidates = [
-                s for s in STRATEGIES if s not in ("park", "local") or site in forest.owners
+                s
+                for s in STRATEGIES
+                if s not in FITTED_STRATEGIES
+                and (s not in ("park", "local") or site in forest.owners)
             ]
             clf = PooledForestClassifier(
                 forest,
@@ -117,6 +120,12 @@ def evaluate_strategies(
                 "chosen": clf.strategy_,
                 "validation": {k: _finite(v) for k, v in clf.selection_scores_.items()},
             }
+        elif strategy in FITTED_STRATEGIES:
+            if X_val is None or y_val is None:
+                raise ValueError(f"strategy {strategy!r} needs validation rows")
+            clf = PooledForestClassifier(forest, strategy=strategy, **common)
+            clf.fit(X_val[cols], y_val)
+            extra = {"guess_weight": clf.guess_weight_}
         else:
             clf = PooledForestClassifier(forest, strategy=strategy, **common)
         if strategy == "intersection":  # another forest: never shared with the pooled one's
@@ -147,7 +156,7 @@ def evaluate_strategies(
 
 
 #: Fields of one strategy's row in a site's metrics, besides the metrics themselves.
-ROW_FIELDS = ("rows", "mean_trees_kept", "fallback_rows", "chosen", "validation")
+ROW_FIELDS = ("rows", "mean_trees_kept", "fallback_rows", "chosen", "validation", "guess_weight")
 
 
 def read_site_metrics(
@@ -157,7 +166,7 @@ def read_site_metrics(
 
     Every requested strategy has a row; every requested metric is a finite
     number in [-1, 1] or ``None`` (undefined); counts are non-negative; ``auto``
-    names a strategy it chose; ``privacy`` (version 2) is the site's effective
+    names a strategy it chose; ``wmp`` gives its guess weight in [0, 1]; ``privacy`` (version 2) is the site's effective
     privacy policy, read as a ``privacy:`` block
     (:meth:`~fedforest.federation.privacy.PrivacyPolicy.from_dict`), or
     ``None`` (a version 1 reply, which did not report it). Anything else is
@@ -199,6 +208,10 @@ def read_site_metrics(
             }
         elif "chosen" in row.payload or "validation" in row.payload:
             row.fail("fields 'chosen' and 'validation' belong to the 'auto' row only")
+        if name in FITTED_STRATEGIES:
+            clean["guess_weight"] = row.number("guess_weight", row.get("guess_weight"), 0.0, 1.0)
+        elif "guess_weight" in row.payload:
+            row.fail(f"field 'guess_weight' belongs to the {', '.join(FITTED_STRATEGIES)} row only")
         out[name] = clean
     return {"site": sender, "rows": rows, "strategies": out, "privacy": _read_policy(r)}
 

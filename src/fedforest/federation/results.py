@@ -92,6 +92,8 @@ def render_report(results: Mapping) -> str:
             ]
             for strategy, row in per.items():
                 name = strategy + (f" → {row['chosen']}" if row.get("chosen") else "")
+                if row.get("guess_weight") is not None:
+                    name += f" (guess weight {row['guess_weight']:g})"
                 lines.append(
                     f"| {name} | {_fmt(row.get('auprc'))} | {_fmt(row.get('auc'))} | "
                     f"{_fmt(row.get('mcc'))} | {_fmt(row.get('accuracy'))} | "

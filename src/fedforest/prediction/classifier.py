@@ -13,11 +13,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..model.inputs import to_global_matrix
-from ..vocabulary import ENGINES, STRATEGIES, TREE_SELECTION, VOTING
+from ..vocabulary import ENGINES, FITTED_STRATEGIES, STRATEGIES, TREE_SELECTION, VOTING
 from . import fastpath
 from .routing import CompiledForest, average_leaves, route_leaves, route_marginal
 from .selection import choose_strategy
 from .strategies import STATIC, Strategy
+from .weighting import check_guess_weight, fit_guess_weight, weighted_marginal
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +86,17 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
     ``mp``     follow both children, weighted by the ``ipr`` probabilities
                (no imputer: N_right / N_node); never discards
     ``ss``     use the node's surrogate split (none: ``pr``)
+    ``node``   stop at the node: its own class distribution is the tree's
+               prediction (ForestFire's fallback); never discards
+    ``wmp``    ``mp`` with a tree that had to guess for the row weighted
+               ``guess_weight`` against 1 for a tree that did not (fitted on
+               validation rows in :meth:`fit` by default;
+               :mod:`fedforest.prediction.weighting`)
     ``park``   only the site's own trees and the trees whose every split
                feature the site has
     ``local``  only the site's own trees
-    ``auto``   choose the best of the others on validation rows in
-               :meth:`fit`
+    ``auto``   choose the best of the others (except ``wmp``) on
+               validation rows in :meth:`fit`
     ========== ============================================================
 
     Parameters
@@ -117,6 +124,10 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         Strategies tried by ``strategy="auto"`` (default: all that apply).
     auto_metric : str, default="auprc"
         Metric maximised by ``strategy="auto"`` (see :func:`fedforest.score`).
+    guess_weight : float in [0, 1] or "auto", default="auto"
+        ``wmp`` only: weight of a tree that guesses against 1 for a tree
+        that does not. ``auto`` fits it on the validation rows given to
+        :meth:`fit`, from :data:`fedforest.prediction.weighting.GUESS_WEIGHTS`.
     engine : {"auto", "numba", "numpy"}, default="auto"
         What runs the traversals scikit-learn's compiled trees cannot (``mp``
         and ``ipr`` with absent columns, rows with NaN in columns the site
@@ -135,6 +146,11 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         The strategy in use (set by :meth:`fit`; for ``auto``, the winner).
     selection_scores_ : dict
         Validation score per candidate strategy (``auto`` only).
+    guess_weight_ : float
+        The guess weight in use (``wmp`` only; fitted with ``"auto"``).
+    guess_weight_scores_ : dict
+        Validation Brier score per candidate guess weight (``wmp`` with
+        ``guess_weight="auto"`` only).
     diagnostics_ : PredictionDiagnostics
         Details of the last :meth:`predict_proba` call.
 
@@ -168,6 +184,7 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         auto_candidates=None,
         auto_metric: str = "auprc",
         engine: str = "auto",
+        guess_weight="auto",
     ):
         self.forest = forest
         self.strategy = strategy
@@ -180,6 +197,7 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         self.auto_candidates = auto_candidates
         self.auto_metric = auto_metric
         self.engine = engine
+        self.guess_weight = guess_weight
 
     # -------------------------------------------------------------- setup
     @property
@@ -200,6 +218,8 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"engine={self.engine!r} is not one of {list(ENGINES)}")
         if self.engine == "numba":
             self._kernels()  # numba must be importable
+        if strategy == "wmp":
+            check_guess_weight(self.guess_weight)
         if (
             isinstance(self.depth_threshold, bool)
             or not isinstance(self.depth_threshold, (int, np.integer))
@@ -225,18 +245,20 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
                     raise ValueError(f"feature_std[{name!r}]={value!r} must be finite and >= 0")
 
     def fit(self, X=None, y=None):
-        """Validate the parameters; with ``strategy="auto"`` choose the strategy.
+        """Validate the parameters; fit what ``auto`` and ``wmp`` choose on validation rows.
 
         The pooled forest is already trained: ``fit`` trains nothing. For
         ``auto`` it scores every candidate strategy on the validation rows
-        ``X``, ``y`` and keeps the best (:func:`fedforest.select_strategy`).
+        ``X``, ``y`` and keeps the best (:func:`fedforest.select_strategy`);
+        for ``wmp`` with ``guess_weight="auto"`` it fits the guess weight
+        (:func:`fedforest.prediction.weighting.fit_guess_weight`).
 
         Parameters
         ----------
         X : DataFrame, optional
-            Validation rows (required for ``auto``).
+            Validation rows (required for ``auto`` and a fitted ``wmp``).
         y : array-like, optional
-            Their labels (required for ``auto``).
+            Their labels.
 
         Returns
         -------
@@ -248,7 +270,9 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             candidates = self.auto_candidates
             if candidates is None:
                 candidates = [
-                    s for s in STRATEGIES if s not in TREE_SELECTION or self.site is not None
+                    s
+                    for s in STRATEGIES
+                    if s not in FITTED_STRATEGIES and (s not in TREE_SELECTION or self.site)
                 ]
             best, scores = choose_strategy(
                 lambda name: self._predict_proba(X, name)[0],
@@ -259,6 +283,22 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             )
             self.strategy_ = best
             self.selection_scores_ = scores
+        elif self.strategy == "wmp":
+            self._validate(self.strategy)
+            weight = check_guess_weight(self.guess_weight)
+            if weight == "auto":
+                if X is None or y is None:
+                    raise ValueError(
+                        'strategy="wmp" with guess_weight="auto" needs fit(X_val, y_val) with '
+                        "validation rows, or a number as guess_weight"
+                    )
+                y = np.asarray(y)
+                if len(y) != len(X):
+                    raise ValueError(f"fit: X has {len(X)} rows but y has {len(y)} labels")
+                parts = self._wmp_parts(X)
+                weight, self.guess_weight_scores_ = fit_guess_weight(*parts[:4], y, self.classes_)
+            self.guess_weight_ = weight
+            self.strategy_ = "wmp"
         else:
             self._validate(self.strategy)
             self.strategy_ = self.strategy
@@ -272,6 +312,23 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
                 )
             return self.strategy_
         return self.strategy
+
+    def _guess_weight_in_use(self) -> float:
+        weight = check_guess_weight(self.guess_weight)
+        if weight != "auto":
+            return weight
+        if not hasattr(self, "guess_weight_"):
+            raise ValueError(
+                'strategy="wmp" with guess_weight="auto" fits the weight in fit(X_val, y_val); '
+                "call fit first, or give a number as guess_weight"
+            )
+        return self.guess_weight_
+
+    def _wmp_parts(self, X):
+        """``fpv`` (soft) and ``mp`` predictions of ``X``: what ``wmp`` combines."""
+        p_certain, certain = self._predict_proba(X, "fpv", voting="soft")
+        p_mp, marginal = self._predict_proba(X, "mp")
+        return p_certain, certain.trees_kept, p_mp, self.forest.n_trees, certain, marginal
 
     # --------------------------------------------------------- prediction
     def predict_proba(self, X) -> np.ndarray:
@@ -296,8 +353,13 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
 
-    def _predict_proba(self, X, strategy: str) -> tuple[np.ndarray, PredictionDiagnostics]:
+    def _predict_proba(
+        self, X, strategy: str, voting: str | None = None
+    ) -> tuple[np.ndarray, PredictionDiagnostics]:
+        if strategy == "wmp":
+            return self._predict_wmp(X)
         self._validate(strategy)
+        voting = voting or self.voting
         forest = self.forest
         Xg, present = to_global_matrix(X, forest.feature_names, forest.categories)
         cf = self._compiled()
@@ -354,7 +416,7 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             if rest.any():
                 sub = None if sklearn_missing else _rows(rules, rest)
                 leaves[:, rest] = _resolved_leaves(kernels, cf, Xg[rest], trees, sub)
-            proba, kept = average_leaves(cf, leaves, self.voting)
+            proba, kept = average_leaves(cf, leaves, voting)
         engine = "compiled" if fast.all() else ("numpy" if not fast.any() else "mixed")
         fallback = kept == 0
         fallback_kernels = None
@@ -378,6 +440,26 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
                 if not (rest.any() or fallback.any())
                 else ("numpy" if kernels is None and fallback_kernels is None else "numba")
             ),
+        )
+        return proba, diagnostics
+
+    def _predict_wmp(self, X) -> tuple[np.ndarray, PredictionDiagnostics]:
+        self._validate("wmp")
+        weight = self._guess_weight_in_use()
+        p_certain, n_certain, p_mp, n_trees, certain, marginal = self._wmp_parts(X)
+        proba = weighted_marginal(p_certain, n_certain, p_mp, n_trees, weight)
+        # with weight 0 a row without a certain tree takes its mp prediction, as fpv's rows do
+        fallback = certain.fallback_rows if weight == 0 else np.zeros(len(proba), dtype=bool)
+        engines = {certain.engine, marginal.engine}
+        dynamic = {certain.dynamic_engine, marginal.dynamic_engine} - {None}
+        diagnostics = PredictionDiagnostics(
+            strategy="wmp",
+            trees_available=n_trees,
+            trees_kept=n_certain if weight == 0 else np.full(len(proba), n_trees),
+            fallback_rows=fallback,
+            n_fallback=int(fallback.sum()),
+            engine=engines.pop() if len(engines) == 1 else "mixed",
+            dynamic_engine=("numba" if "numba" in dynamic else "numpy") if dynamic else None,
         )
         return proba, diagnostics
 
@@ -417,7 +499,8 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         n_rows, n_feat = Xg.shape
         imputed = np.full((n_rows, n_feat), np.nan, dtype=np.float32)
         level_cdf: dict[int, np.ndarray] = {}
-        if self.imputers is None or strategy in TREE_SELECTION:
+        # fpv and node never look at an imputed value; park and local route as scikit-learn
+        if self.imputers is None or strategy in (*TREE_SELECTION, "fpv", "node"):
             return imputed, level_cdf
         if not (absent.any() or dirty.any()):
             return imputed, level_cdf

@@ -1,10 +1,13 @@
 """Compiled traversal through scikit-learn's own tree engine.
 
 For rows with no missing value in the columns a site has, every strategy that
-makes one decision per node (``fpv``, ``pr``, ``mi``, ``ss``, ``local``,
-``park``) can be written as an ordinary decision tree over an *augmented* row:
+makes one decision per node (``fpv``, ``pr``, ``mi``, ``ss``, ``node``,
+``local``, ``park``) can be written as an ordinary decision tree over an
+*augmented* row:
 
 * a node the strategy discards becomes a leaf marked "discard";
+* a node where ``node`` stops becomes an ordinary leaf (its own class
+  distribution is the tree's prediction);
 * ``mi`` compares an imputed column with the node's threshold;
 * ``ss`` splits on the surrogate feature (children swapped when the surrogate
   runs the other way);

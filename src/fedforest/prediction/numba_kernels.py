@@ -20,7 +20,9 @@ with explicit buffers (no recursion), and give the same results bit for bit
   drawn from the same generator in the same order: per row chunk
   (:func:`.routing.row_chunks`), per depth, one block for the pairs at an
   unresolvable node of that depth in (tree, row) order, then (``ipr``) one
-  block for those of them with an imputed value.
+  block for those of them with an imputed value. ``fpv`` and ``node`` draw
+  nothing; a ``node`` pair ends at its unresolvable node, which is written
+  to the result as a leaf would be.
 * **probabilities** follow :meth:`.strategies.Strategy.right_probability`,
   with :func:`.routing.sigmoid`'s arithmetic.
 
@@ -78,8 +80,10 @@ MIN_PAIRS_PER_THREAD = 4096
 ROW_BLOCK = 1024
 
 #: Strategy codes of :func:`_resolve`.
-FPV, PR, MI, IPR, SS = 0, 1, 2, 3, 4
-_CODES = {"fpv": FPV, "pr": PR, "mi": MI, "ipr": IPR, "ss": SS}
+FPV, PR, MI, IPR, SS, NODE = 0, 1, 2, 3, 4, 5
+_CODES = {"fpv": FPV, "pr": PR, "mi": MI, "ipr": IPR, "ss": SS, "node": NODE}
+#: Strategies that draw no random number.
+_DRAWLESS = (FPV, NODE)
 
 _NO_DRAWS = np.zeros(0, dtype=np.float64)
 #: Larger than any depth.
@@ -445,11 +449,19 @@ def _resolve(
     stop_depth,
     out,
 ):
-    """Decide for ``block[j0:j1]`` as ``Strategy.resolver`` does, and walk on."""
+    """Decide for ``block[j0:j1]`` as ``Strategy.resolver`` does, and walk on.
+
+    ``node`` (STOP) ends the pair at its current node, written to ``out`` as a
+    leaf; the walk then skips it (``current`` -1).
+    """
     for j in range(j0, j1):
         pair = block[j]
         node = current[pair]
         row = pair_row[pair]
+        if strategy == NODE:
+            out[pair_tree[pair], row] = node
+            current[pair] = -1
+            continue
         f = nodes.feature[node]
         fraction = nodes.right_fraction[node]
         if strategy == FPV:
@@ -509,7 +521,9 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
     Returns
     -------
     ndarray of shape (len(trees), n_rows), int64
-        Global leaf index, or ``-1`` where the tree was discarded for the row.
+        Global index of the node where the pair ended (a leaf, or the internal
+        node a ``node`` pair stopped at), or ``-1`` where the tree was
+        discarded for the row.
     """
     X = np.ascontiguousarray(X, dtype=np.float32)
     trees = np.ascontiguousarray(trees, dtype=np.int64)
@@ -555,7 +569,7 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
                     draw_at,
                 )
                 # the numpy resolver's draws: the pr rule's for the block, then ipr's
-                draws = _NO_DRAWS if strategy == FPV else rng.random(n_block)
+                draws = _NO_DRAWS if strategy in _DRAWLESS else rng.random(n_block)
                 imputed_draws = (
                     rng.random(n_imputed) if strategy == IPR and n_imputed else _NO_DRAWS
                 )

@@ -7,9 +7,11 @@ runs per row or per tree.
 
 Pairs whose value is missing at a node that saw missing values in training
 follow the learned direction. Every other missing value is handed to a
-*resolver* (the strategy), which says for each such pair: go left, go right or
-discard the tree for this row. :func:`route_marginal` instead follows both
-children with weights (marginal prediction).
+*resolver* (the strategy), which says for each such pair: go left, go right,
+discard the tree for this row, or stop at this node (the node's own class
+distribution is the tree's prediction, as a leaf's would be; ``node``).
+:func:`route_marginal` instead follows both children with weights (marginal
+prediction).
 
 :mod:`.numba_kernels` holds the compiled twin of these traversals; both give
 the same results bit for bit (``docs/architecture.md``, "Engines with the same
@@ -30,8 +32,9 @@ from ..model.forest import PooledForest
 #: Pairs processed at once; bounds memory (about 100 bytes per pair).
 MAX_PAIRS = 1 << 17
 
-#: Resolver decisions.
-LEFT, RIGHT, DISCARD = 0, 1, 2
+#: Resolver decisions. ``STOP`` ends the walk at the node itself, which then
+#: counts as the pair's leaf (its ``value`` / ``vote`` row is the tree's prediction).
+LEFT, RIGHT, DISCARD, STOP = 0, 1, 2, 3
 
 Resolver = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -173,13 +176,16 @@ def route_leaves(
     resolve : callable or None
         ``resolve(nodes, rows) -> decisions`` for pairs at a node whose feature
         is missing for the row and which saw no missing value in training;
-        decisions are ``LEFT``, ``RIGHT`` or ``DISCARD``. ``None`` sends such
-        pairs the way scikit-learn does (the learned default direction).
+        decisions are ``LEFT``, ``RIGHT``, ``DISCARD`` or ``STOP`` (the pair
+        ends at this node). ``None`` sends such pairs the way scikit-learn
+        does (the learned default direction).
 
     Returns
     -------
     ndarray of shape (len(trees), n_rows), int64
-        Global leaf index, or ``-1`` where the tree was discarded for the row.
+        Global index of the node where the pair ended: a leaf, or, for a pair
+        the resolver stopped (``node``), that internal node; ``-1`` where the
+        tree was discarded for the row.
     """
     n_rows = X.shape[0]
     out = np.empty((len(trees), n_rows), dtype=np.int64)
@@ -222,7 +228,10 @@ def _route_chunk(cf, X, trees, resolve, row_offset):
             if not seen.all():
                 u = idx[~seen]
                 decision = resolve(node[u], rowbase[u] // n_feat + row_offset)
-                drop = decision == DISCARD
+                stop = decision == STOP
+                if stop.any():  # the node itself is the pair's result, as a leaf would be
+                    result[pid[u[stop]]] = node[u[stop]]
+                drop = stop | (decision == DISCARD)
                 step[u] = 2 * node[u] + (decision == RIGHT)
                 if drop.any():
                     keep = np.ones(node.size, dtype=bool)
@@ -330,6 +339,9 @@ def average_leaves(
     cf: CompiledForest, leaves: np.ndarray, voting: str
 ) -> tuple[np.ndarray, np.ndarray]:
     """Average the kept trees' leaf distributions (or votes) per row.
+
+    ``leaves`` is :func:`route_leaves`' result: a node where a ``node`` pair
+    stopped counts exactly as a leaf, with its own ``value`` (or ``vote``) row.
 
     Trees are added one after the other, in order, exactly as scikit-learn
     accumulates them, so that with every tree kept the result equals

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..metrics import score
-from ..vocabulary import STRATEGIES
+from ..vocabulary import FITTED_STRATEGIES, STRATEGIES
 from ..vocabulary import STRATEGY_PREFERENCE as PREFERENCE
 
 logger = logging.getLogger(__name__)
@@ -30,6 +30,13 @@ def check_candidates(candidates: Sequence[str]) -> list[str]:
     bad = [c for c in candidates if c not in STRATEGIES]
     if bad:
         raise ValueError(f"unknown strategies {bad}; choose from {list(STRATEGIES)}")
+    fitted = [c for c in candidates if c in FITTED_STRATEGIES]
+    if fitted:
+        allowed = [s for s in STRATEGIES if s not in FITTED_STRATEGIES]
+        raise ValueError(
+            f"candidates {fitted} fit their own parameter on the validation rows and cannot "
+            f"also be chosen on them; choose from {allowed}"
+        )
     return candidates
 
 

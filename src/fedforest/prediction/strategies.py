@@ -11,7 +11,10 @@ Each strategy is expressed twice, with identical semantics:
   (:mod:`fedforest.fastpath`).
 
 The rules themselves are specified in ``docs/architecture.md`` ("Missing-split
-semantics").
+semantics"). ``node`` (ForestFire's fallback) is the one rule that neither
+picks a child nor discards: the walk stops at the unresolvable node, whose own
+class distribution is the tree's prediction for the row (decision ``STOP``;
+in :meth:`Strategy.static_trees` the node becomes an ordinary leaf).
 """
 
 from __future__ import annotations
@@ -19,16 +22,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..vocabulary import STRATEGIES, TREE_SELECTION
-from .routing import DISCARD, LEFT, RIGHT, CompiledForest, sigmoid
+from .routing import DISCARD, LEFT, RIGHT, STOP, CompiledForest, sigmoid
 
 __all__ = ["STATIC", "STRATEGIES", "TREE_SELECTION", "Strategy"]
 
-#: Strategies that resolve one direction per node (compiled fast path).
-STATIC = ("fpv", "pr", "mi", "ss")
+#: Strategies whose decision at a node can be written into the tree (a split, a
+#: coin flip on a uniform column, a "discard" leaf or, for ``node``, an ordinary
+#: leaf): the compiled fast path.
+STATIC = ("fpv", "pr", "mi", "ss", "node")
 
 
 class Strategy:
     """Resolution rules of one strategy for one prediction call.
+
+    ``fpv`` and ``node`` are deterministic and draw nothing (``node`` stops
+    at the node: ``STOP``); ``pr``, ``mi``, ``ipr`` and ``ss`` draw the
+    ``pr`` rule's uniforms for every pair they resolve.
 
     Parameters
     ----------
@@ -163,9 +172,11 @@ class Strategy:
         return np.clip(np.where(np.isnan(p), self.cf.right_fraction[nodes], p), 0.0, 1.0)
 
     def resolver(self, nodes, rows) -> np.ndarray:
-        """Decision (LEFT, RIGHT, DISCARD) for pairs at unresolvable nodes."""
+        """Decision (LEFT, RIGHT, DISCARD, STOP) for pairs at unresolvable nodes."""
         if self.name == "fpv":
             return np.full(nodes.size, DISCARD)
+        if self.name == "node":  # stop here: the node's own distribution; no draws
+            return np.full(nodes.size, STOP)
         if self.name == "pr":
             return self.pr_rule(nodes, rows)
         decision = self.pr_rule(nodes, rows)
@@ -200,7 +211,9 @@ class Strategy:
             ``left``, ``right``, ``feature``, ``threshold``, ``missing_left``
             (local children), ready for :class:`fedforest.fastpath.TreeSet`.
         discard : ndarray of bool, shape (n_nodes,)
-            Leaves that stand for "discard this tree for this row".
+            Leaves that stand for "discard this tree for this row". For
+            ``node`` none: its unresolvable nodes become ordinary leaves, so
+            the tree's prediction is the node's own ``value`` row.
         random_trees : ndarray of bool, shape (n_trees,)
             Trees that split on uniform columns.
         n_columns : int
@@ -243,10 +256,12 @@ class Strategy:
             threshold[deep] = 1.0 - self.cf.right_fraction[deep]
             random_node = deep
             stuck = shallow
-        discard = stuck
-        feature[discard] = -1
-        left[discard] = -1
-        right[discard] = -1
+        feature[stuck] = -1
+        left[stuck] = -1
+        right[stuck] = -1
+        # fpv, pr, mi, ss: a leaf that discards the tree; node: a leaf like any other
+        if self.name != "node":
+            discard = stuck
         random_trees = np.zeros(f.n_trees, dtype=bool)
         random_trees[np.unique(f.tree_of_node[random_node])] = True
         arrays = {

@@ -1,0 +1,270 @@
+"""Prediction quality of every missing-split method, from 3 to 10 sites.
+
+The experiment runner (:mod:`fedforest.experiments.runner`, the paper's
+protocol) runs every method of :data:`fedforest.vocabulary.EXPERIMENT_METHODS`
+-- the paper's nine, ``node``, ``wmp`` and ``auto`` -- on the three S-500 sets
+and three real tables bundled with scikit-learn (breast_cancer, wine, digits),
+for 3, 6 and 10 sites at pairwise Jaccard overlap 0.3 and 0.7, with ``--reps``
+repetitions each. Every site holds out validation rows from its training rows
+(as in a job); ``wmp``'s guess weight and ``auto``'s choice are fitted on them
+only, and every method is scored on the site's test rows.
+
+Reported (``fedforest.experiments.statistics``): the mean AUPRC of every
+method per scenario; its mean and standard error per number of sites (over
+the blocks: dataset x overlap x repetition, each the mean over the sites);
+average ranks over all blocks with the Friedman test and the Nemenyi critical
+difference, and the critical difference diagram. And the two targets: ``wmp``
+ranks better than ``mp`` over all blocks, and at every number of sites its mean
+AUPRC is not below ``local``'s by more than one standard error of their paired
+difference.
+
+Usage::
+
+    python benchmarks/bench_quality.py [--reps 20] [--sites 3,6,10] [--jaccards 0.3,0.7] \\
+        [--datasets S-500-Num,...] [--trees 100] [--n-jobs 2] [--out benchmarks/results]
+    python benchmarks/bench_quality.py --from-results benchmarks/results/quality_results.csv.gz
+
+The default takes about 40 minutes on 2 cores. Writes ``<out>/quality.json``,
+``<out>/quality.md``, ``<out>/quality_cd.png`` (the diagram) and
+``<out>/quality_results.csv.gz`` (the tidy scores, which ``--from-results``
+reads back to redo the analysis without running anything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fedforest.experiments.runner import ExperimentPlan, run_experiment
+from fedforest.experiments.statistics import average_ranks, display_name, per_repetition
+from fedforest.vocabulary import EXPERIMENT_METHODS
+
+logger = logging.getLogger("bench_quality")
+
+DATASETS = ("S-500-Num", "S-500-Cat", "S-500-Mix", "breast_cancer", "wine", "digits")
+#: The method the targets are about, and what it is compared with.
+CANDIDATE, BASELINE_RANK, BASELINE_FLOOR = "wmp", "mp", "local"
+
+
+def run(datasets, sites, jaccards, reps, trees, n_jobs) -> pd.DataFrame:
+    """The tidy AUPRC scores of every method (runner output)."""
+    plan = ExperimentPlan(
+        datasets=list(datasets),
+        n_sites=list(sites),
+        jaccards=list(jaccards),
+        reps=reps,
+        methods=list(EXPERIMENT_METHODS),
+        metrics=["auprc"],
+        n_estimators=trees,
+        n_jobs=n_jobs,
+    )
+    return run_experiment(plan)
+
+
+def analyse(tidy: pd.DataFrame) -> dict:
+    """Means, ranks, the Friedman test and the targets, as plain values."""
+    rep = per_repetition(tidy[tidy["metric"] == "auprc"])
+    methods = [m for m in EXPERIMENT_METHODS if m in set(rep["method"])]
+    wide = rep.pivot_table(
+        index=["dataset", "n_sites", "jaccard", "rep"], columns="method", values="value"
+    )[methods]
+    scenario = wide.groupby(level=["dataset", "n_sites", "jaccard"]).mean()
+    per_sites = {}
+    for n, block in wide.groupby(level="n_sites"):
+        count = len(block)
+        per_sites[int(n)] = {
+            "blocks": count,
+            "mean": {m: float(block[m].mean()) for m in methods},
+            "se": {m: float(block[m].std(ddof=1) / math.sqrt(count)) for m in methods},
+        }
+    test = average_ranks(tidy, "auprc")
+    out = {
+        "methods": methods,
+        "blocks": int(len(wide)),
+        "scenario_mean": [
+            {"dataset": d, "n_sites": int(n), "jaccard": float(j), **row.round(6).to_dict()}
+            for (d, n, j), row in scenario.iterrows()
+        ],
+        "per_sites": per_sites,
+        "ranks": {m: float(r) for m, r in test.ranks.items()},
+        "friedman": {"statistic": test.statistic, "pvalue": test.pvalue},
+        "critical_difference": test.cd,
+    }
+    if CANDIDATE in methods and BASELINE_RANK in methods and BASELINE_FLOOR in methods:
+        floor = {}
+        for n, block in wide.groupby(level="n_sites"):
+            diff = block[CANDIDATE] - block[BASELINE_FLOOR]
+            se = float(diff.std(ddof=1) / math.sqrt(len(diff)))
+            floor[int(n)] = {"difference": float(diff.mean()), "se": se}
+        out["targets"] = {
+            "rank_better_than_mp": out["ranks"][CANDIDATE] < out["ranks"][BASELINE_RANK],
+            # one block has no standard error: then the difference itself must not be negative
+            "not_below_local": {
+                n: f["difference"] >= -(f["se"] if math.isfinite(f["se"]) else 0.0)
+                for n, f in floor.items()
+            },
+            "difference_to_local": floor,
+        }
+    return out
+
+
+def _f(x: float, digits: int = 3) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def render(result: dict, config: dict) -> str:
+    methods = result["methods"]
+    names = [display_name(m) for m in methods]
+    lines = [
+        "# Prediction quality: every method, 3 to 10 sites",
+        "",
+        f"`python benchmarks/bench_quality.py` ({config['command']}): "
+        f"{', '.join(config['datasets'])}; sites {config['sites']}, Jaccard "
+        f"{config['jaccards']}, {config['reps']} repetitions, {config['trees']} trees per site; "
+        f"{result['blocks']} blocks (dataset x sites x overlap x repetition, each the mean "
+        f"over the sites). Ran in {config['seconds']:.0f} s with {config['n_jobs']} processes.",
+        "",
+        "## Average ranks (AUPRC, all blocks)",
+        "",
+        f"Friedman chi-square {_f(result['friedman']['statistic'], 1)}, p = "
+        f"{result['friedman']['pvalue']:.3g}; Nemenyi critical difference (alpha 0.05) "
+        f"{_f(result['critical_difference'], 2)}. Diagram: `quality_cd.png`.",
+        "",
+        "| method | average rank |",
+        "|---|---|",
+    ]
+    lines += [f"| {display_name(m)} | {r:.2f} |" for m, r in result["ranks"].items()]
+    lines += [
+        "",
+        "## Mean AUPRC per number of sites (± standard error over blocks)",
+        "",
+        "| sites | " + " | ".join(names) + " |",
+        "|---" * (len(methods) + 1) + "|",
+    ]
+    for n, s in result["per_sites"].items():
+        cells = [f"{s['mean'][m]:.3f} ± {s['se'][m]:.3f}" for m in methods]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    targets = result.get("targets")
+    if targets:
+        lines += [
+            "",
+            "## Targets",
+            "",
+            f"- WMP's average rank {result['ranks'][CANDIDATE]:.2f} against MP's "
+            f"{result['ranks'][BASELINE_RANK]:.2f}: "
+            f"{'met' if targets['rank_better_than_mp'] else 'missed'}.",
+        ]
+        for n, d in targets["difference_to_local"].items():
+            ok = targets["not_below_local"][n]
+            lines.append(
+                f"- {n} sites: WMP minus Local {d['difference']:+.4f} (SE {d['se']:.4f}): "
+                f"{'met' if ok else 'missed'}."
+            )
+    lines += [
+        "",
+        "## Mean AUPRC per scenario",
+        "",
+        "| dataset | sites | J | " + " | ".join(names) + " |",
+        "|---|---|---" + "|---" * len(methods) + "|",
+    ]
+    for row in result["scenario_mean"]:
+        best = max(row[m] for m in methods)
+        cells = [(f"**{row[m]:.3f}**" if row[m] == best else f"{row[m]:.3f}") for m in methods]
+        lines.append(
+            f"| {row['dataset']} | {row['n_sites']} | {row['jaccard']:g} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _numbers(kind, text: str) -> list:
+    try:
+        return [kind(t) for t in text.split(",") if t.strip()]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: {err}") from err
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--datasets", type=lambda t: t.split(","), default=list(DATASETS))
+    p.add_argument("--sites", type=lambda t: _numbers(int, t), default=[3, 6, 10])
+    p.add_argument("--jaccards", type=lambda t: _numbers(float, t), default=[0.3, 0.7])
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--trees", type=int, default=100, help="trees per site")
+    p.add_argument("--n-jobs", type=int, default=2)
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    p.add_argument("--from-results", type=Path, help="analyse these tidy scores; run nothing")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    # progress lines only: one per finished scenario, not one per site and strategy
+    for name in ("fedforest.experiments.runner", logger.name):
+        logging.getLogger(name).setLevel(logging.INFO)
+    args.out.mkdir(parents=True, exist_ok=True)
+    config = {
+        "command": " ".join(["bench_quality.py", *(argv if argv is not None else sys.argv[1:])]),
+        "datasets": args.datasets,
+        "sites": args.sites,
+        "jaccards": args.jaccards,
+        "reps": args.reps,
+        "trees": args.trees,
+        "n_jobs": args.n_jobs,
+        "seconds": 0.0,
+    }
+    scores = args.out / "quality_results.csv.gz"
+    if args.from_results:
+        tidy = pd.read_csv(args.from_results)
+        previous = args.out / "quality.json"
+        if previous.is_file():  # keep the settings and time of the run that made the scores
+            config = json.loads(previous.read_text())["config"]
+    else:
+        start = time.monotonic()
+        tidy = run(args.datasets, args.sites, args.jaccards, args.reps, args.trees, args.n_jobs)
+        config["seconds"] = time.monotonic() - start
+        tidy.to_csv(scores, index=False, float_format="%.6g")
+    result = analyse(tidy)
+    with tempfile.TemporaryDirectory() as tmp:
+        from fedforest.experiments.figures import plot_critical_difference
+
+        png = plot_critical_difference(tidy, tmp, "auprc")
+        shutil.copyfile(png, args.out / "quality_cd.png")
+    (args.out / "quality.json").write_text(
+        json.dumps(_strict({"config": config, **result}), indent=2, default=_plain) + "\n"
+    )
+    (args.out / "quality.md").write_text(render(result, config))
+    logger.info("wrote %s", args.out / "quality.md")
+    print(render(result, config))
+    return 0
+
+
+def _strict(value):
+    """NaN (an undefined statistic) as null, so that the file is strict JSON."""
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strict(v) for v in value]
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _plain(value):
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

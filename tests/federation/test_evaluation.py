@@ -1,0 +1,168 @@
+"""Scoring a pooled model at a site (evaluate_strategies) and reading a site's metrics reply:
+the fitted strategy wmp (its guess weight fitted on validation rows) and auto's candidates."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from fedforest import PayloadError, PooledForestClassifier, protocol
+from fedforest.federation.evaluation import evaluate_strategies, read_site_metrics
+from fedforest.federation.privacy import PrivacyPolicy
+from fedforest.metrics import score_all
+from fedforest.prediction.weighting import GUESS_WEIGHTS
+from fedforest.vocabulary import FITTED_STRATEGIES
+
+SITE_A = ["x0", "x1", "x2", "x3"]  # site a's columns of the two-site forest (x4, x5 are b's)
+METRICS = ["auprc", "auc", "mcc", "accuracy"]
+STRATEGIES = ["mp", "wmp", "node", "auto"]
+
+
+@pytest.fixture(scope="module")
+def site_a(two_site_forest, table):
+    """The pooled forest and validation and test rows with site a's columns (rows site a's
+    own trees never saw)."""
+    forest = two_site_forest[0]
+    X, y = table
+    X = X[SITE_A]
+    return forest, X[400:500], y[400:500], X[500:], y[500:]
+
+
+def evaluate(forest, X_val, y_val, X_te, y_te, strategies=STRATEGIES):
+    return evaluate_strategies(
+        forest,
+        None,
+        {},
+        None,
+        X_te,
+        y_te,
+        forest.classes,
+        strategies,
+        site="a",
+        metrics=METRICS,
+        X_val=X_val,
+        y_val=y_val,
+        random_state=0,
+    )
+
+
+@pytest.fixture(scope="module")
+def scored(site_a):
+    return evaluate(*site_a)
+
+
+def test_wmp_fits_its_guess_weight_on_the_validation_rows(site_a, scored):
+    forest, X_val, y_val, X_te, y_te = site_a
+    assert FITTED_STRATEGIES == ("wmp",)
+    row = scored["wmp"]
+    assert row["guess_weight"] in GUESS_WEIGHTS
+    assert 0.0 <= row["auprc"] <= 1.0 and 0.0 <= row["auc"] <= 1.0
+    assert -1.0 <= row["mcc"] <= 1.0 and 0.0 <= row["accuracy"] <= 1.0
+    assert row["rows"] == len(X_te) and row["fallback_rows"] >= 0
+    assert 0 < row["mean_trees_kept"] <= forest.n_trees
+    # the weight a classifier fits on the same validation rows, and the same test scores
+    fitted = PooledForestClassifier(forest, strategy="wmp", site="a", random_state=0)
+    fitted.fit(X_val, y_val)
+    assert row["guess_weight"] == fitted.guess_weight_
+    fixed = PooledForestClassifier(forest, strategy="wmp", guess_weight=fitted.guess_weight_)
+    expected = score_all(y_te, fixed.predict_proba(X_te), forest.classes, METRICS)
+    assert {m: row[m] for m in METRICS} == pytest.approx(expected, abs=1e-12)
+    # only wmp's row carries a guess weight
+    assert [s for s, r in scored.items() if "guess_weight" in r] == ["wmp"]
+
+
+def test_wmp_and_auto_need_validation_rows(site_a):
+    forest, _, _, X_te, y_te = site_a
+    for strategies in (["mp", "wmp"], ["wmp"]):
+        with pytest.raises(ValueError, match="strategy 'wmp' needs validation rows"):
+            evaluate(forest, None, None, X_te, y_te, strategies)
+    with pytest.raises(ValueError, match="strategy 'auto' needs validation rows"):
+        evaluate(forest, None, None, X_te, y_te, ["auto"])
+    # the others do not
+    assert set(evaluate(forest, None, None, X_te, y_te, ["mp", "node"])) == {"mp", "node"}
+
+
+def test_auto_never_chooses_wmp(site_a, scored):
+    auto = scored["auto"]
+    assert auto["chosen"] != "wmp" and "wmp" not in auto["validation"]
+    assert {"mp", "node", "fpv", "ipr"} <= set(auto["validation"])
+    assert "guess_weight" not in auto
+    # even when wmp's guess weight is 1 (wmp is then mp, the preferred tie) it is no candidate
+    forest, X_val, y_val, X_te, y_te = site_a
+    again = evaluate(forest, X_val, y_val, X_te, y_te, ["auto", "wmp"])
+    assert again["auto"]["chosen"] != "wmp" and "wmp" not in again["auto"]["validation"]
+    assert again["auto"] == auto
+
+
+# --------------------------------------------------------------------------- the reply
+
+
+def reply(scored, site="site-1"):
+    """A version 2 ``fedforest/site-metrics`` reply as a site sends it."""
+    return {
+        "format": protocol.SITE_METRICS,
+        "version": protocol.FORMATS[protocol.SITE_METRICS],
+        "site": site,
+        "rows": 100,
+        "strategies": copy.deepcopy(scored),
+        "privacy": PrivacyPolicy().to_dict(),
+    }
+
+
+def test_a_wmp_row_with_its_guess_weight_is_read(scored):
+    read = read_site_metrics(reply(scored), "site-1", STRATEGIES, METRICS)
+    assert read["strategies"]["wmp"]["guess_weight"] == scored["wmp"]["guess_weight"]
+    assert read["strategies"]["wmp"] == scored["wmp"]
+    assert "guess_weight" not in read["strategies"]["mp"]
+    # the limits of [0, 1] and an integer are weights too
+    for weight in (0, 0.0, 1, 1.0):
+        payload = reply(scored)
+        payload["strategies"]["wmp"]["guess_weight"] = weight
+        read = read_site_metrics(payload, "site-1", STRATEGIES, METRICS)
+        assert read["strategies"]["wmp"]["guess_weight"] == weight
+
+
+def _drop_weight(m):
+    del m["strategies"]["wmp"]["guess_weight"]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (_drop_weight, "strategies['wmp']: field 'guess_weight' is missing"),
+        (lambda m: m["strategies"]["wmp"].update(guess_weight=1.5), "'guess_weight' is 1.5"),
+        (lambda m: m["strategies"]["wmp"].update(guess_weight=-0.1), "'guess_weight' is -0.1"),
+        (lambda m: m["strategies"]["wmp"].update(guess_weight="x"), "'guess_weight' is 'x'"),
+        (lambda m: m["strategies"]["wmp"].update(guess_weight=None), "'guess_weight' is None"),
+        (lambda m: m["strategies"]["wmp"].update(guess_weight=True), "'guess_weight' is True"),
+        (
+            lambda m: m["strategies"]["wmp"].update(guess_weight=float("nan")),
+            "'guess_weight' is nan",
+        ),
+        (
+            lambda m: m["strategies"]["mp"].update(guess_weight=0.5),
+            "field 'guess_weight' belongs to the wmp row only",
+        ),
+        (
+            lambda m: m["strategies"]["auto"].update(guess_weight=0.5),
+            "field 'guess_weight' belongs to the wmp row only",
+        ),
+    ],
+)
+def test_a_bad_guess_weight_is_refused_naming_the_sender_and_field(scored, change, reason):
+    payload = reply(scored)
+    change(payload)
+    with pytest.raises(PayloadError) as info:
+        read_site_metrics(payload, "site-1", STRATEGIES, METRICS)
+    text = str(info.value)
+    assert "'site-1'" in text and reason in text, text
+
+
+def test_a_guess_weight_is_refused_on_a_row_of_a_job_without_wmp(scored):
+    payload = reply({s: r for s, r in scored.items() if s != "wmp"})
+    payload["strategies"]["node"]["guess_weight"] = scored["wmp"]["guess_weight"]
+    with pytest.raises(PayloadError, match="'guess_weight' belongs to the wmp row only"):
+        read_site_metrics(payload, "site-1", ["mp", "node", "auto"], METRICS)
+    assert np.isfinite(scored["node"]["auprc"])

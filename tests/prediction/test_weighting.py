@@ -1,0 +1,153 @@
+"""Weighted marginal prediction (wmp): the combination, the fitted weight, the classifier."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedforest import PooledForestClassifier
+from fedforest.prediction.routing import DISCARD, CompiledForest, route_leaves, route_marginal
+from fedforest.prediction.weighting import (
+    GUESS_WEIGHTS,
+    brier_score,
+    check_guess_weight,
+    fit_guess_weight,
+    weighted_marginal,
+)
+
+SITE_A = ["x0", "x1", "x2", "x3"]  # site a's columns; x4, x5 are absent here
+
+
+@pytest.fixture(scope="module")
+def pooled(two_site_forest):
+    return two_site_forest[0]
+
+
+def per_tree_reference(forest, X, weight):
+    """sum_t w_t p_t / sum_t w_t with p_t each tree's mp distribution, straight from the traversals."""
+    cf = CompiledForest.build(forest)
+    clf = PooledForestClassifier(forest, strategy="mp")
+    Xg = np.full((len(X), forest.n_features), np.nan, dtype=np.float32)
+    for j, name in enumerate(forest.feature_names):
+        if name in X.columns:
+            Xg[:, j] = X[name].to_numpy(dtype=np.float32)
+    trees = np.arange(forest.n_trees)
+    absent = np.all(np.isnan(Xg), axis=0)
+    # no imputers: mp branches with N_right / N_node
+    dist = route_marginal(cf, Xg, trees, lambda n, r: cf.right_fraction[n], absent)
+    certain = route_leaves(cf, Xg, trees, lambda n, r: np.full(n.size, DISCARD)) >= 0
+    w = np.where(certain, 1.0, weight)
+    total = w.sum(axis=0)
+    out = (w[:, :, None] * dist).sum(axis=0) / np.where(total > 0, total, 1.0)[:, None]
+    none = total == 0
+    out[none] = clf.predict_proba(X)[none]
+    return out, certain
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.3, 1.0])
+def test_wmp_equals_the_per_tree_weighted_average(pooled, table, weight):
+    X, _ = table
+    X = X[SITE_A][:120]
+    clf = PooledForestClassifier(pooled, strategy="wmp", guess_weight=weight, engine="numpy")
+    got = clf.predict_proba(X)
+    want, certain = per_tree_reference(pooled, X, weight)
+    assert 0 < certain.mean() < 1  # both kinds of tree occur
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_weight_one_is_mp_and_weight_zero_is_soft_fpv(pooled, table):
+    X, _ = table
+    X = X[SITE_A][:200]
+    mp = PooledForestClassifier(pooled, strategy="mp").predict_proba(X)
+    fpv = PooledForestClassifier(pooled, strategy="fpv", voting="hard")
+    fpv_soft = PooledForestClassifier(pooled, strategy="fpv").predict_proba(X)
+    one = PooledForestClassifier(pooled, strategy="wmp", guess_weight=1, voting="hard")
+    zero = PooledForestClassifier(pooled, strategy="wmp", guess_weight=0.0, voting="hard")
+    np.testing.assert_allclose(one.predict_proba(X), mp, atol=1e-12)
+    # wmp always averages distributions, whatever the voting
+    np.testing.assert_allclose(zero.predict_proba(X), fpv_soft, atol=1e-12)
+    fpv.predict_proba(X)
+    np.testing.assert_array_equal(zero.diagnostics_.trees_kept, fpv.diagnostics_.trees_kept)
+    assert one.diagnostics_.trees_kept.min() == pooled.n_trees
+    assert one.diagnostics_.strategy == "wmp"
+
+
+def test_a_row_without_certain_tree_gets_mp_at_weight_zero():
+    p_fpv = np.array([[0.5, 0.5], [1.0, 0.0]])  # row 0: fpv fell back to mp
+    # row 1: three certain trees at [1, 0], one guessing tree at [0, 1]
+    p_mp = np.array([[0.5, 0.5], [0.75, 0.25]])
+    out = weighted_marginal(p_fpv, np.array([0, 3]), p_mp, 4, 0.0)
+    np.testing.assert_array_equal(out, [[0.5, 0.5], [1.0, 0.0]])
+    out = weighted_marginal(p_fpv, np.array([0, 3]), p_mp, 4, 0.5)
+    np.testing.assert_allclose(out[1], np.array([3.0, 0.5]) / 3.5, atol=1e-15)
+    np.testing.assert_array_equal(out[0], p_mp[0])
+    np.testing.assert_array_equal(weighted_marginal(p_fpv, np.array([0, 3]), p_mp, 4, 1.0), p_mp)
+
+
+def test_fitted_weight_is_the_candidate_with_the_lowest_validation_brier(pooled, table):
+    X, y = table
+    X_val, y_val = X[SITE_A][300:420], y[300:420]
+    clf = PooledForestClassifier(pooled, strategy="wmp").fit(X_val, y_val)
+    assert set(clf.guess_weight_scores_) == set(GUESS_WEIGHTS)
+    brute = {
+        w: brier_score(
+            y_val,
+            PooledForestClassifier(pooled, strategy="wmp", guess_weight=w).predict_proba(X_val),
+            clf.classes_,
+        )
+        for w in GUESS_WEIGHTS
+    }
+    for w in GUESS_WEIGHTS:
+        assert clf.guess_weight_scores_[w] == pytest.approx(brute[w], abs=1e-12)
+    assert clf.guess_weight_ == min(brute, key=lambda w: (round(brute[w], 12), -w))
+    fixed = PooledForestClassifier(pooled, strategy="wmp", guess_weight=clf.guess_weight_)
+    np.testing.assert_array_equal(clf.predict_proba(X_val), fixed.predict_proba(X_val))
+
+
+def test_ties_go_to_the_larger_weight_and_one_class_is_fine():
+    p = np.array([[0.2, 0.8], [0.2, 0.8]])
+    # every tree certain: the weight changes nothing, every candidate ties
+    weight, scores = fit_guess_weight(p, np.array([4, 4]), p, 4, [1, 1], [0, 1])
+    assert weight == 1.0 and len(set(scores.values())) == 1
+    with pytest.raises(ValueError, match="validation rows"):
+        fit_guess_weight(p[:0], np.array([]), p[:0], 4, [], [0, 1])
+
+
+def test_engines_agree_on_wmp(pooled, table):
+    pytest.importorskip("numba")
+    X, y = table
+    X = X[SITE_A][:150].copy()
+    X.iloc[::7, 1] = np.nan  # NaN in a present column: dynamic rows too
+    got = {
+        e: PooledForestClassifier(pooled, strategy="wmp", guess_weight=0.2, engine=e).predict_proba(
+            X
+        )
+        for e in ("numpy", "numba")
+    }
+    np.testing.assert_array_equal(got["numpy"], got["numba"])
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, "half", True, None, float("nan")])
+def test_bad_guess_weights_are_refused_by_name(pooled, table, bad):
+    X, _ = table
+    with pytest.raises(ValueError, match="guess_weight="):
+        check_guess_weight(bad)
+    with pytest.raises(ValueError, match="guess_weight="):
+        PooledForestClassifier(pooled, strategy="wmp", guess_weight=bad).predict_proba(X[:3])
+
+
+def test_wmp_needs_fit_or_a_number_and_is_no_auto_candidate(pooled, table):
+    X, y = table
+    clf = PooledForestClassifier(pooled, strategy="wmp")
+    with pytest.raises(ValueError, match="fit"):
+        clf.predict_proba(X[SITE_A][:5])
+    with pytest.raises(ValueError, match="validation rows"):
+        clf.fit()
+    with pytest.raises(ValueError, match="rows but y has"):
+        clf.fit(X[SITE_A][:10], y[:9])
+    auto = PooledForestClassifier(pooled, strategy="auto", auto_candidates=["mp", "wmp"])
+    with pytest.raises(ValueError, match="cannot also be chosen"):
+        auto.fit(X[SITE_A][:50], y[:50])
+    chosen = PooledForestClassifier(pooled, strategy="auto").fit(X[SITE_A][:80], y[:80])
+    assert "wmp" not in chosen.selection_scores_ and "node" in chosen.selection_scores_

@@ -1,0 +1,187 @@
+"""Smoke test of benchmarks/bench_quality.py on tiny settings, and its analysis by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedforest.vocabulary import EXPERIMENT_METHODS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    path = ROOT / "benchmarks" / "bench_quality.py"
+    spec = importlib.util.spec_from_file_location("bench_quality", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_quality"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+HEADINGS = (
+    "# Prediction quality: every method, 3 to 10 sites",
+    "## Average ranks (AUPRC, all blocks)",
+    "## Mean AUPRC per number of sites (± standard error over blocks)",
+    "## Targets",
+    "## Mean AUPRC per scenario",
+)
+
+
+def test_a_tiny_run_writes_every_output_and_reanalyses_its_scores(bench, tmp_path, capsys):
+    argv = ["--reps", "1", "--sites", "3", "--jaccards", "0.7", "--datasets", "wine"]
+    argv += ["--trees", "5", "--n-jobs", "1", "--out", str(tmp_path)]
+    assert bench.main(argv) == 0
+    for name in ("quality.json", "quality.md", "quality_cd.png", "quality_results.csv.gz"):
+        path = tmp_path / name
+        assert path.is_file() and path.stat().st_size > 0, name
+    assert (tmp_path / "quality_cd.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    saved = json.loads((tmp_path / "quality.json").read_text())
+    assert saved["methods"] == list(EXPERIMENT_METHODS)
+    assert set(saved["ranks"]) == set(EXPERIMENT_METHODS)
+    assert sorted(saved["ranks"].values())[0] >= 1 and max(saved["ranks"].values()) <= 12
+    assert list(saved["per_sites"]) == ["3"]
+    assert set(saved["per_sites"]["3"]["mean"]) == set(EXPERIMENT_METHODS)
+    assert all(0 <= v <= 1 for v in saved["per_sites"]["3"]["mean"].values())
+    assert set(saved["targets"]) == {
+        "rank_better_than_mp",
+        "not_below_local",
+        "difference_to_local",
+    }
+    assert list(saved["targets"]["not_below_local"]) == ["3"]
+    assert saved["blocks"] == 1
+    assert saved["config"]["datasets"] == ["wine"] and saved["config"]["reps"] == 1
+    [scenario] = saved["scenario_mean"]
+    assert (scenario["dataset"], scenario["n_sites"], scenario["jaccard"]) == ("wine", 3, 0.7)
+    tidy = pd.read_csv(tmp_path / "quality_results.csv.gz")
+    assert set(tidy["method"]) == set(EXPERIMENT_METHODS) and set(tidy["metric"]) == {"auprc"}
+    assert len(tidy) == 3 * len(EXPERIMENT_METHODS)
+    text = (tmp_path / "quality.md").read_text()
+    for heading in HEADINGS:
+        assert heading in text, heading
+    assert "| WMP |" in text and "| Node |" in text and "| Auto |" in text
+    assert capsys.readouterr().out.strip() == text.strip()
+    # the same analysis again from the saved scores, with the run's settings
+    md_before = text
+    scores = str(tmp_path / "quality_results.csv.gz")
+    assert bench.main(["--from-results", scores, "--out", str(tmp_path)]) == 0
+    again = json.loads((tmp_path / "quality.json").read_text())
+    assert again["ranks"] == saved["ranks"]
+    assert again["config"] == saved["config"]
+    assert again["per_sites"]["3"]["mean"] == pytest.approx(saved["per_sites"]["3"]["mean"])
+    assert (tmp_path / "quality.md").read_text() == md_before
+
+
+def tidy_frame(means: dict[str, float], wmp_minus_local: dict[int, list[float]] | None = None):
+    """A tidy AUPRC frame: 2 datasets x sites (3, 6) x 2 overlaps x 4 repetitions.
+
+    Every method scores ``means[method]`` plus a small block effect shared by all
+    methods, so the ranks follow ``means``. ``wmp_minus_local[n]`` sets, per block at n sites
+    (in order), how far ``wmp`` scores above ``local``.
+    """
+    rows = []
+    rng = np.random.default_rng(0)
+    count = {}
+    for dataset in ("a", "b"):
+        for n in (3, 6):
+            for jaccard in (0.3, 0.7):
+                for rep in range(4):
+                    block = rng.normal(0, 0.02)
+                    k = count.get(n, 0)
+                    count[n] = k + 1
+                    for method, mean in means.items():
+                        value = mean + block
+                        if wmp_minus_local is not None and method == "wmp":
+                            value = means["local"] + block + wmp_minus_local[n][k]
+                        for s in range(n):
+                            rows.append(
+                                {
+                                    "dataset": dataset,
+                                    "n_sites": n,
+                                    "jaccard": jaccard,
+                                    "rep": rep,
+                                    "site": f"site-{s + 1}",
+                                    "method": method,
+                                    "metric": "auprc",
+                                    "value": value,
+                                }
+                            )
+    return pd.DataFrame(rows)
+
+
+def test_analyse_meets_the_targets_when_wmp_leads(bench):
+    result = bench.analyse(tidy_frame({"local": 0.70, "mp": 0.80, "wmp": 0.85, "fpv": 0.75}))
+    assert result["methods"] == ["local", "fpv", "mp", "wmp"]  # in EXPERIMENT_METHODS order
+    assert result["blocks"] == 2 * 2 * 2 * 4
+    assert list(result["ranks"]) == ["wmp", "mp", "fpv", "local"]
+    assert result["ranks"]["wmp"] == pytest.approx(1.0)
+    assert set(result["per_sites"]) == {3, 6}
+    for n in (3, 6):
+        stats = result["per_sites"][n]
+        assert stats["blocks"] == 16
+        assert stats["mean"]["wmp"] - stats["mean"]["local"] == pytest.approx(0.15)
+    targets = result["targets"]
+    assert targets["rank_better_than_mp"] is True
+    assert targets["not_below_local"] == {3: True, 6: True}
+    for n in (3, 6):
+        assert targets["difference_to_local"][n]["difference"] == pytest.approx(0.15)
+        assert targets["difference_to_local"][n]["se"] == pytest.approx(0.0, abs=1e-9)
+    text = bench.render(result, CONFIG)
+    assert "- WMP's average rank 1.00 against MP's 2.00: met." in text
+    assert "- 3 sites: WMP minus Local +0.1500 (SE 0.0000): met." in text
+
+
+def test_analyse_misses_the_targets_when_wmp_falls_behind(bench):
+    result = bench.analyse(tidy_frame({"local": 0.80, "mp": 0.75, "wmp": 0.60}))
+    targets = result["targets"]
+    assert targets["rank_better_than_mp"] is False
+    assert targets["not_below_local"] == {3: False, 6: False}
+    assert targets["difference_to_local"][3]["difference"] == pytest.approx(-0.20)
+    assert "missed" in bench.render(result, CONFIG)
+
+
+def test_not_below_local_allows_one_standard_error(bench):
+    # paired differences wmp - local over the 16 blocks at 3 sites: mean -0.005, SE 0.0082
+    # (within one SE); at 6 sites the same spread 0.02 lower: mean -0.025 (beyond)
+    spread = [0.035, -0.045, 0.015, -0.025] * 4
+    wmp_minus_local = {3: spread, 6: [d - 0.02 for d in spread]}
+    result = bench.analyse(tidy_frame({"local": 0.8, "mp": 0.7, "wmp": 0.0}, wmp_minus_local))
+    floor = result["targets"]["difference_to_local"]
+    se = float(np.std(spread, ddof=1) / np.sqrt(len(spread)))
+    assert se == pytest.approx(0.0082, abs=1e-4)
+    assert floor[3] == pytest.approx({"difference": -0.005, "se": se})
+    assert floor[6] == pytest.approx({"difference": -0.025, "se": se})
+    assert result["targets"]["not_below_local"] == {3: True, 6: False}
+
+
+def test_no_targets_without_wmp_mp_and_local(bench):
+    result = bench.analyse(tidy_frame({"local": 0.7, "mp": 0.8, "fpv": 0.75}))
+    assert "targets" not in result
+    assert "## Targets" not in bench.render(result, CONFIG)
+
+
+def test_one_block_with_wmp_above_local_meets_the_floor(bench):
+    frame = tidy_frame({"local": 0.70, "mp": 0.80, "wmp": 0.85})
+    one = frame[(frame.dataset == "a") & (frame.jaccard == 0.3) & (frame.rep == 0)]
+    result = bench.analyse(one)
+    assert result["targets"]["difference_to_local"][3]["difference"] == pytest.approx(0.15)
+    assert result["targets"]["not_below_local"] == {3: True, 6: True}
+
+
+CONFIG = {
+    "command": "bench_quality.py --test",
+    "datasets": ["a", "b"],
+    "sites": [3, 6],
+    "jaccards": [0.3, 0.7],
+    "reps": 4,
+    "trees": 5,
+    "n_jobs": 1,
+    "seconds": 1.0,
+}

@@ -384,8 +384,11 @@ def test_right_fraction_is_clipped_even_for_a_forest_built_without_a_reader():
         (lambda v, internal: v.__setitem__((internal, 1), 7.0), "field 'value'"),
         (lambda v, internal: v.__setitem__((internal, 0), np.nan), "field 'value'"),
         (lambda v, internal: v.__setitem__((internal, 0), np.inf), "field 'value'"),
+        # in range but not a distribution: the node strategy predicts with internal rows
+        (lambda v, internal: v.__setitem__(internal, [1.0, 1.0]), "internal nodes alike"),
+        (lambda v, internal: v.__setitem__(internal, [0.0, 0.0]), "internal nodes alike"),
     ],
-    ids=["negative", "above-one", "nan", "inf"],
+    ids=["negative", "above-one", "nan", "inf", "sum-two", "sum-zero"],
 )
 def test_internal_node_distributions_are_checked_too(change, fragment):
     forest = parts()["forest"]

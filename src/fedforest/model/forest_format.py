@@ -819,8 +819,12 @@ def check_tree_arrays(r: PayloadReader, tree_start, a: Mapping, n_levels: np.nda
     if np.any(n[glob_left] > n[internal]) or np.any(n[glob_right] > n[internal]):
         r.fail("field 'n_node_samples' has a child with more training rows than its parent")
     value = a["value"]
-    if np.any(np.abs(value[leaf].sum(axis=1) - 1.0) > 1e-6):
-        r.fail("field 'value' must hold class distributions (non-negative, summing to 1)")
+    # every node's row, not only the leaves': the node strategy predicts with internal ones
+    if np.any(np.abs(value.sum(axis=1) - 1.0) > 1e-6):
+        r.fail(
+            "field 'value' must hold a class distribution (non-negative, summing to 1) at "
+            "every node, leaves and internal nodes alike"
+        )
     sf = a["surrogate_feature"]
     if np.any(sf[leaf] != -1):
         r.fail("leaves cannot have surrogate splits")

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format bench bench-job bench-scale bench-experiment demo demo-data job poc clean
+.PHONY: install test lint format bench bench-job bench-scale bench-experiment bench-quality bench-ideas demo demo-data job poc clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ bench-job: $(STAMP)
 
 bench-scale: $(STAMP)
 	$(PY) benchmarks/bench_scale.py
+
+bench-quality: $(STAMP)
+	$(PY) benchmarks/bench_quality.py
+
+bench-ideas: $(STAMP)
+	$(PY) benchmarks/bench_strategy_ideas.py
 
 demo-data: $(STAMP)
 	$(PY) data_prep/make_demo_data.py --out demo_data

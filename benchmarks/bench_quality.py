@@ -18,13 +18,22 @@ ranks better than ``mp`` over all blocks, and at every number of sites its mean
 AUPRC is not below ``local``'s by more than one standard error of their paired
 difference.
 
+Then the job itself at many sites (``--job-sites``, default 10; ``0`` skips
+it): ``benchmarks/bench_scale.py``'s setting (a 30-feature synthetic table,
+``--job-rows`` rows per site, pairwise Jaccard 0.5, ``data_prep/jaccard_split.py``,
+``site_configs/job.yaml``'s evaluation and election, 100 trees per site), run
+in one process with the same site and server code as the FLARE controller
+(``bench_scale.run_in_process``); reported: every strategy's AUPRC per site
+and its mean over the sites.
+
 Usage::
 
     python benchmarks/bench_quality.py [--reps 20] [--sites 3,6,10] [--jaccards 0.3,0.7] \\
         [--datasets S-500-Num,...] [--trees 100] [--n-jobs 2] [--out benchmarks/results]
-    python benchmarks/bench_quality.py --from-results benchmarks/results/quality_results.csv.gz
+    python benchmarks/bench_quality.py --from-results benchmarks/results/quality_results.csv.gz \
+        [--job-sites 10]
 
-The default takes about 40 minutes on 2 cores. Writes ``<out>/quality.json``,
+The default takes about 40 minutes on 2 cores (the job, about 5 of them). Writes ``<out>/quality.json``,
 ``<out>/quality.md``, ``<out>/quality_cd.png`` (the diagram) and
 ``<out>/quality_results.csv.gz`` (the tidy scores, which ``--from-results``
 reads back to redo the analysis without running anything).
@@ -33,6 +42,7 @@ reads back to redo the analysis without running anything).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import math
@@ -71,6 +81,47 @@ def run(datasets, sites, jaccards, reps, trees, n_jobs) -> pd.DataFrame:
     return run_experiment(plan)
 
 
+def run_job(n_sites: int, rows: int, trees: int) -> dict:
+    """Every strategy's test AUPRC at every site of one job (in one process)."""
+    logger.info("the job at %d sites, %d rows each", n_sites, rows)
+    path = Path(__file__).with_name("bench_scale.py")
+    spec = importlib.util.spec_from_file_location("bench_scale", path)
+    scale = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_scale", scale)
+    spec.loader.exec_module(scale)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        configs = scale.make_job(Path(tmp) / "split", n_sites, rows, trees)
+        results, _ = scale.run_in_process(configs)
+    metrics = results["metrics"]
+    strategies = list(next(iter(metrics.values())))
+    per_site = {
+        name: {site: metrics[site][name].get("auprc") for site in sorted(metrics)}
+        for name in strategies
+    }
+    means = {
+        name: float(np.mean([v for v in sites.values() if v is not None]))
+        for name, sites in per_site.items()
+    }
+    weights = {site: metrics[site].get("wmp", {}).get("guess_weight") for site in sorted(metrics)}
+    chosen = {site: metrics[site].get("auto", {}).get("chosen") for site in sorted(metrics)}
+    return {
+        "sites": n_sites,
+        "rows_per_site": rows,
+        "trees_per_site": trees,
+        "seconds": time.monotonic() - start,
+        "mean_auprc": dict(sorted(means.items(), key=lambda kv: -kv[1])),
+        "auprc": per_site,
+        "wmp_guess_weight": weights,
+        "auto_chosen": chosen,
+        "sites_below_local": {
+            name: int(sum(v < per_site["local"][s] for s, v in sites.items() if v is not None))
+            for name, sites in per_site.items()
+            if "local" in per_site
+        },
+    }
+
+
 def analyse(tidy: pd.DataFrame) -> dict:
     """Means, ranks, the Friedman test and the targets, as plain values."""
     rep = per_repetition(tidy[tidy["metric"] == "auprc"])
@@ -106,6 +157,11 @@ def analyse(tidy: pd.DataFrame) -> dict:
             diff = block[CANDIDATE] - block[BASELINE_FLOOR]
             se = float(diff.std(ddof=1) / math.sqrt(len(diff)))
             floor[int(n)] = {"difference": float(diff.mean()), "se": se}
+        out["paired"] = {
+            other: paired(wide[CANDIDATE], wide[other])
+            for other in methods
+            if other != CANDIDATE and other in PAIRED_WITH
+        }
         out["targets"] = {
             "rank_better_than_mp": out["ranks"][CANDIDATE] < out["ranks"][BASELINE_RANK],
             # one block has no standard error: then the difference itself must not be negative
@@ -116,6 +172,26 @@ def analyse(tidy: pd.DataFrame) -> dict:
             "difference_to_local": floor,
         }
     return out
+
+
+#: Methods the candidate is compared with block by block.
+PAIRED_WITH = ("mp", "fpv", "node", "local", "auto")
+
+
+def paired(a: pd.Series, b: pd.Series) -> dict:
+    """Blocks where ``a`` beats, ties and loses to ``b``, and the Wilcoxon signed-rank test."""
+    from scipy.stats import wilcoxon
+
+    diff = (a - b).to_numpy()
+    nonzero = diff[diff != 0]
+    pvalue = float(wilcoxon(nonzero).pvalue) if nonzero.size >= 2 else float("nan")
+    return {
+        "wins": int((diff > 0).sum()),
+        "ties": int((diff == 0).sum()),
+        "losses": int((diff < 0).sum()),
+        "mean_difference": float(diff.mean()),
+        "wilcoxon_p": pvalue,
+    }
 
 
 def _f(x: float, digits: int = 3) -> str:
@@ -170,6 +246,39 @@ def render(result: dict, config: dict) -> str:
                 f"- {n} sites: WMP minus Local {d['difference']:+.4f} (SE {d['se']:.4f}): "
                 f"{'met' if ok else 'missed'}."
             )
+        lines += [
+            "",
+            "WMP against each method, block by block (Wilcoxon signed-rank test on the "
+            "per-block differences, ties left out):",
+            "",
+            "| against | WMP better | tie | WMP worse | mean difference | p |",
+            "|---|---|---|---|---|---|",
+        ]
+        for other, c in result.get("paired", {}).items():
+            lines.append(
+                f"| {display_name(other)} | {c['wins']} | {c['ties']} | {c['losses']} | "
+                f"{c['mean_difference']:+.4f} | {c['wilcoxon_p']:.2g} |"
+            )
+    job = result.get("job")
+    if job:
+        lines += [
+            "",
+            f"## The job at {job['sites']} sites",
+            "",
+            f"{job['rows_per_site']} rows and {job['trees_per_site']} trees per site, pairwise "
+            "Jaccard 0.5 (`bench_scale.py`'s setting, in one process; "
+            f"{job['seconds']:.0f} s). Mean test AUPRC over the sites, and the number of "
+            "sites where the strategy does worse than the site's own forest:",
+            "",
+            "| strategy | mean AUPRC | sites below Local |",
+            "|---|---|---|",
+        ]
+        for name, mean in job["mean_auprc"].items():
+            lines.append(
+                f"| {display_name(name)} | {mean:.4f} | {job['sites_below_local'].get(name, '-')} |"
+            )
+        weights = ", ".join(f"{w:g}" for w in job["wmp_guess_weight"].values() if w is not None)
+        lines += ["", f"WMP's guess weights, site by site: {weights}."]
     lines += [
         "",
         "## Mean AUPRC per scenario",
@@ -205,6 +314,13 @@ def main(argv=None) -> int:
     p.add_argument("--n-jobs", type=int, default=2)
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     p.add_argument("--from-results", type=Path, help="analyse these tidy scores; run nothing")
+    p.add_argument(
+        "--job-sites",
+        type=int,
+        help="sites of the job run (default 10; 0: none; with --from-results: run the job "
+        "again only when given)",
+    )
+    p.add_argument("--job-rows", type=int, default=5000, help="rows per site of the job run")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     # progress lines only: one per finished scenario, not one per site and strategy
@@ -222,17 +338,26 @@ def main(argv=None) -> int:
         "seconds": 0.0,
     }
     scores = args.out / "quality_results.csv.gz"
+    job = None
     if args.from_results:
         tidy = pd.read_csv(args.from_results)
         previous = args.out / "quality.json"
-        if previous.is_file():  # keep the settings and time of the run that made the scores
-            config = json.loads(previous.read_text())["config"]
+        if previous.is_file():  # keep the settings, time and job run of the run that made them
+            before = json.loads(previous.read_text())
+            config, job = before["config"], before.get("job")
+        if args.job_sites is not None:
+            job = run_job(args.job_sites, args.job_rows, args.trees) if args.job_sites else None
     else:
         start = time.monotonic()
         tidy = run(args.datasets, args.sites, args.jaccards, args.reps, args.trees, args.n_jobs)
         config["seconds"] = time.monotonic() - start
-        tidy.to_csv(scores, index=False, float_format="%.6g")
+        tidy.to_csv(scores, index=False, float_format="%.9g")
+        n_job = 10 if args.job_sites is None else args.job_sites
+        if n_job:
+            job = run_job(n_job, args.job_rows, args.trees)
     result = analyse(tidy)
+    if job:
+        result["job"] = job
     with tempfile.TemporaryDirectory() as tmp:
         from fedforest.experiments.figures import plot_critical_difference
 

@@ -27,10 +27,10 @@ Baselines: ``local``, ``mp``, ``fpv`` (soft voting) and ``node``.
 
 Usage::
 
-    python benchmarks/bench_strategy_ideas.py [--reps 4] [--sites 3,6,10] \\
+    python benchmarks/bench_strategy_ideas.py [--reps 10] [--sites 3,6,10] \\
         [--jaccards 0.3,0.7] [--datasets S-500-Num,...] [--trees 100] [--n-jobs 2]
 
-The default takes about 15 minutes on 2 cores. Writes
+The default takes about 6 minutes on 2 cores. Writes
 ``<out>/strategy_ideas.json`` and ``<out>/strategy_ideas.md``: mean AUPRC per
 number of sites and average ranks over the blocks (dataset x sites x overlap x
 repetition, each the mean over the sites).
@@ -290,7 +290,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--jaccards", type=lambda t: [float(x) for x in t.split(",")], default=[0.3, 0.7]
     )
-    p.add_argument("--reps", type=int, default=4)
+    p.add_argument("--reps", type=int, default=10)
     p.add_argument("--trees", type=int, default=100)
     p.add_argument("--n-jobs", type=int, default=2)
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")

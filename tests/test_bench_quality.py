@@ -31,6 +31,7 @@ HEADINGS = (
     "## Average ranks (AUPRC, all blocks)",
     "## Mean AUPRC per number of sites (± standard error over blocks)",
     "## Targets",
+    "## The job at 3 sites",
     "## Mean AUPRC per scenario",
 )
 
@@ -38,6 +39,7 @@ HEADINGS = (
 def test_a_tiny_run_writes_every_output_and_reanalyses_its_scores(bench, tmp_path, capsys):
     argv = ["--reps", "1", "--sites", "3", "--jaccards", "0.7", "--datasets", "wine"]
     argv += ["--trees", "5", "--n-jobs", "1", "--out", str(tmp_path)]
+    argv += ["--job-sites", "3", "--job-rows", "80"]  # a small job, in one process
     assert bench.main(argv) == 0
     for name in ("quality.json", "quality.md", "quality_cd.png", "quality_results.csv.gz"):
         path = tmp_path / name
@@ -57,6 +59,13 @@ def test_a_tiny_run_writes_every_output_and_reanalyses_its_scores(bench, tmp_pat
     }
     assert list(saved["targets"]["not_below_local"]) == ["3"]
     assert saved["blocks"] == 1
+    job = saved["job"]
+    assert (job["sites"], job["rows_per_site"], job["trees_per_site"]) == (3, 80, 5)
+    assert {"local", "mp", "node", "wmp", "auto"} <= set(job["mean_auprc"])
+    assert all(0 <= v <= 1 for v in job["mean_auprc"].values())
+    assert len(job["wmp_guess_weight"]) == 3 and job["sites_below_local"]["local"] == 0
+    assert set(saved["paired"]) == {"mp", "fpv", "node", "local", "auto"}
+    assert saved["paired"]["mp"]["wins"] + saved["paired"]["mp"]["losses"] <= 1
     assert saved["config"]["datasets"] == ["wine"] and saved["config"]["reps"] == 1
     [scenario] = saved["scenario_mean"]
     assert (scenario["dataset"], scenario["n_sites"], scenario["jaccard"]) == ("wine", 3, 0.7)

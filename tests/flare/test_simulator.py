@@ -20,6 +20,7 @@ from fedforest.federation.config import JOB_STRATEGIES
 from fedforest.flare.environments import simulate
 from fedforest.flare.recipe import FedForestRecipe
 from fedforest.model.model_files import load_model
+from fedforest.prediction.weighting import GUESS_WEIGHTS
 
 pytestmark = pytest.mark.flare
 SITES = ["site-1", "site-2", "site-3"]
@@ -48,6 +49,8 @@ def test_three_sites_with_different_columns(tmp_path):
             assert -1.0 <= row["mcc"] <= 1.0 and 0 <= row["accuracy"] <= 1
             assert row["rows"] == results["test_rows"][site]
         assert per["auto"]["chosen"] in per
+        # node and wmp run in the job; wmp's weight is the site's own, fitted on its validation rows
+        assert per["wmp"]["guess_weight"] in GUESS_WEIGHTS and "guess_weight" not in per["mp"]
     mean = {s: sum(results["metrics"][x][s]["auprc"] for x in SITES) / 3 for s in JOB_STRATEGIES}
     assert mean["mp"] > mean["intersection"] + 0.05
     # election, tuning history, timings and payload sizes are reported
@@ -64,6 +67,10 @@ def test_three_sites_with_different_columns(tmp_path):
         saved = json.loads((ws / site / "simulate_job" / "metrics.json").read_text())
         assert math.isclose(
             saved["strategies"]["mp"]["auprc"], results["metrics"][site]["mp"]["auprc"]
+        )
+        assert (
+            saved["strategies"]["wmp"]["guess_weight"]
+            == results["metrics"][site]["wmp"]["guess_weight"]
         )
 
 

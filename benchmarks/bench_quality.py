@@ -29,14 +29,15 @@ and its mean over the sites.
 Usage::
 
     python benchmarks/bench_quality.py [--reps 20] [--sites 3,6,10] [--jaccards 0.3,0.7] \\
-        [--datasets S-500-Num,...] [--trees 100] [--n-jobs 2] [--out benchmarks/results]
-    python benchmarks/bench_quality.py --from-results benchmarks/results/quality_results.csv.gz \
+        [--datasets S-500-Num,...] [--trees 100] [--n-jobs 2] [--out benchmarks/results] \\
+        [--job-sites 10] [--job-rows 5000]
+    python benchmarks/bench_quality.py --from-results benchmarks/results/quality_results.csv.gz \\
         [--job-sites 10]
 
-The default takes about 40 minutes on 2 cores (the job, about 5 of them). Writes ``<out>/quality.json``,
-``<out>/quality.md``, ``<out>/quality_cd.png`` (the diagram) and
-``<out>/quality_results.csv.gz`` (the tidy scores, which ``--from-results``
-reads back to redo the analysis without running anything).
+The default takes about 40 minutes on 2 cores (the job, about 3 of them).
+Writes ``<out>/quality.json``, ``<out>/quality.md``, ``<out>/quality_cd.png``
+(the diagram) and ``<out>/quality_results.csv.gz`` (the tidy scores, which
+``--from-results`` reads back to redo the analysis without running anything).
 """
 
 from __future__ import annotations

@@ -166,3 +166,26 @@ def test_a_guess_weight_is_refused_on_a_row_of_a_job_without_wmp(scored):
     with pytest.raises(PayloadError, match="'guess_weight' belongs to the wmp row only"):
         read_site_metrics(payload, "site-1", ["mp", "node", "auto"], METRICS)
     assert np.isfinite(scored["node"]["auprc"])
+
+
+def test_each_table_is_predicted_once_per_strategy_and_the_rows_are_unchanged(site_a, monkeypatch):
+    forest, X_val, y_val, X_te, y_te = site_a
+    calls = []
+    original = PooledForestClassifier._predict_strategy
+
+    def counted(self, X, strategy, voting):
+        calls.append((X.index[0], strategy, voting))  # which table, by its first row
+        return original(self, X, strategy, voting)
+
+    monkeypatch.setattr(PooledForestClassifier, "_predict_strategy", counted)
+    shared = evaluate(forest, X_val, y_val, X_te, y_te, ["fpv", "mp", "wmp", "auto"])
+    # fpv and mp predict each table once although fpv, mp, wmp and auto all need them
+    assert len(calls) == len(set(calls))
+    assert calls.count((X_val.index[0], "mp", "soft")) == 1
+    assert calls.count((X_te.index[0], "mp", "soft")) == 1
+    assert calls.count((X_te.index[0], "fpv", "soft")) == 1
+    monkeypatch.undo()
+    # the same rows as each strategy scored on its own, bit for bit
+    for strategy in ("fpv", "mp", "wmp", "auto"):
+        alone = evaluate(forest, X_val, y_val, X_te, y_te, [strategy])[strategy]
+        assert alone == shared[strategy], strategy

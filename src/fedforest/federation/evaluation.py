@@ -65,7 +65,10 @@ def evaluate_strategies(
     Each strategy predicts the test rows once: ``auto`` predicts them with the
     strategy it chose, with the same forest, settings and seed as that
     strategy's own row, so when both are requested one prediction serves both
-    (the same probabilities, so the same metrics, bit for bit).
+    (the same probabilities, so the same metrics, bit for bit). Likewise every
+    strategy predicts the validation rows at most once, for ``auto``'s choice
+    and ``wmp``'s fit alike, and ``wmp`` reuses the ``fpv`` (with soft voting)
+    and ``mp`` predictions of the same rows.
     """
     classes = np.asarray(classes)
     cols = [c for c in X_test.columns if c in forest.feature_names]
@@ -80,9 +83,14 @@ def evaluate_strategies(
     results: dict[str, dict] = {}
     # test-row predictions of the pooled forest by strategy: (probabilities, diagnostics)
     predicted: dict[str, tuple[np.ndarray, Any]] = {}
+    # the pooled forest's predictions of these two tables, shared by every classifier below
+    # (same forest and settings): auto's candidates and wmp's parts are predicted once
+    memo: dict = {}
+    X_test_use = X_test[cols]
+    X_val_use = X_val[cols] if X_val is not None else None
     for strategy in strategies:
         extra: dict[str, Any] = {}
-        X_use = X_test[cols]
+        X_use = X_test_use
         name = strategy  # the strategy whose test prediction this row reports
         if strategy == "intersection":
             if intersection is None:
@@ -114,7 +122,8 @@ def evaluate_strategies(
                 auto_candidates=candidates,
                 **common,
             )
-            clf.fit(X_val[cols], y_val)
+            clf._memo = memo
+            clf.fit(X_val_use, y_val)
             name = clf.strategy_
             extra = {
                 "chosen": clf.strategy_,
@@ -124,10 +133,12 @@ def evaluate_strategies(
             if X_val is None or y_val is None:
                 raise ValueError(f"strategy {strategy!r} needs validation rows")
             clf = PooledForestClassifier(forest, strategy=strategy, **common)
-            clf.fit(X_val[cols], y_val)
+            clf._memo = memo
+            clf.fit(X_val_use, y_val)
             extra = {"guess_weight": clf.guess_weight_}
         else:
             clf = PooledForestClassifier(forest, strategy=strategy, **common)
+            clf._memo = memo
         if strategy == "intersection":  # another forest: never shared with the pooled one's
             proba = _on_classes(clf.predict_proba(X_use), clf.classes_, classes)
             diag = clf.diagnostics_

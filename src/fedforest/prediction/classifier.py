@@ -356,10 +356,24 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
     def _predict_proba(
         self, X, strategy: str, voting: str | None = None
     ) -> tuple[np.ndarray, PredictionDiagnostics]:
+        # a memo shared by classifiers of the same forest and settings (evaluate_strategies):
+        # auto's candidates and wmp's parts are then predicted once per table
+        memo = getattr(self, "_memo", None)
+        key = (id(X), strategy, voting or self.voting)
+        if memo is not None and key in memo:
+            return memo[key]
         if strategy == "wmp":
-            return self._predict_wmp(X)
+            result = self._predict_wmp(X)
+        else:
+            result = self._predict_strategy(X, strategy, voting or self.voting)
+        if memo is not None:
+            memo[key] = result
+        return result
+
+    def _predict_strategy(
+        self, X, strategy: str, voting: str
+    ) -> tuple[np.ndarray, PredictionDiagnostics]:
         self._validate(strategy)
-        voting = voting or self.voting
         forest = self.forest
         Xg, present = to_global_matrix(X, forest.feature_names, forest.categories)
         cf = self._compiled()

@@ -85,11 +85,13 @@ def run(datasets, sites, jaccards, reps, trees, n_jobs) -> pd.DataFrame:
 def run_job(n_sites: int, rows: int, trees: int) -> dict:
     """Every strategy's test AUPRC at every site of one job (in one process)."""
     logger.info("the job at %d sites, %d rows each", n_sites, rows)
-    path = Path(__file__).with_name("bench_scale.py")
-    spec = importlib.util.spec_from_file_location("bench_scale", path)
-    scale = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_scale", scale)
-    spec.loader.exec_module(scale)
+    scale = sys.modules.get("bench_scale")
+    if scale is None:  # loaded once, registered before it runs (as an import would)
+        path = Path(__file__).with_name("bench_scale.py")
+        spec = importlib.util.spec_from_file_location("bench_scale", path)
+        scale = importlib.util.module_from_spec(spec)
+        sys.modules["bench_scale"] = scale
+        spec.loader.exec_module(scale)
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         configs = scale.make_job(Path(tmp) / "split", n_sites, rows, trees)

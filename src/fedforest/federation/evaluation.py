@@ -81,17 +81,15 @@ def evaluate_strategies(
         random_state=random_state,
     )
     results: dict[str, dict] = {}
-    # test-row predictions of the pooled forest by strategy: (probabilities, diagnostics)
-    predicted: dict[str, tuple[np.ndarray, Any]] = {}
     # the pooled forest's predictions of these two tables, shared by every classifier below
-    # (same forest and settings): auto's candidates and wmp's parts are predicted once
+    # (same forest and settings): a strategy's own row, auto's candidates and its chosen
+    # strategy's test rows, and wmp's parts are each predicted once
     memo: dict = {}
     X_test_use = X_test[cols]
     X_val_use = X_val[cols] if X_val is not None else None
     for strategy in strategies:
         extra: dict[str, Any] = {}
         X_use = X_test_use
-        name = strategy  # the strategy whose test prediction this row reports
         if strategy == "intersection":
             if intersection is None:
                 logger.warning(
@@ -124,7 +122,6 @@ def evaluate_strategies(
             )
             clf._memo = memo
             clf.fit(X_val_use, y_val)
-            name = clf.strategy_
             extra = {
                 "chosen": clf.strategy_,
                 "validation": {k: _finite(v) for k, v in clf.selection_scores_.items()},
@@ -139,16 +136,9 @@ def evaluate_strategies(
         else:
             clf = PooledForestClassifier(forest, strategy=strategy, **common)
             clf._memo = memo
-        if strategy == "intersection":  # another forest: never shared with the pooled one's
-            proba = _on_classes(clf.predict_proba(X_use), clf.classes_, classes)
-            diag = clf.diagnostics_
-        else:
-            if name not in predicted:
-                predicted[name] = (
-                    _on_classes(clf.predict_proba(X_use), clf.classes_, classes),
-                    clf.diagnostics_,
-                )
-            proba, diag = predicted[name]
+        # auto predicts with its chosen strategy: the memo gives that strategy's own prediction
+        proba = _on_classes(clf.predict_proba(X_use), clf.classes_, classes)
+        diag = clf.diagnostics_
         row = {k: _finite(v) for k, v in score_all(y_test, proba, classes, metrics).items()}
         row.update(
             rows=int(len(X_use)),

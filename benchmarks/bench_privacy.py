@@ -1,4 +1,4 @@
-"""Measured cost and leakage of the privacy settings (``federation/privacy.py``).
+"""Measured cost and leakage of the privacy settings (the ``fedforest.privacy`` package).
 
 For each dataset and repetition (everything seeded by the repetition ``r``):
 
@@ -10,7 +10,7 @@ For each dataset and repetition (everything seeded by the repetition ``r``):
   ``glucose_mg_dl`` renamed to ``glucose`` as its YAML does).
 
 Each site describes its table (``SiteSchema``; with ``min_level_rows`` after
-``privacy.hide_rare_levels``), the schemas are joined (``GlobalSchema``), and
+``hide_rare_levels``), the schemas are joined (``GlobalSchema``), and
 each site encodes its table, holds out 25 % of its rows for testing
 (``split_validation(..., 0.25, r)``) and trains what a site trains
 (``fit_site_models``: 100 trees, surrogates, imputers, std, and the
@@ -18,7 +18,7 @@ intersection forest on the shared columns; ``random_state = 1000 r + k``).
 Then, for every setting, each site applies the policy to what it sends, in
 process, the way a site would:
 
-* ``privacy.prepare_forest`` on its forest and on its intersection forest,
+* ``prepare_forest`` on its forest and on its intersection forest,
   with the site's training rows and the in-bag multiplicities of its
   scikit-learn forest (``bootstrap_weights``; the forest is refitted with the
   same seed to read them, and checked to be the same forest);
@@ -83,17 +83,12 @@ sys.path.insert(0, str(ROOT / "data_prep"))
 
 from make_demo_data import LOCAL_NAMES, make_demo_data  # noqa: E402
 
+from fedforest.columns import as_level_strings, normalize_labels  # noqa: E402
 from fedforest.experiments.partition import split_table  # noqa: E402
 from fedforest.experiments.synthetic import DATASETS as SYNTHETIC  # noqa: E402
 from fedforest.experiments.synthetic import load_dataset  # noqa: E402
-from fedforest.federation import privacy  # noqa: E402
 from fedforest.federation.evaluation import evaluate_strategies  # noqa: E402
-from fedforest.federation.schema import (  # noqa: E402
-    GlobalSchema,
-    SiteSchema,
-    as_level_strings,
-    normalize_labels,
-)
+from fedforest.federation.schema import GlobalSchema, SiteSchema  # noqa: E402
 from fedforest.federation.splits import split_validation  # noqa: E402
 from fedforest.federation.training import (  # noqa: E402
     SiteModels,
@@ -102,6 +97,24 @@ from fedforest.federation.training import (  # noqa: E402
 )
 from fedforest.model.forest import PooledForest  # noqa: E402
 from fedforest.model.imputers import ImputerSet  # noqa: E402
+from fedforest.privacy.audit import (  # noqa: E402
+    disclosed_rare_levels,
+    smallest_leaf_rows,
+    threshold_midpoint_share,
+)
+from fedforest.privacy.dp_forest import fit_dp_forest  # noqa: E402
+from fedforest.privacy.levels import hide_rare_levels, rare_levels  # noqa: E402
+from fedforest.privacy.policy import (  # noqa: E402
+    DEFAULT_DP_MAX_DEPTH,
+    DEFAULT_DP_TREES,
+    PrivacyPolicy,
+    dp_budget,
+)
+from fedforest.privacy.transforms import (  # noqa: E402
+    bootstrap_weights,
+    enforce_min_leaf_rows,
+    prepare_forest,
+)
 
 logger = logging.getLogger("bench_privacy")
 
@@ -116,8 +129,8 @@ TEST_FRACTION = 0.25
 RARE_ROWS = 5
 #: Repetitions of a full run (seeds 0 .. REPS - 1).
 REPS = 10
-DP_TREES = privacy.DEFAULT_DP_TREES
-DP_DEPTH = privacy.DEFAULT_DP_MAX_DEPTH
+DP_TREES = DEFAULT_DP_TREES
+DP_DEPTH = DEFAULT_DP_MAX_DEPTH
 
 #: Public range of the N(0, 1) columns of the S-500 sets: +-4 generating standard deviations.
 SYNTHETIC_RANGE = (-4.0, 4.0)
@@ -223,12 +236,12 @@ def feature_ranges(dataset: str, numeric: Sequence[str]) -> dict[str, list[float
     return {c: list(SYNTHETIC_RANGE) for c in numeric}
 
 
-def policy_for(setting: Setting, dataset: str, numeric: Sequence[str]) -> privacy.PrivacyPolicy:
+def policy_for(setting: Setting, dataset: str, numeric: Sequence[str]) -> PrivacyPolicy:
     """The site's policy: the YAML block read and checked as a site reads it."""
     block = setting.block(dataset)
     if "feature_ranges" in block:
         block["feature_ranges"] = feature_ranges(dataset, numeric)
-    policy = privacy.PrivacyPolicy.from_dict(block, f"bench_privacy {setting.name}")
+    policy = PrivacyPolicy.from_dict(block, f"bench_privacy {setting.name}")
     return policy
 
 
@@ -277,7 +290,7 @@ def _in_bag(X: pd.DataFrame, y, params: Mapping, seed: int, expected: PooledFore
     counts = np.concatenate([e.tree_.n_node_samples for e in rf.estimators_])
     if not np.array_equal(counts, expected.n_node_samples):
         raise RuntimeError("the refitted forest is not the site's forest")
-    return privacy.bootstrap_weights(rf, len(X))
+    return bootstrap_weights(rf, len(X))
 
 
 def prepare_sites(
@@ -300,7 +313,7 @@ def prepare_sites(
         table = raw
         listed = [c for c in categorical if c in raw.columns]  # the site's YAML lists its own
         if min_level_rows:
-            table, hidden = privacy.hide_rare_levels(raw, listed, min_level_rows, target=TARGET)
+            table, hidden = hide_rare_levels(raw, listed, min_level_rows, target=TARGET)
             hidden_count += sum(len(v) for v in hidden.values())
         rewritten[site] = table
         described[site] = SiteSchema.from_frame(site, table, TARGET, listed)
@@ -348,7 +361,7 @@ def prepare_sites(
 def outgoing(
     site: Site,
     schema: GlobalSchema,
-    policy: privacy.PrivacyPolicy,
+    policy: PrivacyPolicy,
     noise_seed,
 ) -> SiteModels:
     """What ``site`` sends under ``policy``: its models after the privacy transforms."""
@@ -356,12 +369,12 @@ def outgoing(
     noise = np.random.default_rng(noise_seed)
     share = policy.share
     if policy.dp:
-        budget = privacy.dp_budget(policy, intersection=True)
+        budget = dp_budget(policy, intersection=True)
 
         def dp_forest(columns, epsilon, seed):
             X = site.X_train[list(columns)]
             numeric = [c for c in columns if c not in schema.categories]
-            forest = privacy.fit_dp_forest(
+            forest = fit_dp_forest(
                 X,
                 site.y_train,
                 {c: policy.feature_ranges[c] for c in numeric},
@@ -374,7 +387,7 @@ def outgoing(
                 owner=site.name,
                 noise_state=noise,
             )
-            return privacy.enforce_min_leaf_rows(forest, policy.min_leaf_rows)
+            return enforce_min_leaf_rows(forest, policy.min_leaf_rows)
 
         forest = dp_forest(site.own, budget["forest"], site.seed)
         inter = None
@@ -384,9 +397,7 @@ def outgoing(
 
     def prepare(forest, in_bag):
         X = site.X_train[list(forest.feature_names)]
-        return privacy.prepare_forest(
-            forest, policy, X, site.y_train, in_bag=in_bag, noise_state=noise
-        )
+        return prepare_forest(forest, policy, X, site.y_train, in_bag=in_bag, noise_state=noise)
 
     forest = prepare(m.forest, site.in_bag)
     inter = None
@@ -419,12 +430,12 @@ def leakage(site: Site, sent: SiteModels, levels_sent: Mapping[str, Sequence[str
         if not n:
             continue
         for pairs in ("consecutive", "any"):
-            share = privacy.threshold_midpoint_share(
+            share = threshold_midpoint_share(
                 forest, site.X_train[list(forest.feature_names)], surrogates=True, pairs=pairs
             )
             out[f"mid_{pairs}"] += int(round(share * n))
-    out["smallest_leaf"] = min(privacy.smallest_leaf_rows(f) for f in forests)
-    disclosed = privacy.disclosed_rare_levels(levels_sent, site.raw, RARE_ROWS)
+    out["smallest_leaf"] = min(smallest_leaf_rows(f) for f in forests)
+    disclosed = disclosed_rare_levels(levels_sent, site.raw, RARE_ROWS)
     out["rare_levels"] = sum(len(v) for v in disclosed.values())
     out["nodes"] = int(sum(f.n_nodes for f in forests))
     out["trees"] = int(sum(f.n_trees for f in forests))
@@ -462,10 +473,7 @@ def run_task(
         schema, sites, hidden = base
         if setting.name.startswith("levels="):
             level_rows = int(setting.name.partition("=")[2])
-            rare = [
-                privacy.rare_levels(t, categorical, level_rows, target=TARGET)
-                for t in tables.values()
-            ]
+            rare = [rare_levels(t, categorical, level_rows, target=TARGET) for t in tables.values()]
             if any(rare):
                 schema, sites, hidden = prepare_sites(
                     tables, categorical, rep, n_trees, level_rows, cv

@@ -37,9 +37,10 @@ import yaml
 from arguments import integer
 
 from fedforest import outputs
+from fedforest.election.selectors import SELECTORS
 from fedforest.experiments.partition import pairwise_jaccard, shared_feature_count, split_table
 from fedforest.federation.config import JOB_DEFAULTS, JobConfig, SiteConfig
-from fedforest.federation.selectors import SELECTORS
+from fedforest.federation.tables import check_data
 
 logger = logging.getLogger("jaccard_split")
 
@@ -95,7 +96,7 @@ def write_split(
         Integer-coded categorical columns of ``frame``; each site's YAML lists
         the ones it has.
     selector : str
-        Feature selector of every site (one of ``fedforest.federation.selectors.SELECTORS``).
+        Feature selector of every site (one of ``fedforest.election.selectors.SELECTORS``).
     random_state : int
         Seed of the split; also the job's ``seed``.
     name : str, optional
@@ -289,7 +290,7 @@ def _write(
     # Load everything back the way fedforest will, so a bad file fails here.
     job = JobConfig.load(folder / job_path)
     for site in job.sites:
-        SiteConfig.load(folder / config_paths[site]).check_data()
+        check_data(SiteConfig.load(folder / config_paths[site]))
     return {"data": data_paths, "configs": config_paths, "job": job_path}
 
 

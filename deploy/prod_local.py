@@ -48,7 +48,7 @@ from pathlib import Path
 import yaml
 
 from fedforest import outputs
-from fedforest.cli import format_results
+from fedforest.cli.job import format_results
 from fedforest.flare.environments import (
     PROD_COMMAND,
     SITE_HINT,

@@ -21,7 +21,7 @@ import json
 import logging
 from pathlib import Path
 
-from fedforest.cli import format_results
+from fedforest.cli.job import format_results
 from fedforest.flare.environments import run_poc, run_prod, simulate
 from fedforest.flare.job import build_job
 from fedforest.flare.recipe import FedForestRecipe

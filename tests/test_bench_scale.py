@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from fedforest.federation.tables import read_table
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -46,7 +48,7 @@ def test_the_job_uses_the_reference_settings(bench, tmp_path):
     assert job.election["auto_tune"] == reference.election["auto_tune"]
     assert job.timeouts == bench.TIMEOUTS
     for site in job.sites:
-        frame = bench.SiteConfig.load(configs / f"{site}.yaml").read_table()
+        frame = read_table(bench.SiteConfig.load(configs / f"{site}.yaml"))
         assert len(frame) == 40
 
 

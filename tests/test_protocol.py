@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from fedforest import PayloadError, protocol
+from fedforest.election.ballot import SiteVote
 from fedforest.federation.agreement import payload_digest
 from fedforest.federation.config import JobConfig
-from fedforest.federation.election import SiteVote
 from fedforest.federation.evaluation import read_site_metrics
-from fedforest.federation.privacy import PrivacyPolicy
 from fedforest.federation.schema import GlobalSchema, SiteSchema
 from fedforest.federation.server import JobServer
 from fedforest.federation.swarm import (
@@ -27,6 +26,7 @@ from fedforest.federation.swarm import (
 from fedforest.model.forest import PooledForest
 from fedforest.model.imputers import ImputerSet
 from fedforest.model.model_files import load_model, load_payload, read_model
+from fedforest.privacy.policy import PrivacyPolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "federation"))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "model"))

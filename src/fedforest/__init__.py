@@ -6,12 +6,16 @@ The package is layered; a layer imports only the layers above it in this list:
   choice list), :mod:`fedforest.protocol` (the wire protocol),
   :mod:`fedforest.validation` (one family of validators),
   :mod:`fedforest.outputs` (folders and files fedforest writes are never a
-  user's) and :mod:`fedforest.metrics`;
+  user's), :mod:`fedforest.metrics` and :mod:`fedforest.columns` (how a
+  table's columns are read);
 * :mod:`fedforest.model` -- the pooled forest, imputers, surrogate splits and
   their payloads and files;
 * :mod:`fedforest.prediction` -- prediction with missing splits;
+* :mod:`fedforest.election` (selectors, the election, its tuning) and
+  :mod:`fedforest.privacy` (a site's privacy policy and its transforms),
+  which never import each other;
 * :mod:`fedforest.federation` -- the federation protocol of site and server:
-  schema, configuration, selectors, election, tuning, site and server;
+  schema, configuration, data files, training, evaluation, site and server;
 * :mod:`fedforest.flare` (the NVIDIA FLARE adapter) and
   :mod:`fedforest.experiments` (the paper's protocol, reports and plots);
 * :mod:`fedforest.cli` -- the ``fedforest`` command.

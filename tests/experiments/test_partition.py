@@ -20,10 +20,12 @@ from fedforest.experiments.partition import (
     split_table,
 )
 from fedforest.federation.config import JobConfig, SiteConfig
+from fedforest.federation.tables import check_data
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "data_prep"))
 
+import jaccard_split  # noqa: E402
 from jaccard_split import job_name, write_split  # noqa: E402
 from jaccard_split import main as split_main  # noqa: E402
 
@@ -294,7 +296,7 @@ def test_write_split_files_configs_and_report(tmp_path, caplog):
     for site in job.sites:
         assert (tmp_path / f"{site}.csv").is_file()
         cfg = SiteConfig.load(tmp_path / "site_configs" / f"{site}.yaml")
-        columns = cfg.check_data()
+        columns = check_data(cfg)
         assert columns == info["columns"][site] + ["y"]
         assert cfg.site == site and cfg.target == "y" and cfg.selector == "mutual_info"
         assert cfg.test_fraction == 0.25
@@ -331,7 +333,7 @@ def test_jaccard_split_cli(tmp_path, capsys):
     for site in job.sites:
         cfg = SiteConfig.load(out / "site_configs" / f"{site}.yaml")
         assert cfg.selector == "lasso"
-        cfg.check_data()
+        check_data(cfg)
     # same seed, same split
     again = split_main([*argv[:-1], str(tmp_path / "again"), "--seed", "3"])
     assert again["columns"] == info["columns"]
@@ -350,10 +352,10 @@ def test_write_split_refuses_before_writing_anything(tmp_path, monkeypatch):
     # a rule of the job that the loaded-back files break: OUT is left untouched
     from fedforest.errors import ConfigError
 
-    def refuse(self):
-        raise ConfigError(f"{self.source}: a rule of the job")
+    def refuse(site):
+        raise ConfigError(f"{site.source}: a rule of the job")
 
-    monkeypatch.setattr(SiteConfig, "check_data", refuse)
+    monkeypatch.setattr(jaccard_split, "check_data", refuse)
     with pytest.raises(ValueError, match="fedforest would refuse this split .* a rule of the job"):
         write_split(table(), "y", 2, 0.5, out)
     assert not out.exists()

@@ -160,6 +160,7 @@ def test_script_output_feeds_jaccard_split(tmp_path):
     from jaccard_split import main as split_main
 
     from fedforest.federation.config import JobConfig, SiteConfig
+    from fedforest.federation.tables import check_data
 
     csv = tmp_path / "s500cat.csv"
     _, categorical = synthetic_main(["--dataset", "S-500-Cat", "--out", str(csv)])
@@ -172,5 +173,5 @@ def test_script_output_feeds_jaccard_split(tmp_path):
     assert job.name == "s500cat-6sites-j30"
     for site in job.sites:
         cfg = SiteConfig.load(tmp_path / "split" / "site_configs" / f"{site}.yaml")
-        columns = cfg.check_data()
+        columns = check_data(cfg)
         assert cfg.categorical == [c for c in columns if c != "target"]

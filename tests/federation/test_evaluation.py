@@ -10,9 +10,9 @@ import pytest
 
 from fedforest import PayloadError, PooledForestClassifier, protocol
 from fedforest.federation.evaluation import evaluate_strategies, read_site_metrics
-from fedforest.federation.privacy import PrivacyPolicy
 from fedforest.metrics import score_all
 from fedforest.prediction.weighting import GUESS_WEIGHTS
+from fedforest.privacy.policy import PrivacyPolicy
 from fedforest.vocabulary import FITTED_STRATEGIES
 
 SITE_A = ["x0", "x1", "x2", "x3"]  # site a's columns of the two-site forest (x4, x5 are b's)

@@ -59,7 +59,7 @@ def test_fixed_freedom_degree_without_tuning_and_reproducibility():
 
 
 def test_normalization_reaches_the_ballot():
-    from fedforest.federation.election import Ballot
+    from fedforest.election.ballot import Ballot
 
     tables = site_tables(3, rows=200)
     runs = {

@@ -13,10 +13,10 @@ from test_site import SHARED, SITES, assert_plain, make_job, run_job
 
 from fedforest.errors import PayloadError
 from fedforest.federation.config import JOB_STRATEGIES, JobConfig
-from fedforest.federation.privacy import PrivacyPolicy
 from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
+from fedforest.privacy.policy import PrivacyPolicy
 
 ALL_FEATURES = [
     "activity",

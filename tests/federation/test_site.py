@@ -28,12 +28,13 @@ from fedforest.federation.config import (
     SiteConfig,
     split_sizes,
 )
-from fedforest.federation.privacy import OTHER_LEVEL, check_forest, disclosed_rare_levels
 from fedforest.federation.schema import GlobalSchema, SiteSchema, lacking_classes
 from fedforest.federation.server import JobServer
 from fedforest.federation.site import SiteRunner
 from fedforest.model.forest import PooledForest
 from fedforest.model.model_files import load_model
+from fedforest.privacy.audit import check_forest, disclosed_rare_levels
+from fedforest.privacy.levels import OTHER_LEVEL
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "data_prep"))

@@ -8,9 +8,10 @@ import pytest
 from test_site import assert_payload_equal
 
 from fedforest.errors import PayloadError
-from fedforest.federation.privacy import PrivacyPolicy, check_forest
 from fedforest.federation.training import SiteModels, fit_site_models, pool_site_models
 from fedforest.model.model_files import model_bundle, read_model
+from fedforest.privacy.audit import check_forest
+from fedforest.privacy.policy import PrivacyPolicy
 
 LEVELS = ["a", "b", "c"]
 CATEGORIES = {"ward": LEVELS}

@@ -12,6 +12,7 @@ from flare_setup import write_configs
 
 from fedforest.cli import main
 from fedforest.errors import ConfigError
+from fedforest.federation.tables import check_data
 from fedforest.flare.environments import simulate
 from fedforest.flare.job import build_job, load_configs
 from fedforest.flare.recipe import FedForestRecipe
@@ -36,6 +37,10 @@ def test_built_job_has_one_app_per_site_with_code_and_configs(tmp_path):
         app = job / f"app_{site}"
         assert (app / "custom/fedforest/model/forest.py").is_file()
         assert (app / "custom/fedforest/flare/executor.py").is_file()
+        for part in ("election", "privacy"):  # the sites run them
+            assert (app / f"custom/fedforest/{part}/__init__.py").is_file()
+        for part in ("experiments", "cli"):  # flare.job.NOT_SHIPPED
+            assert not (app / f"custom/fedforest/{part}").exists()
         shipped = yaml.safe_load((app / "config/fedforest_site.yaml").read_text())
         assert shipped["site"] == site and os.path.isabs(shipped["data_path"])
     assert (job / "app_server/config/fedforest_job.yaml").is_file()
@@ -89,7 +94,7 @@ def test_a_data_file_breaking_a_table_rule_stops_the_build(tmp_path):
     assert "drop_columns: ['Unnamed: 0']" in msg
     edit(configs / "site-2.yaml", lambda d: d.update(drop_columns=["Unnamed: 0"]))
     job_cfg, sites = load_configs(configs)
-    assert "Unnamed: 0" not in sites["site-2"].check_data()
+    assert "Unnamed: 0" not in check_data(sites["site-2"])
 
 
 def test_always_keep_names_a_column_some_site_has_after_renames(tmp_path):

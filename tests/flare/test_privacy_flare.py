@@ -30,23 +30,20 @@ from nvflare.apis.shareable import Shareable, make_reply
 from privacy_capture import CAPTURED, CaptureResults, SimulatorScope
 
 from fedforest import protocol
+from fedforest.election.ballot import SiteVote
 from fedforest.errors import ConfigError
 from fedforest.federation.config import SiteConfig
-from fedforest.federation.election import SiteVote
-from fedforest.federation.privacy import (
-    OTHER_LEVEL,
-    PrivacyPolicy,
-    ThresholdGrid,
-    check_forest,
-    disclosed_rare_levels,
-)
 from fedforest.federation.schema import SiteSchema
+from fedforest.federation.tables import read_table
 from fedforest.federation.training import fit_site_models
 from fedforest.flare.environments import simulate
 from fedforest.flare.privacy_filter import REFUSED, PrivacyPolicyFilter
 from fedforest.flare.recipe import FedForestRecipe
 from fedforest.model.forest import NODE_FIELDS, PooledForest
 from fedforest.model.model_files import load_payload
+from fedforest.privacy.audit import check_forest, disclosed_rare_levels
+from fedforest.privacy.levels import OTHER_LEVEL
+from fedforest.privacy.policy import PrivacyPolicy, ThresholdGrid
 
 SITES = ["site-1", "site-2", "site-3"]
 K = 20
@@ -142,7 +139,7 @@ def test_a_policy_in_the_hospitals_own_file_holds_for_what_the_server_receives(r
         assert t.size and np.all(t / 0.5 == np.round(t / 0.5))
     # no level with fewer than 30 rows at site-2 is named in its schema
     schema = run["received"]["site-2", "schema"]
-    frame = SiteConfig.load(run["configs"] / "site-2.yaml").read_table()
+    frame = read_table(SiteConfig.load(run["configs"] / "site-2.yaml"))
     assert disclosed_rare_levels(schema["levels"], frame, 30) == {}
     assert "very_high" not in schema["levels"]["activity"]
     assert OTHER_LEVEL in schema["levels"]["activity"]

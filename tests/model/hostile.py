@@ -22,7 +22,7 @@ import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import ImputerSet, PooledForest, PooledForestClassifier, fit_imputers
-from fedforest.federation.election import SiteVote
+from fedforest.election.ballot import SiteVote
 from fedforest.model.model_files import model_bundle
 from fedforest.model.surrogates import fit_surrogates
 from fedforest.vocabulary import STRATEGIES

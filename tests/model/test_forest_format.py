@@ -17,10 +17,11 @@ from same import assert_same_arrays, assert_same_predictions
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 
 from fedforest import STRATEGIES, PayloadError, PooledForest, fit_imputers, fit_surrogates
-from fedforest.federation.privacy import add_count_noise, enforce_min_leaf_rows, fit_dp_forest
 from fedforest.federation.results import payload_bytes
 from fedforest.model import forest_format as ff
 from fedforest.model.payload_checks import MAX_NODES
+from fedforest.privacy.dp_forest import fit_dp_forest
+from fedforest.privacy.transforms import add_count_noise, enforce_min_leaf_rows
 
 F32 = np.float32
 F32_MAX = float(np.finfo(F32).max)

@@ -37,7 +37,7 @@ from hostile import (
 )
 
 from fedforest import STRATEGIES, ImputerSet, PayloadError, PooledForest, PooledForestClassifier
-from fedforest.federation.election import SiteVote
+from fedforest.election.ballot import SiteVote
 from fedforest.model.model_files import load_model, read_model, save_payload
 
 SENDER = "site-3"

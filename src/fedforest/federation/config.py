@@ -53,27 +53,22 @@ A site file (``site_configs/site-1.yaml``)::
     validation_fraction: 0.2
     test_fraction: 0.25
     privacy:                               # what this site accepts to send (optional)
-      min_leaf_rows: 5                     # see fedforest.federation.privacy for every key
+      min_leaf_rows: 5                     # see fedforest.privacy.policy for every key
       min_level_rows: 5
     report_metrics: true                   # swarm mode: send the final test metrics to the
                                            # server for its report (false: status only)
 
-The data file is checked as a whole (:meth:`SiteConfig.read_table`), when the
-job is built and when the site starts: UTF-8 text, every row with as many
-fields as the header, distinct column names, no index-like column (an empty or
-``Unnamed: N`` name, or values exactly 0..n-1 or 1..n in row order), numbers
-within float32's range, no numeric column with stray text, text columns with
-at most ``MAX_LEVELS`` distinct values, at least ``MIN_ROWS`` rows and a
-target of class labels. :func:`check_job_against_sites` checks the job's
-settings against the sites' data (``election.always_keep``,
-``forest.min_samples_leaf``, an integer ``forest.max_features``).
+The data file itself is read and checked by :mod:`fedforest.federation.tables`.
+:func:`check_job_against_sites` checks the job's settings against the sites'
+data (``election.always_keep``, ``forest.min_samples_leaf``, an integer
+``forest.max_features``).
 
 A hospital can keep its data path from the server: a file ``fedforest.yaml``
 in the site's FLARE ``local/`` folder holding ``data_path: /secure/path.csv``
 takes precedence over the job's value. The same file may hold the hospital's
 own ``privacy:`` block and ``report_metrics: false`` (the hospital's ``false``
 wins over the job's ``true``). The policy the site applies is the stricter of the two
-blocks, key by key (:func:`~fedforest.federation.privacy.effective_policy`,
+blocks, key by key (:func:`~fedforest.privacy.policy.effective_policy`,
 :meth:`SiteConfig.privacy_policy`): a job can tighten a hospital's policy but
 never loosen it. The job's block is checked when the job is built (its values,
 a threshold grid naming a categorical column, ``2 * min_leaf_rows`` against
@@ -84,22 +79,22 @@ the site starts, against the site's table (:meth:`SiteConfig.check_privacy`).
 from __future__ import annotations
 
 import copy
-import csv
 import dataclasses
-import io
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import yaml
 
+from ..columns import column_kind
+from ..election.ballot import NORMALIZATIONS
 from ..errors import ConfigError
-from ..model.payload_checks import MAX_LEVELS
+from ..privacy.policy import PrivacyPolicy, effective_policy
 from ..validation import ConfigChecker
 from ..vocabulary import (
     AGGREGATIONS,
@@ -111,9 +106,7 @@ from ..vocabulary import (
     TRACKING,
     VOTING,
 )
-from .election import NORMALIZATIONS
-from .privacy import PrivacyPolicy, effective_policy
-from .schema import as_level_strings, class_labels, column_kind, normalize_labels
+from .tables import table_summary
 
 LOCAL_OVERRIDE = "fedforest.yaml"
 
@@ -517,7 +510,7 @@ class SiteConfig:
     def privacy_policy(self) -> PrivacyPolicy:
         """The policy this site applies: the stricter of its own file's and the job's.
 
-        :func:`~fedforest.federation.privacy.effective_policy` of
+        :func:`~fedforest.privacy.policy.effective_policy` of
         :attr:`local_privacy` (the hospital's ``local/fedforest.yaml``) and
         :attr:`privacy` (the job's site YAML), or the job's alone when the
         hospital has no block. A job can tighten a hospital's policy, never
@@ -544,7 +537,7 @@ class SiteConfig:
         (:meth:`privacy_policy`) must be applicable as it stands: a threshold
         grid with a rule for every numeric column and none for a categorical
         one, a public range for every numeric column in DP mode
-        (:meth:`~fedforest.federation.privacy.PrivacyPolicy.check_features`).
+        (:meth:`~fedforest.privacy.policy.PrivacyPolicy.check_features`).
         Without it (when the job is built, before the hospital's own file is
         known) only the job's block is checked, and only for what the
         hospital's file cannot repair: a grid naming a categorical column.
@@ -573,391 +566,6 @@ class SiteConfig:
                 "split needs min_leaf_rows rows on each side",
             )
         return policy
-
-    # ------------------------------------------------------------- the data file
-    def check_data(self) -> list[str]:
-        """Check the data file as a whole (see :meth:`read_table`); return its global columns.
-
-        Besides the rules of :meth:`read_table`, the target must hold at least
-        two classes (when the site runs, the server drops a site with a single
-        class instead, naming it), and the ``privacy`` block of this file must
-        fit the table (:meth:`check_privacy` without ``complete``).
-
-        Raises
-        ------
-        ConfigError
-            If the file is missing or unreadable, breaks a rule of
-            :meth:`read_table`, the target, categorical, renamed or dropped
-            columns are not in it, or the privacy block does not fit it.
-        """
-        frame = self.read_table()
-        classes = class_labels(frame[self.target])
-        if len(classes) < 2:
-            self._data_error(
-                f"target column {self.target!r} has a single class {classes}"
-                + (" after label_map" if self.label_map else ""),
-                "a target with at least two classes",
-            )
-        self.check_privacy(frame, complete=False)
-        return list(frame.columns)
-
-    def read_table(self) -> pd.DataFrame:
-        """Read the data file after checking it; the table the site works on.
-
-        The file must be UTF-8 text (a byte-order mark is fine) whose rows all
-        have as many fields as the header, with distinct column names.
-        ``drop_columns`` are never parsed; then :meth:`check_table` applies.
-
-        Returns
-        -------
-        DataFrame
-            The table with global column names and ``label_map`` applied to
-            the target column.
-
-        Raises
-        ------
-        ConfigError
-            Naming this YAML, the data file, the line or column, the bad
-            value and what is allowed.
-        """
-        path = Path(self.data_path)
-        if not path.is_file():
-            raise ConfigError(
-                f"{self.source}: key 'data_path' is {self.data_path!r}; "
-                "allowed: a path to an existing CSV file (file not found)"
-            )
-        text, header, lines = _read_csv_text(path, self._data_error)
-        names = [h if h.strip() else f"Unnamed: {i}" for i, h in enumerate(header)]
-        _check_distinct(names, self._data_error)
-        self._check_drop_columns(names)
-        keep = [i for i, name in enumerate(names) if name not in self.drop_columns]
-        try:
-            frame = pd.read_csv(io.StringIO(text), usecols=keep, low_memory=False)
-        except Exception as err:  # noqa: BLE001 - any parse error is reported the same way
-            raise ConfigError(
-                f"{self.source}: data file {path} cannot be read as CSV: {err}"
-            ) from err
-        frame.columns = [names[i] for i in keep]
-        if len(frame) != len(lines):  # the two readers disagree on a row: show row numbers
-            lines = None
-        frame = self.check_table(frame, lines=lines, from_file=True)
-        _remember(self, ([str(x) for x in frame.columns], len(frame)))
-        return frame
-
-    def summary(self) -> tuple[list[str], int]:
-        """The checked table's global columns and row count (the file is read again only
-        when it or this configuration changed since it was last checked)."""
-        cached = _recall(self)
-        if cached is None:
-            frame = self.read_table()
-            cached = ([str(x) for x in frame.columns], len(frame))
-        return list(cached[0]), cached[1]
-
-    def check_table(
-        self, frame: pd.DataFrame, lines: Sequence[int] | None = None, from_file: bool = False
-    ) -> pd.DataFrame:
-        """Check a table read from the data file (or given in memory); return it ready.
-
-        Drops ``drop_columns``, renames to global names, checks the rules of
-        the module docstring and applies ``label_map`` to the target.
-        ``from_file`` means :meth:`read_table` read ``frame`` from the data
-        file (the dropped columns were never parsed) and ``lines`` gives each
-        row's line number there, for the messages. The value rule against
-        index-like columns (0..n-1 or 1..n in row order) applies to data files
-        only: a table built in memory has no saved index.
-
-        Raises
-        ------
-        ConfigError
-            Naming this YAML, the data file, the column (and line), the bad
-            value and what is allowed.
-        """
-        c = _Checker(self.source)
-        names = [str(col) for col in frame.columns]
-        frame = frame.set_axis(names, axis=1)
-        if not from_file:
-            _check_distinct(names, self._data_error)
-            self._check_drop_columns(names)
-            frame = frame.drop(columns=[n for n in names if n in self.drop_columns])
-        header = list(frame.columns)
-        for local in self.renames:
-            if local not in header:
-                c.fail(f"renames.{local}", local, "a column of the data file: " + ", ".join(header))
-        columns = [self.renames.get(h, h) for h in header]
-        for local, name in self.renames.items():
-            if columns.count(name) > 1:
-                c.fail(
-                    f"renames.{local}",
-                    name,
-                    "a global name no other column of the data file has: " + ", ".join(columns),
-                )
-        if self.target not in columns:
-            c.fail("target", self.target, "a column of the data file: " + ", ".join(columns))
-        for col in self.categorical:
-            if col not in columns:
-                c.fail("categorical", col, "columns of the data file: " + ", ".join(columns))
-        frame = frame.set_axis(columns, axis=1)
-        for local, name in zip(header, columns, strict=True):
-            self._check_name(local, name)
-        if len(frame) < MIN_ROWS:
-            self._data_error(
-                f"has {len(frame)} rows; at least {MIN_ROWS} are needed to train, validate and "
-                "test",
-                f"a table of at least {MIN_ROWS} rows",
-            )
-        for local, name in zip(header, columns, strict=True):
-            checked = self._check_values(frame[name], local, name, lines, from_file)
-            if checked is not frame[name]:
-                frame[name] = checked
-        return self._apply_label_map(frame, lines)
-
-    def _data_error(self, what: str, allowed: str) -> NoReturn:
-        raise ConfigError(f"{self.source}: data file {self.data_path}: {what}; allowed: {allowed}")
-
-    def _check_drop_columns(self, names: Sequence[str]) -> None:
-        for name in self.drop_columns:
-            if name not in names:
-                _Checker(self.source).fail(
-                    "drop_columns", name, "columns of the data file: " + ", ".join(names)
-                )
-
-    def _check_name(self, local: str, name: str) -> None:
-        """A column name that is no saved index and has no stray spaces."""
-        what = f"column {local!r}" + (f" (renamed to {name!r})" if name != local else "")
-        if UNNAMED.fullmatch(name):
-            self._data_error(
-                f"{what} has no name in the header, like a saved pandas index (or a trailing "
-                "comma)",
-                f"named feature columns: drop it with drop_columns: [{local!r}] in "
-                f"{self.source} (or save the file with index=False), or name it with renames",
-            )
-        if name != name.strip():
-            self._data_error(
-                f"{what} has spaces around its name, so it would not match {name.strip()!r} at "
-                "other sites",
-                f"names without surrounding spaces: rename it with renames: "
-                f"{{{local!r}: {name.strip()!r}}}",
-            )
-
-    def _check_values(
-        self,
-        series: pd.Series,
-        local: str,
-        name: str,
-        lines: Sequence[int] | None,
-        from_file: bool = True,
-    ) -> pd.Series:
-        """The rules on a column's values (index-like, float32 range, stray text, levels).
-
-        Returns the column, as numbers when pandas kept numbers it could not hold
-        as integers (more than 19 digits) as text.
-        """
-        what = f"column {local!r}" + (f" (renamed to {name!r})" if name != local else "")
-        numeric = pd.api.types.is_numeric_dtype(series.dtype) and series.dtype != bool
-        if not numeric and series.dtype != bool and name != self.target:
-            numbers = pd.to_numeric(series, errors="coerce")
-            text = series.notna() & numbers.isna()
-            n_values = int(series.notna().sum())
-            if from_file and n_values and not text.any():
-                # numbers pandas kept as text because they do not fit an integer (20+ digits)
-                series, numeric = numbers, True
-            elif name not in self.categorical and text.sum() * 2 < n_values:
-                examples = sorted(set(series[text].astype(str)))[:5]
-                self._data_error(
-                    f"{what} holds numbers but also {int(text.sum())} text value(s) such as "
-                    f"{examples} ({_where(series, text, lines)})",
-                    "numbers only, with an empty field for a missing value (or list the "
-                    "column under categorical if it is a category)",
-                )
-        if numeric:
-            values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-            too_big = ~np.isnan(values) & ~(np.abs(values) <= FLOAT32_MAX)
-            if too_big.any():
-                bad = float(values[too_big][0])
-                self._data_error(
-                    f"{what} holds {bad!r} ({_where(series, too_big, lines)}), whose magnitude "
-                    "overflows float32, the type trees split on",
-                    f"finite numbers of magnitude at most {FLOAT32_MAX:.7g} (check the unit "
-                    "or the value)",
-                )
-            n = len(values)
-            if from_file and n and not np.isnan(values).any():
-                for start in (0, 1):
-                    if np.array_equal(values, np.arange(start, start + n)):
-                        self._data_error(
-                            f"{what} holds exactly {start}..{start + n - 1} in row order, like a "
-                            "row index or record number",
-                            f"feature columns only: drop it with drop_columns: [{local!r}] in "
-                            f"{self.source}",
-                        )
-        if name != self.target and column_kind(series, name in self.categorical) == "categorical":
-            n_levels = int(as_level_strings(series).nunique(dropna=True))
-            if n_levels > MAX_LEVELS:
-                self._data_error(
-                    f"{what} has {n_levels} distinct values, more than MAX_LEVELS = "
-                    f"{MAX_LEVELS}: it is free text or an identifier, not a category",
-                    f"categorical columns of at most {MAX_LEVELS} levels: drop it with "
-                    f"drop_columns: [{local!r}] in {self.source}",
-                )
-        return series
-
-    def _apply_label_map(self, frame: pd.DataFrame, lines: Sequence[int] | None) -> pd.DataFrame:
-        """Check the target holds class labels; map them with ``label_map``."""
-        c = _Checker(self.source)
-        y = frame[self.target]
-        what = f"target column {self.target!r}"
-        missing = y.isna()
-        if missing.any():
-            self._data_error(
-                f"{what} has {int(missing.sum())} missing value(s) ({_where(y, missing, lines)})",
-                "a class label on every row (remove the unlabelled rows)",
-            )
-        if pd.api.types.is_float_dtype(y.dtype):
-            fractional = y.to_numpy() != np.round(y.to_numpy())
-            if fractional.any():
-                self._data_error(
-                    f"{what} holds non-integer numbers such as {float(y[fractional].iloc[0])!r} "
-                    f"({_where(y, pd.Series(fractional, index=y.index), lines)}): a measurement, "
-                    "not a class label",
-                    "class labels (integers or text): is 'target' the right column?",
-                )
-        labels = normalize_labels(y)
-        present = sorted(set(labels.tolist()))
-        lookup = {str(k): v for k, v in self.label_map.items()}
-        for key in self.label_map:
-            if str(key) not in {str(v) for v in present}:
-                c.fail(
-                    f"label_map.{key}",
-                    key,
-                    f"labels of the target column {self.target!r}: "
-                    + ", ".join(map(repr, present)),
-                )
-        mapped = [lookup.get(str(v), v) for v in labels.tolist()]
-        kinds = {type(v).__name__ for v in mapped}
-        if len(kinds) > 1:
-            c.fail(
-                "label_map",
-                self.label_map,
-                "global labels of one type (all integers or all text); the target's labels "
-                f"after mapping are {sorted(set(mapped), key=lambda v: (isinstance(v, str), v))}",
-            )
-        frame = frame.copy()
-        frame[self.target] = pd.Series(mapped, index=frame.index)
-        return frame
-
-
-# --------------------------------------------------------------------------- table helpers
-#: The fewest rows a site needs to train, validate and test.
-MIN_ROWS = 10
-#: Trees split on float32 values; a larger magnitude becomes infinite.
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-#: How pandas names a column with an empty header field (a saved index).
-UNNAMED = re.compile(r"Unnamed: \d+(_level_\d+)?")
-_BOM = b"\xef\xbb\xbf"
-
-
-#: Global columns and row count of checked tables, by config and file state.
-_SUMMARIES: dict[tuple, tuple[list[str], int]] = {}
-
-
-def _file_state(config: SiteConfig) -> tuple:
-    stat = Path(config.data_path).stat()
-    return (repr(dataclasses.astuple(config)), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-
-
-def _remember(config: SiteConfig, summary: tuple[list[str], int]) -> tuple[list[str], int]:
-    if Path(config.data_path).is_file():
-        if len(_SUMMARIES) >= 256:
-            _SUMMARIES.clear()
-        _SUMMARIES[_file_state(config)] = summary
-    return summary
-
-
-def _recall(config: SiteConfig) -> tuple[list[str], int] | None:
-    return _SUMMARIES.get(_file_state(config))
-
-
-def _read_csv_text(path: Path, fail) -> tuple[str, list[str], list[int]]:
-    """The file's text, its header and each data row's line number.
-
-    Refuses bytes that are not UTF-8 (or NUL bytes) and rows whose number of
-    fields differs from the header's, naming the line; blank lines are
-    skipped, as pandas does.
-    """
-    raw = path.read_bytes()
-    if raw.startswith(_BOM):
-        raw = raw[len(_BOM) :]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        fail(
-            f"line {line} holds the byte(s) {raw[err.start : err.end]!r}, which are not UTF-8 text",
-            "UTF-8 text: save the file as UTF-8 (e.g. 'CSV UTF-8' in a spreadsheet program)",
-        )
-    if "\x00" in text:
-        line = text.count("\n", 0, text.index("\x00")) + 1
-        fail(
-            f"line {line} holds a NUL byte (a UTF-16 or binary file?)",
-            "UTF-8 text: save the file as UTF-8 CSV",
-        )
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header: list[str] | None = None
-    lines: list[int] = []
-    previous = 0
-    try:
-        for row in reader:
-            start, previous = previous + 1, reader.line_num
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # a blank line
-            if header is None:
-                header = row
-            elif len(row) != len(header):
-                fail(
-                    f"line {start} has {len(row)} field(s) but the header has {len(header)}",
-                    f"exactly {len(header)} comma-separated fields on every row (a stray or "
-                    "unquoted comma? quote values that hold commas)",
-                )
-            else:
-                lines.append(start)
-    except csv.Error as err:
-        fail(f"line {previous + 1} cannot be read as CSV ({err})", "a comma-separated file")
-    if header is not None and len(header) == 1:
-        sep = next((s for s in (";", "\t", "|") if s in header[0]), None)
-        if sep is not None:
-            fail(
-                f"the header is a single column {header[0]!r}: the fields seem separated by "
-                f"{sep!r}",
-                "a comma-separated file (save it as CSV with commas)",
-            )
-    if header is None:
-        fail(
-            "cannot be read as CSV: the file is empty (no header line)",
-            "a header line of column names",
-        )
-    return text, header, lines
-
-
-def _check_distinct(names: Sequence[str], fail) -> None:
-    seen: dict[str, list[int]] = {}
-    for i, name in enumerate(names):
-        seen.setdefault(name, []).append(i + 1)
-    for name, fields in seen.items():
-        if len(fields) > 1:
-            fail(
-                f"column {name!r} appears {len(fields)} times in the header (fields "
-                f"{', '.join(map(str, fields))}); pandas would silently read the second as "
-                f"{name + '.1'!r}",
-                "distinct column names: rename or remove the duplicate in the file",
-            )
-
-
-def _where(series: pd.Series, bad, lines: Sequence[int] | None) -> str:
-    """Where the first flagged value of ``series`` is: its line in the file, or its row."""
-    position = int(np.flatnonzero(np.asarray(bad, dtype=bool))[0])
-    if lines is not None:
-        return f"line {lines[position]}"
-    return f"row {position + 1}"
 
 
 def _scalar_label(value: Any) -> Any:
@@ -995,7 +603,7 @@ def _check_label_map(c: ConfigChecker, label_map: Any) -> dict:
 
 def _check_selector_params(c: ConfigChecker, selector: str, params: Mapping) -> None:
     """The selector's own validation, reported as ``selector_params.<key>``."""
-    from .selectors import SelectorParamError, check_params
+    from ..election.selectors import SelectorParamError, check_params
 
     try:
         check_params(selector, params)
@@ -1040,7 +648,7 @@ def check_job_against_sites(
     sites : mapping of site name to SiteConfig
         All the job's sites (at build time) or one site (when it starts).
     tables : mapping of site name to DataFrame, optional
-        Tables already read (:meth:`SiteConfig.read_table`); the others are
+        Tables already read (:func:`~fedforest.federation.tables.read_table`); the others are
         read from their data files when these exist.
 
     Raises
@@ -1056,7 +664,7 @@ def check_job_against_sites(
             frame = tables[name]
             summaries[name] = ([str(x) for x in frame.columns], len(frame))
         elif Path(site.data_path).is_file():
-            summaries[name] = site.summary()
+            summaries[name] = table_summary(site)
     leaf = job.forest["min_samples_leaf"]
     max_features = job.forest["max_features"]
     for name, (columns, n_rows) in summaries.items():

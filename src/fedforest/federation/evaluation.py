@@ -14,9 +14,9 @@ from ..metrics import score_all
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..prediction.classifier import PooledForestClassifier
+from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader, describe
 from ..vocabulary import FITTED_STRATEGIES, METRICS, STRATEGIES
-from .privacy import PrivacyPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def read_site_metrics(
     number in [-1, 1] or ``None`` (undefined); counts are non-negative; ``auto``
     names a strategy it chose; ``wmp`` gives its guess weight in [0, 1]; ``privacy`` (version 2) is the site's effective
     privacy policy, read as a ``privacy:`` block
-    (:meth:`~fedforest.federation.privacy.PrivacyPolicy.from_dict`), or
+    (:meth:`~fedforest.privacy.policy.PrivacyPolicy.from_dict`), or
     ``None`` (a version 1 reply, which did not report it). Anything else is
     refused with a :class:`~fedforest.PayloadError` naming the sender and the
     field.

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..election.ballot import ElectionResult, SiteVote
+from ..election.tuning import TuningResult
 from ..vocabulary import SELECTORS
 from .config import JobConfig, SiteConfig
-from .election import ElectionResult, SiteVote
 from .schema import GlobalSchema
 from .server import JobServer
 from .site import SiteRunner
-from .tuning import TuningResult
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..privacy.policy import PrivacyPolicy
 from ..vocabulary import METRICS
-from .privacy import PrivacyPolicy
 
 
 def payload_bytes(value) -> int:

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .. import protocol
+from ..columns import as_level_strings, class_labels, column_kind
 from ..errors import SchemaError
 from ..model.payload_checks import MAX_FEATURES, MAX_LEVELS
 from ..validation import PayloadReader
@@ -34,32 +35,6 @@ FORMAT_SITE = protocol.SITE_SCHEMA
 FORMAT_GLOBAL = protocol.GLOBAL_SCHEMA
 
 logger = logging.getLogger(__name__)
-
-
-def normalize_labels(y) -> np.ndarray:
-    """Labels as an int64 array (integer-valued numbers) or a string array."""
-    series = pd.Series(y)
-    if pd.api.types.is_numeric_dtype(series.dtype) and series.dtype != bool:
-        values = series.to_numpy(dtype=float)
-        if np.all(np.isfinite(values)) and np.all(values == np.round(values)):
-            return values.astype(np.int64)
-    return series.astype(str).to_numpy(dtype=str)
-
-
-def column_kind(series: pd.Series, listed_categorical: bool = False) -> str:
-    """``"categorical"`` for a listed column or any non-numeric one, else ``"numeric"``."""
-    numeric = pd.api.types.is_numeric_dtype(series.dtype) or series.dtype == bool
-    return "categorical" if listed_categorical or not numeric else "numeric"
-
-
-def class_labels(y) -> list:
-    """Sorted distinct class labels of ``y`` as plain ints or strings.
-
-    The same labels :func:`normalize_labels` gives each row, so that the
-    schema's class list and a site's encoded targets always agree.
-    """
-    values = normalize_labels(pd.Series(y).dropna())
-    return sorted(set(values.tolist()))
 
 
 @dataclass
@@ -178,16 +153,6 @@ class SiteSchema:
             list(classes),
             int(n_rows),
         )
-
-
-def as_level_strings(series: pd.Series) -> pd.Series:
-    """Category levels as strings; integer-valued numbers without a trailing '.0'."""
-    if pd.api.types.is_numeric_dtype(series.dtype) and series.dtype != bool:
-        values = series.to_numpy(dtype=float, na_value=np.nan)
-        finite = values[~np.isnan(values)]
-        if np.all(finite == np.round(finite)):
-            return pd.Series(values, index=series.index).astype("Int64").astype("string")
-    return series.astype("string")
 
 
 @dataclass

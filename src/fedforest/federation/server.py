@@ -20,18 +20,18 @@ from typing import Any
 import numpy as np
 
 from .. import protocol
+from ..election.ballot import Ballot, ElectionResult, SiteVote
+from ..election.tuning import TuningResult, hill_climb
 from ..errors import PayloadError
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..model.model_files import model_bundle, read_feature_std
 from ..validation import PayloadReader
 from .config import JobConfig
-from .election import Ballot, ElectionResult, SiteVote
 from .evaluation import read_site_metrics
 from .results import payload_bytes, write_results_files
 from .schema import GlobalSchema, SchemaError, SiteSchema
 from .training import SiteModels, pool_site_models
-from .tuning import TuningResult, hill_climb
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ table; every handler takes and returns plain payloads, so the FLARE executor
 only moves them.
 
 **Privacy.** The site applies its effective
-:class:`~fedforest.federation.privacy.PrivacyPolicy`
+:class:`~fedforest.privacy.policy.PrivacyPolicy`
 (:meth:`~fedforest.federation.config.SiteConfig.privacy_policy`: the stricter
 of the hospital's ``local/fedforest.yaml`` and the job's site YAML) to
 everything it sends. It is checked against the table and logged when the site
@@ -18,7 +18,7 @@ starts (:meth:`SiteRunner.load`), and returned in the metrics reply
 
 * schema: levels with fewer than ``min_level_rows`` rows are rewritten as
   ``(other)`` in the whole table before it is described
-  (:func:`~fedforest.federation.privacy.hide_rare_levels`), so the validation
+  (:func:`~fedforest.privacy.levels.hide_rare_levels`), so the validation
   and test rows are encoded the same way; :attr:`SiteRunner.hidden` stays at
   the site and :meth:`SiteRunner.hide` applies it to any later table. The
   schema still sends column names, the remaining levels, the classes and the
@@ -49,19 +49,22 @@ from typing import Any
 import pandas as pd
 
 from .. import protocol
+from ..columns import normalize_labels
+from ..election.ballot import SiteVote
+from ..election.selectors import select_features
+from ..election.tuning import score_mask
 from ..errors import ConfigError, PayloadError
 from ..model.model_files import read_model, save_payload
+from ..privacy.levels import hide_levels, hide_rare_levels
+from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader
 from ..vocabulary import METRICS
 from .config import JobConfig, SiteConfig, check_job_against_sites
-from .election import SiteVote
 from .evaluation import evaluate_strategies
-from .privacy import PrivacyPolicy, hide_levels, hide_rare_levels
-from .schema import GlobalSchema, SiteSchema, normalize_labels
-from .selectors import select_features
+from .schema import GlobalSchema, SiteSchema
 from .splits import split_validation
+from .tables import check_table, read_table
 from .training import fit_site_models
-from .tuning import score_mask
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +197,7 @@ class SiteRunner:
     def load(self, frame: pd.DataFrame | None = None, job: JobConfig | None = None) -> SiteRunner:
         """Read the site's CSV after checking it: global names, ``label_map`` applied.
 
-        Every rule of :meth:`SiteConfig.read_table` applies (the same checks as
+        Every rule of :func:`~fedforest.federation.tables.read_table` applies (the same checks as
         when the job is built). ``frame`` gives the table directly instead
         (``fedforest elect`` on tables already in memory); it is checked,
         trimmed of ``drop_columns`` and renamed the same way. With ``job``, the
@@ -214,9 +217,9 @@ class SiteRunner:
             file, the column or line, the bad value and what is allowed.
         """
         if frame is None:
-            frame = self.config.read_table()
+            frame = read_table(self.config)
         else:
-            frame = self.config.check_table(frame)
+            frame = check_table(self.config, frame)
         if job is not None:
             check_job_against_sites(job, {self.site: self.config}, {self.site: frame})
         self.policy = self.config.check_privacy(frame)

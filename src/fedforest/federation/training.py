@@ -6,11 +6,11 @@ the optional intersection forest); :func:`pool_site_models` is the pooling
 step every party runs on the sites' validated models. The job's site and
 server and the experiment runner call exactly these functions.
 
-A site's :class:`~fedforest.federation.privacy.PrivacyPolicy` (``privacy=``)
+A site's :class:`~fedforest.privacy.policy.PrivacyPolicy` (``privacy=``)
 shapes what :func:`fit_site_models` returns, which is what the site sends:
 
 * trees are grown with ``min_samples_leaf`` of at least ``min_leaf_rows`` and
-  then go through :func:`~fedforest.federation.privacy.prepare_forest`
+  then go through :func:`~fedforest.privacy.transforms.prepare_forest`
   (surrogates stripped, thresholds snapped to the grid and the trees recounted,
   count noise, pruning to ``min_leaf_rows``), the intersection forest too;
 * ``share`` switches: withheld imputers, std, surrogates or intersection forest
@@ -18,13 +18,13 @@ shapes what :func:`fit_site_models` returns, which is what the site sends:
   numeric imputers (a numeric imputer needs the feature's σ for ``ipr`` and
   ``mp``, and a bundle with a numeric imputer but no σ is refused by
   ``read_model``); its categorical imputers, which need no σ, are still sent;
-* DP mode (``dp_epsilon``): :func:`~fedforest.federation.privacy.fit_dp_forest`
+* DP mode (``dp_epsilon``): :func:`~fedforest.privacy.dp_forest.fit_dp_forest`
   trees (``dp_trees`` of depth ``dp_max_depth``, drawn from the public
   ``feature_ranges`` and the job seed, with Laplace noise on the leaf counts
   from the operating system's entropy) replace the scikit-learn forest, pruned
   to ``min_leaf_rows`` on their noisy counts; no imputer, no std, no surrogate.
   The intersection forest, when shared, is a second DP forest, and
-  :func:`~fedforest.federation.privacy.dp_budget` splits ``dp_epsilon`` between
+  :func:`~fedforest.privacy.policy.dp_budget` splits ``dp_epsilon`` between
   the two.
 
 Every random choice derives from ``random_state`` (the job seed) except the
@@ -46,14 +46,9 @@ from sklearn.ensemble import RandomForestClassifier
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet, fit_imputers
 from ..model.surrogates import fit_surrogates
-from .privacy import (
-    PrivacyPolicy,
-    bootstrap_weights,
-    dp_budget,
-    enforce_min_leaf_rows,
-    fit_dp_forest,
-    prepare_forest,
-)
+from ..privacy.dp_forest import fit_dp_forest
+from ..privacy.policy import PrivacyPolicy, dp_budget
+from ..privacy.transforms import bootstrap_weights, enforce_min_leaf_rows, prepare_forest
 
 logger = logging.getLogger(__name__)
 

@@ -30,6 +30,7 @@ import yaml
 from .. import outputs, protocol
 from ..errors import ConfigError
 from ..federation.config import JobConfig, SiteConfig
+from ..federation.tables import check_data
 from . import tracking
 from .controller import FedForestController
 from .executor import FedForestExecutor
@@ -68,7 +69,7 @@ def load_configs(config_dir, data_checks: bool = True) -> tuple[JobConfig, dict[
                 f"{path}: key 'site' is {site.site!r}; allowed: {name!r} (the file name)"
             )
         if data_checks:
-            site.check_data()
+            check_data(site)
         sites[name] = site
     if data_checks:
         job.check_against_sites(sites)  # always_keep, min_samples_leaf, max_features vs data
@@ -79,7 +80,7 @@ def load_configs(config_dir, data_checks: bool = True) -> tuple[JobConfig, dict[
 
 #: What the job's ``custom/`` folder leaves out: code no site or server runs (the
 #: experiment runner, reports and plots, and the command line).
-NOT_SHIPPED = ("experiments", "cli.py", "__pycache__", "*.pyc")
+NOT_SHIPPED = ("experiments", "cli", "__pycache__", "*.pyc")
 
 
 def _stage_package(stage: Path) -> Path:

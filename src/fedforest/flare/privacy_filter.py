@@ -39,7 +39,7 @@ complies. It works in two places:
   ``privacy_filter``): the job's own task-result filter on every site.
 
 The policy is the ``privacy:`` block of
-:mod:`fedforest.federation.privacy`. The site applies it itself when it
+:mod:`fedforest.privacy`. The site applies it itself when it
 trains (with its rows: it snaps thresholds and recounts). The filter has no
 rows: it applies what a payload alone allows and refuses what it cannot fix.
 
@@ -99,7 +99,7 @@ or surrogates; the ``none`` vote; the constant mask score) but cannot check
 that trees are differentially private. Noise added here is on the counts as
 sent (scikit-learn's bootstrap-weighted counts), not on plain row counts as
 the site's own ``count_noise_epsilon`` is (see
-:func:`~fedforest.federation.privacy.add_count_noise` for the difference).
+:func:`~fedforest.privacy.transforms.add_count_noise` for the difference).
 """
 
 from __future__ import annotations
@@ -118,17 +118,9 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import ReservedHeaderKey, Shareable, make_reply
 
 from .. import protocol
+from ..election.ballot import SiteVote
 from ..errors import ConfigError, PayloadError
-from ..federation.election import SiteVote
 from ..federation.evaluation import read_site_metrics
-from ..federation.privacy import (
-    PrivacyPolicy,
-    add_count_noise,
-    check_forest,
-    effective_policy,
-    enforce_min_leaf_rows,
-    strip_surrogates,
-)
 from ..federation.schema import SchemaError, SiteSchema
 from ..federation.server import SITE_MODEL_FIELDS
 from ..federation.site import DP_MASK_SCORE
@@ -136,6 +128,9 @@ from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..model.model_files import read_feature_std
 from ..model.payload_checks import MAX_FEATURES, MAX_ROWS
+from ..privacy.audit import check_forest
+from ..privacy.policy import PrivacyPolicy, effective_policy
+from ..privacy.transforms import add_count_noise, enforce_min_leaf_rows, strip_surrogates
 from ..validation import PayloadReader
 from ..vocabulary import METRICS
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import protocol
 from ..validation import PayloadReader
-from . import forest_format, forest_v1
+from . import forest_edit, forest_format, forest_v1
 from .payload_checks import MAX_CLASSES, MAX_FEATURES, MAX_LEVELS, MAX_TREES, plain_labels
 
 FORMAT = protocol.POOLED_FOREST
@@ -449,6 +449,125 @@ class PooledForest:
         out.surrogate_left_le = np.asarray(left_le, bool).copy()
         out.surrogate_agreement = np.asarray(agreement, float).copy()
         return out
+
+    # ------------------------------------------------------- tree surgery
+    def with_arrays(self, **arrays) -> PooledForest:
+        """A new forest with the same trees and some per-node arrays replaced.
+
+        Keywords are names of :data:`NODE_FIELDS` or ``value``, each an array
+        with one entry per node (validated as the constructor does).
+        """
+        unknown = sorted(set(arrays) - {*NODE_FIELDS, "value"})
+        if unknown:
+            raise ValueError(f"{unknown} are not per-node arrays of a forest")
+        fields = {k: getattr(self, k) for k in NODE_FIELDS}
+        fields["value"] = self.value
+        fields.update(arrays)
+        return PooledForest(
+            feature_names=self.feature_names,
+            classes=self.classes,
+            owners=self.owners,
+            categories=self.categories,
+            tree_start=self.tree_start,
+            tree_owner=self.tree_owner,
+            **fields,
+        )
+
+    def prune(self, action, keep_tree=None) -> PooledForest:
+        """Rebuild the trees in depth-first order after pruning.
+
+        Parameters
+        ----------
+        action : ndarray of shape (n_nodes,)
+            Per node (:mod:`fedforest.model.forest_edit`): ``KEEP``; ``LEAF``
+            (the node becomes a leaf with its own distribution and count);
+            ``TO_LEFT`` / ``TO_RIGHT`` (the node is replaced by that child's
+            subtree).
+        keep_tree : ndarray of bool, shape (n_trees,), optional
+            The trees to keep (default: all).
+
+        Returns
+        -------
+        PooledForest
+            This forest itself when nothing changes; else a new one with
+            renumbered children, where a node made a leaf has lost its split,
+            its missing-value flag and its surrogate.
+
+        Raises
+        ------
+        ValueError
+            When no tree is kept.
+        """
+        if keep_tree is None:
+            keep_tree = np.ones(self.n_trees, bool)
+        if np.all(action == forest_edit.KEEP) and keep_tree.all():
+            return self
+        if not keep_tree.any():
+            raise ValueError("no tree is left")
+        gleft, gright = self.global_children
+        src, left, right, made, starts = forest_edit.pruned_preorder(
+            self.tree_start, gleft, gright, self.feature, action, keep_tree
+        )
+        out = {k: getattr(self, k)[src].copy() for k in NODE_FIELDS}
+        out["children_left"] = left
+        out["children_right"] = right
+        out["feature"][made] = -1
+        out["threshold"][made] = 0.0
+        out["saw_missing"][made] = False
+        out["surrogate_feature"][made] = -1
+        out["surrogate_threshold"][made] = 0.0
+        out["surrogate_left_le"][made] = True
+        out["surrogate_agreement"][made] = 0.0
+        return PooledForest(
+            feature_names=self.feature_names,
+            classes=self.classes,
+            owners=self.owners,
+            categories=self.categories,
+            tree_start=starts,
+            tree_owner=self.tree_owner[keep_tree],
+            value=self.value[src],
+            **out,
+        )
+
+    @classmethod
+    def from_structure(
+        cls,
+        *,
+        feature_names: Sequence[str],
+        classes,
+        owner: str,
+        tree_start,
+        children_left,
+        children_right,
+        feature,
+        threshold,
+        missing_left,
+        categories: Mapping[str, Sequence[str]] | None = None,
+    ) -> PooledForest:
+        """One site's trees given by their structure alone, before any row is counted.
+
+        Every node gets one row (``n_node_samples``), a uniform class
+        distribution and ``saw_missing`` false; set the counts with
+        :meth:`with_arrays`. The arguments are those of the constructor.
+        """
+        n_nodes = len(feature)
+        k = len(classes)
+        return cls(
+            feature_names=feature_names,
+            classes=np.asarray(classes),
+            owners=[str(owner)],
+            categories=categories,
+            tree_start=np.asarray(tree_start),
+            tree_owner=np.zeros(len(tree_start) - 1, np.int32),
+            children_left=children_left,
+            children_right=children_right,
+            feature=feature,
+            threshold=threshold,
+            n_node_samples=np.ones(n_nodes, np.int64),
+            missing_left=missing_left,
+            saw_missing=np.zeros(n_nodes, bool),
+            value=np.full((n_nodes, k), 1.0 / k),
+        )
 
     # ------------------------------------------------------------ payload
     def to_payload(self) -> dict:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fedforest.federation.election import NORMALIZATIONS, Ballot, SiteVote, elect
+from fedforest.election.ballot import NORMALIZATIONS, Ballot, SiteVote, elect
 
 
 def reference_feature_election(masks, scores, n_samples, freedom_degree):

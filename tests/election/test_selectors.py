@@ -1,4 +1,4 @@
-"""Local feature selectors (fedforest.federation.selectors), on real scikit-learn models."""
+"""Local feature selectors (fedforest.election.selectors), on real scikit-learn models."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedforest.federation.selectors import (
+from fedforest.election.selectors import (
     SELECTORS,
     LocalSelection,
     SelectorParamError,
@@ -302,7 +302,7 @@ def test_bad_param_values_are_refused(table, method, params, key):
 
 
 def test_lasso_keeps_best_feature_when_nothing_selected(table, caplog):
-    with caplog.at_level(logging.WARNING, logger="fedforest.federation.selectors"):
+    with caplog.at_level(logging.WARNING, logger="fedforest.election.selectors"):
         sel = run(table, "lasso", params={"C": 1e-5})
     assert sel.mask.sum() == 1
     assert sel.selected[0] in SIGNAL

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedforest.federation.election import Ballot, SiteVote
-from fedforest.federation.tuning import hill_climb, score_mask
+from fedforest.election.ballot import Ballot, SiteVote
+from fedforest.election.tuning import hill_climb, score_mask
 
 
 def ballot_with_disputed(n_disputed: int = 20) -> Ballot:

@@ -32,7 +32,7 @@ total rows of the remaining sites, or 1 / their number; freedom_degree
 last in alphabetical order (FLARE: the later column). With the same columns
 everywhere, listed in name order, this gives the same mask as FLARE's own
 ``FeatureElectionController`` on the same votes (tested against the
-installed nvflare on random ballots in ``tests/federation/test_election.py``).
+installed nvflare on random ballots in ``tests/election/test_ballot.py``).
 
 Over different columns both rules generalise the same way: a site that lacks
 *f* abstains from vote(f), the intersection and the union.
@@ -442,7 +442,7 @@ def elect(
     Examples
     --------
     >>> import numpy as np
-    >>> from fedforest.federation.election import SiteVote, elect
+    >>> from fedforest.election.ballot import SiteVote, elect
     >>> a = SiteVote("a", ["age", "bmi", "hba1c"], [True, True, False], [0.9, 0.5, 0.1], 100)
     >>> b = SiteVote("b", ["age", "bmi", "insulin"], [True, False, True], [0.8, 0.2, 0.7], 100)
     >>> elect([a, b], freedom_degree=0.0).selected     # age: both; insulin: its only site

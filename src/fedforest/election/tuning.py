@@ -28,7 +28,7 @@ import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
 
 from ..metrics import score as metric_score
-from .election import Ballot, ElectionResult, check_freedom_degree
+from .ballot import Ballot, ElectionResult, check_freedom_degree
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def hill_climb(
 
     Examples
     --------
-    >>> from fedforest.federation.election import Ballot, SiteVote
+    >>> from fedforest.election.ballot import Ballot, SiteVote
     >>> votes = [SiteVote("a", ["x", "y", "z"], [1, 1, 0], [3, 2, 1], 50),
     ...          SiteVote("b", ["x", "y", "z"], [1, 0, 1], [3, 1, 2], 50)]
     >>> result = hill_climb(Ballot(votes), lambda feats: float("x" in feats), rounds=4)

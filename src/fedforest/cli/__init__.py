@@ -1,0 +1,50 @@
+"""The ``fedforest`` command line: one module per command.
+
+``strategies`` (:mod:`~fedforest.cli.strategies`), ``elect``
+(:mod:`~fedforest.cli.elect`), ``job build | simulate | poc | prod``
+(:mod:`~fedforest.cli.job`), ``experiment`` (:mod:`~fedforest.cli.experiment`)
+and ``predict`` (:mod:`~fedforest.cli.predict`); their option types and input
+files are in :mod:`~fedforest.cli.options`. Each command module adds its
+parser (``add_parser``) and runs the command it parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .. import __version__
+from . import elect, experiment, job, predict, strategies
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``fedforest`` and of every command."""
+    parser = argparse.ArgumentParser(
+        prog="fedforest",
+        description="Federated random forests across sites with different columns.",
+    )
+    parser.add_argument("--version", action="version", version=f"fedforest {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in (strategies, elect, job, experiment, predict):
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``fedforest`` (the entry point); return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, OSError, KeyError, RuntimeError) as err:
+        print(f"fedforest: error: {err}", file=sys.stderr)
+        return 1

@@ -1,0 +1,181 @@
+"""``fedforest elect``: a feature election on local CSV files, without FLARE."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..vocabulary import AGGREGATIONS, METRICS, SELECTORS
+from .options import MAX_SEED, columns_text, integer, listed, name, number, read_csv, selector_list
+
+
+def _elect(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from ..federation.offline import run_election
+    from ..outputs import check_file
+
+    if args.json:
+        check_file(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
+    tables = {}
+    for path in args.tables:
+        path = Path(path)
+        site = path.stem
+        if site in tables:
+            raise ValueError(f"two files give the site name {site!r}; rename one")
+        tables[site] = frame = read_csv(path, "site table")
+        if args.target not in frame.columns:
+            raise ValueError(
+                f"--target {args.target!r} is not a column of {path}; columns: "
+                + columns_text(frame)
+            )
+    if len(tables) < 2:
+        raise ValueError("an election needs at least two sites' CSV files")
+    categorical = args.categorical or []
+    for option, names in (("--categorical", categorical), ("--always-keep", args.always_keep)):
+        unknown = [c for c in names or [] if not any(c in t.columns for t in tables.values())]
+        if unknown:
+            raise ValueError(
+                f"{option}: {', '.join(map(repr, unknown))} is not a column of any file"
+            )
+    if args.target in categorical:
+        raise ValueError(f"--categorical names the target {args.target!r}")
+    selectors: dict[str, str] | str = args.selector
+    if args.selectors:
+        names = args.selectors
+        if len(names) != len(tables):
+            raise ValueError(
+                f"--selectors gives {len(names)} selectors for {len(tables)} files; give one per "
+                "file, in order"
+            )
+        selectors = dict(zip(tables, names, strict=True))
+    out = run_election(
+        tables,
+        target=args.target,
+        selectors=selectors,
+        categorical=categorical,
+        freedom_degree=args.freedom_degree,
+        aggregation=args.aggregation,
+        always_keep=args.always_keep or [],
+        normalization=args.normalization,
+        auto_tune=args.auto_tune,
+        tuning_rounds=args.tuning_rounds,
+        tolerance=args.tolerance,
+        metric=args.metric,
+        random_state=args.seed,
+    )
+    print(format_election(out))
+    if args.json:
+        payload = {
+            "election": out.election.to_dict(),
+            "tuning": out.tuning.to_dict() if out.tuning else None,
+        }
+        check_file(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+        print(f"\nwritten: {args.json}")
+    return 0
+
+
+def format_election(out) -> str:
+    """The table of votes and the chosen mask, as text."""
+    e = out.election
+    sites = [v.site for v in out.votes]
+    chosen = set(e.selected)
+    inter = set(e.intersection)
+    width = max([len(f) for f in e.features] + [7])
+    head = f"{'feature':<{width}}  " + "  ".join(f"{s[:10]:>10}" for s in sites)
+    head += "      vote  decision"
+    lines = [head, "-" * len(head)]
+    for f in e.features:
+        marks = []
+        for s in sites:
+            if s not in e.sites_with[f]:
+                marks.append(f"{'-':>10}")
+            else:
+                marks.append(f"{'selected' if s in e.selected_by[f] else 'no':>10}")
+        if f in inter:
+            decision = "kept (every site that has it)"
+        elif f in chosen and f in e.always_keep:
+            decision = "kept (always_keep)"
+        elif f in chosen:
+            decision = "kept (vote)"
+        else:
+            decision = "dropped"
+        lines.append(f"{f:<{width}}  " + "  ".join(marks) + f"  {e.votes[f]:8.3f}  {decision}")
+    st = e.stats
+    lines += [
+        "",
+        f"sites: {', '.join(sites)}   '-' = the site does not have the column (abstains)",
+        f"intersection {st['intersection']}, union {st['union']}, disputed {st['disputed']}, "
+        f"kept {st['kept']} at freedom degree {e.freedom_degree:.4g} ({e.aggregation} votes, scores normalised over {e.normalization} columns)",
+    ]
+    if out.tuning is not None:
+        lines.append("tuning history (freedom degree, features kept, score):")
+        for h in out.tuning.history:
+            note = "  same mask as before" if h.reused else ""
+            lines.append(f"  {h.freedom_degree:.4f}  {h.n_features:4d}  {h.score:.4f}{note}")
+    lines.append("elected: " + ", ".join(e.selected))
+    return "\n".join(lines)
+
+
+def add_parser(sub) -> None:
+    """Add ``elect`` to the subcommands ``sub``."""
+    p = sub.add_parser(
+        "elect",
+        help="run a feature election on local CSV files (one per site), without FLARE",
+        description="Run a feature election on local CSV files (one per site; the file name is "
+        "the site name) and print the table of votes and the elected features.",
+    )
+    p.add_argument("tables", nargs="+", help="one CSV file per site")
+    p.add_argument("--target", required=True, help="the target column")
+    p.add_argument(
+        "--selector",
+        default="random_forest",
+        choices=SELECTORS,
+        help="local selector of every site (default: random_forest)",
+    )
+    p.add_argument(
+        "--selectors",
+        type=selector_list,
+        help="one selector per file, comma-separated, in file order",
+    )
+    p.add_argument(
+        "--categorical",
+        type=listed(name, "column names"),
+        help="integer-coded categorical columns, comma-separated",
+    )
+    p.add_argument(
+        "--freedom-degree",
+        type=number(0, 1),
+        default=0.5,
+        help="0 keeps the intersection, 1 the union (default 0.5)",
+    )
+    p.add_argument("--aggregation", default="weighted", choices=AGGREGATIONS)
+    from ..election.ballot import NORMALIZATIONS
+
+    p.add_argument(
+        "--normalization",
+        default="all",
+        choices=NORMALIZATIONS,
+        help="scale each site's scores over all its columns (all: the Feature Election "
+        "paper's rule, default) or over the features it selected (selected: NVIDIA FLARE "
+        "2.9's feature_election rule)",
+    )
+    p.add_argument(
+        "--always-keep",
+        type=listed(name, "feature names"),
+        help="features kept regardless of the vote, comma-separated",
+    )
+    p.add_argument("--auto-tune", action="store_true", help="hill-climb the freedom degree")
+    p.add_argument("--tuning-rounds", type=integer(1, 100), default=5)
+    p.add_argument(
+        "--tolerance",
+        type=number(0),
+        default=0.0,
+        help="scores within this of the best count as equal (smallest mask wins)",
+    )
+    p.add_argument("--metric", default="auprc", choices=METRICS)
+    p.add_argument("--seed", type=integer(0, MAX_SEED), default=0)
+    p.add_argument("--json", help="also write the election and tuning history to this file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
+    p.set_defaults(func=_elect)

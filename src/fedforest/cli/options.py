@@ -1,0 +1,165 @@
+"""The ``fedforest`` command's option types and input files, shared by its commands.
+
+Option values are checked in two places, the same way for every subcommand:
+a value that is wrong by itself (not a number, out of range, not a choice) is
+refused by its argparse ``type`` (a usage error, exit status 2, naming the
+option); a value that is wrong for the files given (a column the data lacks,
+an unreadable CSV, an output that would overwrite something) is refused by
+the command with ``fedforest: error: ...`` (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from ..vocabulary import SELECTORS
+
+#: Seeds are used by numpy and scikit-learn, which take integers in [0, 2**32 - 1].
+MAX_SEED = 2**32 - 1
+#: As the job's ``forest.n_estimators`` (``federation/config.py``).
+MAX_TREES = 10_000
+
+
+def csv_list(text: str | None) -> list[str]:
+    """The non-empty, stripped items of a comma-separated option value."""
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def integer(low: int, high: int | None = None):
+    """An argparse type: an integer in [low, high]."""
+    allowed = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer; allowed: {allowed}"
+            ) from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: {allowed}")
+        return value
+
+    return parse
+
+
+def number(low: float, high: float | None = None, low_open: bool = False):
+    """An argparse type: a finite number in [low, high] (or (low, high] with ``low_open``)."""
+    left = "(" if low_open else "["
+    allowed = (
+        f"a number in {left}{low:g}, {high:g}]"
+        if high is not None
+        else (f"a number {'>' if low_open else '>='} {low:g}")
+    )
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a number; allowed: {allowed}"
+            ) from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number; allowed: {allowed}")
+        if value < low or (low_open and value == low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range; allowed: {allowed}")
+        return value
+
+    return parse
+
+
+def listed(item, what: str):
+    """An argparse type: a comma-separated list of distinct items, each parsed by ``item``."""
+
+    def parse(text: str) -> list:
+        parts = csv_list(text)
+        if not parts:
+            raise argparse.ArgumentTypeError(f"{text!r} holds no {what}; give at least one")
+        values = []
+        for part in parts:
+            try:
+                values.append(item(part))
+            except argparse.ArgumentTypeError as err:
+                raise argparse.ArgumentTypeError(f"in {text!r}: {err}") from None
+        repeated = sorted({str(v) for v in values if values.count(v) > 1})
+        if repeated:
+            raise argparse.ArgumentTypeError(f"{text!r} repeats {', '.join(repeated)}")
+        return values
+
+    return parse
+
+
+def choice(allowed):
+    """An argparse type: one of ``allowed``."""
+
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not allowed; allowed: {', '.join(allowed)}"
+            )
+        return text
+
+    return parse
+
+
+def name(text: str) -> str:
+    """An argparse type: a column or feature name, as given."""
+    return text
+
+
+def selector_list(text: str) -> list[str]:
+    """An argparse type: selectors, comma-separated (may repeat: one per file)."""
+    names = csv_list(text)
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} holds no selector")
+    for name in names:
+        choice(SELECTORS)(name)
+    return names
+
+
+def rename_pairs(text: str) -> dict[str, str]:
+    """An argparse type: ``local=global`` pairs, comma-separated."""
+    pairs = {}
+    for pair in csv_list(text):
+        local, sep, target = (p.strip() for p in pair.partition("="))
+        if not sep or not local or not target:
+            raise argparse.ArgumentTypeError(
+                f"{pair!r} is not local=global (a column name on each side of '=')"
+            )
+        if local in pairs:
+            raise argparse.ArgumentTypeError(f"column {local!r} is renamed twice")
+        pairs[local] = target
+    if not pairs:
+        raise argparse.ArgumentTypeError(f"{text!r} holds no local=global pair")
+    targets = list(pairs.values())
+    repeated = sorted({t for t in targets if targets.count(t) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(
+            f"several columns are renamed to {', '.join(map(repr, repeated))}; "
+            "each global name may be given once"
+        )
+    return pairs
+
+
+def read_csv(path, option: str):
+    """Read a CSV named by ``option``; refuse a missing, unreadable or empty file by name."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{option}: no such CSV file: {path}")
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"{option}: cannot read {path} as a CSV file: {err}") from err
+    if frame.empty:
+        raise ValueError(f"{option}: {path} has no data rows")
+    return frame
+
+
+def columns_text(frame) -> str:
+    """The columns of ``frame``, comma-separated, for a message."""
+    return ", ".join(map(str, frame.columns))

@@ -1,0 +1,135 @@
+"""``fedforest predict``: a saved pooled model applied to new rows at a site."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..vocabulary import STRATEGIES
+from .options import MAX_SEED, columns_text, integer, number, read_csv, rename_pairs
+
+
+def _guess_weight(args: argparse.Namespace, model_path) -> float:
+    """``wmp``'s guess weight: ``--guess-weight``, else the job's, from metrics.json beside the model."""
+    if args.guess_weight is not None:
+        return args.guess_weight
+    import json
+
+    metrics = model_path.parent / "metrics.json"
+    weight = None
+    if metrics.is_file():
+        try:
+            weight = json.loads(metrics.read_text())["strategies"]["wmp"]["guess_weight"]
+        except (ValueError, KeyError, TypeError):
+            weight = None
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
+        raise ValueError(
+            f"--strategy wmp needs --guess-weight (a number in [0, 1]): {metrics} does not give "
+            "this site's fitted weight (the job saves it when its evaluation.strategies include "
+            "wmp); or use --strategy mp"
+        )
+    print(f"guess weight {weight:g} from {metrics}", file=sys.stderr)
+    return float(weight)
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from ..model.model_files import load_model
+    from ..outputs import check_file
+    from ..prediction.classifier import PooledForestClassifier
+    from ..vocabulary import TREE_SELECTION
+
+    if args.out:  # before any work: never an input, never an existing file unless --overwrite
+        check_file(args.out, "--out", overwrite=args.overwrite, inputs=[args.data, args.model])
+    model_path = Path(args.model)
+    if not model_path.is_file():
+        raise FileNotFoundError(f"--model: no such model file: {model_path}")
+    model = load_model(model_path)
+    frame = read_csv(args.data, "--data")
+    renames = args.rename or {}
+    absent = [c for c in renames if c not in frame.columns]
+    if absent:
+        raise ValueError(
+            f"--rename: {', '.join(map(repr, absent))} is not a column of {args.data}; columns: "
+            + columns_text(frame)
+        )
+    clash = [t for t in renames.values() if t in frame.columns and t not in renames]
+    if clash:
+        raise ValueError(
+            f"--rename: {args.data} already has a column {', '.join(map(repr, clash))}; "
+            "renaming another column to it would give two columns of that name"
+        )
+    frame = frame.rename(columns=renames)
+    forest = model["forest"]
+    if args.strategy in TREE_SELECTION and args.site not in forest.owners:
+        given = (
+            f"--site {args.site!r} trained no tree of this model" if args.site else "needs --site"
+        )
+        raise ValueError(
+            f"--strategy {args.strategy} {given}; the model's sites: {', '.join(forest.owners)}"
+        )
+    drop = [c for c in frame.columns if c not in forest.feature_names]
+    if drop:
+        print(
+            f"ignoring columns the model does not use: {', '.join(map(str, drop))}", file=sys.stderr
+        )
+    X = frame.drop(columns=drop)
+    # raw CSV values of categorical columns are levels (e.g. stage 1, 2, 3), never codes
+    from ..columns import as_level_strings
+
+    for col in X.columns:
+        if col in forest.categories:
+            X[col] = as_level_strings(X[col])
+    settings = model["settings"]
+    guess_weight = _guess_weight(args, model_path) if args.strategy == "wmp" else "auto"
+    clf = PooledForestClassifier(
+        forest,
+        strategy=args.strategy,
+        guess_weight=guess_weight,
+        imputers=model["imputers"],
+        feature_std=model["feature_std"],
+        depth_threshold=settings.get("depth_threshold", 2),
+        voting=settings.get("voting", "soft"),
+        site=args.site,
+        random_state=args.seed if args.seed is not None else settings.get("seed"),
+    )
+    proba = clf.predict_proba(X)
+    out = pd.DataFrame(proba, columns=[f"p_{c}" for c in clf.classes_], index=frame.index)
+    out.insert(0, "prediction", clf.classes_[proba.argmax(axis=1)])
+    if args.out:
+        check_file(args.out, "--out", overwrite=args.overwrite, inputs=[args.data, args.model])
+        out.to_csv(args.out, index=False)
+        print(
+            f"{len(out)} predictions written to {args.out} (strategy {args.strategy}; "
+            f"{clf.diagnostics_.n_fallback} rows fell back to mp)"
+        )
+    else:
+        out.to_csv(sys.stdout, index=False)
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Add ``predict`` to the subcommands ``sub``."""
+    p = sub.add_parser("predict", help="apply a saved pooled model to new rows at a site")
+    p.add_argument("--model", required=True, help="pooled_model.npz saved by a job")
+    p.add_argument("--data", required=True, help="CSV with the site's columns")
+    p.add_argument("--strategy", default="mp", choices=STRATEGIES)
+    p.add_argument("--site", help="this site's name (park, local)")
+    p.add_argument(
+        "--guess-weight",
+        type=number(0, 1),
+        help="wmp's guess weight (default: this site's fitted weight, from the job's "
+        "metrics.json beside --model)",
+    )
+    p.add_argument(
+        "--rename", type=rename_pairs, help="local=global column renames, comma-separated"
+    )
+    p.add_argument(
+        "--seed", type=integer(0, MAX_SEED), help="seed of pr / ipr (default: the job's)"
+    )
+    p.add_argument("--out", help="write predictions here instead of standard output")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.set_defaults(func=_predict)

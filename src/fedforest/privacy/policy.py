@@ -1,0 +1,577 @@
+"""The ``privacy:`` block: what a site accepts to send, and the stricter of two blocks.
+
+The ``privacy:`` block (in a site's YAML, in the site's own ``local/`` file, or
+in ``job.yaml``). Every key is optional, and the defaults change nothing::
+
+    privacy:
+      min_leaf_rows: 5            # k: no node sent describes fewer than k training rows
+      min_level_rows: 5           # levels with fewer rows at the site are sent as "(other)"
+      threshold_grid:             # null: thresholds are sent as trained
+        step: 0.5                 # default for numeric features: multiples of 0.5
+        # significant_digits: 2   # ... or: thresholds rounded to 2 significant digits
+        steps: {age: 1, bmi: 0.5} # per-feature steps (override the default)
+        edges: {hba1c: [5.7, 6.5, 8.0]}   # public cut points (override the default)
+      count_noise_epsilon: null   # Laplace(1/eps) noise on leaf class counts
+      share: {imputers: true, feature_std: true, surrogates: true, intersection: true}
+      dp_epsilon: null            # differentially private random trees instead of the forest
+      dp_trees: null              # trees in DP mode (null: DEFAULT_DP_TREES = 10)
+      dp_max_depth: null          # depth in DP mode (null: DEFAULT_DP_MAX_DEPTH = 4)
+      feature_ranges: {age: [0, 120], bmi: [10, 70]}   # public ranges (DP mode)
+
+**Which policy applies.** :func:`effective_policy` combines the hospital's
+policy with the job's, key by key, so that a job can tighten a hospital's
+policy but never loosen it: the larger ``min_leaf_rows`` and
+``min_level_rows``, the smaller ``count_noise_epsilon`` and ``dp_epsilon``
+(``null`` counts as infinity), and a ``share`` switch stays on only if both
+have it on. Two threshold grids are combined feature by feature: equal rules
+stay, otherwise the coarser one wins when its points are a subset of the
+other's (a step that is an integer multiple of the other step, fewer
+significant digits, edges that all lie on the other rule). Any other
+disagreement is refused with a :class:`~fedforest.errors.ConfigError` naming
+both files, because "coarser" is not defined between, say, a step of 0.3 and
+a step of 0.5. The keys that do not change the guarantee (``dp_trees``,
+``dp_max_depth``, ``feature_ranges``) come from the job when it sets them,
+otherwise from the site.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..model.payload_checks import MAX_NODE_SAMPLES
+from ..validation import ConfigChecker
+
+#: The parts of a site's reply that ``share`` switches on and off.
+SHARE_KEYS = ("imputers", "feature_std", "surrogates", "intersection")
+#: Parts that are never shared in DP mode (they are computed without noise).
+NOT_DP = ("imputers", "feature_std", "surrogates")
+#: Trees and depth of a DP forest when the policy does not set them.
+DEFAULT_DP_TREES = 10
+DEFAULT_DP_MAX_DEPTH = 4
+#: Largest DP tree depth (a full tree of depth d has 2**(d + 1) - 1 nodes).
+MAX_DP_DEPTH = 16
+#: Largest number of significant digits of a threshold grid.
+MAX_DIGITS = 15
+
+_KEYS = (
+    "min_leaf_rows",
+    "threshold_grid",
+    "count_noise_epsilon",
+    "min_level_rows",
+    "share",
+    "dp_epsilon",
+    "dp_trees",
+    "dp_max_depth",
+    "feature_ranges",
+)
+_GRID_KEYS = ("step", "significant_digits", "steps", "edges")
+
+
+# =========================================================================== grid
+Rule = tuple  # ("step", float) | ("digits", int) | ("edges", tuple[float, ...])
+
+
+def _rule_text(rule: Rule | None) -> str:
+    if rule is None:
+        return "no grid (thresholds as trained)"
+    kind, p = rule
+    if kind == "step":
+        return f"step {p:g}"
+    if kind == "digits":
+        return f"{p} significant digits"
+    return f"edges {list(p)}"
+
+
+def _is_multiple(a: float, b: float) -> bool:
+    """Whether ``a`` is an integer multiple of ``b`` (both > 0)."""
+    r = a / b
+    return round(r) >= 1 and abs(r - round(r)) <= 1e-9 * max(1.0, abs(r))
+
+
+def _round_digits(values: np.ndarray, digits: int) -> np.ndarray:
+    return np.array([float(f"{v:.{digits - 1}e}") for v in np.asarray(values, float)])
+
+
+def _snap_rule(rule: Rule, t: np.ndarray) -> np.ndarray:
+    kind, p = rule
+    t = np.asarray(t, dtype=np.float64)
+    if kind == "step":
+        return np.round(t / p) * p
+    if kind == "digits":
+        return _round_digits(t, p)
+    edges = np.asarray(p, dtype=np.float64)
+    i = np.clip(np.searchsorted(edges, t), 1, edges.size - 1) if edges.size > 1 else None
+    if i is None:
+        return np.full(t.shape, edges[0])
+    lo, hi = edges[i - 1], edges[i]
+    return np.where(np.abs(t - lo) <= np.abs(hi - t), lo, hi)
+
+
+def _on_rule(rule: Rule | None, t: np.ndarray) -> np.ndarray:
+    """Which values of ``t`` are points of ``rule`` (every value for ``None``)."""
+    t = np.asarray(t, dtype=np.float64)
+    if rule is None:
+        return np.ones(t.shape, bool)
+    kind, p = rule
+    if kind == "step":
+        r = t / p
+        return np.abs(r - np.round(r)) <= 1e-9 * np.maximum(1.0, np.abs(r))
+    if kind == "digits":
+        return _round_digits(t, p) == t
+    return np.isin(t, np.asarray(p, dtype=np.float64))
+
+
+def _subset(a: Rule | None, b: Rule | None) -> bool:
+    """Whether every point of rule ``a`` is a point of rule ``b`` (``None``: all reals)."""
+    if b is None:
+        return True
+    if a is None:
+        return False
+    if a[0] == "edges":
+        return bool(_on_rule(b, np.asarray(a[1])).all())
+    if a[0] == b[0] == "step":
+        return _is_multiple(a[1], b[1])
+    if a[0] == b[0] == "digits":
+        return a[1] <= b[1]
+    return False
+
+
+@dataclass(frozen=True)
+class ThresholdGrid:
+    """Public points that thresholds are snapped to.
+
+    Attributes
+    ----------
+    default : tuple or None
+        The rule of every numeric feature not in ``features``: ``("step", s)``
+        (the multiples of ``s``), ``("digits", n)`` (numbers with ``n``
+        significant digits), or ``None`` (no default: a numeric feature not in
+        ``features`` is refused by :func:`~fedforest.privacy.transforms.snap_thresholds`, because its
+        thresholds would be sent as trained).
+    features : dict of str to tuple
+        Per-feature rules: ``("step", s)`` or ``("edges", (e1, e2, ...))``
+        (the edges themselves, strictly increasing).
+
+    Thresholds are snapped to the nearest point (ties: the lower edge; for a
+    step, ``numpy.round``). Categorical features always use the half-integer
+    cuts between level codes and may not appear in a grid.
+    """
+
+    default: Rule | None = None
+    features: Mapping[str, Rule] = field(default_factory=dict)
+
+    def rule(self, feature: str) -> Rule | None:
+        """The rule that applies to ``feature``."""
+        return self.features.get(feature, self.default)
+
+    def snap(self, feature: str, values) -> np.ndarray:
+        """``values`` snapped to the grid of ``feature`` (a ``ValueError`` if it has none)."""
+        rule = self.rule(feature)
+        if rule is None:
+            raise ValueError(f"the threshold grid has no rule for numeric feature {feature!r}")
+        return _snap_rule(rule, values)
+
+    def on_grid(self, feature: str, values) -> np.ndarray:
+        """Which ``values`` are points of the grid of ``feature``."""
+        rule = self.rule(feature)
+        if rule is None:
+            return np.zeros(np.shape(values), bool)
+        return _on_rule(rule, values)
+
+    def uncovered(self, features: Sequence[str]) -> list[str]:
+        """The ``features`` that no rule covers."""
+        return [f for f in features if self.rule(f) is None]
+
+    def to_dict(self) -> dict:
+        """The YAML shape (``step`` or ``significant_digits``, ``steps``, ``edges``)."""
+        out: dict[str, Any] = {}
+        if self.default is not None:
+            out["step" if self.default[0] == "step" else "significant_digits"] = self.default[1]
+        steps = {f: r[1] for f, r in sorted(self.features.items()) if r[0] == "step"}
+        edges = {f: list(r[1]) for f, r in sorted(self.features.items()) if r[0] == "edges"}
+        if steps:
+            out["steps"] = steps
+        if edges:
+            out["edges"] = edges
+        return out
+
+    @classmethod
+    def from_dict(
+        cls, data: Any, source: str = "job.yaml", key: str = "privacy.threshold_grid"
+    ) -> ThresholdGrid:
+        """Read the YAML shape; errors name ``source``, the key, the value and what is allowed."""
+        c = ConfigChecker(source)
+        shape = (
+            "a mapping with step (a number > 0) or significant_digits (an integer in "
+            f"[1, {MAX_DIGITS}]), and/or steps {{feature: step}} and edges "
+            "{feature: [increasing numbers]}"
+        )
+        if not isinstance(data, Mapping) or not data:
+            c.refuse(key, data, shape)
+        for k in data:
+            if k not in _GRID_KEYS:
+                c.refuse(f"{key}.{k}", data[k], "one of the known keys " + ", ".join(_GRID_KEYS))
+        default = None
+        if data.get("step") is not None and data.get("significant_digits") is not None:
+            c.refuse(
+                f"{key}.significant_digits",
+                data["significant_digits"],
+                f"null when {key}.step is set (one default rule at most)",
+            )
+        if data.get("step") is not None:
+            default = ("step", c.number(f"{key}.step", data["step"], 0, open_lo=True))
+        elif data.get("significant_digits") is not None:
+            n = c.integer(f"{key}.significant_digits", data["significant_digits"], 1, MAX_DIGITS)
+            default = ("digits", n)
+        features: dict[str, Rule] = {}
+        for part in ("steps", "edges"):
+            entries = data.get(part)
+            if entries is None:
+                continue
+            if not isinstance(entries, Mapping):
+                c.refuse(f"{key}.{part}", entries, "a mapping of feature names to values")
+            for name, value in entries.items():
+                where = f"{key}.{part}.{name}"
+                if not isinstance(name, str) or not name.strip():
+                    c.refuse(f"{key}.{part}", entries, "feature names as non-empty strings")
+                if name in features:
+                    c.refuse(where, value, f"a feature under only one of {key}.steps and .edges")
+                if part == "steps":
+                    features[name] = ("step", c.number(where, value, 0, open_lo=True))
+                else:
+                    features[name] = ("edges", _read_edges(c, where, value))
+        if default is None and not features:
+            c.refuse(key, data, shape)
+        return cls(default, features)
+
+
+def _read_edges(c: ConfigChecker, key: str, value) -> tuple[float, ...]:
+    allowed = "a non-empty list of finite, strictly increasing numbers"
+    if not isinstance(value, (list, tuple)) or not value:
+        c.refuse(key, value, allowed)
+    edges = tuple(c.number(key, v) for v in value)
+    if any(b <= a for a, b in zip(edges[:-1], edges[1:], strict=True)):
+        c.refuse(key, list(value), allowed)
+    return edges
+
+
+def _merge_grids(
+    a: ThresholdGrid | None, b: ThresholdGrid | None, source_a: str, source_b: str
+) -> ThresholdGrid | None:
+    if a is None or b is None:
+        return a if b is None else b
+
+    def merge(ra: Rule | None, rb: Rule | None, what: str) -> Rule | None:
+        if ra == rb or _subset(ra, rb):
+            return ra
+        if _subset(rb, ra):
+            return rb
+        raise ConfigError(
+            f"{source_a} and {source_b}: key 'privacy.threshold_grid' disagrees for {what}: "
+            f"{_rule_text(ra)} ({source_a}) against {_rule_text(rb)} ({source_b}); allowed: "
+            "the same grid, or one whose points are all points of the other (a step that is an "
+            "integer multiple of the other step, fewer significant digits, or edges that lie "
+            "on the other grid). Make the two files agree"
+        )
+
+    default = merge(a.default, b.default, "the numeric features not listed")
+    features = {
+        f: merge(a.rule(f), b.rule(f), f"feature {f!r}")
+        for f in sorted(set(a.features) | set(b.features))
+    }
+    odd = [f for f, r in features.items() if r is not None and r[0] == "digits"]
+    if odd:  # cannot happen: a listed feature's rule is a step or edges on one side
+        raise ConfigError(f"{source_a} and {source_b}: cannot combine the grids of {odd}")
+    return ThresholdGrid(default, {f: r for f, r in features.items() if r is not None})
+
+
+# ========================================================================= policy
+def _all_shared() -> dict[str, bool]:
+    return dict.fromkeys(SHARE_KEYS, True)
+
+
+@dataclass(frozen=True)
+class PrivacyPolicy:
+    """What a site accepts to send (see the module docstring for the YAML block).
+
+    The defaults change nothing: :func:`~fedforest.privacy.transforms.prepare_forest` returns the forest it
+    is given, bit for bit.
+
+    Attributes
+    ----------
+    min_leaf_rows : int
+        k >= 1: no node sent describes fewer than k training rows.
+    threshold_grid : ThresholdGrid or None
+        Public points that thresholds are snapped to.
+    count_noise_epsilon : float or None
+        Laplace noise of scale 1/epsilon on each leaf class count.
+    min_level_rows : int
+        Category levels with fewer rows at the site are sent as
+        :data:`~fedforest.privacy.levels.OTHER_LEVEL` (0: off).
+    share : dict of str to bool
+        Which optional parts of the reply are sent (:data:`SHARE_KEYS`). In DP
+        mode the parts in :data:`NOT_DP` are always off.
+    dp_epsilon : float or None
+        DP mode: the site sends :func:`~fedforest.privacy.dp_forest.fit_dp_forest` trees with this budget.
+    dp_trees, dp_max_depth : int or None
+        Trees and depth of the DP forest (``None``: the defaults).
+    feature_ranges : dict of str to (float, float)
+        Public ranges of numeric features, for the thresholds of DP trees.
+    source : str
+        The file(s) the policy came from, named in error messages (not part
+        of the policy: ignored by ``==``).
+    """
+
+    min_leaf_rows: int = 1
+    threshold_grid: ThresholdGrid | None = None
+    count_noise_epsilon: float | None = None
+    min_level_rows: int = 0
+    share: Mapping[str, bool] = field(default_factory=_all_shared)
+    dp_epsilon: float | None = None
+    dp_trees: int | None = None
+    dp_max_depth: int | None = None
+    feature_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    source: str = field(default="(default policy)", compare=False)
+
+    def __post_init__(self):
+        share = {**_all_shared(), **dict(self.share)}
+        if self.dp_epsilon is not None:
+            share.update(dict.fromkeys(NOT_DP, False))
+        object.__setattr__(self, "share", share)
+        object.__setattr__(
+            self,
+            "feature_ranges",
+            {f: (float(lo), float(hi)) for f, (lo, hi) in dict(self.feature_ranges).items()},
+        )
+
+    # ------------------------------------------------------------- reading
+    @classmethod
+    def from_dict(
+        cls, data: Any, source: str = "job.yaml", prefix: str = "privacy."
+    ) -> PrivacyPolicy:
+        """Read and validate a ``privacy:`` block (``None``: the default policy).
+
+        Every error is a :class:`~fedforest.errors.ConfigError` naming the file
+        (``source``), the key (``prefix`` + key), the bad value and what is
+        allowed.
+        """
+        c = ConfigChecker(source)
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            c.refuse(prefix.rstrip("."), data, "a mapping of privacy keys to values")
+        for k in data:
+            if k not in _KEYS:
+                c.refuse(
+                    f"{prefix}{k}",
+                    data[k],
+                    "one of the known keys " + ", ".join(prefix + key for key in _KEYS),
+                )
+
+        def optional_epsilon(key):
+            value = data.get(key)
+            if value is None:
+                return None
+            return c.number(prefix + key, value, 0, open_lo=True)
+
+        def optional_int(key, lo, hi):
+            value = data.get(key)
+            return None if value is None else c.integer(prefix + key, value, lo, hi)
+
+        k = c.integer(prefix + "min_leaf_rows", data.get("min_leaf_rows", 1), 1, MAX_NODE_SAMPLES)
+        level_rows = c.integer(prefix + "min_level_rows", data.get("min_level_rows", 0), 0)
+        grid = data.get("threshold_grid")
+        grid = (
+            None
+            if grid is None
+            else ThresholdGrid.from_dict(grid, source, prefix + "threshold_grid")
+        )
+        count_eps = optional_epsilon("count_noise_epsilon")
+        dp_eps = optional_epsilon("dp_epsilon")
+        share_data = data.get("share")
+        share = _all_shared()
+        if share_data is not None:
+            if not isinstance(share_data, Mapping):
+                c.refuse(
+                    prefix + "share",
+                    share_data,
+                    "a mapping of " + ", ".join(SHARE_KEYS) + " to true or false",
+                )
+            for key, value in share_data.items():
+                if key not in SHARE_KEYS:
+                    c.refuse(
+                        f"{prefix}share.{key}",
+                        value,
+                        "one of the known keys "
+                        + ", ".join(f"{prefix}share.{s}" for s in SHARE_KEYS),
+                    )
+                share[key] = c.boolean(f"{prefix}share.{key}", value)
+            if dp_eps is not None:
+                for key in NOT_DP:
+                    if share_data.get(key) is True:
+                        c.refuse(
+                            f"{prefix}share.{key}",
+                            True,
+                            f"false when {prefix}dp_epsilon is set ({key} are computed from the "
+                            "rows without noise, so DP mode never sends them)",
+                        )
+        ranges = data.get("feature_ranges")
+        feature_ranges = {}
+        if ranges is not None:
+            if not isinstance(ranges, Mapping):
+                c.refuse(
+                    prefix + "feature_ranges", ranges, "a mapping of feature names to [low, high]"
+                )
+            for name, value in ranges.items():
+                where = f"{prefix}feature_ranges.{name}"
+                allowed = "a list [low, high] of two finite numbers with low < high"
+                if not isinstance(name, str) or not name.strip():
+                    c.refuse(
+                        prefix + "feature_ranges", ranges, "feature names as non-empty strings"
+                    )
+                if not isinstance(value, (list, tuple)) or len(value) != 2:
+                    c.refuse(where, value, allowed)
+                lo, hi = (c.number(where, v) for v in value)
+                if not lo < hi:
+                    c.refuse(where, list(value), allowed)
+                feature_ranges[name] = (lo, hi)
+        return cls(
+            min_leaf_rows=k,
+            threshold_grid=grid,
+            count_noise_epsilon=count_eps,
+            min_level_rows=level_rows,
+            share=share,
+            dp_epsilon=dp_eps,
+            dp_trees=optional_int("dp_trees", 1, 10_000),
+            dp_max_depth=optional_int("dp_max_depth", 1, MAX_DP_DEPTH),
+            feature_ranges=feature_ranges,
+            source=source,
+        )
+
+    def to_dict(self) -> dict:
+        """The policy in the YAML shape, for ``results.json`` (``from_dict`` reads it back)."""
+        return {
+            "min_leaf_rows": int(self.min_leaf_rows),
+            "threshold_grid": None
+            if self.threshold_grid is None
+            else self.threshold_grid.to_dict(),
+            "count_noise_epsilon": self.count_noise_epsilon,
+            "min_level_rows": int(self.min_level_rows),
+            "share": {k: bool(self.share[k]) for k in SHARE_KEYS},
+            "dp_epsilon": self.dp_epsilon,
+            "dp_trees": self.dp_trees,
+            "dp_max_depth": self.dp_max_depth,
+            "feature_ranges": {f: [lo, hi] for f, (lo, hi) in sorted(self.feature_ranges.items())},
+        }
+
+    # ------------------------------------------------------------- queries
+    @property
+    def is_default(self) -> bool:
+        """Whether the policy changes nothing."""
+        return self == PrivacyPolicy()
+
+    @property
+    def dp(self) -> bool:
+        """Whether the site sends differentially private trees."""
+        return self.dp_epsilon is not None
+
+    @property
+    def n_dp_trees(self) -> int:
+        return DEFAULT_DP_TREES if self.dp_trees is None else int(self.dp_trees)
+
+    @property
+    def dp_depth(self) -> int:
+        return DEFAULT_DP_MAX_DEPTH if self.dp_max_depth is None else int(self.dp_max_depth)
+
+    def check_features(self, numeric: Sequence[str], categorical: Sequence[str] = ()) -> None:
+        """Refuse a policy that cannot be applied to a site with these features.
+
+        Raises a :class:`~fedforest.errors.ConfigError` naming :attr:`source`
+        when the threshold grid names a categorical feature, leaves a numeric
+        feature without a rule, or when DP mode lacks the range of a numeric
+        feature. (Meant for job build and site start: :func:`~fedforest.privacy.transforms.snap_thresholds`
+        and :func:`~fedforest.privacy.dp_forest.fit_dp_forest` raise the same problems as ``ValueError``.)
+        """
+        c = ConfigChecker(self.source)
+        grid = self.threshold_grid
+        if grid is not None and not self.dp:
+            cats = sorted(set(grid.features) & set(categorical))
+            if cats:
+                c.refuse(
+                    "privacy.threshold_grid",
+                    cats,
+                    "numeric features only (categorical features always use the cuts between "
+                    "level codes)",
+                )
+            missing = grid.uncovered(list(numeric))
+            if missing:
+                c.refuse(
+                    "privacy.threshold_grid",
+                    grid.to_dict(),
+                    f"a rule for every numeric feature; {missing} have none: add a default "
+                    "step or significant_digits, or list them under steps or edges",
+                )
+        if self.dp:
+            missing = [f for f in numeric if f not in self.feature_ranges]
+            if missing:
+                c.refuse(
+                    "privacy.feature_ranges",
+                    {f: list(r) for f, r in self.feature_ranges.items()},
+                    f"a public [low, high] for every numeric feature in DP mode; missing: {missing}",
+                )
+
+
+def _stricter_epsilon(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return min(a, b)
+
+
+def effective_policy(site_policy: PrivacyPolicy, job_policy: PrivacyPolicy) -> PrivacyPolicy:
+    """The stricter of the hospital's and the job's policy, key by key.
+
+    ``min_leaf_rows`` and ``min_level_rows``: the larger. ``count_noise_epsilon``
+    and ``dp_epsilon``: the smaller (``None`` = infinity, i.e. off). ``share``:
+    a part is shared only if both share it. ``threshold_grid``: one unset gives
+    the other; otherwise merged feature by feature (equal, or the rule whose
+    points are a subset of the other's), and any other disagreement is a
+    :class:`~fedforest.errors.ConfigError` naming both files. ``dp_trees``,
+    ``dp_max_depth`` and each entry of ``feature_ranges`` (they do not change
+    the guarantee): the job's when it sets them, else the site's.
+
+    So a job can tighten a hospital's policy, but never loosen it.
+    """
+    a, b = site_policy, job_policy
+    return PrivacyPolicy(
+        min_leaf_rows=max(a.min_leaf_rows, b.min_leaf_rows),
+        threshold_grid=_merge_grids(a.threshold_grid, b.threshold_grid, a.source, b.source),
+        count_noise_epsilon=_stricter_epsilon(a.count_noise_epsilon, b.count_noise_epsilon),
+        min_level_rows=max(a.min_level_rows, b.min_level_rows),
+        share={k: bool(a.share[k] and b.share[k]) for k in SHARE_KEYS},
+        dp_epsilon=_stricter_epsilon(a.dp_epsilon, b.dp_epsilon),
+        dp_trees=b.dp_trees if b.dp_trees is not None else a.dp_trees,
+        dp_max_depth=b.dp_max_depth if b.dp_max_depth is not None else a.dp_max_depth,
+        feature_ranges={**a.feature_ranges, **b.feature_ranges},
+        source=f"{a.source} + {b.source}",
+    )
+
+
+def dp_budget(policy: PrivacyPolicy, intersection: bool) -> dict[str, float]:
+    """How DP mode splits ``dp_epsilon`` over the forests a site sends.
+
+    Both forests are trained on the same rows, so their budgets add up
+    (sequential composition): ``{"forest": eps / 2, "intersection": eps / 2}``
+    when the intersection forest is requested and shared, else
+    ``{"forest": eps}``. Empty when DP mode is off.
+    """
+    if not policy.dp:
+        return {}
+    eps = float(policy.dp_epsilon)
+    if intersection and policy.share["intersection"]:
+        return {"forest": eps / 2, "intersection": eps / 2}
+    return {"forest": eps}

@@ -1,0 +1,418 @@
+"""The transforms of a site's outgoing forest, and the order they run in.
+
+**The order of the transforms** (:func:`prepare_forest`, for one forest):
+
+1. surrogate splits are removed when ``share.surrogates`` is false;
+2. ``threshold_grid``: :func:`snap_thresholds` snaps every threshold (split
+   and surrogate) to the grid, re-routes the site's training rows and
+   recomputes the node counts and class distributions;
+3. ``count_noise_epsilon``: the counts are first made plain row counts
+   (:func:`recount`, each in-bag row once), so that one row changes one count
+   of a tree by one;
+4. ``min_leaf_rows``: :func:`enforce_min_leaf_rows` on the true counts;
+5. ``count_noise_epsilon``: :func:`add_count_noise`;
+6. ``min_leaf_rows`` again, on the noisy counts, so that no count sent is
+   below k either (post-processing: it uses nothing but the noisy counts).
+
+Every transform returns a new forest, built by
+:meth:`~fedforest.model.forest.PooledForest.with_arrays` (counts, thresholds)
+and :meth:`~fedforest.model.forest.PooledForest.prune` (nodes made leaves or
+replaced by a child, trees dropped); its input is never changed. The noise of
+:func:`add_count_noise` must be secret (see :mod:`fedforest.privacy`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.forest import PooledForest
+from ..model.forest_edit import KEEP, LEAF, TO_LEFT, TO_RIGHT
+from ..validation import describe
+from .audit import smallest_leaf_rows
+from .counts import (
+    MAX_PAIRS,
+    check_epsilon,
+    class_index,
+    node_counts,
+    site_matrix,
+    with_leaf_counts,
+)
+from .policy import PrivacyPolicy, ThresholdGrid
+
+
+def _empty_actions(forest: PooledForest, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Collapse splits with an empty child onto the other child; drop empty trees."""
+    gleft, gright = forest.global_children
+    internal = forest.feature >= 0
+    action = np.full(forest.n_nodes, KEEP, dtype=np.int8)
+    left_empty = internal & (n[np.where(internal, gleft, 0)] == 0)
+    right_empty = internal & (n[np.where(internal, gright, 0)] == 0)
+    action[left_empty] = TO_RIGHT
+    action[right_empty & ~left_empty] = TO_LEFT
+    keep_tree = n[forest.tree_start[:-1]] > 0
+    return action, keep_tree
+
+
+def recount(forest: PooledForest, X, y, in_bag=None) -> PooledForest:
+    """Recompute ``n_node_samples``, ``value`` and ``saw_missing`` from the site's rows.
+
+    Every row of ``X`` is routed through every tree (``x <= threshold`` goes
+    left, a missing value follows ``missing_left``). With ``in_bag`` (the
+    per-tree multiplicities of :func:`bootstrap_weights`) a row counts with its
+    multiplicity in ``value`` and once in ``n_node_samples``, as scikit-learn
+    counts its bootstrap sample, so the forest's own sample reproduces its
+    counts exactly. Without it every row counts once in every tree; then
+    ``value * n_node_samples`` are plain row counts. A node that no row reaches
+    is removed (its parent is replaced by the other child), and a tree that no
+    row reaches is dropped. ``saw_missing`` becomes: the threshold is +inf, or
+    a counted row missing the node's feature reached the node.
+
+    Parameters
+    ----------
+    forest : PooledForest
+    X : DataFrame or ndarray
+        The site's training rows (encoded, global column names).
+    y : array-like
+        Their class labels (classes of ``forest``).
+    in_bag : ndarray of shape (n_trees, n_rows), optional
+        Row multiplicities per tree (0: the row is not in the tree's sample).
+    """
+    Xg = site_matrix(forest, X)
+    yi = class_index(forest, y)
+    if yi.shape[0] != Xg.shape[0]:
+        raise ValueError(f"X has {Xg.shape[0]} rows but y has {yi.shape[0]}")
+    if in_bag is not None:
+        in_bag = np.asarray(in_bag)
+        if in_bag.shape != (forest.n_trees, Xg.shape[0]) or np.any(in_bag < 0):
+            raise ValueError(
+                f"in_bag must be non-negative with shape ({forest.n_trees}, {Xg.shape[0]}), "
+                f"got {describe(in_bag)}"
+            )
+    sums, n, saw = node_counts(forest, Xg, yi, in_bag)
+    totals = sums.sum(axis=1, keepdims=True)
+    value = np.where(totals > 0, sums / np.where(totals > 0, totals, 1.0), forest.value)
+    internal = forest.feature >= 0
+    saw_missing = internal & (np.isposinf(forest.threshold) | saw)
+    counted = forest.with_arrays(
+        n_node_samples=n,
+        value=value,
+        saw_missing=saw_missing,
+    )
+    action, keep_tree = _empty_actions(forest, n)
+    if not keep_tree.any():
+        raise ValueError("no row of X reaches any tree (is in_bag all zero?)")
+    return counted.prune(action, keep_tree)
+
+
+def bootstrap_weights(rf, n_rows: int) -> np.ndarray:
+    """Per-tree row multiplicities of a fitted scikit-learn forest, shape (n_trees, n_rows).
+
+    With ``bootstrap=False`` every row counts once in every tree. Pass the
+    result as ``in_bag`` to :func:`recount` / :func:`snap_thresholds` (counts
+    like scikit-learn's), or ``in_bag > 0`` (each in-bag row once: plain row
+    counts, as :func:`add_count_noise` assumes).
+    """
+    out = np.ones((len(rf.estimators_), n_rows), dtype=np.int64)
+    if getattr(rf, "bootstrap", False):
+        for i, rows in enumerate(rf.estimators_samples_):
+            out[i] = np.bincount(np.asarray(rows), minlength=n_rows)
+    return out
+
+
+def enforce_min_leaf_rows(forest: PooledForest, k: int) -> PooledForest:
+    """Prune every split with a child that describes fewer than ``k`` rows.
+
+    Top-down, a split whose left or right child has ``n_node_samples < k``
+    becomes a leaf with its own (the parent's) class distribution and count;
+    its subtree is dropped. A tree whose root describes fewer than ``k`` rows
+    is dropped. The result is a valid forest in depth-first order with
+    renumbered children, and every node in it describes at least ``k`` rows
+    (a child never has more rows than its parent). ``k <= 1``, or a forest
+    that already complies, is returned as it is.
+
+    Use :func:`~fedforest.privacy.audit.smallest_leaf_rows` to check an outgoing forest.
+
+    Raises
+    ------
+    ValueError
+        When every tree's root describes fewer than ``k`` rows.
+    """
+    k = int(k)
+    if k <= 1 or smallest_leaf_rows(forest) >= k:
+        return forest
+    n = forest.n_node_samples
+    gleft, gright = forest.global_children
+    internal = forest.feature >= 0
+    small = internal & (
+        (n[np.where(internal, gleft, 0)] < k) | (n[np.where(internal, gright, 0)] < k)
+    )
+    action = np.where(small, LEAF, KEEP).astype(np.int8)
+    keep_tree = n[forest.tree_start[:-1]] >= k
+    if not keep_tree.any():
+        raise ValueError(
+            f"min_leaf_rows={k}: every tree describes fewer rows (the largest root has "
+            f"{int(n[forest.tree_start[:-1]].max())}); the site cannot send a forest"
+        )
+    return forest.prune(action, keep_tree)
+
+
+def _coerce_grid(grid) -> ThresholdGrid:
+    if isinstance(grid, ThresholdGrid):
+        return grid
+    return ThresholdGrid.from_dict(grid, "threshold grid")
+
+
+def snap_thresholds(
+    forest: PooledForest,
+    X,
+    y,
+    grid,
+    *,
+    in_bag=None,
+    min_agreement: float = 0.25,
+    min_rows: int = 6,
+) -> PooledForest:
+    """Snap every threshold to a public grid, then recount the trees on the site's rows.
+
+    * numeric split thresholds go to the nearest point of their feature's rule
+      in ``grid``;
+    * categorical split thresholds become ``floor(t) + 0.5`` (clipped to
+      ``[-0.5, K - 0.5]``): every level code goes the same way as before, and
+      the threshold no longer tells which codes the node's rows had;
+    * +inf thresholds (scikit-learn's split of missing from observed values)
+      carry no training value and are kept.
+
+    The site's training rows are then re-routed through each snapped tree and
+    ``n_node_samples``, ``value`` and ``saw_missing`` recomputed
+    (:func:`recount`, with ``in_bag``), so each tree stays consistent. A split
+    that the snapping left with an empty side is replaced by its other child.
+
+    Surrogate thresholds are snapped the same way (by the surrogate feature's
+    rule). Their orientation and adjusted agreement are recomputed on the
+    site's rows as :func:`~fedforest.model.surrogates.fit_surrogates` computes
+    them, and a surrogate whose agreement falls below ``min_agreement``, or
+    that is judged on fewer than ``min_rows`` rows, is removed.
+
+    Raises
+    ------
+    ValueError
+        When the grid leaves a numeric split feature without a rule, or names
+        a categorical feature.
+    """
+    grid = _coerce_grid(grid)
+    cats = set(forest.categories)
+    named_cats = sorted(set(grid.features) & cats)
+    if named_cats:
+        raise ValueError(
+            f"the threshold grid names categorical features {named_cats}; categorical "
+            "features always use the cuts between level codes"
+        )
+    used = np.unique(np.concatenate([forest.feature, forest.surrogate_feature]))
+    numeric_used = [forest.feature_names[j] for j in used[used >= 0]]
+    numeric_used = [f for f in numeric_used if f not in cats]
+    missing = grid.uncovered(numeric_used)
+    if missing:
+        raise ValueError(
+            f"the threshold grid has no rule for numeric features {missing}; add a default "
+            "step or significant_digits, or list them under steps or edges"
+        )
+    threshold = _snap_all(forest, grid, forest.feature, forest.threshold)
+    sur_threshold = _snap_all(forest, grid, forest.surrogate_feature, forest.surrogate_threshold)
+    snapped = forest.with_arrays(threshold=threshold, surrogate_threshold=sur_threshold)
+    out = recount(snapped, X, y, in_bag=in_bag)
+    if np.any(out.surrogate_feature >= 0):
+        out = _rescore_surrogates(out, site_matrix(out, X), min_agreement, min_rows)
+    return out
+
+
+def _snap_all(forest, grid: ThresholdGrid, feature, threshold) -> np.ndarray:
+    out = np.array(threshold, dtype=np.float64, copy=True)
+    splits = (feature >= 0) & np.isfinite(out)
+    for j in np.unique(feature[splits]):
+        at = splits & (feature == j)
+        name = forest.feature_names[j]
+        if name in forest.categories:
+            k = len(forest.categories[name])
+            out[at] = np.clip(np.floor(out[at]) + 0.5, -0.5, k - 0.5)
+        else:
+            out[at] = grid.snap(name, out[at])
+    return out
+
+
+def _rescore_surrogates(
+    forest: PooledForest, Xg: np.ndarray, min_agreement: float, min_rows: int
+) -> PooledForest:
+    """Orientation and adjusted agreement of each (snapped) surrogate on the site's rows.
+
+    Rows are routed as :func:`~fedforest.model.surrogates.fit_surrogates`
+    routes them: a missing value at a node that saw missing values follows
+    the learned direction, at any other node the row stops.
+    """
+    n_nodes = forest.n_nodes
+    has = forest.surrogate_feature >= 0
+    n_total = np.zeros(n_nodes)
+    n_left = np.zeros(n_nodes)
+    agree_le = np.zeros(n_nodes)
+    gleft, gright = forest.global_children
+    feature = forest.feature.astype(np.int64)
+    sfeat = forest.surrogate_feature.astype(np.int64)
+    n_rows = Xg.shape[0]
+    step = max(1, MAX_PAIRS // max(n_rows, 1))
+    for lo in range(0, forest.n_trees, step):
+        trees = np.arange(lo, min(forest.n_trees, lo + step))
+        node = np.repeat(forest.tree_start[trees].astype(np.int64), n_rows)
+        row = np.tile(np.arange(n_rows, dtype=np.int64), trees.size)
+        while node.size:
+            f = feature[node]
+            inner = f >= 0
+            node, row, f = node[inner], row[inner], f[inner]
+            if not node.size:
+                break
+            x = Xg[row, f]
+            nan = np.isnan(x)
+            go_left = x <= forest.threshold[node]
+            rec = has[node] & ~nan
+            if rec.any():
+                rn, rr, rl = node[rec], row[rec], go_left[rec]
+                xs = Xg[rr, sfeat[rn]]
+                ok = ~np.isnan(xs)
+                rn, rl, xs = rn[ok], rl[ok], xs[ok]
+                s_left = xs <= forest.surrogate_threshold[rn]
+                np.add.at(n_total, rn, 1.0)
+                np.add.at(n_left, rn, rl.astype(float))
+                np.add.at(agree_le, rn, (s_left == rl).astype(float))
+            if nan.any():
+                go_left = np.where(nan, forest.missing_left[node], go_left)
+                alive = ~nan | forest.saw_missing[node]
+                node, row, go_left = node[alive], row[alive], go_left[alive]
+            node = np.where(go_left, gleft[node], gright[node])
+    n_maj = np.maximum(n_left, n_total - n_left)
+    le = agree_le >= n_total - agree_le
+    n_surr = np.where(le, agree_le, n_total - agree_le)
+    denom = n_total - n_maj
+    with np.errstate(divide="ignore", invalid="ignore"):
+        adj = np.where(denom > 0, (n_surr - n_maj) / np.where(denom > 0, denom, 1.0), -np.inf)
+    keep = has & (n_total >= min_rows) & (denom > 0) & (adj >= min_agreement)
+    return forest.with_surrogates(
+        np.where(keep, forest.surrogate_feature, -1),
+        np.where(keep, forest.surrogate_threshold, 0.0),
+        np.where(keep, le, True),
+        np.where(keep, adj, 0.0),
+    )
+
+
+def add_count_noise(forest: PooledForest, epsilon: float, random_state=None) -> PooledForest:
+    """Laplace noise on every leaf's class counts; everything above recomputed from them.
+
+    The leaf class counts are ``c = value * n_node_samples``. Each count gets
+    independent noise ``Laplace(0, 1/epsilon)`` (variance ``2 / epsilon**2``)
+    and is clipped at 0. Internal nodes' counts are the sums of their leaves'
+    noisy counts; every node's ``value`` is its normalised noisy count vector
+    (uniform when all its counts were clipped to 0) and its
+    ``n_node_samples`` the rounded noisy total (at least 1). The structure,
+    thresholds and surrogates are unchanged.
+
+    **Sensitivity.** When ``c`` are plain row counts (a forest from
+    :func:`recount` or :func:`snap_thresholds` with each in-bag row once),
+    adding or removing one training row changes one count of one leaf of a
+    tree by 1, so the L1 sensitivity of a tree's leaf-count vector is 1 and
+    the noisy counts of one tree are the Laplace mechanism:
+    epsilon-differentially private *given the tree*; a forest of T trees that
+    share rows spends T·epsilon on its counts (sequential composition). With
+    scikit-learn's bootstrap weighting, ``c`` are weighted proportions times
+    distinct rows and one row can move them by more than 1. In every case this
+    protects the **counts only**: the tree structure and thresholds were chosen
+    from the rows without noise, so the forest is not differentially private.
+    Use :func:`~fedforest.privacy.dp_forest.fit_dp_forest` for a guarantee.
+
+    Parameters
+    ----------
+    forest : PooledForest
+    epsilon : float
+        > 0; the noise scale is ``1 / epsilon``.
+    random_state : None, int or Generator
+        Source of the noise. Leave it ``None`` (operating-system entropy)
+        outside tests: noise from a seed the server knows can be subtracted.
+    """
+    epsilon = check_epsilon(epsilon, "count_noise_epsilon")
+    rng = np.random.default_rng(random_state)
+    counts = forest.value * forest.n_node_samples[:, None].astype(np.float64)
+    leaf = forest.feature < 0
+    noise = np.zeros_like(counts)
+    noise[leaf] = rng.laplace(0.0, 1.0 / epsilon, size=(int(leaf.sum()), forest.n_classes))
+    return with_leaf_counts(forest, np.maximum(counts + noise, 0.0))
+
+
+def strip_surrogates(forest: PooledForest) -> PooledForest:
+    """The forest without surrogate splits (``share.surrogates: false``)."""
+    if not np.any(forest.surrogate_feature >= 0):
+        return forest
+    n = forest.n_nodes
+    return forest.with_surrogates(np.full(n, -1), np.zeros(n), np.ones(n, bool), np.zeros(n))
+
+
+def prepare_forest(
+    forest: PooledForest,
+    policy: PrivacyPolicy,
+    X=None,
+    y=None,
+    *,
+    in_bag=None,
+    min_agreement: float = 0.25,
+    min_rows: int = 6,
+    noise_state=None,
+) -> PooledForest:
+    """Apply ``policy`` to a site's outgoing forest (not DP mode), in the documented order.
+
+    Surrogates removed (``share.surrogates`` false) → :func:`snap_thresholds`
+    (``threshold_grid``) → plain row counts (:func:`recount` with each in-bag
+    row once, when ``count_noise_epsilon`` is set) → :func:`enforce_min_leaf_rows`
+    → :func:`add_count_noise` → :func:`enforce_min_leaf_rows` on the noisy
+    counts. The default policy returns ``forest`` itself.
+
+    Parameters
+    ----------
+    forest : PooledForest
+        The site's forest (with surrogates, if any: their thresholds are
+        snapped too).
+    policy : PrivacyPolicy
+    X, y :
+        The site's training rows and labels; needed for a grid or count noise.
+    in_bag : ndarray of shape (n_trees, n_rows), optional
+        :func:`bootstrap_weights` of the scikit-learn forest, so the counts
+        stay those of each tree's sample (default: every row in every tree).
+    min_agreement, min_rows :
+        The job's surrogate settings (surrogates re-scored after snapping).
+    noise_state : None, int or Generator
+        Source of the count noise; ``None`` outside tests.
+    """
+    if policy.dp:
+        raise ValueError("DP mode replaces the forest: use fit_dp_forest")
+    if policy.is_default:
+        return forest
+    if not policy.share["surrogates"]:
+        forest = strip_surrogates(forest)
+    noise = policy.count_noise_epsilon
+    needs_rows = policy.threshold_grid is not None or noise is not None
+    if needs_rows and (X is None or y is None):
+        raise ValueError("a threshold grid or count noise needs the site's rows X and y")
+    weights = in_bag
+    if noise is not None and in_bag is not None:
+        weights = (np.asarray(in_bag) > 0).astype(np.int64)
+    if policy.threshold_grid is not None:
+        forest = snap_thresholds(
+            forest,
+            X,
+            y,
+            policy.threshold_grid,
+            in_bag=weights,
+            min_agreement=min_agreement,
+            min_rows=min_rows,
+        )
+    elif noise is not None:
+        forest = recount(forest, X, y, in_bag=weights)
+    forest = enforce_min_leaf_rows(forest, policy.min_leaf_rows)
+    if noise is not None:
+        forest = add_count_noise(forest, noise, noise_state)
+        forest = enforce_min_leaf_rows(forest, policy.min_leaf_rows)
+    return forest

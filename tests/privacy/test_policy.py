@@ -1,0 +1,172 @@
+"""The privacy: block (privacy/policy.py): validation, and the stricter of two policies."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedforest.errors import ConfigError
+from fedforest.privacy.policy import PrivacyPolicy, ThresholdGrid, effective_policy
+
+
+# ------------------------------------------------------------ validation
+@pytest.mark.parametrize(
+    ("data", "key", "value", "allowed"),
+    [
+        ({"min_leaf_rows": 0}, "privacy.min_leaf_rows", "0", "an integer in [1, "),
+        ({"min_leaf_rows": True}, "privacy.min_leaf_rows", "True", "an integer"),
+        ({"min_level_rows": -1}, "privacy.min_level_rows", "-1", "an integer >= 0"),
+        ({"count_noise_epsilon": 0}, "privacy.count_noise_epsilon", "0", "a finite number > 0"),
+        ({"dp_epsilon": "high"}, "privacy.dp_epsilon", "'high'", "a finite number > 0"),
+        ({"k": 5}, "privacy.k", "5", "one of the known keys privacy.min_leaf_rows"),
+        ({"share": {"votes": False}}, "privacy.share.votes", "False", "privacy.share.imputers"),
+        ({"share": {"imputers": "no"}}, "privacy.share.imputers", "'no'", "true or false"),
+        ({"share": [True]}, "privacy.share", "[True]", "a mapping of imputers"),
+        (
+            {"dp_epsilon": 1, "share": {"surrogates": True}},
+            "privacy.share.surrogates",
+            "True",
+            "false when privacy.dp_epsilon is set",
+        ),
+        ({"threshold_grid": {}}, "privacy.threshold_grid", "{}", "a mapping with step"),
+        ({"threshold_grid": 0.5}, "privacy.threshold_grid", "0.5", "a mapping with step"),
+        ({"threshold_grid": {"step": -1}}, "privacy.threshold_grid.step", "-1", "> 0"),
+        (
+            {"threshold_grid": {"step": 1, "significant_digits": 2}},
+            "privacy.threshold_grid.significant_digits",
+            "2",
+            "null when privacy.threshold_grid.step is set",
+        ),
+        (
+            {"threshold_grid": {"significant_digits": 0}},
+            "privacy.threshold_grid.significant_digits",
+            "0",
+            "an integer in [1, 15]",
+        ),
+        (
+            {"threshold_grid": {"edges": {"age": [3, 1]}}},
+            "privacy.threshold_grid.edges.age",
+            "[3, 1]",
+            "strictly increasing",
+        ),
+        (
+            {"threshold_grid": {"steps": {"age": 1}, "edges": {"age": [1]}}},
+            "privacy.threshold_grid.edges.age",
+            "[1]",
+            "only one of",
+        ),
+        (
+            {"threshold_grid": {"bins": 3}},
+            "privacy.threshold_grid.bins",
+            "3",
+            "one of the known keys step",
+        ),
+        ({"feature_ranges": {"age": [5, 5]}}, "privacy.feature_ranges.age", "[5, 5]", "low < high"),
+        ({"dp_max_depth": 40}, "privacy.dp_max_depth", "40", "an integer in [1, 16]"),
+    ],
+)
+def test_policy_errors_name_file_key_value_and_what_is_allowed(data, key, value, allowed):
+    with pytest.raises(ConfigError) as err:
+        PrivacyPolicy.from_dict(data, "site_configs/site-1.yaml")
+    message = str(err.value)
+    assert message.startswith("site_configs/site-1.yaml: ")
+    assert f"key '{key}' is {value}" in message
+    assert "allowed: " in message and allowed in message
+
+
+def test_a_policy_round_trips_through_to_dict():
+    data = {
+        "min_leaf_rows": 5,
+        "threshold_grid": {"significant_digits": 2, "steps": {"age": 1.0}, "edges": {"b": [1.0]}},
+        "count_noise_epsilon": 0.5,
+        "min_level_rows": 3,
+        "share": {"imputers": False, "feature_std": True, "surrogates": True, "intersection": True},
+        "dp_epsilon": None,
+        "dp_trees": 20,
+        "dp_max_depth": None,
+        "feature_ranges": {"age": [0.0, 120.0]},
+    }
+    policy = PrivacyPolicy.from_dict(data, "job.yaml")
+    assert policy.to_dict() == data
+    assert PrivacyPolicy.from_dict(policy.to_dict()) == policy
+    assert not policy.is_default
+
+
+def test_check_features_refuses_what_cannot_be_applied():
+    grid_policy = PrivacyPolicy.from_dict({"threshold_grid": {"steps": {"age": 1}}}, "site-1.yaml")
+    with pytest.raises(ConfigError, match=r"site-1.yaml: .*\['bmi'\] have none"):
+        grid_policy.check_features(["age", "bmi"], ["smoker"])
+    grid_policy.check_features(["age"], ["smoker"])
+    cat_policy = PrivacyPolicy.from_dict({"threshold_grid": {"step": 1, "edges": {"smoker": [0]}}})
+    with pytest.raises(ConfigError, match="numeric features only"):
+        cat_policy.check_features(["age"], ["smoker"])
+    dp = PrivacyPolicy.from_dict({"dp_epsilon": 1, "feature_ranges": {"age": [0, 100]}}, "job.yaml")
+    with pytest.raises(ConfigError, match=r"job.yaml: key 'privacy.feature_ranges'.*\['bmi'\]"):
+        dp.check_features(["age", "bmi"])
+
+
+# ---------------------------------------------------------- stricter of two
+def policy(source="site.yaml", **data):
+    return PrivacyPolicy.from_dict(data, source)
+
+
+def test_the_stricter_value_wins_for_every_key():
+    site_p = policy(
+        min_leaf_rows=10,
+        min_level_rows=2,
+        count_noise_epsilon=1.0,
+        share={"imputers": False},
+        dp_trees=5,
+        feature_ranges={"age": [0, 100], "bmi": [10, 60]},
+    )
+    job_p = policy(
+        "job.yaml",
+        min_leaf_rows=3,
+        min_level_rows=5,
+        dp_epsilon=4.0,
+        share={"intersection": False},
+        dp_trees=8,
+        feature_ranges={"age": [0, 120]},
+    )
+    out = effective_policy(site_p, job_p)
+    assert out.min_leaf_rows == 10 and out.min_level_rows == 5
+    assert out.count_noise_epsilon == 1.0 and out.dp_epsilon == 4.0  # None is infinity
+    assert out.share == dict.fromkeys(
+        ("imputers", "feature_std", "surrogates", "intersection"), False
+    )
+    assert out.dp_trees == 8  # keys that do not change the guarantee: the job's
+    assert out.feature_ranges == {"age": (0.0, 120.0), "bmi": (10.0, 60.0)}
+    assert out.source == "site.yaml + job.yaml"
+    both = effective_policy(policy(count_noise_epsilon=2.0), policy("j", count_noise_epsilon=0.5))
+    assert both.count_noise_epsilon == 0.5
+    # a job can never loosen a hospital's policy
+    assert effective_policy(site_p, PrivacyPolicy()).to_dict() == site_p.to_dict()
+    assert effective_policy(PrivacyPolicy(), PrivacyPolicy()).is_default
+
+
+def test_grids_merge_to_the_coarser_one_or_are_refused():
+    def grid_of(source, **grid):
+        return policy(source, threshold_grid=grid)
+
+    merged = effective_policy(grid_of("site.yaml", step=0.5), PrivacyPolicy()).threshold_grid
+    assert merged == ThresholdGrid(("step", 0.5), {})
+    merged = effective_policy(grid_of("site.yaml", step=0.5), grid_of("job.yaml", step=1.5))
+    assert merged.threshold_grid.default == ("step", 1.5)
+    merged = effective_policy(
+        grid_of("site.yaml", significant_digits=3), grid_of("job.yaml", significant_digits=2)
+    )
+    assert merged.threshold_grid.default == ("digits", 2)
+    # public edges that lie on the hospital's step are coarser than it, feature by feature
+    merged = effective_policy(
+        grid_of("site.yaml", step=0.5), grid_of("job.yaml", step=1, edges={"age": [20, 40.5]})
+    ).threshold_grid
+    assert merged.default == ("step", 1.0) and merged.features == {"age": ("edges", (20.0, 40.5))}
+    with pytest.raises(ConfigError) as err:
+        effective_policy(grid_of("site.yaml", step=0.5), grid_of("job.yaml", step=0.3))
+    message = str(err.value)
+    assert "site.yaml" in message and "job.yaml" in message
+    assert "step 0.5 (site.yaml) against step 0.3 (job.yaml)" in message
+    with pytest.raises(ConfigError, match="feature 'age'"):
+        effective_policy(
+            grid_of("site.yaml", step=1, edges={"age": [18, 65]}),
+            grid_of("job.yaml", step=1, edges={"age": [20, 60]}),
+        )

@@ -258,16 +258,17 @@ def format_election(out) -> str:
     chosen = set(e.selected)
     inter = set(e.intersection)
     width = max([len(f) for f in e.features] + [7])
-    head = f"{'feature':<{width}}  " + "  ".join(f"{s[:10]:>10}" for s in sites)
+    columns = {s: max(10, len(s)) for s in sites}  # a site's name is never cut
+    head = f"{'feature':<{width}}  " + "  ".join(f"{s:>{columns[s]}}" for s in sites)
     head += "      vote  decision"
     lines = [head, "-" * len(head)]
     for f in e.features:
         marks = []
         for s in sites:
             if s not in e.sites_with[f]:
-                marks.append(f"{'-':>10}")
+                marks.append(f"{'-':>{columns[s]}}")
             else:
-                marks.append(f"{'selected' if s in e.selected_by[f] else 'no':>10}")
+                marks.append(f"{'selected' if s in e.selected_by[f] else 'no':>{columns[s]}}")
         if f in inter:
             decision = "kept (every site that has it)"
         elif f in chosen and f in e.always_keep:
@@ -405,28 +406,10 @@ def _job_prod(args: argparse.Namespace) -> int:
 
 
 def format_results(results: dict) -> str:
-    """Per-site, per-strategy table of a job's results."""
-    lines = [f"job {results['job']}: {results['status']}"]
-    if results.get("error"):
-        lines.append(f"error: {results['error']}")
-    for site, why in (results.get("dropped_sites") or {}).items():
-        lines.append(f"dropped {site}: {why}")
-    metrics = results.get("metrics") or {}
-    sites = sorted(metrics)
-    if sites:
-        lines.append("")
-        lines.append("AUPRC on each site's test rows")
-        lines.append(f"{'strategy':<14}" + "".join(f"{s:>10}" for s in sites) + f"{'mean':>10}")
-        for strategy in results.get("strategies", []):
-            vals = [metrics[s].get(strategy, {}).get("auprc") for s in sites]
-            shown = "".join(f"{v:>10.3f}" if v is not None else f"{'-':>10}" for v in vals)
-            got = [v for v in vals if v is not None]
-            mean = f"{sum(got) / len(got):>10.3f}" if got else f"{'-':>10}"
-            lines.append(f"{strategy:<14}{shown}{mean}")
-    timings = results.get("phase_seconds") or {}
-    if timings:
-        lines.append("phase seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
-    return "\n".join(lines)
+    """Per-site, per-strategy table of a job's results (``results.json``)."""
+    from .federation.results import results_table
+
+    return results_table(results)
 
 
 def _guess_weight(args: argparse.Namespace, model_path) -> float:

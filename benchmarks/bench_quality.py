@@ -22,8 +22,8 @@ Then the job itself at many sites (``--job-sites``, default 10; ``0`` skips
 it): ``benchmarks/bench_scale.py``'s setting (a 30-feature synthetic table,
 ``--job-rows`` rows per site, pairwise Jaccard 0.5, ``data_prep/jaccard_split.py``,
 ``site_configs/job.yaml``'s evaluation and election, 100 trees per site), run
-in one process with the same site and server code as the FLARE controller
-(``bench_scale.run_in_process``); reported: every strategy's AUPRC per site
+in one process with the job's own phase driver, as the FLARE controller runs
+it (``bench_scale.run_in_process``); reported: every strategy's AUPRC per site
 and its mean over the sites.
 
 Usage::

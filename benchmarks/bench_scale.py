@@ -16,8 +16,8 @@ timeouts high enough for 30 sites. Measured per run:
 
 A run happens in the real NVIDIA FLARE simulator (``SimEnv``, one process per
 site) when it has at most ``--max-simulator-sites`` sites, else in one process
-with the same :class:`~fedforest.federation.site.SiteRunner` and
-:class:`~fedforest.federation.server.JobServer` calls in the controller's order
+with the job's own phase driver (:class:`~fedforest.federation.driver.JobDriver`)
+calling the sites' :class:`~fedforest.federation.site.SiteRunner` objects
 (:func:`run_in_process`; payloads deep-copied as they cross, as FLARE's
 serialisation would). One process cannot show a site's own memory, and runs the
 sites one after another: its phase times are given as CPU seconds (whatever else
@@ -63,6 +63,7 @@ from jaccard_split import write_split  # noqa: E402
 from fedforest import protocol  # noqa: E402
 from fedforest.experiments.synthetic import make_synthetic  # noqa: E402
 from fedforest.federation.config import JobConfig, SiteConfig  # noqa: E402
+from fedforest.federation.driver import InProcessExchange, JobDriver  # noqa: E402
 from fedforest.federation.server import JobServer  # noqa: E402
 from fedforest.federation.site import SiteRunner  # noqa: E402
 
@@ -71,7 +72,7 @@ logger = logging.getLogger("bench_scale")
 TARGET = "target"
 N_FEATURES = 30
 JACCARD = 0.5
-#: Phases in the order the job runs them (``fedforest.flare.controller``).
+#: Phases in the order the job runs them (``fedforest.federation.driver``).
 PHASES = ("schema", "vote", "election", "train", "pool", "evaluate")
 #: Phases whose work is done by the sites (the rest is the server's).
 SITE_PHASES = {"schema", "vote", "election", "train", "evaluate"}
@@ -153,9 +154,11 @@ class _Clock:
 
 
 def run_in_process(config_dir: Path, evaluate_sample: int = 0, run_dir: Path | None = None):
-    """Run the job in this process, in the order of the FLARE controller's ``control_flow``.
+    """Run the job in this process with the job's own phase driver.
 
-    Every task goes to every live site, one after another; task data and
+    :class:`~fedforest.federation.driver.JobDriver` (the order the FLARE
+    controller runs) over an :class:`~fedforest.federation.driver.InProcessExchange`:
+    every task goes to every live site, one after another; task data and
     replies are deep-copied as they cross (no party shares an object with
     another, as after FLARE's serialisation). ``evaluate_sample`` > 0 lets
     only the first that many sites evaluate. Times are CPU seconds of this
@@ -164,102 +167,36 @@ def run_in_process(config_dir: Path, evaluate_sample: int = 0, run_dir: Path | N
     Returns
     -------
     results : dict
-        ``results.json`` as :meth:`JobServer.write_results` writes it.
+        ``results.json`` as the driver writes it.
     clock : _Clock
         The server's and every site's CPU seconds per phase.
+
+    Raises
+    ------
+    RuntimeError
+        If the job failed (the message is the job's error).
     """
     job = JobConfig.load(config_dir / "job.yaml")
     runners = {
         site: SiteRunner(SiteConfig.load(config_dir / f"{site}.yaml")).load() for site in job.sites
     }
+    sample = {protocol.EVALUATE: evaluate_sample} if evaluate_sample else None
+    exchange = InProcessExchange(runners, ask_first=sample, clock=_cpu)
     server = JobServer(job)
-    clock = _Clock()
-
-    def phase(task: str, data: dict, timing: str, sample: int = 0) -> dict:
-        alive = server.alive(job.sites)
-        server.check_min_sites(alive, task)
-        if sample:  # a sample of the sites (the others' replies are left out, not missing)
-            alive = alive[:sample]
-        data = protocol.task_data(task, **data)
-        replies = {}
-        for site in alive:
-            start = _cpu()
-            try:
-                reply = runners[site].run_task(task, copy.deepcopy(data))
-            except Exception as err:  # noqa: BLE001 - as the executor: the site is dropped
-                server.drop(site, task, f"{type(err).__name__}: {err}")
-                continue
-            replies[site] = copy.deepcopy(reply)
-            clock.add_site(timing, site, _cpu() - start)
-        if not sample:
-            server.check_min_sites(list(replies), task)
-        return replies
-
-    def on_server(timing: str, fn):
-        start = _cpu()
-        try:
-            return fn()
-        finally:
-            clock.add_server(timing, _cpu() - start)
-
-    config = job
-    replies = phase(protocol.SCHEMA, {"seed": config.seed}, "schema")
-    schema = on_server("schema", lambda: server.build_schema(replies))
-    vote_on = config.election["enabled"]
-    replies = phase(protocol.VOTE, {"schema": schema, "vote": vote_on}, "vote")
-    if vote_on:
-        ballot = on_server("vote", lambda: server.read_votes(replies))
-
-        def score(features: list[str]) -> float:
-            scored = phase(
-                protocol.SCORE_MASK,
-                {"features": list(features), "metric": config.election["metric"]},
-                "election",
-            )
-            return server.score_replies(scored)
-
-        before = sum(clock.sites.get("election", {}).values())
-        start = _cpu()
-        elected = server.elect(ballot, score)
-        spent = _cpu() - start
-        nested = sum(clock.sites.get("election", {}).values()) - before
-        clock.add_server("election", spent - nested)
-    else:
-        elected = list(server.schema.features)
-    want_inter = "intersection" in config.strategies
-    replies = phase(
-        protocol.TRAIN,
-        {
-            "elected": elected,
-            "forest": config.forest,
-            "surrogates": config.surrogates,
-            "intersection": want_inter,
-        },
-        "train",
-    )
-    model = on_server("pool", lambda: server.pool(replies, want_inter))
-    replies = phase(
-        protocol.EVALUATE,
-        {
-            "model": model,
-            "strategies": config.strategies,
-            "voting": config.voting,
-            "depth_threshold": config.depth_threshold,
-            "metrics": config.metrics,
-            "auto_metric": config.auto_metric,
-        },
-        "evaluate",
-        sample=evaluate_sample,
-    )
-    metrics = on_server("evaluate", lambda: server.read_metrics(replies))
-    for phase_name in PHASES:  # results.json's phase_seconds: CPU seconds, sites one by one
-        total = clock.server.get(phase_name, 0.0) + sum(clock.sites.get(phase_name, {}).values())
-        if phase_name in clock.server or phase_name in clock.sites:
-            server.timings[phase_name] = total
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(run_dir or tmp)
-        results = server.write_results(out, metrics, model)
-    return json.loads(json.dumps(results, default=str)), clock
+        driver = JobDriver(server, exchange, run_dir=Path(run_dir or tmp), clock=_cpu)
+        results = driver.run()
+    if not results.finished:
+        raise RuntimeError(results.error)
+    # results.json's phase_seconds: CPU seconds, sites one by one; the server's share is
+    # the phase's time less the sites' (the election's rounds are counted once)
+    clock = _Clock()
+    for timing, per in exchange.seconds.items():
+        for site, seconds in per.items():
+            clock.add_site(timing, site, seconds)
+    for timing, total in server.timings.items():
+        clock.add_server(timing, max(0.0, total - sum(exchange.seconds.get(timing, {}).values())))
+    return json.loads(json.dumps(results.to_dict(), default=str)), clock
 
 
 def estimate_phases(clock: _Clock, n_sites: int, cores: int) -> dict[str, float]:

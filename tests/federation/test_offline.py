@@ -142,3 +142,21 @@ def test_the_offline_election_equals_the_jobs_election(tmp_path):
     assert offline.election.selected == job.elected
     assert offline.tuning.to_dict() == job.server.tuning.to_dict()
     assert yaml.safe_dump(offline.schema.to_payload()) == yaml.safe_dump(job.schema)
+
+
+def test_the_election_table_keeps_long_site_names_whole():
+    from fedforest.cli.elect import format_election
+
+    names = {"a": "hungarian", "b": "switzerland", "c": "university-hospital-zurich"}
+    tables = {names[s]: frame for s, frame in site_tables(5, rows=120).items()}
+    out = run_election(tables, "y", "f_classif", freedom_degree=0.5)
+    lines = format_election(out).splitlines()
+    header = lines[0]
+    assert header.split()[1:4] == list(names.values())
+    assert "hungarianswitzerland" not in header and "switzerla " not in header
+    for line in lines[2 : 2 + len(out.election.features)]:
+        marks = line.split()[1:4]
+        assert all(m in ("selected", "no", "-") for m in marks), line
+        for name, mark in zip(names.values(), marks, strict=True):
+            end = header.index(name) + len(name)  # each mark ends under its site's name
+            assert line[:end].endswith(mark), (name, line)

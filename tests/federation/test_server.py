@@ -13,6 +13,7 @@ from test_site import SHARED, SITES, assert_plain, make_job, run_job
 
 from fedforest.errors import PayloadError
 from fedforest.federation.config import JOB_STRATEGIES, JobConfig
+from fedforest.federation.job_results import RESULTS_FORMAT, RESULTS_VERSION
 from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
@@ -114,6 +115,8 @@ def test_results_json(job):
     path = job.run_dir / "results.json"
     results = json.loads(path.read_text())
     assert set(results) == {
+        "format",
+        "version",
         "job",
         "status",
         "error",
@@ -131,6 +134,7 @@ def test_results_json(job):
         "model",
         "privacy",
     }
+    assert results["format"] == RESULTS_FORMAT and results["version"] == RESULTS_VERSION
     assert results["job"] == "fedforest-demo" and results["status"] == "finished"
     assert results["error"] is None and results["dropped_sites"] == {}
     assert results["sites"] == list(SITES)

@@ -3,8 +3,8 @@
 Every site runs a :class:`SwarmSite` in its own thread, with real data, real
 :class:`SiteRunner` objects and real scikit-learn forests; messages travel by
 :class:`InProcessTransport` into one :class:`Mailbox` per site. The server-mode
-reference is computed in-process the way the FLARE controller's
-``control_flow`` runs it.
+reference is computed in-process by the phase driver the FLARE controller
+runs.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from fedforest import protocol
 from fedforest.errors import PayloadError
 from fedforest.federation.agreement import payload_digest
 from fedforest.federation.config import JobConfig, SiteConfig
+from fedforest.federation.driver import InProcessExchange, JobDriver
 from fedforest.federation.results import render_report, write_results_files
 from fedforest.federation.server import JobServer
 from fedforest.federation.site import SiteRunner
@@ -125,63 +126,18 @@ def run_swarm(peers: Mapping[str, SwarmSite]) -> dict[str, dict]:
 
 
 def server_mode(config: JobConfig, runners: Mapping) -> tuple[JobServer, dict, dict]:
-    """The job in server mode, phase by phase as ``FedForestController.control_flow`` runs it.
+    """The job in server mode: the phase driver over the runners in this process.
 
     Every task crosses as a deep copy (as over the network); a task that raises
     drops its site, as a failed reply does. Returns the server, the pooled
     model and the checked metrics.
     """
     server = JobServer(config)
-
-    def phase(task: str, **data) -> dict:
-        alive = server.alive(config.sites)
-        server.check_min_sites(alive, task)
-        good = {}
-        for site in alive:
-            try:
-                sent = copy.deepcopy(protocol.task_data(task, **data))
-                good[site] = runners[site].run_task(task, sent)
-            except Exception as err:  # noqa: BLE001 - a failed reply drops the site
-                server.drop(site, task, f"EXECUTION_EXCEPTION: {err}")
-        server.check_min_sites(list(good), task)
-        return dict(sorted(good.items()))
-
-    schema = server.build_schema(phase(protocol.SCHEMA, seed=config.seed))
-    vote_on = config.election["enabled"]
-    replies = phase(protocol.VOTE, schema=schema, vote=vote_on)
-    if vote_on:
-        ballot = server.read_votes(replies)
-
-        def score(features: list[str]) -> float:
-            metric = config.election["metric"]
-            return server.score_replies(
-                phase(protocol.SCORE_MASK, features=list(features), metric=metric)
-            )
-
-        elected = server.elect(ballot, score)
-    else:
-        elected = list(server.schema.features)
-    want_inter = "intersection" in config.strategies
-    replies = phase(
-        protocol.TRAIN,
-        elected=elected,
-        forest=config.forest,
-        surrogates=config.surrogates,
-        intersection=want_inter,
-    )
-    model = server.pool(replies, want_inter)
-    replies = phase(
-        protocol.EVALUATE,
-        model=model,
-        strategies=config.strategies,
-        voting=config.voting,
-        depth_threshold=config.depth_threshold,
-        metrics=config.metrics,
-        auto_metric=config.auto_metric,
-    )
-    metrics = server.read_metrics(replies)
-    server.check_min_sites(list(metrics), "evaluate")
-    return server, model, metrics
+    driver = JobDriver(server, InProcessExchange(runners))
+    results = driver.run()
+    if not results.finished:
+        raise RuntimeError(results.error)
+    return server, driver.model, driver.metrics
 
 
 def read_status(config: JobConfig, status: Mapping, sender: str | None = None) -> dict:

@@ -83,16 +83,17 @@ def format_election(out) -> str:
     chosen = set(e.selected)
     inter = set(e.intersection)
     width = max([len(f) for f in e.features] + [7])
-    head = f"{'feature':<{width}}  " + "  ".join(f"{s[:10]:>10}" for s in sites)
+    columns = {s: max(10, len(s)) for s in sites}  # a site's name is never cut
+    head = f"{'feature':<{width}}  " + "  ".join(f"{s:>{columns[s]}}" for s in sites)
     head += "      vote  decision"
     lines = [head, "-" * len(head)]
     for f in e.features:
         marks = []
         for s in sites:
             if s not in e.sites_with[f]:
-                marks.append(f"{'-':>10}")
+                marks.append(f"{'-':>{columns[s]}}")
             else:
-                marks.append(f"{'selected' if s in e.selected_by[f] else 'no':>10}")
+                marks.append(f"{'selected' if s in e.selected_by[f] else 'no':>{columns[s]}}")
         if f in inter:
             decision = "kept (every site that has it)"
         elif f in chosen and f in e.always_keep:

@@ -119,28 +119,10 @@ def _job_prod(args: argparse.Namespace) -> int:
 
 
 def format_results(results: dict) -> str:
-    """Per-site, per-strategy table of a job's results."""
-    lines = [f"job {results['job']}: {results['status']}"]
-    if results.get("error"):
-        lines.append(f"error: {results['error']}")
-    for site, why in (results.get("dropped_sites") or {}).items():
-        lines.append(f"dropped {site}: {why}")
-    metrics = results.get("metrics") or {}
-    sites = sorted(metrics)
-    if sites:
-        lines.append("")
-        lines.append("AUPRC on each site's test rows")
-        lines.append(f"{'strategy':<14}" + "".join(f"{s:>10}" for s in sites) + f"{'mean':>10}")
-        for strategy in results.get("strategies", []):
-            vals = [metrics[s].get(strategy, {}).get("auprc") for s in sites]
-            shown = "".join(f"{v:>10.3f}" if v is not None else f"{'-':>10}" for v in vals)
-            got = [v for v in vals if v is not None]
-            mean = f"{sum(got) / len(got):>10.3f}" if got else f"{'-':>10}"
-            lines.append(f"{strategy:<14}{shown}{mean}")
-    timings = results.get("phase_seconds") or {}
-    if timings:
-        lines.append("phase seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
-    return "\n".join(lines)
+    """Per-site, per-strategy table of a job's results (``results.json``)."""
+    from ..federation.results import results_table
+
+    return results_table(results)
 
 
 def add_parser(sub) -> None:

@@ -1,12 +1,16 @@
 """A whole feature election on local tables, in one process (``fedforest elect``).
 
 The election runs the job's own code: one :class:`~fedforest.federation.site.SiteRunner`
-per table and a :class:`~fedforest.federation.server.JobServer`, exchanging the
-same payloads as in a FLARE job (schema, votes, mask scores), only without the
-network, as NVIDIA FLARE's ``simulate_election`` runs its real controller. The
-offline and the federated election therefore cannot drift apart: the same
-tables, settings and seed give the same elected features as the job's
-election phase. Hospitals use it on copies of their data before joining a job.
+per table and a :class:`~fedforest.federation.server.JobServer`, driven by the
+job's phase driver (:meth:`~fedforest.federation.driver.JobDriver.elect`)
+over an :class:`~fedforest.federation.driver.InProcessExchange`: the same
+tasks and payloads as in a FLARE job (schema, votes, mask scores), only
+without the network, as NVIDIA FLARE's ``simulate_election`` runs its real
+controller. The offline and the federated election therefore cannot drift
+apart: the same tables, settings and seed give the same elected features as
+the job's election phase. Offline, a site that cannot take part is an error
+to fix (the driver's strict mode), not a site to drop. Hospitals use it on
+copies of their data before joining a job.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from ..election.ballot import ElectionResult, SiteVote
 from ..election.tuning import TuningResult
 from ..vocabulary import SELECTORS
 from .config import JobConfig, SiteConfig
+from .driver import InProcessExchange, JobDriver
 from .schema import GlobalSchema
 from .server import JobServer
 from .site import SiteRunner
@@ -70,12 +75,12 @@ def run_election(
         Integer-coded columns to treat as categorical (non-numeric columns
         always are).
     freedom_degree, aggregation, always_keep, normalization
-        As in :func:`fedforest.federation.election.elect` (``normalization``:
+        As in :func:`fedforest.election.ballot.elect` (``normalization``:
         ``"all"``, the Feature Election paper's rule, or ``"selected"``, NVIDIA
         FLARE 2.9's ``feature_election`` rule).
     auto_tune : bool
         Tune the freedom degree by hill-climbing, each site scoring proposed
-        masks on its validation rows (:func:`fedforest.federation.tuning.hill_climb`).
+        masks on its validation rows (:func:`fedforest.election.tuning.hill_climb`).
     tuning_rounds, tolerance, metric
         Tuning settings.
     validation_fraction, test_fraction : float
@@ -150,26 +155,7 @@ def run_election(
         )
         runners[site] = SiteRunner(config, random_state).load(frame)
     server = JobServer(job)
-
-    def all_sites_in() -> None:
-        # offline, a site that cannot take part is an error to fix, not a site to drop
-        for site, reason in server.dropped.items():
-            raise ValueError(f"site {site!r} cannot take part: {reason}")
-
-    schema = server.build_schema({s: r.describe() for s, r in runners.items()})
-    all_sites_in()
-    for runner in runners.values():
-        runner.set_schema(schema)
-    ballot = server.read_votes({s: r.vote() for s, r in runners.items()})
-    all_sites_in()
-
-    def score(features: list[str]) -> float:
-        value = server.score_replies(
-            {s: r.score_mask(features, metric) for s, r in runners.items()}
-        )
-        all_sites_in()
-        return value
-
-    server.elect(ballot, score)
+    # offline, a site that cannot take part is an error to fix, not a site to drop
+    JobDriver(server, InProcessExchange(runners, raise_errors=True), strict=True).elect()
     logger.info("offline election: kept %s", server.election.selected)
     return OfflineElection(server.schema, list(server.votes), server.election, server.tuning)

@@ -1,4 +1,12 @@
-"""A job's results: payload sizes, the readable report and the per-site table."""
+"""A job's results on disk and on screen: payload sizes, ``report.md``, the per-site table.
+
+:class:`~fedforest.federation.job_results.JobResults` holds the results;
+this module writes them (:func:`write_results_files`, or
+:func:`write_brief_results` when even the partial results cannot be
+rendered), renders ``report.md`` (:func:`render_report`) and the command
+line's per-site, per-strategy table (:func:`results_table`). Every function
+takes a :class:`JobResults` or a ``results.json`` dict.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,12 @@ import numpy as np
 
 from ..privacy.policy import PrivacyPolicy
 from ..vocabulary import METRICS
+from .job_results import JobResults, as_results
+
+#: The narrowest column of the command line's table: labels column, then each value column.
+LABEL_WIDTH, VALUE_WIDTH = 14, 10
+#: Spaces at least between two columns of the command line's table.
+GUTTER = 2
 
 
 def payload_bytes(value) -> int:
@@ -23,148 +37,223 @@ def payload_bytes(value) -> int:
     return len(str(value))
 
 
-def write_results_files(run_dir, results: Mapping) -> None:
-    """Write ``results.json`` and ``report.md`` (:func:`render_report`) into ``run_dir``."""
+def write_results_files(run_dir, results: JobResults | Mapping) -> None:
+    """Write ``results.json`` (:meth:`JobResults.to_dict`) and ``report.md`` into ``run_dir``."""
+    results = as_results(results)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    (run_dir / "results.json").write_text(
+        json.dumps(results.to_dict(), indent=2, default=str) + "\n"
+    )
     (run_dir / "report.md").write_text(render_report(results))
 
 
-def render_report(results: Mapping) -> str:
+def write_brief_results(run_dir, results: JobResults) -> None:
+    """Write the brief ``results.json`` (:meth:`JobResults.brief_dict`) and a one-line report."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "results.json").write_text(json.dumps(results.brief_dict(), indent=2) + "\n")
+    (run_dir / "report.md").write_text(
+        f"# fedforest job `{results.job}`: {results.status}\n\n**Error:** {results.error}\n"
+    )
+
+
+def render_report(results: JobResults | Mapping) -> str:
     """A readable report of a job's results (server or swarm mode)."""
-    mode = " (swarm mode)" if results.get("mode") == "swarm" else ""
-    lines = [f"# fedforest job `{results['job']}`{mode}: {results['status']}", ""]
-    if results.get("error"):
-        lines += [f"**Error:** {results['error']}", ""]
-    if results.get("site_states"):
-        lines += ["## Sites", "", "| site | state | metrics |", "|---|---|---|"]
-        for site, state in results["site_states"].items():
-            shown = (
-                "withheld by the site"
-                if site in results.get("metrics_withheld", [])
-                else ("reported" if site in results.get("metrics", {}) else "–")
-            )
-            error = results.get("site_errors", {}).get(site)
-            lines.append(f"| {site} | {state}{': ' + error if error else ''} | {shown} |")
-        lines.append("")
-        encrypted = results.get("peer_messages_encrypted") or {}
-        if encrypted:
-            said = {
-                True: "encrypted end to end",
-                False: "not encrypted end to end",
-                None: "unknown",
-            }
-            lines += [
-                "Messages between sites: "
-                + ", ".join(f"`{s}` {said.get(v, 'unknown')}" for s, v in encrypted.items())
-                + ".",
-                "",
-            ]
-        digest = results.get("model_digest")
-        if digest:
-            lines += [f"Every finished site pooled the same model (SHA-256 `{digest[:16]}…`).", ""]
-        elif results.get("model_digests"):
-            lines += ["**The finished sites pooled different models:**", ""]
-            lines += [f"- `{s}`: `{d}`" for s, d in results["model_digests"].items()]
-            lines.append("")
-    if results.get("classes_missing"):
+    r = as_results(results)
+    mode = " (swarm mode)" if r.swarm is not None else ""
+    lines = [f"# fedforest job `{r.job}`{mode}: {r.status}", ""]
+    if r.error:
+        lines += [f"**Error:** {r.error}", ""]
+    if r.swarm is not None and r.swarm.site_states:
+        lines += _swarm_sites(r)
+    if r.classes_missing:
         lines += ["## Classes a site has no row of", ""]
         lines += [
             f"- `{s}`: {', '.join(map(str, lacking))} (its trees never predict them; its "
             "metrics are on the classes it has)"
-            for s, lacking in results["classes_missing"].items()
+            for s, lacking in r.classes_missing.items()
         ]
         lines.append("")
-    if results.get("dropped_sites"):
+    if r.dropped_sites:
         lines += ["## Dropped sites", ""]
-        lines += [f"- `{s}`: {why}" for s, why in results["dropped_sites"].items()]
+        lines += [f"- `{s}`: {why}" for s, why in r.dropped_sites.items()]
         lines.append("")
-    metrics = results.get("metrics") or {}
-    if metrics:
-        lines += ["## Test metrics per site and strategy", ""]
-        for site, per in metrics.items():
-            lines += [
-                f"### {site} ({results['test_rows'].get(site)} test rows)",
-                "",
-                "| strategy | AUPRC | AUC | MCC | accuracy | trees kept | fallback rows |",
-                "|---|---|---|---|---|---|---|",
-            ]
-            for strategy, row in per.items():
-                name = strategy + (f" → {row['chosen']}" if row.get("chosen") else "")
-                if row.get("guess_weight") is not None:
-                    name += f" (guess weight {row['guess_weight']:g})"
-                lines.append(
-                    f"| {name} | {_fmt(row.get('auprc'))} | {_fmt(row.get('auc'))} | "
-                    f"{_fmt(row.get('mcc'))} | {_fmt(row.get('accuracy'))} | "
-                    f"{row.get('mean_trees_kept', 0):.1f} | {row.get('fallback_rows', 0)} |"
-                )
-            lines.append("")
-        lines += [
-            "### Mean over sites",
-            "",
-            "| strategy | AUPRC | AUC | MCC | accuracy |",
-            "|---|---|---|---|---|",
-        ]
-        strategies = list(next(iter(metrics.values())).keys())
-        for strategy in strategies:
-            vals = {
-                m: [
-                    per[strategy].get(m)
-                    for per in metrics.values()
-                    if strategy in per and per[strategy].get(m) is not None
-                ]
-                for m in METRICS
-            }
-            lines.append(
-                f"| {strategy} | "
-                + " | ".join(_fmt(float(np.mean(v)) if v else None) for v in vals.values())
-                + " |"
-            )
-        lines.append("")
-    election = results.get("election")
-    if election:
-        st = election["stats"]
+    if r.metrics:
+        lines += _metric_tables(r)
+    if r.election:
+        st = r.election["stats"]
         lines += [
             "## Feature election",
             "",
             f"Kept {st['kept']} features (intersection {st['intersection']}, union "
             f"{st['union']}, disputed {st['disputed']}) at freedom degree "
-            f"{election['freedom_degree']:.4g}: {', '.join(election['selected'])}",
+            f"{r.election['freedom_degree']:.4g}: {', '.join(r.election['selected'])}",
             "",
         ]
-    tuning = results.get("tuning")
-    if tuning:
+    if r.tuning:
         lines += ["| freedom degree | features kept | validation score |", "|---|---|---|"]
         lines += [
             f"| {h['freedom_degree']:.4f} | {h['kept']} | {h['score']:.4f} |"
-            for h in tuning["history"]
+            for h in r.tuning["history"]
         ]
         lines.append("")
-    if results.get("privacy"):
+    if r.privacy:
         lines += ["## Privacy policies", ""]
-        lines += [
-            f"- `{site}`: {describe_policy(policy)}" for site, policy in results["privacy"].items()
-        ]
+        lines += [f"- `{site}`: {describe_policy(policy)}" for site, policy in r.privacy.items()]
         lines.append("")
-    seconds = results.get("phase_seconds")
-    if seconds and all(isinstance(v, Mapping) for v in seconds.values()):  # per site (swarm)
-        lines += ["## Phase timings (seconds, per site)", ""]
+    lines += _timings(r.phase_seconds)
+    if r.payload_bytes:
+        lines += ["## Payload sizes (bytes)", ""]
+        for site, sizes in r.payload_bytes.items():
+            lines.append(f"- `{site}`: " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _swarm_sites(r: JobResults) -> list[str]:
+    """The Sites section of a swarm job's report: states, encryption, model digests."""
+    swarm = r.swarm
+    lines = ["## Sites", "", "| site | state | metrics |", "|---|---|---|"]
+    for site, state in swarm.site_states.items():
+        shown = (
+            "withheld by the site"
+            if site in swarm.metrics_withheld
+            else ("reported" if site in r.metrics else "–")
+        )
+        error = swarm.site_errors.get(site)
+        lines.append(f"| {site} | {state}{': ' + error if error else ''} | {shown} |")
+    lines.append("")
+    if swarm.peer_messages_encrypted:
+        said = {True: "encrypted end to end", False: "not encrypted end to end", None: "unknown"}
+        lines += [
+            "Messages between sites: "
+            + ", ".join(
+                f"`{s}` {said.get(v, 'unknown')}" for s, v in swarm.peer_messages_encrypted.items()
+            )
+            + ".",
+            "",
+        ]
+    if swarm.model_digest:
+        lines += [
+            f"Every finished site pooled the same model (SHA-256 `{swarm.model_digest[:16]}…`).",
+            "",
+        ]
+    elif swarm.model_digests:
+        lines += ["**The finished sites pooled different models:**", ""]
+        lines += [f"- `{s}`: `{d}`" for s, d in swarm.model_digests.items()]
+        lines.append("")
+    return lines
+
+
+def _metric_tables(r: JobResults) -> list[str]:
+    """Every site's table of strategies, then the mean over sites."""
+    lines = ["## Test metrics per site and strategy", ""]
+    for site, per in r.metrics.items():
+        lines += [
+            f"### {site} ({r.test_rows.get(site)} test rows)",
+            "",
+            "| strategy | AUPRC | AUC | MCC | accuracy | trees kept | fallback rows |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for strategy, row in per.items():
+            name = strategy + (f" → {row['chosen']}" if row.get("chosen") else "")
+            if row.get("guess_weight") is not None:
+                name += f" (guess weight {row['guess_weight']:g})"
+            lines.append(
+                f"| {name} | {_fmt(row.get('auprc'))} | {_fmt(row.get('auc'))} | "
+                f"{_fmt(row.get('mcc'))} | {_fmt(row.get('accuracy'))} | "
+                f"{row.get('mean_trees_kept', 0):.1f} | {row.get('fallback_rows', 0)} |"
+            )
+        lines.append("")
+    lines += [
+        "### Mean over sites",
+        "",
+        "| strategy | AUPRC | AUC | MCC | accuracy |",
+        "|---|---|---|---|---|",
+    ]
+    for strategy in next(iter(r.metrics.values())):
+        vals = {
+            m: [
+                per[strategy].get(m)
+                for per in r.metrics.values()
+                if strategy in per and per[strategy].get(m) is not None
+            ]
+            for m in METRICS
+        }
+        lines.append(
+            f"| {strategy} | "
+            + " | ".join(_fmt(float(np.mean(v)) if v else None) for v in vals.values())
+            + " |"
+        )
+    lines.append("")
+    return lines
+
+
+def _timings(seconds: Mapping) -> list[str]:
+    """The phase timings: one table (server mode) or one line per site (swarm mode)."""
+    if seconds and all(isinstance(v, Mapping) for v in seconds.values()):
+        lines = ["## Phase timings (seconds, per site)", ""]
         lines += [
             f"- `{site}`: " + ", ".join(f"{k} {v:.2f}" for k, v in per.items())
             for site, per in seconds.items()
         ]
-        lines.append("")
-    elif seconds:
-        lines += ["## Phase timings (seconds)", "", "| phase | seconds |", "|---|---|"]
+        return [*lines, ""]
+    if seconds:
+        lines = ["## Phase timings (seconds)", "", "| phase | seconds |", "|---|---|"]
         lines += [f"| {k} | {v:.2f} |" for k, v in seconds.items()]
-        lines.append("")
-    if results.get("payload_bytes"):
-        lines += ["## Payload sizes (bytes)", ""]
-        for site, sizes in results["payload_bytes"].items():
-            lines.append(f"- `{site}`: " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
-        lines.append("")
+        return [*lines, ""]
+    return []
+
+
+def results_table(results: JobResults | Mapping) -> str:
+    """The command line's summary: status, dropped sites, AUPRC per site and strategy, timings.
+
+    Every column is as wide as its longest label or value (at least
+    :data:`LABEL_WIDTH` / :data:`VALUE_WIDTH`) plus :data:`GUTTER` spaces, so
+    site and strategy names of any length stay apart.
+    """
+    r = as_results(results)
+    lines = [f"job {r.job}: {r.status}"]
+    if r.error:
+        lines.append(f"error: {r.error}")
+    for site, why in r.dropped_sites.items():
+        lines.append(f"dropped {site}: {why}")
+    sites = sorted(r.metrics)
+    if sites:
+        rows = [["strategy", *sites, "mean"]]
+        for strategy in r.strategies:
+            vals = [r.metrics[s].get(strategy, {}).get("auprc") for s in sites]
+            got = [v for v in vals if v is not None]
+            mean = sum(got) / len(got) if got else None
+            rows.append([strategy, *(_cell(v) for v in [*vals, mean])])
+        lines += ["", "AUPRC on each site's test rows", *text_table(rows)]
+    timings = r.phase_seconds
+    if timings and all(isinstance(v, Mapping) for v in timings.values()):  # per site (swarm)
+        for site, per in timings.items():
+            lines.append(
+                f"phase seconds at {site}: " + ", ".join(f"{k} {v:.1f}" for k, v in per.items())
+            )
+    elif timings:
+        lines.append("phase seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
     return "\n".join(lines)
+
+
+def text_table(rows: list[list[str]]) -> list[str]:
+    """Rows of text cells as aligned lines: the first column left-aligned, the others right.
+
+    Each column is as wide as its longest cell plus :data:`GUTTER` spaces, and
+    at least :data:`LABEL_WIDTH` (first column) or :data:`VALUE_WIDTH` wide.
+    """
+    widths = [
+        max(LABEL_WIDTH if i == 0 else VALUE_WIDTH, max(len(row[i]) for row in rows) + GUTTER)
+        for i in range(len(rows[0]))
+    ]
+    return [
+        row[0].ljust(widths[0])
+        + "".join(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))
+        for row in rows
+    ]
 
 
 def describe_policy(policy: Mapping | None) -> str:
@@ -194,3 +283,7 @@ def _compact(value) -> str:
 
 def _fmt(value) -> str:
     return "–" if value is None else f"{value:.3f}"
+
+
+def _cell(value) -> str:
+    return "-" if value is None else f"{value:.3f}"

@@ -1,10 +1,12 @@
-"""Everything the server does in a job, without FLARE.
+"""Everything the server does in a job, without FLARE: the job's rules.
 
 :class:`JobServer` joins the sites' schemas, counts the election (and tunes it
 through a callback that asks the sites to score masks), validates and pools the
-trained payloads, and writes the results. A payload that fails validation is
-refused: the site is named, dropped from later phases, and its payload is
-never used.
+trained payloads, and fills the results (:meth:`JobServer.results`). A payload
+that fails validation is refused: the site is named, dropped from later
+phases, and its payload is never used. The order of the phases and the
+exchange of payloads are :mod:`fedforest.federation.driver`'s; swarm mode runs
+the same rules at every site.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..model.model_files import model_bundle, read_feature_std
 from ..validation import PayloadReader
 from .config import JobConfig
 from .evaluation import read_site_metrics
+from .job_results import JobResults, ModelSummary
 from .results import payload_bytes, write_results_files
 from .schema import GlobalSchema, SchemaError, SiteSchema
 from .training import SiteModels, pool_site_models
@@ -58,6 +61,8 @@ class JobServer:
     timings: dict[str, float] = field(default_factory=dict)
     payload_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
     site_rows: dict[str, int] = field(default_factory=dict)
+    #: The clock of :meth:`timed` (``None``: ``time.monotonic``); benchmarks count CPU seconds.
+    clock: Callable[[], float] | None = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------- helpers
     @contextmanager
@@ -100,12 +105,13 @@ class JobServer:
         mask-scoring rounds) are part of ``fn``'s wall time, so they are
         counted once.
         """
+        clock = self.clock or time.monotonic
         before = self.timings.get(phase, 0.0)
-        start = time.monotonic()
+        start = clock()
         try:
             return fn()
         finally:
-            self.timings[phase] = before + time.monotonic() - start
+            self.timings[phase] = before + clock() - start
 
     def alive(self, sites) -> list[str]:
         return [s for s in sites if s not in self.dropped]
@@ -346,6 +352,39 @@ class JobServer:
                 )
         return metrics
 
+    def results(
+        self,
+        metrics: Mapping[str, Mapping],
+        model: Mapping | None,
+        status: str = "finished",
+        error: str | None = None,
+    ) -> JobResults:
+        """The job's results as they stand (:class:`~fedforest.federation.job_results.JobResults`).
+
+        ``metrics`` are the checked metrics replies (:meth:`read_metrics`);
+        ``privacy`` holds each site's effective privacy policy as its metrics
+        reply reported it (``{site: policy dict}``; ``None`` for a version 1
+        reply; a site that did not reach the evaluation is absent).
+        """
+        return JobResults(
+            job=self.config.name,
+            status=status,
+            error=error,
+            sites=self.config.sites,
+            dropped_sites=dict(self.dropped),
+            classes_missing={s: list(c) for s, c in self.classes_missing.items()},
+            strategies=list(self.config.strategies),
+            metrics={site: m.get("strategies", {}) for site, m in metrics.items()},
+            test_rows={site: m.get("rows") for site, m in metrics.items()},
+            schema=self.schema.to_payload() if self.schema else None,
+            election=self.election.to_dict() if self.election else None,
+            tuning=self.tuning.to_dict() if self.tuning else None,
+            phase_seconds={k: round(v, 3) for k, v in self.timings.items()},
+            payload_bytes=self.payload_sizes,
+            privacy={site: m.get("privacy") for site, m in metrics.items()},
+            model=None if model is None else model_summary(model),
+        )
+
     def write_results(
         self,
         run_dir,
@@ -354,38 +393,26 @@ class JobServer:
         status: str = "finished",
         error: str | None = None,
     ) -> dict:
-        """Write ``results.json`` and ``report.md`` into ``run_dir``.
+        """Write ``results.json`` and ``report.md`` of :meth:`results` into ``run_dir``.
 
-        ``privacy`` holds each site's effective privacy policy as its metrics
-        reply reported it (``{site: policy dict}``; ``None`` for a version 1
-        reply; a site that did not reach the evaluation is absent).
+        Returns
+        -------
+        dict
+            What ``results.json`` holds (:meth:`JobResults.to_dict`).
         """
-        results = {
-            "job": self.config.name,
-            "status": status,
-            "error": error,
-            "sites": self.config.sites,
-            "dropped_sites": dict(self.dropped),
-            "classes_missing": {s: list(c) for s, c in self.classes_missing.items()},
-            "strategies": list(self.config.strategies),
-            "metrics": {site: m.get("strategies", {}) for site, m in metrics.items()},
-            "test_rows": {site: m.get("rows") for site, m in metrics.items()},
-            "schema": self.schema.to_payload() if self.schema else None,
-            "election": self.election.to_dict() if self.election else None,
-            "tuning": self.tuning.to_dict() if self.tuning else None,
-            "phase_seconds": {k: round(v, 3) for k, v in self.timings.items()},
-            "payload_bytes": self.payload_sizes,
-            "privacy": {site: m.get("privacy") for site, m in metrics.items()},
-        }
-        if model is not None:
-            forest = model["forest"]
-            results["model"] = {
-                "trees": int(len(forest["tree_start"]) - 1),
-                "nodes": int(forest["tree_start"][-1]),
-                "features": list(forest["feature_names"]),
-                "owners": list(forest["owners"]),
-                "bytes": payload_bytes(model),
-            }
+        results = self.results(metrics, model, status, error)
         write_results_files(run_dir, results)
         logger.info("results written to %s", run_dir)
-        return results
+        return results.to_dict()
+
+
+def model_summary(model: Mapping) -> ModelSummary:
+    """The pooled model bundle in a few numbers: trees, nodes, features, owners, bytes."""
+    forest = model["forest"]
+    return ModelSummary(
+        trees=int(len(forest["tree_start"]) - 1),
+        nodes=int(forest["tree_start"][-1]),
+        features=list(forest["feature_names"]),
+        owners=list(forest["owners"]),
+        bytes=payload_bytes(model),
+    )

@@ -5,10 +5,11 @@ site runs :class:`SwarmSite`: it sends its schema description, vote, mask
 scores and trained payload to every other site, receives theirs, and computes
 the schema, the election, the tuning steps and the pooled model itself, with
 the same rules the server uses in server mode (a
-:class:`~fedforest.federation.server.JobServer` at every site). The rules are
-deterministic over inputs sorted by site name, so every site reaches the same
-election and the same pooled model, and with the same seed each site's
-metrics equal the server mode's.
+:class:`~fedforest.federation.server.JobServer` at every site) in the same
+order (a :class:`~fedforest.federation.driver.JobDriver` at every site, whose
+exchange the site is). The rules are deterministic over inputs sorted by site
+name, so every site reaches the same election and the same pooled model, and
+with the same seed each site's metrics equal the server mode's.
 
 Each exchange is made agreed by :mod:`fedforest.federation.agreement`
 (payloads, then receipts); a site that fails, misses the phase's deadline, or
@@ -30,7 +31,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,7 +40,9 @@ from ..errors import PayloadError
 from ..validation import PayloadReader, describe
 from .agreement import RECEIPT_KINDS, agree, payload_digest
 from .config import JobConfig
+from .driver import JobDriver, Replies, Request, SiteStopped
 from .evaluation import read_site_metrics
+from .job_results import JobResults, SwarmSummary
 from .server import JobServer
 
 logger = logging.getLogger(__name__)
@@ -257,12 +260,15 @@ class InProcessTransport:
         return out
 
 
-class _Stopped(Exception):
-    """This site stops taking part (it failed, or was left out)."""
-
-
 class SwarmSite:
     """One site's side of a swarm job.
+
+    The site runs the job's phases with its own
+    :class:`~fedforest.federation.driver.JobDriver` (at this site, drops named
+    by phase) and is that driver's exchange (:meth:`ask`): each task is
+    exchanged with the other live sites and made agreed
+    (:mod:`~fedforest.federation.agreement`); the evaluation, and the vote
+    when the election is off, are the site's own.
 
     Parameters
     ----------
@@ -307,8 +313,17 @@ class SwarmSite:
         self.save_dir = None if save_dir is None else Path(save_dir)
         self.startup_error = startup_error
         self.rules = JobServer(job)
+        self.driver = JobDriver(
+            self.rules,
+            self,
+            sites=sorted(job.sites),
+            site=site,
+            drops="phase",
+            run_dir=self.save_dir,
+            on_pooled=self._pooled,
+            on_evaluated=self._evaluated,
+        )
         self.digest = job_digest(job)
-        self.live: list[str] = sorted(job.sites)
         self.abort = threading.Event()
         self.state = "waiting"
         self.phase = "start"
@@ -318,6 +333,12 @@ class SwarmSite:
         #: Whether the transport encrypts messages end to end between sites (``None``: unknown).
         self.encrypted: bool | None = None
         self._scores = 0
+        self._own_metrics: dict | None = None
+
+    @property
+    def live(self) -> list[str]:
+        """The sites taking part, sorted (this site's view)."""
+        return self.driver.live()
 
     def leave_out(self, sites: Sequence[str], reason: str) -> None:
         """Before the run: ``sites`` take no part (e.g. not connected when the job started).
@@ -328,153 +349,75 @@ class SwarmSite:
         for site in sorted(sites):
             if site in self.live and site != self.site:
                 self.rules.drop(site, "schema", reason)
-        self.live = self.rules.alive(self.live)
 
     # ------------------------------------------------------------------ run
     def run(self) -> dict:
         """Run the job at this site; return its final :meth:`status` (never raises)."""
         self.state = "running"
-        try:
-            self._run()
+        results = self.driver.run()
+        if results.finished:
             self.state = "finished"
             logger.info("site %s: swarm job finished with %s", self.site, self.live)
-        except _Stopped as err:
-            self._failed(str(err))
-        except Exception as err:  # noqa: BLE001 - whatever went wrong, the status says so
-            expected = isinstance(err, (RuntimeError, PayloadError, ValueError))
-            reason = str(err) if expected else f"{type(err).__name__}: {err}"
-            logger.error("site %s: swarm job failed: %s", self.site, reason, exc_info=not expected)
-            self._failed(reason)
+        else:
+            self.state, self.error = "failed", results.error
         return self.status()
 
-    def _failed(self, reason: str) -> None:
-        self.state, self.error = "failed", reason
-        if self.save_dir is not None:
-            try:
-                self.rules.write_results(self.save_dir, {}, None, status="failed", error=reason)
-            except Exception:  # noqa: BLE001 - the status still carries the reason
-                logger.exception("site %s: the failure could not be written", self.site)
-
-    def _run(self) -> None:
-        config, rules = self.job, self.rules
-        if self.runner is None:
-            self._exchange(protocol.SCHEMA, "schema", None)  # tells the others why, then stops
-        payloads = self._exchange(
-            protocol.SCHEMA,
-            "schema",
-            lambda: self._task(protocol.SCHEMA, seed=config.seed),
-        )
-        schema = rules.timed("schema", lambda: rules.build_schema(payloads))
-        self._live_after_rules("schema")
-        vote_on = config.election["enabled"]
-        if vote_on:
-            payloads = self._exchange(
-                protocol.VOTE,
-                "election",
-                lambda: self._task(protocol.VOTE, schema=schema, vote=True),
-            )
-            ballot = rules.read_votes(payloads)
-            self._live_after_rules("election")
-
-            def score(features: list[str]) -> float:
-                self._scores += 1
-                key = f"score-{self._scores}-{payload_digest(sorted(features))[:16]}"
-                replies = self._exchange(
-                    key,
-                    "election",
-                    lambda: self._task(
-                        protocol.SCORE_MASK,
-                        features=list(features),
-                        metric=config.election["metric"],
-                    ),
-                )
-                value = rules.score_replies(replies)
-                self._live_after_rules("election")
-                return value
-
-            elected = rules.timed("election", lambda: rules.elect(ballot, score))
-        else:
-            self._task(protocol.VOTE, schema=schema, vote=False)
-            elected = list(rules.schema.features)
-        want_inter = "intersection" in config.strategies
-        payloads = self._exchange(
-            protocol.TRAIN,
-            "train",
-            lambda: self._task(
-                protocol.TRAIN,
-                elected=elected,
-                forest=config.forest,
-                surrogates=config.surrogates,
-                intersection=want_inter,
-            ),
-        )
-        model = rules.timed("pool", lambda: rules.pool(payloads, want_inter))
-        self._live_after_rules("train")
+    def _pooled(self, model: dict) -> None:
         self.model_digest = payload_digest(model)
-        self.phase = "evaluate"
-        start = time.monotonic()
-        metrics = self.runner.run_task(
-            protocol.EVALUATE,
-            protocol.task_data(
-                protocol.EVALUATE,
-                model=model,
-                strategies=config.strategies,
-                voting=config.voting,
-                depth_threshold=config.depth_threshold,
-                metrics=config.metrics,
-                auto_metric=config.auto_metric,
-            ),
-            save_dir=self.save_dir,
-        )
-        rules.add_time("evaluate", time.monotonic() - start)
-        checked = rules.read_metrics({self.site: metrics})
-        self._live_after_rules("evaluate")
-        self.metrics = metrics
-        if self.save_dir is not None:
-            rules.write_results(self.save_dir, checked, model)
 
-    # -------------------------------------------------------------- helpers
-    def _task(self, task: str, **data) -> dict:
-        return self.runner.run_task(task, protocol.task_data(task, **data))
+    def _evaluated(self, metrics: dict) -> None:
+        self.metrics = self._own_metrics
 
-    def _live_after_rules(self, phase: str) -> None:
-        """Leave out the sites the job's rules dropped (the same at every site)."""
-        self.live = self.rules.alive(self.live)
-        if self.site not in self.live:
-            raise _Stopped(
-                f"the job's rules left this site out: {self.rules.dropped.get(self.site)}"
-            )
-        self.rules.check_min_sites(self.live, phase)
+    # ------------------------------------------------------------ exchange
+    def ask(self, request: Request) -> Replies:
+        """The driver's exchange: this site's payload for the others, theirs for it.
 
-    def _deadline(self, phase: str) -> float | None:
-        timeout = self.job.timeouts[phase]
-        return time.monotonic() + timeout if timeout else None
-
-    def _exchange(self, key: str, phase: str, compute: Callable[[], dict] | None) -> dict:
-        """Send this site's payload for exchange ``key``; return the agreed ``{site: payload}``.
-
-        ``compute`` makes the payload; if it raises (or is ``None``: the site
-        did not start), the others are told why and this site stops.
+        ``evaluate`` (and a task whose replies are not collected) runs at this
+        site only: the others' evaluations are their own.
         """
-        self.phase = phase
+        if request.task == protocol.EVALUATE:
+            self.phase = request.phase
+            payload = self.runner.run_task(request.task, request.data, save_dir=self.save_dir)
+            self._own_metrics = payload
+            return Replies(payloads={self.site: payload}, asked=[self.site])
+        if not request.collect:
+            payload = self.runner.run_task(request.task, request.data)
+            return Replies(payloads={self.site: payload}, asked=[self.site], timed=False)
+        key = request.task
+        if request.task == protocol.SCORE_MASK:
+            self._scores += 1
+            features = sorted(request.data["features"])
+            key = f"score-{self._scores}-{payload_digest(features)[:16]}"
+        payloads, dropped = self._exchange(key, request)
+        return Replies(payloads=payloads, errors=dropped)
+
+    def _exchange(self, key: str, request: Request) -> tuple[dict, dict[str, str]]:
+        """Send this site's payload for exchange ``key``; return the agreed payloads and the
+        sites the agreement left out, with the reasons.
+
+        If computing the payload raises (or the site did not start), the others
+        are told why and this site stops.
+        """
+        self.phase = request.phase
+        live = list(request.targets)
         start = time.monotonic()
-        deadline = self._deadline(phase)
-        peers = [s for s in self.live if s != self.site]
+        deadline = request.deadline.end()
+        peers = [s for s in live if s != self.site]
         failure = None
-        if compute is None:
+        if self.runner is None:
             failure = self.startup_error or "the site did not start"
         else:
             try:
-                body = compute()
+                body = self.runner.run_task(request.task, request.data)
             except Exception as err:  # noqa: BLE001 - the others are told, then this site stops
                 logger.exception("site %s: %s failed", self.site, key)
                 failure = f"{type(err).__name__}: {err}"
         if failure is not None:
             note = {"error": failure[:MAX_REASON]}
-            self._send(peers, swarm_message("failed", key, self.digest, self.live, note), deadline)
-            raise _Stopped(failure)
+            self._send(peers, swarm_message("failed", key, self.digest, live, note), deadline)
+            raise SiteStopped(failure)
         logger.info("swarm %s: site %s sends its payload to %s", key, self.site, peers)
-        self._send(peers, swarm_message("payload", key, self.digest, self.live, body), deadline)
+        self._send(peers, swarm_message("payload", key, self.digest, live, body), deadline)
         got = self.mailbox.wait(key, "payload", peers, deadline, self.abort)
         receipt = {self.site: {"digest": payload_digest(body)}}
         for site in peers:
@@ -484,33 +427,26 @@ class SwarmSite:
                     receipt[site] = {"refused": refused[:MAX_REASON]}
             elif message["kind"] == "failed":
                 receipt[site] = {"failed": message["body"]["error"]}
-            elif message["view"] != self.live:
+            elif message["view"] != live:
                 receipt[site] = {
-                    "refused": f"it continues with sites {message['view']}, "
-                    f"{self.site} with {self.live}"
+                    "refused": f"it continues with sites {message['view']}, {self.site} with {live}"
                 }
             else:
                 receipt[site] = {"digest": payload_digest(message["body"])}
-        self._send(peers, swarm_message("receipt", key, self.digest, self.live, receipt), deadline)
+        self._send(peers, swarm_message("receipt", key, self.digest, live, receipt), deadline)
         expected = [s for s in peers if "digest" in receipt.get(s, {})]
-        receipts = self.mailbox.wait(key, "receipt", expected, self._deadline(phase), self.abort)
+        receipts = self.mailbox.wait(key, "receipt", expected, request.deadline.fresh(), self.abort)
         held = {self.site: receipt, **{s: m["body"] for s, m in receipts.items()}}
-        participants, dropped = agree(self.live, held)
-        for site, why in dropped.items():
-            self.rules.drop(site, phase, why)
-        spent = time.monotonic() - start
-        timing = phase if key.startswith("score-") else key
-        self.rules.add_time(timing, spent)
-        if self.site not in participants:
-            raise _Stopped(f"the other sites left this site out: {dropped[self.site]}")
-        self.live = participants
-        self.rules.check_min_sites(self.live, phase)
+        participants, dropped = agree(live, held)
         logger.info(
-            "swarm %s: %d of %d sites agreed in %.1f s", key, len(participants), len(held), spent
+            "swarm %s: %d of %d sites agreed in %.1f s",
+            key,
+            len(participants),
+            len(held),
+            time.monotonic() - start,
         )
-        payloads = {self.site: body}
-        payloads.update({s: got[s]["body"] for s in participants if s != self.site})
-        return dict(sorted(payloads.items()))
+        payloads = {s: body if s == self.site else got[s]["body"] for s in participants}
+        return payloads, dropped
 
     def _send(self, targets: Sequence[str], message: dict, deadline: float | None) -> None:
         """Deliver to every target once; keep retrying the unreachable ones in the background.
@@ -626,9 +562,9 @@ def read_swarm_status(
     return out
 
 
-def summarize_swarm(
+def swarm_results(
     job: JobConfig, statuses: Mapping[str, Mapping], error: str | None = None
-) -> dict[str, Any]:
+) -> JobResults:
     """The server's results of a swarm job, from the sites' final statuses only.
 
     The job finished if at least ``job.min_sites`` sites finished. The sites
@@ -657,25 +593,35 @@ def summarize_swarm(
     status = "finished" if error is None and len(finished) >= job.min_sites else "failed"
     if status == "failed" and error is None:
         error = next(iter(errors.values()), "no site finished")
-    return {
-        "job": job.name,
-        "mode": "swarm",
-        "status": status,
-        "error": error,
-        "sites": list(job.sites),
-        "site_states": states,
-        "site_errors": errors,
-        "dropped_sites": dropped,
-        "classes_missing": {},
-        "strategies": list(job.strategies),
-        "metrics": {s: m["strategies"] for s, m in reported.items()},
-        "test_rows": {s: m["rows"] for s, m in reported.items()},
-        "metrics_withheld": [s for s in job.sites if statuses.get(s, {}).get("metrics_withheld")],
-        "model_digest": next(iter(digests.values())) if len(set(digests.values())) == 1 else None,
-        "model_digests": digests if len(set(digests.values())) > 1 else {},
-        "phase_seconds": {s: dict(statuses[s].get("phase_seconds", {})) for s in finished},
-        "privacy": {s: m.get("privacy") for s, m in reported.items()},
-        "peer_messages_encrypted": {
-            s: statuses.get(s, {}).get("encrypted") for s in job.sites if s in statuses
-        },
-    }
+    return JobResults(
+        job=job.name,
+        status=status,
+        error=error,
+        sites=list(job.sites),
+        dropped_sites=dropped,
+        classes_missing={},
+        strategies=list(job.strategies),
+        metrics={s: m["strategies"] for s, m in reported.items()},
+        test_rows={s: m["rows"] for s, m in reported.items()},
+        phase_seconds={s: dict(statuses[s].get("phase_seconds", {})) for s in finished},
+        privacy={s: m.get("privacy") for s, m in reported.items()},
+        swarm=SwarmSummary(
+            site_states=states,
+            site_errors=errors,
+            metrics_withheld=[s for s in job.sites if statuses.get(s, {}).get("metrics_withheld")],
+            model_digest=(
+                next(iter(digests.values())) if len(set(digests.values())) == 1 else None
+            ),
+            model_digests=digests if len(set(digests.values())) > 1 else {},
+            peer_messages_encrypted={
+                s: statuses.get(s, {}).get("encrypted") for s in job.sites if s in statuses
+            },
+        ),
+    )
+
+
+def summarize_swarm(
+    job: JobConfig, statuses: Mapping[str, Mapping], error: str | None = None
+) -> dict[str, Any]:
+    """:func:`swarm_results` as ``results.json`` holds it (:meth:`JobResults.to_dict`)."""
+    return swarm_results(job, statuses, error).to_dict()

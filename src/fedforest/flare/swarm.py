@@ -10,7 +10,8 @@ server-mode controller and executor:
   (``<prefix>_report``) whose replies carry only a
   :data:`~fedforest.protocol.SWARM_STATUS` (state, phase, the sites left out,
   the pooled model's digest, timings and, if the site allows it, its final
-  metrics). It writes ``results.json`` and ``report.md`` from them; no
+  metrics). It writes ``results.json`` and ``report.md`` from them
+  (:func:`~fedforest.federation.swarm.swarm_results`); no
   schema, vote, tree, imputer or standard deviation reaches it.
 * :class:`FedForestSwarmExecutor` (site) is an ``Executor`` and a FLARE
   ``TaskController``, as ccwf's ``ClientSideController`` is: once configured it
@@ -58,7 +59,7 @@ from ..federation.swarm import (
     SwarmSite,
     job_digest,
     read_swarm_status,
-    summarize_swarm,
+    swarm_results,
 )
 from .executor import start_site
 
@@ -257,14 +258,14 @@ class FedForestSwarmController(ServerSideController):
                 time.sleep(STATUS_INTERVAL)
             if abort_signal.triggered:
                 raise RuntimeError("the job was aborted")
-            results = summarize_swarm(job, self.statuses)
+            results = swarm_results(job, self.statuses)
         except Exception as err:  # noqa: BLE001 - the results say what went wrong
-            results = summarize_swarm(job, self.statuses, error=f"{type(err).__name__}: {err}")
+            results = swarm_results(job, self.statuses, error=f"{type(err).__name__}: {err}")
         write_results_files(self.run_dir, results)
         logger.info("swarm results written to %s", self.run_dir)
         self._finished = True
-        if results["status"] != "finished":
-            self.system_panic(f"fedforest swarm job failed: {results['error']}", fl_ctx)
+        if not results.finished:
+            self.system_panic(f"fedforest swarm job failed: {results.error}", fl_ctx)
 
     def is_sub_flow_done(self, fl_ctx: FLContext) -> bool:
         return self._finished

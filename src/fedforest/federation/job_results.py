@@ -1,0 +1,310 @@
+"""A job's results, typed: what ``results.json`` holds and ``report.md`` shows.
+
+:class:`JobResults` is filled by the phase driver
+(:class:`~fedforest.federation.driver.JobDriver`, through
+:meth:`~fedforest.federation.server.JobServer.results`) in server mode and at
+each site in swarm mode, and by
+:func:`~fedforest.federation.swarm.swarm_results` for a swarm job's server.
+The report (:func:`~fedforest.federation.results.render_report`), the command
+line's table (:func:`~fedforest.federation.results.results_table`) and every
+other reader read it, never the raw dict.
+
+The file: :meth:`JobResults.to_dict` is ``results.json``; :meth:`JobResults.from_dict`
+reads it back. It carries ``format`` (:data:`RESULTS_FORMAT`) and ``version``
+(:data:`RESULTS_VERSION`), under the versioning rule of
+:mod:`fedforest.protocol`: a change to the fields raises the version, the
+reader accepts every version up to the current one, refuses a newer one by
+name and refuses unknown fields. The form written before the file had a
+version (no ``format``, no ``version``, the same fields otherwise) is read as
+version 1.
+
+The schema, election and tuning blocks keep the JSON layout of their own
+classes (``GlobalSchema.to_payload``, ``ElectionResult.to_dict``,
+``TuningResult.to_dict``); the per-strategy metric rows keep the layout
+:func:`~fedforest.federation.evaluation.read_site_metrics` checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The ``format`` of ``results.json``.
+RESULTS_FORMAT = "fedforest/results"
+#: The current version of ``results.json`` (1: ``format`` and ``version`` were added).
+RESULTS_VERSION = 1
+#: The status of a job.
+STATUSES = ("finished", "failed")
+
+#: The fields of a server-mode ``results.json``, in file order (``model`` only with a model).
+SERVER_FIELDS = (
+    "job",
+    "status",
+    "error",
+    "sites",
+    "dropped_sites",
+    "classes_missing",
+    "strategies",
+    "metrics",
+    "test_rows",
+    "schema",
+    "election",
+    "tuning",
+    "phase_seconds",
+    "payload_bytes",
+    "privacy",
+    "model",
+)
+#: The fields of a swarm job's ``results.json`` (the server's), in file order.
+SWARM_FIELDS = (
+    "job",
+    "mode",
+    "status",
+    "error",
+    "sites",
+    "site_states",
+    "site_errors",
+    "dropped_sites",
+    "classes_missing",
+    "strategies",
+    "metrics",
+    "test_rows",
+    "metrics_withheld",
+    "model_digest",
+    "model_digests",
+    "phase_seconds",
+    "privacy",
+    "peer_messages_encrypted",
+)
+#: The fields of the brief ``results.json`` written when even the partial results fail.
+BRIEF_FIELDS = ("job", "status", "error", "dropped_sites")
+_KNOWN = {"format", "version", *SERVER_FIELDS, *SWARM_FIELDS}
+
+
+@dataclass
+class ModelSummary:
+    """The pooled model in a few numbers (``results.json``'s ``model``)."""
+
+    trees: int
+    nodes: int
+    features: list[str]
+    owners: list[str]
+    bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trees": self.trees,
+            "nodes": self.nodes,
+            "features": list(self.features),
+            "owners": list(self.owners),
+            "bytes": self.bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping, source: str = "results") -> ModelSummary:
+        data = _mapping(data, f"{source}: field 'model'")
+        try:
+            return cls(
+                trees=data["trees"],
+                nodes=data["nodes"],
+                features=list(data["features"]),
+                owners=list(data["owners"]),
+                bytes=data["bytes"],
+            )
+        except KeyError as err:
+            raise ValueError(f"{source}: field 'model' has no {err.args[0]!r}") from None
+
+
+@dataclass
+class SwarmSummary:
+    """What only a swarm job's results (the server's) hold."""
+
+    #: ``{site: state}`` (``protocol.SWARM_STATES``) of every site of the job.
+    site_states: dict[str, str] = field(default_factory=dict)
+    #: ``{site: error}`` of every site that did not finish.
+    site_errors: dict[str, str] = field(default_factory=dict)
+    #: The finished sites that kept their metrics (``report_metrics: false``).
+    metrics_withheld: list[str] = field(default_factory=list)
+    #: The pooled model's SHA-256 when every finished site pooled the same model.
+    model_digest: str | None = None
+    #: ``{site: digest}`` when the finished sites pooled different models, else empty.
+    model_digests: dict[str, str] = field(default_factory=dict)
+    #: ``{site: whether its peer messages are encrypted end to end}`` (``None``: unknown).
+    peer_messages_encrypted: dict[str, bool | None] = field(default_factory=dict)
+
+
+@dataclass
+class JobResults:
+    """A job's results (module docstring).
+
+    ``metrics`` is ``{site: {strategy: row}}`` with each row as
+    :func:`~fedforest.federation.evaluation.read_site_metrics` checked it;
+    ``phase_seconds`` is ``{phase: seconds}`` in server mode and ``{site:
+    {phase: seconds}}`` for a swarm job's server (:attr:`swarm` set).
+    """
+
+    job: str
+    status: str = "finished"
+    error: str | None = None
+    sites: list[str] = field(default_factory=list)
+    dropped_sites: dict[str, str] = field(default_factory=dict)
+    classes_missing: dict[str, list] = field(default_factory=dict)
+    strategies: list[str] = field(default_factory=list)
+    metrics: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    test_rows: dict[str, int | None] = field(default_factory=dict)
+    schema: dict | None = None
+    election: dict | None = None
+    tuning: dict | None = None
+    phase_seconds: dict[str, Any] = field(default_factory=dict)
+    payload_bytes: dict[str, dict[str, int]] = field(default_factory=dict)
+    privacy: dict[str, dict | None] = field(default_factory=dict)
+    model: ModelSummary | None = None
+    swarm: SwarmSummary | None = None
+
+    @property
+    def mode(self) -> str:
+        """``swarm`` for a swarm job's server results, else ``server``."""
+        return "swarm" if self.swarm is not None else "server"
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "finished"
+
+    # ------------------------------------------------------------------ writing
+    def to_dict(self) -> dict[str, Any]:
+        """``results.json``: ``format``, ``version``, then the fields of the mode in file order."""
+        values: dict[str, Any] = {
+            "job": self.job,
+            "status": self.status,
+            "error": self.error,
+            "sites": self.sites,
+            "dropped_sites": self.dropped_sites,
+            "classes_missing": self.classes_missing,
+            "strategies": self.strategies,
+            "metrics": self.metrics,
+            "test_rows": self.test_rows,
+            "schema": self.schema,
+            "election": self.election,
+            "tuning": self.tuning,
+            "phase_seconds": self.phase_seconds,
+            "payload_bytes": self.payload_bytes,
+            "privacy": self.privacy,
+        }
+        if self.swarm is not None:
+            swarm = self.swarm
+            values.update(
+                mode="swarm",
+                site_states=swarm.site_states,
+                site_errors=swarm.site_errors,
+                metrics_withheld=swarm.metrics_withheld,
+                model_digest=swarm.model_digest,
+                model_digests=swarm.model_digests,
+                peer_messages_encrypted=swarm.peer_messages_encrypted,
+            )
+            names = SWARM_FIELDS
+        else:
+            names = SERVER_FIELDS
+            if self.model is not None:
+                values["model"] = self.model.to_dict()
+        return {**_head(), **{k: values[k] for k in names if k in values}}
+
+    def brief_dict(self) -> dict[str, Any]:
+        """The brief ``results.json`` (:data:`BRIEF_FIELDS`): job, status, error, dropped sites."""
+        return {
+            **_head(),
+            "job": self.job,
+            "status": self.status,
+            "error": self.error,
+            "dropped_sites": dict(self.dropped_sites),
+        }
+
+    # ------------------------------------------------------------------ reading
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "results") -> JobResults:
+        """Read ``results.json`` (any version up to :data:`RESULTS_VERSION`, or the unversioned form).
+
+        Parameters
+        ----------
+        data : mapping
+            The parsed file.
+        source : str
+            Where it comes from, for messages (e.g. the file's path).
+
+        Raises
+        ------
+        ValueError
+            If it is not a results dict, has another ``format``, a newer or
+            malformed ``version``, an unknown field, or no ``job``; the
+            message names ``source`` and the field.
+        """
+        data = dict(_mapping(data, source))
+        fmt, version = data.pop("format", None), data.pop("version", None)
+        if fmt is not None or version is not None:
+            if fmt != RESULTS_FORMAT:
+                raise ValueError(
+                    f"{source}: field 'format' is {fmt!r}, expected {RESULTS_FORMAT!r}"
+                )
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                raise ValueError(
+                    f"{source}: field 'version' is {version!r}, expected an integer >= 1"
+                )
+            if version > RESULTS_VERSION:
+                raise ValueError(
+                    f"{source}: {RESULTS_FORMAT!r} version {version} is not supported: this "
+                    f"fedforest reads versions 1 to {RESULTS_VERSION}; upgrade fedforest"
+                )
+        unknown = sorted(set(data) - _KNOWN)
+        if unknown:
+            raise ValueError(f"{source}: unknown fields {unknown}; known: {sorted(_KNOWN)}")
+        if not isinstance(data.get("job"), str):
+            raise ValueError(
+                f"{source}: field 'job' is {data.get('job')!r}, expected the job's name"
+            )
+        swarm = None
+        if data.get("mode") == "swarm":
+            swarm = SwarmSummary(
+                site_states=dict(data.get("site_states") or {}),
+                site_errors=dict(data.get("site_errors") or {}),
+                metrics_withheld=list(data.get("metrics_withheld") or []),
+                model_digest=data.get("model_digest"),
+                model_digests=dict(data.get("model_digests") or {}),
+                peer_messages_encrypted=dict(data.get("peer_messages_encrypted") or {}),
+            )
+        elif data.get("mode") not in (None, "server"):
+            raise ValueError(f"{source}: field 'mode' is {data['mode']!r}; allowed: server, swarm")
+        model = data.get("model")
+        return cls(
+            job=data["job"],
+            status=data.get("status", "failed"),
+            error=data.get("error"),
+            sites=list(data.get("sites") or []),
+            dropped_sites=dict(data.get("dropped_sites") or {}),
+            classes_missing=dict(data.get("classes_missing") or {}),
+            strategies=list(data.get("strategies") or []),
+            metrics=dict(data.get("metrics") or {}),
+            test_rows=dict(data.get("test_rows") or {}),
+            schema=data.get("schema"),
+            election=data.get("election"),
+            tuning=data.get("tuning"),
+            phase_seconds=dict(data.get("phase_seconds") or {}),
+            payload_bytes=dict(data.get("payload_bytes") or {}),
+            privacy=dict(data.get("privacy") or {}),
+            model=None if model is None else ModelSummary.from_dict(model, source),
+            swarm=swarm,
+        )
+
+
+def as_results(results: JobResults | Mapping) -> JobResults:
+    """``results`` as :class:`JobResults` (a dict is read with :meth:`JobResults.from_dict`)."""
+    return results if isinstance(results, JobResults) else JobResults.from_dict(results)
+
+
+def _head() -> dict[str, Any]:
+    return {"format": RESULTS_FORMAT, "version": RESULTS_VERSION}
+
+
+def _mapping(value: Any, where: str) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: expected a dict, got {type(value).__name__}")
+    return value

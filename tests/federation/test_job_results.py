@@ -1,0 +1,152 @@
+"""results.json as a typed JobResults: the layouts, the version, the older unversioned form."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from fedforest.federation.job_results import (
+    BRIEF_FIELDS,
+    RESULTS_FORMAT,
+    RESULTS_VERSION,
+    SERVER_FIELDS,
+    SWARM_FIELDS,
+    JobResults,
+    ModelSummary,
+    SwarmSummary,
+    as_results,
+)
+
+ROW = {"auprc": 0.81, "auc": 0.84, "mcc": 0.4, "accuracy": 0.7, "rows": 75}
+ROW.update(mean_trees_kept=60.0, fallback_rows=0)
+
+#: A server-mode results.json as fedforest wrote it before the file had a version.
+SERVER_UNVERSIONED = {
+    "job": "fedforest-demo",
+    "status": "finished",
+    "error": None,
+    "sites": ["site-1", "site-2"],
+    "dropped_sites": {},
+    "classes_missing": {"site-2": [2]},
+    "strategies": ["mp", "auto"],
+    "metrics": {
+        "site-1": {"mp": ROW, "auto": {**ROW, "chosen": "mp", "validation": {"mp": 0.8}}},
+        "site-2": {"mp": ROW, "auto": {**ROW, "chosen": "mp", "validation": {"mp": 0.7}}},
+    },
+    "test_rows": {"site-1": 75, "site-2": 75},
+    "schema": {"format": "fedforest/global-schema", "version": 1, "features": ["age"]},
+    "election": {"selected": ["age"], "freedom_degree": 0.5},
+    "tuning": {"history": [{"freedom_degree": 0.5, "kept": 1, "score": 0.8, "reused": False}]},
+    "phase_seconds": {"schema": 1.5, "vote": 0.2, "train": 3.0},
+    "payload_bytes": {"site-1": {"schema": 120, "train": 4000}},
+    "privacy": {"site-1": None, "site-2": {"min_leaf_rows": 5}},
+    "model": {"trees": 12, "nodes": 300, "features": ["age"], "owners": ["site-1"], "bytes": 99},
+}
+
+#: A swarm job's results.json (the server's) as fedforest wrote it before the version.
+SWARM_UNVERSIONED = {
+    "job": "fedforest-demo",
+    "mode": "swarm",
+    "status": "failed",
+    "error": "phase train: only 1 site(s) left",
+    "sites": ["site-1", "site-2"],
+    "site_states": {"site-1": "finished", "site-2": "failed"},
+    "site_errors": {"site-2": "OSError: disk full"},
+    "dropped_sites": {"site-2": "train: it failed: OSError: disk full"},
+    "classes_missing": {},
+    "strategies": ["mp"],
+    "metrics": {"site-1": {"mp": ROW}},
+    "test_rows": {"site-1": 75},
+    "metrics_withheld": [],
+    "model_digest": "a" * 64,
+    "model_digests": {},
+    "phase_seconds": {"site-1": {"schema": 0.5, "train": 1.0}},
+    "privacy": {"site-1": None},
+    "peer_messages_encrypted": {"site-1": False, "site-2": None},
+}
+
+#: The brief results.json written when even the partial results failed.
+BRIEF_UNVERSIONED = {"job": "t", "status": "failed", "error": "boom", "dropped_sites": {}}
+
+
+def versioned(data: dict) -> dict:
+    return {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, **data}
+
+
+@pytest.mark.parametrize("old", [SERVER_UNVERSIONED, SWARM_UNVERSIONED], ids=["server", "swarm"])
+def test_the_unversioned_form_is_read_and_written_back_with_a_version(old):
+    results = JobResults.from_dict(copy.deepcopy(old))
+    again = results.to_dict()
+    assert again == versioned(old)
+    assert list(again) == ["format", "version", *old]  # the same fields in the same order
+    assert JobResults.from_dict(json.loads(json.dumps(again))) == results
+
+
+def test_the_server_layout():
+    results = JobResults.from_dict(SERVER_UNVERSIONED)
+    assert results.mode == "server" and results.finished and results.swarm is None
+    assert results.model == ModelSummary(12, 300, ["age"], ["site-1"], 99)
+    assert tuple(results.to_dict())[2:] == SERVER_FIELDS
+    without_model = JobResults.from_dict({**SERVER_UNVERSIONED, "model": None}).to_dict()
+    assert "model" not in without_model  # a job that pooled nothing has no model block
+
+
+def test_the_swarm_layout():
+    results = JobResults.from_dict(SWARM_UNVERSIONED)
+    assert results.mode == "swarm" and not results.finished
+    assert results.swarm == SwarmSummary(
+        site_states={"site-1": "finished", "site-2": "failed"},
+        site_errors={"site-2": "OSError: disk full"},
+        metrics_withheld=[],
+        model_digest="a" * 64,
+        model_digests={},
+        peer_messages_encrypted={"site-1": False, "site-2": None},
+    )
+    assert tuple(results.to_dict())[2:] == SWARM_FIELDS
+    assert results.schema is None and results.model is None and results.payload_bytes == {}
+
+
+def test_the_brief_form():
+    results = JobResults.from_dict(BRIEF_UNVERSIONED)
+    assert (results.job, results.status, results.error) == ("t", "failed", "boom")
+    assert results.brief_dict() == versioned(BRIEF_UNVERSIONED)
+    assert tuple(results.brief_dict())[2:] == BRIEF_FIELDS
+    assert JobResults.from_dict(results.brief_dict()).brief_dict() == results.brief_dict()
+
+
+def test_as_results_takes_either():
+    results = JobResults(job="j")
+    assert as_results(results) is results
+    assert as_results(results.to_dict()) == results
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(version=RESULTS_VERSION + 1), "version 2 is not supported"),
+        (lambda d: d.update(version=0), "field 'version' is 0"),
+        (lambda d: d.update(version=True), "field 'version' is True"),
+        (lambda d: d.update(format="fedforest/model"), "field 'format' is 'fedforest/model'"),
+        (lambda d: d.pop("format"), "field 'format' is None"),
+        (lambda d: d.update(extra=1), "unknown fields ['extra']"),
+        (lambda d: d.update(job=None), "field 'job' is None"),
+        (lambda d: d.update(mode="cloud"), "field 'mode' is 'cloud'"),
+        (lambda d: d["model"].pop("trees"), "field 'model' has no 'trees'"),
+        (lambda d: d.update(model=[1]), "field 'model': expected a dict"),
+    ],
+)
+def test_what_the_reader_refuses_names_the_file_and_field(change, message):
+    data = versioned(copy.deepcopy(SERVER_UNVERSIONED))
+    change(data)
+    with pytest.raises(ValueError, match="^run/results.json") as err:
+        JobResults.from_dict(data, source="run/results.json")
+    assert message in str(err.value)
+    if "not supported" in message:
+        assert RESULTS_FORMAT in str(err.value) and "upgrade fedforest" in str(err.value)
+
+
+def test_a_results_file_that_is_not_a_dict():
+    with pytest.raises(ValueError, match="expected a dict, got list"):
+        JobResults.from_dict([1, 2])

@@ -44,8 +44,9 @@ from pathlib import Path
 import numpy as np
 import sklearn
 
-from fedforest import PooledForest
+from fedforest import PooledForest, protocol
 from fedforest.federation.config import JobConfig, SiteConfig
+from fedforest.federation.driver import InProcessExchange, JobDriver
 from fedforest.federation.results import payload_bytes
 from fedforest.federation.server import JobServer
 from fedforest.federation.site import SiteRunner
@@ -137,6 +138,20 @@ def inference_forest() -> PooledForest:
     return build(100)[1]
 
 
+class TrainingReplies(InProcessExchange):
+    """The demo's sites in this process, keeping the training replies as each site sends them."""
+
+    def __init__(self, runners, **kwargs):
+        super().__init__(runners, **kwargs)
+        self.trained: dict = {}
+
+    def ask(self, request):
+        replies = super().ask(request)
+        if request.task == protocol.TRAIN:
+            self.trained = copy.deepcopy(replies.payloads)
+        return replies
+
+
 def demo_forests(folder: Path) -> dict[str, PooledForest]:
     """The forests of the demo job, as its sites send them and as the server pools them."""
     configs = ROOT / "site_configs"
@@ -151,26 +166,13 @@ def demo_forests(folder: Path) -> dict[str, PooledForest]:
             check=True,
         )
     runners = {s: SiteRunner(c, random_state=config.seed) for s, c in sites.items()}
-    server = JobServer(config)
-    schema = server.build_schema({s: r.describe() for s, r in runners.items()})
-    for runner in runners.values():
-        runner.set_schema(copy.deepcopy(schema))
-    ballot = server.read_votes({s: r.vote() for s, r in runners.items()})
-
-    def score(features):
-        metric = config.election["metric"]
-        return server.weighted_score(
-            {s: r.score_mask(features, metric) for s, r in runners.items()}
-        )
-
-    elected = server.elect(ballot, score)
+    exchange = TrainingReplies(runners, raise_errors=True)
+    driver = JobDriver(JobServer(config), exchange, strict=True)
+    elected = driver.elect()
     logger.info("demo job: %d features elected", len(elected))
-    trained = {
-        s: r.train(elected, config.forest, config.surrogates, True) for s, r in runners.items()
-    }
-    model = server.pool(copy.deepcopy(trained), True)
+    model = driver.train(elected)
     forests = {}
-    for site, reply in trained.items():
+    for site, reply in exchange.trained.items():
         forests[f"demo {site}"] = PooledForest.from_payload(reply["forest"], site)
         forests[f"demo {site} intersection"] = PooledForest.from_payload(
             reply["intersection"], site

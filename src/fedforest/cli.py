@@ -8,10 +8,9 @@ import math
 import sys
 
 from . import __version__
+from .model.payload_checks import MAX_SEED
 from .vocabulary import AGGREGATIONS, METRICS, SELECTORS, STRATEGIES, VOTING
 
-#: Seeds are used by numpy and scikit-learn, which take integers in [0, 2**32 - 1].
-MAX_SEED = 2**32 - 1
 #: As the job's ``forest.n_estimators`` (``federation/config.py``).
 MAX_TREES = 10_000
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.traversal import DISCARD, LEFT, RIGHT, STOP, CompiledForest
 from ..vocabulary import STRATEGIES, TREE_SELECTION
-from .routing import DISCARD, LEFT, RIGHT, STOP, CompiledForest, sigmoid
+from .routing import sigmoid
 
 __all__ = ["STATIC", "STRATEGIES", "TREE_SELECTION", "Strategy"]
 

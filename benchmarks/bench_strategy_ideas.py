@@ -54,7 +54,8 @@ from fedforest import PooledForestClassifier
 from fedforest.experiments.runner import VALIDATION_FRACTION, load_table, prepare_repetition
 from fedforest.metrics import score
 from fedforest.model.inputs import to_global_matrix
-from fedforest.prediction.routing import DISCARD, STOP, route_leaves, route_marginal
+from fedforest.model.traversal import DISCARD, STOP
+from fedforest.prediction.routing import route_leaves, route_marginal
 from fedforest.prediction.strategies import Strategy
 from fedforest.prediction.weighting import GUESS_WEIGHTS, brier_score
 

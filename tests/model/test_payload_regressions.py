@@ -42,7 +42,7 @@ from fedforest.model.model_files import (
     read_model,
     save_payload,
 )
-from fedforest.prediction.routing import CompiledForest
+from fedforest.model.traversal import CompiledForest
 from fedforest.prediction.strategies import Strategy
 from fedforest.validation import PayloadReader
 from fedforest.vocabulary import STRATEGIES

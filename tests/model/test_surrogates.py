@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
-from fedforest.model import surrogates
+from fedforest.model import traversal
 from fedforest.model.forest import PooledForest
 from fedforest.model.surrogates import fit_surrogates
 
@@ -151,7 +151,7 @@ def test_noise_gives_no_surrogate():
 @pytest.mark.parametrize(("with_nan", "max_pairs"), [(False, None), (True, None), (True, 300)])
 def test_matches_brute_force(with_nan, max_pairs, monkeypatch):
     if max_pairs is not None:  # several chunks of trees (2 trees of 150 rows per chunk)
-        monkeypatch.setattr(surrogates, "MAX_PAIRS", max_pairs)
+        monkeypatch.setattr(traversal, "MAX_PAIRS", max_pairs)
     rng = np.random.default_rng(7)
     n = 150
     Z = rng.normal(size=(n, 5))

@@ -454,7 +454,7 @@ def test_results_do_not_depend_on_row_chunking(real_forest, table, monkeypatch, 
     _, forest, X, _ = real_forest
     Xt, _ = table
     from fedforest import fit_imputers, fit_surrogates
-    from fedforest.prediction import routing
+    from fedforest.model import traversal
 
     forest = fit_surrogates(forest, Xt[:400], ["x0", "x1", "x2"])
     imps = fit_imputers(Xt[:400], ["x3", "x4", "x5"], ["x0", "x1", "x2"], random_state=0)
@@ -465,7 +465,7 @@ def test_results_do_not_depend_on_row_chunking(real_forest, table, monkeypatch, 
     # depth_threshold=50: the pr fallback always discards, so nothing is random here
     params = dict(strategy=strategy, imputers=imps, feature_std=std, depth_threshold=50)
     whole = PooledForestClassifier(forest, **params).predict_proba(half)
-    monkeypatch.setattr(routing, "MAX_PAIRS", 90)  # two rows at a time
+    monkeypatch.setattr(traversal, "MAX_PAIRS", 90)  # two rows at a time
     chunked = PooledForestClassifier(forest, **params).predict_proba(half)
     assert np.allclose(whole, chunked, rtol=0, atol=1e-12)
 

@@ -14,6 +14,7 @@ from sklearn.base import clone
 from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import PooledForest, PooledForestClassifier, fit_imputers, fit_surrogates
+from fedforest.model import traversal
 from fedforest.prediction import classifier as classifier_module
 from fedforest.prediction import routing
 from fedforest.prediction.strategies import STRATEGIES
@@ -162,7 +163,7 @@ def test_node_kernel_stops_where_the_numpy_resolver_does(pooled):
 
     forest, _, _, test = pooled
     X, _ = to_global_matrix(test[SITE_COLUMNS], forest.feature_names, forest.categories)
-    cf = routing.CompiledForest.build(forest)
+    cf = traversal.CompiledForest.build(forest)
     n_rows, n_feat = X.shape
     rng = np.random.default_rng(4)
     rules = Strategy(
@@ -223,7 +224,7 @@ def test_row_chunks_and_threads_change_nothing(pooled, monkeypatch):
     for strategy in ("mp", "ipr", "node"):
         params = dict(strategy=strategy, imputers=imputers, feature_std=std, random_state=2)
         reference[strategy] = both_engines(forest, X, **params)
-    monkeypatch.setattr(routing, "MAX_PAIRS", 40)  # a few rows per chunk: draws in chunk order
+    monkeypatch.setattr(traversal, "MAX_PAIRS", 40)  # a few rows per chunk: draws in chunk order
     monkeypatch.setattr(numba_kernels, "MIN_PAIRS_PER_THREAD", 1)  # threads for tiny work
     monkeypatch.setattr(numba_kernels, "ROW_BLOCK", 3)
     monkeypatch.setattr(numba_kernels, "_threads", lambda n_pairs: 3)

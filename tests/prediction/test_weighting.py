@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from fedforest import PooledForestClassifier
-from fedforest.prediction.routing import DISCARD, CompiledForest, route_leaves, route_marginal
+from fedforest.model.traversal import DISCARD, CompiledForest
+from fedforest.prediction.routing import route_leaves, route_marginal
 from fedforest.prediction.weighting import (
     GUESS_WEIGHTS,
     brier_score,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..model.payload_checks import MAX_SEED
 from ..vocabulary import AGGREGATIONS, METRICS, SELECTORS
-from .options import MAX_SEED, columns_text, integer, listed, name, number, read_csv, selector_list
+from .options import columns_text, integer, listed, name, number, read_csv, selector_list
 
 
 def _elect(args: argparse.Namespace) -> int:

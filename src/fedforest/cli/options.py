@@ -15,8 +15,6 @@ import math
 
 from ..vocabulary import SELECTORS
 
-#: Seeds are used by numpy and scikit-learn, which take integers in [0, 2**32 - 1].
-MAX_SEED = 2**32 - 1
 #: As the job's ``forest.n_estimators`` (``federation/config.py``).
 MAX_TREES = 10_000
 

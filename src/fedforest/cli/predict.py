@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..model.payload_checks import MAX_SEED
 from ..vocabulary import STRATEGIES
-from .options import MAX_SEED, columns_text, integer, number, read_csv, rename_pairs
+from .options import columns_text, integer, number, read_csv, rename_pairs
 
 
 def _guess_weight(args: argparse.Namespace, model_path) -> float:

@@ -94,6 +94,7 @@ import yaml
 from ..columns import column_kind
 from ..election.ballot import NORMALIZATIONS
 from ..errors import ConfigError
+from ..model.payload_checks import MAX_SEED
 from ..privacy.policy import PrivacyPolicy, effective_policy
 from ..validation import ConfigChecker
 from ..vocabulary import (
@@ -180,8 +181,6 @@ SITE_DEFAULTS: dict[str, Any] = {
 OVERRIDE_KEYS = ("data_path", "privacy", "report_metrics")
 
 
-#: Largest seed: scikit-learn and numpy take seeds in [0, 2**32 - 1].
-MAX_SEED = 2**32 - 1
 #: A site or job name: it becomes a folder name, so no path separators or dots first.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: Names FLARE keeps for itself.

@@ -14,6 +14,7 @@ from ..metrics import score_all
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..prediction.classifier import PooledForestClassifier
+from ..prediction.selection import default_candidates
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader, describe
 from ..vocabulary import FITTED_STRATEGIES, METRICS, STRATEGIES
@@ -107,12 +108,7 @@ def evaluate_strategies(
         elif strategy == "auto":
             if X_val is None or y_val is None:
                 raise ValueError("strategy 'auto' needs validation rows")
-            candidates = [
-                s
-                for s in STRATEGIES
-                if s not in FITTED_STRATEGIES
-                and (s not in ("park", "local") or site in forest.owners)
-            ]
+            candidates = default_candidates(forest.owners, site)
             clf = PooledForestClassifier(
                 forest,
                 strategy="auto",

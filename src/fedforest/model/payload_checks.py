@@ -18,7 +18,8 @@ MAX_LEVELS = 10_000
 MAX_NODE_SAMPLES = 2**31 - 1
 #: Training rows a site may report (``n_rows``, ``n_train``).
 MAX_ROWS = 2**62
-#: Seeds are unsigned 32-bit integers, as in the job configuration.
+#: Largest seed (payloads, the job configuration, the command line): numpy and
+#: scikit-learn take seeds in [0, 2**32 - 1].
 MAX_SEED = 2**32 - 1
 
 

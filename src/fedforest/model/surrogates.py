@@ -13,30 +13,28 @@ the primary split and ``n_maj`` the rows on the primary split's majority side
 (the agreement of the "send everything one way" rule).
 
 The search is vectorised: the (node, row) pairs of every node needing a
-surrogate are collected by one level-synchronous traversal of all trees, and
-for each candidate feature the pairs are sorted by (node, value) once; the
-agreement at every boundary between distinct values comes from cumulative
-counts within each node's group, and the best boundary per node from a
-segmented maximum. Python loops run only over candidate features (and over
-chunks of trees, to bound memory).
+surrogate are collected by one level-synchronous traversal of all trees
+(:func:`~fedforest.model.traversal.traverse`, by chunks of trees, so that all
+the rows at a node are in one chunk), and for each candidate feature the pairs
+are sorted by (node, value) once; the agreement at every boundary between
+distinct values comes from cumulative counts within each node's group, and the
+best boundary per node from a segmented maximum. Python loops run only over
+candidate features (and over chunks of trees, to bound memory).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .forest import PooledForest
 from .inputs import to_global_matrix
+from .traversal import DISCARD, CompiledForest, traverse
 
 logger = logging.getLogger(__name__)
-
-#: Bound on the (tree, row) pairs routed at once; the recorded (node, row) pairs are
-#: at most this times the trees' depth.
-MAX_PAIRS = 1 << 19
 
 
 def fit_surrogates(
@@ -150,11 +148,7 @@ def fit_surrogates(
         )
 
     best_adj = np.full(n_nodes, -np.inf)
-    n_rows = Xg.shape[0]
-    step = max(1, MAX_PAIRS // max(n_rows, 1))
-    for lo in range(0, forest.n_trees, step):
-        trees = np.arange(lo, min(forest.n_trees, lo + step))
-        node, row, left = _node_row_pairs(forest, Xg, trees, needs)
+    for node, row, left in node_row_pairs(forest, Xg, needs):
         if node.size == 0:
             continue
         node_ids, cnode = np.unique(node, return_inverse=True)
@@ -182,44 +176,49 @@ def fit_surrogates(
     return forest.with_surrogates(sur_feature, sur_threshold, sur_left_le, sur_agreement)
 
 
-def _node_row_pairs(
-    forest: PooledForest, Xg: np.ndarray, trees: np.ndarray, needs: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(node, row, primary goes left) for every row reaching a node in ``needs``.
+def node_row_pairs(
+    forest: PooledForest, Xg: np.ndarray, needs: np.ndarray
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(node, row, primary goes left) for every row of ``Xg`` reaching a node in ``needs``.
 
-    Rows route level by level from the roots of ``trees``; a row missing the
-    primary feature at a node is not recorded there (it follows the learned
-    direction if the node saw missing values in training, else it stops).
+    Rows are routed from the roots as the surrogate search routes them
+    (:func:`~fedforest.model.traversal.traverse` by chunks of trees, so all the
+    rows reaching a node come in one chunk): ``x <= threshold`` goes left; a
+    row missing the primary feature at a node is not recorded there, and
+    follows the learned direction if the node saw missing values in training,
+    else stops (``DISCARD``).
+
+    Parameters
+    ----------
+    forest : PooledForest
+    Xg : ndarray of shape (n_rows, n_features)
+        The rows at the forest's global feature positions (NaN: missing).
+    needs : ndarray of bool, shape (n_nodes,)
+        The nodes to record.
+
+    Yields
+    ------
+    node, row : ndarray of int64
+    left : ndarray of bool
+        One triple per chunk of trees (possibly empty), pairs in level order.
     """
-    n_rows = Xg.shape[0]
-    gleft, gright = forest.global_children
-    feature = forest.feature.astype(np.int64)
-    threshold = forest.threshold
-    node = np.repeat(forest.tree_start[:-1][trees].astype(np.int64), n_rows)
-    row = np.tile(np.arange(n_rows, dtype=np.int64), trees.size)
-    out_node, out_row, out_left = [], [], []
-    while node.size:
-        f = feature[node]
-        inner = f >= 0
-        node, row, f = node[inner], row[inner], f[inner]
-        if not node.size:
-            break
-        x = Xg[row, f]
-        nan = np.isnan(x)
-        go_left = x <= threshold[node]
-        rec = needs[node] & ~nan
-        out_node.append(node[rec])
-        out_row.append(row[rec])
-        out_left.append(go_left[rec])
-        if nan.any():
-            go_left = np.where(nan, forest.missing_left[node], go_left)
-            alive = ~nan | forest.saw_missing[node]
-            node, row, go_left = node[alive], row[alive], go_left[alive]
-        node = np.where(go_left, gleft[node], gright[node])
-    if not out_node:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0, dtype=bool)
-    return np.concatenate(out_node), np.concatenate(out_row), np.concatenate(out_left)
+    walk = traverse(
+        CompiledForest.build(forest), Xg, np.arange(forest.n_trees), by="trees", resolve=DISCARD
+    )
+    for chunk in walk:
+        out_node, out_row, out_left = [], [], []
+        for level in chunk:
+            split = level.split
+            node = level.node[split]
+            rec = needs[node] & ~np.isnan(level.x)
+            out_node.append(node[rec])
+            out_row.append(level.row[split][rec])
+            out_left.append(~level.above[rec])  # x <= threshold
+        if not out_node:
+            empty = np.zeros(0, dtype=np.int64)
+            yield empty, empty, np.zeros(0, dtype=bool)
+            continue
+        yield np.concatenate(out_node), np.concatenate(out_row), np.concatenate(out_left)
 
 
 def _best_split_per_node(

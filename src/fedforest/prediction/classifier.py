@@ -13,10 +13,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..model.inputs import to_global_matrix
-from ..vocabulary import ENGINES, FITTED_STRATEGIES, STRATEGIES, TREE_SELECTION, VOTING
+from ..model.traversal import CompiledForest
+from ..vocabulary import ENGINES, STRATEGIES, TREE_SELECTION, VOTING
 from . import fastpath
-from .routing import CompiledForest, average_leaves, route_leaves, route_marginal
-from .selection import choose_strategy
+from .routing import average_leaves, route_leaves, route_marginal
+from .selection import choose_strategy, default_candidates
 from .strategies import STATIC, Strategy
 from .weighting import check_guess_weight, fit_guess_weight, weighted_marginal
 
@@ -121,7 +122,8 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         Seed of the random routing of ``pr`` and ``ipr``: the same seed gives
         the same predictions.
     auto_candidates : sequence of str, optional
-        Strategies tried by ``strategy="auto"`` (default: all that apply).
+        Strategies tried by ``strategy="auto"`` (default: all that apply,
+        :func:`~fedforest.prediction.selection.default_candidates`).
     auto_metric : str, default="auprc"
         Metric maximised by ``strategy="auto"`` (see :func:`fedforest.score`).
     guess_weight : float in [0, 1] or "auto", default="auto"
@@ -269,11 +271,7 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError('strategy="auto" needs fit(X_val, y_val) with validation rows')
             candidates = self.auto_candidates
             if candidates is None:
-                candidates = [
-                    s
-                    for s in STRATEGIES
-                    if s not in FITTED_STRATEGIES and (s not in TREE_SELECTION or self.site)
-                ]
+                candidates = default_candidates(self.forest.owners, self.site)
             best, scores = choose_strategy(
                 lambda name: self._predict_proba(X, name)[0],
                 candidates,
@@ -694,8 +692,9 @@ def select_strategy(forest, X_val, y_val, candidates=None, metric="auprc", **par
     y_val : array-like
         Their labels.
     candidates : sequence of str, optional
-        Strategies to try; default every strategy that applies (``park`` and
-        ``local`` only when ``site`` is given).
+        Strategies to try; default
+        :func:`~fedforest.prediction.selection.default_candidates` (``park``
+        and ``local`` only when ``site`` trained trees of the forest).
     metric : str, default="auprc"
         Metric to maximise (see :func:`fedforest.score`).
     **params

@@ -19,7 +19,7 @@ Such trees are built as scikit-learn ``Tree`` objects straight from numpy
 arrays (no pickle involved) and traversed by its compiled ``apply``, which is
 as fast as scikit-learn's own ``predict_proba``. When scikit-learn's tree
 internals are not what this module expects, :func:`available` is false and
-callers use the numpy engine in :mod:`fedforest.routing` instead.
+callers use the numpy engine in :mod:`fedforest.prediction.routing` instead.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ with explicit buffers (no recursion), and give the same results bit for bit
   site has, and strategies off the compiled path). The resolver's decisions
   follow :meth:`.strategies.Strategy.resolver`, and its random numbers are
   drawn from the same generator in the same order: per row chunk
-  (:func:`.routing.row_chunks`), per depth, one block for the pairs at an
-  unresolvable node of that depth in (tree, row) order, then (``ipr``) one
-  block for those of them with an imputed value. ``fpv`` and ``node`` draw
+  (:func:`fedforest.model.traversal.row_chunks`), per depth, one block for
+  the pairs at an unresolvable node of that depth in (tree, row) order, then
+  (``ipr``) one block for those of them with an imputed value. ``fpv`` and ``node`` draw
   nothing; a ``node`` pair ends at its unresolvable node, which is written
   to the result as a leaf would be.
 * **probabilities** follow :meth:`.strategies.Strategy.right_probability`,
@@ -36,8 +36,10 @@ thread-safe (workqueue) or not fork-safe (GNU OpenMP), and fedforest predicts
 in threads (swarm mode) and in forked processes (the experiment runner).
 
 This module imports numba; :func:`fedforest.prediction.classifier.load_kernels`
-imports it only when asked to. Arrays are cast to one dtype each before every
-call, so each kernel is compiled once (and cached on disk).
+imports it only when asked to. The kernels read the node layout
+:class:`~fedforest.model.traversal.CompiledForest` as it is (one dtype per
+field); the other arrays are cast to one dtype each before every call, so each
+kernel is compiled once (and cached on disk).
 """
 
 from __future__ import annotations
@@ -50,9 +52,16 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from . import routing
-from .routing import (
+from ..model.traversal import (
     DISCARD,
+    LEAF_KIND,
+    LEFT,
+    RIGHT,
+    CompiledForest,
+    node_kinds,
+    row_chunks,
+)
+from .routing import (
     EXP_INV_LN2,
     EXP_LN2_HI,
     EXP_LN2_LO,
@@ -63,9 +72,6 @@ from .routing import (
     EXP_P3,
     EXP_P4,
     EXP_P5,
-    LEFT,
-    RIGHT,
-    CompiledForest,
 )
 
 logger = logging.getLogger(__name__)
@@ -88,28 +94,9 @@ _DRAWLESS = (FPV, NODE)
 _NO_DRAWS = np.zeros(0, dtype=np.float64)
 #: Larger than any depth.
 _DEEPER = 1 << 62
-#: Node kinds of marginal prediction besides a feature index (as in ``route_marginal``).
-_LEAF, _BRANCH = -1, -2
 #: 2**j for j in [-60, 1023], at index j + 60: exact powers of two, so that
 #: ``y * _POW2[k + 59] * 2.0`` equals ``ldexp(y, k)`` whenever that is a normal number.
 _POW2 = np.ldexp(1.0, np.arange(-60, 1024))
-
-
-class Nodes(NamedTuple):
-    """A compiled forest's node arrays, in the kernels' dtypes."""
-
-    roots: np.ndarray  # int64 per tree
-    feature: np.ndarray  # int64, -1 at leaves
-    threshold: np.ndarray  # float64
-    children: np.ndarray  # int64 (2 * n_nodes,): [2n] left, [2n+1] right
-    saw_missing: np.ndarray  # bool
-    missing_right: np.ndarray  # int64 0/1
-    depth: np.ndarray  # int64
-    right_fraction: np.ndarray  # float64 N_right / N_node
-    value: np.ndarray  # float64 (n_nodes, n_classes)
-    surrogate_feature: np.ndarray  # int64, -1: none
-    surrogate_threshold: np.ndarray  # float64
-    surrogate_left_le: np.ndarray  # bool
 
 
 class Probabilities(NamedTuple):
@@ -179,8 +166,9 @@ def _probability(p, fraction):
 def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
     """Mean over ``trees`` of the marginal class distributions, rows ``lo:hi`` of ``out``.
 
-    ``kind`` is -1 at leaves, -2 at nodes on absent columns that saw no
-    missing value, the node's feature elsewhere.
+    ``kind`` is :func:`~fedforest.model.traversal.node_kinds`: -1 at leaves,
+    -2 at nodes on absent columns that saw no missing value, the node's
+    feature elsewhere.
     """
     children = nodes.children
     threshold = nodes.threshold
@@ -235,7 +223,7 @@ def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
                             frontier[n_next] = children[2 * node + (x > threshold[node])]
                             weight[n_next] = weight[i]
                             n_next += 1
-                    elif k == _LEAF:
+                    elif k == LEAF_KIND:
                         w = weight[i]
                         for c in range(n_classes):
                             tree_sum[c] += w * value[node, c]
@@ -310,21 +298,16 @@ def marginal_proba(
     -------
     ndarray of shape (n_rows, n_classes), float64
     """
-    nodes = _nodes(cf)
     probs = _probabilities(tables)
     X = np.ascontiguousarray(X, dtype=np.float32)
     trees = np.ascontiguousarray(trees, dtype=np.int64)
     n_rows, n_feat = X.shape
-    kind = nodes.feature.copy()
-    if absent is not None and np.any(absent):
-        internal = kind >= 0
-        on_absent = internal & np.asarray(absent, dtype=bool)[np.where(internal, kind, 0)]
-        kind[on_absent & ~nodes.saw_missing] = _BRANCH
-    out = np.empty((n_rows, nodes.value.shape[1]), dtype=np.float64)
+    kind = node_kinds(cf, absent)
+    out = np.empty((n_rows, cf.value.shape[1]), dtype=np.float64)
     capacity = _capacity(cf)
 
     def run(lo: int, hi: int) -> None:
-        _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out)
+        _marginal_rows(lo, hi, X, trees, kind, cf, probs, capacity, out)
 
     n_threads = _threads(n_rows * len(trees))
     logger.debug(
@@ -530,17 +513,16 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
     n_rows, n_feat = X.shape
     out = np.full((len(trees), n_rows), -1, dtype=np.int64)
     learned = rules is None
+    nodes = cf
     if learned:
         strategy, depth_threshold, rng = FPV, 0, None
-        nodes = _nodes(cf)
         probs = _probabilities(_no_imputation(n_rows, n_feat, cf.feature.shape[0]))
     else:
         if rules.name not in _CODES:
             raise ValueError(f"strategy {rules.name!r} has no per-node resolver")
         strategy, depth_threshold, rng = _CODES[rules.name], int(rules.depth_threshold), rules.rng
-        nodes = _nodes(cf, rules.forest)
         probs = _probabilities(rules.kernel_tables())
-    chunks = list(routing.row_chunks(n_rows, len(trees)))
+    chunks = list(row_chunks(n_rows, len(trees)))
     largest = max((hi - lo for lo, hi in chunks), default=0) * len(trees)
     # per pair of a chunk: its tree and row, its node (-1: done), the depth it waits at
     pair_tree, pair_row, current, stop_depth = (np.empty(largest, np.int64) for _ in range(4))
@@ -643,35 +625,6 @@ def _threads(n_pairs: int) -> int:
         cores = os.cpu_count() or 1
     limit = cores if MAX_THREADS is None else max(1, min(MAX_THREADS, cores))
     return max(1, min(limit, n_pairs // MIN_PAIRS_PER_THREAD))
-
-
-def _nodes(cf: CompiledForest, forest=None) -> Nodes:
-    """The node arrays of ``cf`` (and the surrogates of ``forest``) in the kernels' dtypes."""
-    cache = cf.__dict__.setdefault("_kernel_cache", {})
-    if "nodes" not in cache:
-        n = cf.feature.shape[0]
-        cache["nodes"] = Nodes(
-            roots=np.ascontiguousarray(cf.roots, dtype=np.int64),
-            feature=np.ascontiguousarray(cf.feature, dtype=np.int64),
-            threshold=np.ascontiguousarray(cf.threshold, dtype=np.float64),
-            children=np.ascontiguousarray(cf.children, dtype=np.int64),
-            saw_missing=np.ascontiguousarray(cf.saw_missing, dtype=np.bool_),
-            missing_right=np.ascontiguousarray(cf.missing_right, dtype=np.int64),
-            depth=np.ascontiguousarray(cf.depth, dtype=np.int64),
-            right_fraction=np.ascontiguousarray(cf.right_fraction, dtype=np.float64),
-            value=np.ascontiguousarray(cf.value, dtype=np.float64),
-            surrogate_feature=np.full(n, -1, dtype=np.int64),
-            surrogate_threshold=np.zeros(n, dtype=np.float64),
-            surrogate_left_le=np.ones(n, dtype=np.bool_),
-        )
-    nodes = cache["nodes"]
-    if forest is None:
-        return nodes
-    return nodes._replace(
-        surrogate_feature=np.ascontiguousarray(forest.surrogate_feature, dtype=np.int64),
-        surrogate_threshold=np.ascontiguousarray(forest.surrogate_threshold, dtype=np.float64),
-        surrogate_left_le=np.ascontiguousarray(forest.surrogate_left_le, dtype=np.bool_),
-    )
 
 
 def _capacity(cf: CompiledForest) -> int:

@@ -1,9 +1,9 @@
-"""Vectorised traversal of flattened trees.
+"""The numpy engine: leaf routing and marginal routing on the one walk.
 
-All (row, tree) pairs move down their trees together, one level per step, as
-numpy arrays: gather the node's feature, gather the row's value, compare,
-gather the child. Pairs that reach a leaf leave the active set. No Python code
-runs per row or per tree.
+Both are :func:`fedforest.model.traversal.traverse`: all (row, tree) pairs
+move down their trees together, one level per step, as numpy arrays, and no
+Python code runs per row or per tree. What this module adds is what each keeps
+of the walk's levels.
 
 Pairs whose value is missing at a node that saw missing values in training
 follow the learned direction. Every other missing value is handed to a
@@ -23,20 +23,10 @@ draws random numbers), and :func:`sigmoid` are what the kernels reproduce.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.forest import PooledForest
-
-#: Pairs processed at once; bounds memory (about 100 bytes per pair).
-MAX_PAIRS = 1 << 17
-
-#: Resolver decisions. ``STOP`` ends the walk at the node itself, which then
-#: counts as the pair's leaf (its ``value`` / ``vote`` row is the tree's prediction).
-LEFT, RIGHT, DISCARD, STOP = 0, 1, 2, 3
-
-Resolver = Callable[[np.ndarray, np.ndarray], np.ndarray]
+from ..model.traversal import BRANCH, CompiledForest, Resolver, node_kinds, traverse
 
 # exp as in fdlibm's e_exp.c (error below 1 ulp), for :func:`sigmoid`
 EXP_LN2_HI = 6.93147180369123816490e-01
@@ -109,58 +99,6 @@ def _sigmoid_piece(z: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass
-class CompiledForest:
-    """Flat arrays of a :class:`PooledForest`, laid out for traversal."""
-
-    feature: np.ndarray  # int64, -1 at leaves
-    threshold: np.ndarray  # float64
-    children: np.ndarray  # int64 (2 * n_nodes,): [2n] left, [2n+1] right
-    saw_missing: np.ndarray  # bool
-    missing_right: np.ndarray  # int64 0/1
-    depth: np.ndarray  # int32
-    right_fraction: np.ndarray  # float64 N_right / N_node
-    roots: np.ndarray  # int64 root node per tree
-    value: np.ndarray  # (n_nodes, n_classes) float64
-    vote: np.ndarray  # (n_nodes, n_classes) one-hot of argmax(value)
-
-    @classmethod
-    def build(cls, forest: PooledForest) -> CompiledForest:
-        left, right = forest.global_children
-        internal = forest.feature >= 0
-        children = np.empty(2 * forest.n_nodes, dtype=np.int64)
-        children[0::2] = np.where(internal, left, 0)
-        children[1::2] = np.where(internal, right, 0)
-        n = forest.n_node_samples.astype(np.float64)
-        n_right = np.where(internal, n[np.where(internal, right, 0)], 0.0)
-        vote = np.zeros_like(forest.value)
-        if forest.n_nodes:
-            vote[np.arange(forest.n_nodes), forest.value.argmax(axis=1)] = 1.0
-        return cls(
-            feature=forest.feature.astype(np.int64),
-            threshold=forest.threshold,
-            children=children,
-            saw_missing=forest.saw_missing,
-            missing_right=(~forest.missing_left).astype(np.int64),
-            depth=forest.node_depth,
-            # in [0, 1] even if a child claims more rows than its parent (readers refuse that)
-            right_fraction=np.clip(np.where(internal, n_right / np.maximum(n, 1.0), 0.5), 0, 1),
-            roots=forest.tree_start[:-1].astype(np.int64),
-            value=forest.value,
-            vote=vote,
-        )
-
-
-def row_chunks(n_rows: int, n_trees: int, max_pairs: int | None = None):
-    """Row ranges ``(lo, hi)`` holding at most ``max_pairs`` (tree, row) pairs each.
-
-    Random draws are made chunk after chunk, so both engines use these chunks.
-    """
-    step = max(1, (max_pairs or MAX_PAIRS) // max(n_trees, 1))
-    for start in range(0, n_rows, step):
-        yield start, min(n_rows, start + step)
-
-
 def route_leaves(
     cf: CompiledForest, X: np.ndarray, trees: np.ndarray, resolve: Resolver | None
 ) -> np.ndarray:
@@ -178,7 +116,9 @@ def route_leaves(
         is missing for the row and which saw no missing value in training;
         decisions are ``LEFT``, ``RIGHT``, ``DISCARD`` or ``STOP`` (the pair
         ends at this node). ``None`` sends such pairs the way scikit-learn
-        does (the learned default direction).
+        does (the learned default direction). It is called once per depth of
+        each :func:`~fedforest.model.traversal.row_chunks` chunk, with the
+        pairs in (tree, row) order.
 
     Returns
     -------
@@ -189,56 +129,13 @@ def route_leaves(
     """
     n_rows = X.shape[0]
     out = np.empty((len(trees), n_rows), dtype=np.int64)
-    for lo, hi in row_chunks(n_rows, len(trees)):
-        out[:, lo:hi] = _route_chunk(cf, X[lo:hi], trees, resolve, lo)
+    for chunk in traverse(cf, X, trees, resolve=resolve):
+        result = np.full(chunk.n_pairs, -1, dtype=np.int64)
+        for level in chunk:
+            ended = level.ended
+            result[level.pair[ended]] = level.node[ended]
+        out[:, chunk.lo : chunk.hi] = result.reshape(len(trees), -1)
     return out
-
-
-def _route_chunk(cf, X, trees, resolve, row_offset):
-    n_rows, n_feat = X.shape
-    flat = X.reshape(-1)
-    n_pairs = len(trees) * n_rows
-    result = np.full(n_pairs, -1, dtype=np.int64)
-    node = np.repeat(cf.roots[trees], n_rows)
-    rowbase = np.tile(np.arange(n_rows, dtype=np.int64) * n_feat, len(trees))
-    pid = np.arange(n_pairs, dtype=np.int64)
-    feature, children = cf.feature, cf.children
-    while node.size:
-        f = feature[node]
-        leaf = f < 0
-        if leaf.any():
-            result[pid[leaf]] = node[leaf]
-            keep = ~leaf
-            node, rowbase, pid, f = node[keep], rowbase[keep], pid[keep], f[keep]
-            if not node.size:
-                break
-        x = flat[rowbase + f]
-        go = x > cf.threshold[node]
-        step = 2 * node + go
-        missing = np.isnan(x)
-        if missing.any():
-            idx = np.flatnonzero(missing)
-            mnode = node[idx]
-            seen = cf.saw_missing[mnode]
-            if resolve is None:
-                seen[:] = True
-            if seen.any():
-                s = idx[seen]
-                step[s] = 2 * node[s] + cf.missing_right[node[s]]
-            if not seen.all():
-                u = idx[~seen]
-                decision = resolve(node[u], rowbase[u] // n_feat + row_offset)
-                stop = decision == STOP
-                if stop.any():  # the node itself is the pair's result, as a leaf would be
-                    result[pid[u[stop]]] = node[u[stop]]
-                drop = stop | (decision == DISCARD)
-                step[u] = 2 * node[u] + (decision == RIGHT)
-                if drop.any():
-                    keep = np.ones(node.size, dtype=bool)
-                    keep[u[drop]] = False
-                    step, rowbase, pid = step[keep], rowbase[keep], pid[keep]
-        node = children[step]
-    return result.reshape(len(trees), n_rows)
 
 
 def route_marginal(
@@ -252,7 +149,9 @@ def route_marginal(
 
     At a node whose feature is missing for the row (and which saw no missing
     value in training) both children are followed, weighted by
-    ``right_probability(nodes, rows)`` and its complement.
+    ``right_probability(nodes, rows)`` and its complement. A pair's leaves
+    are summed in the order the walk reaches them (depth after depth; within
+    a depth, in frontier order).
 
     Parameters
     ----------
@@ -264,75 +163,42 @@ def route_marginal(
     -------
     ndarray of shape (len(trees), n_rows, n_classes)
     """
-    n_rows, n_feat = X.shape
-    internal = cf.feature >= 0
-    kind = cf.feature.astype(np.int32)
+    n_rows = X.shape[0]
+    kind = node_kinds(cf, absent)
     check_nan = True
     if absent is not None and absent.any():
+        internal = cf.feature >= 0
         on_absent = internal & absent[np.where(internal, cf.feature, 0)]
-        kind[on_absent & ~cf.saw_missing] = -2
         # NaN checks are needed only for NaN values in present columns and for
         # absent-column nodes that learned a direction for missing values
         check_nan = bool(np.isnan(X[:, ~absent]).any() or (on_absent & cf.saw_missing).any())
-    children = cf.children.astype(np.int32)
-    out = np.empty((len(trees), n_rows, cf.value.shape[1]))
-    for lo, hi in row_chunks(n_rows, len(trees), MAX_PAIRS // 2):
-        out[:, lo:hi] = _marginal_chunk(
-            cf, kind, children, X, lo, hi, trees, right_probability, check_nan
-        )
-    return out
-
-
-def _marginal_chunk(cf, kind, children, X, lo, hi, trees, right_probability, check_nan):
-    n_feat = X.shape[1]
-    flat = X.reshape(-1)
-    m = hi - lo
-    n_pairs = len(trees) * m
     n_classes = cf.value.shape[1]
-    node = np.repeat(cf.roots[trees].astype(np.int32), m)
-    rows = np.tile(np.arange(lo, hi, dtype=np.int64), len(trees))
-    pid = np.arange(n_pairs, dtype=np.int32)
-    weight = np.ones(n_pairs)
-    leaf_pid, leaf_node, leaf_w = [], [], []
-    threshold = cf.threshold
-    while node.size:
-        k = kind[node]
-        leaf = np.flatnonzero(k == -1)
-        if leaf.size:
-            leaf_pid.append(pid[leaf])
-            leaf_node.append(node[leaf])
-            leaf_w.append(weight[leaf])
-        reg = np.flatnonzero(k >= 0)
-        br = np.flatnonzero(k == -2)
-        nr = node[reg]
-        x = flat[rows[reg] * n_feat + k[reg]]
-        step = 2 * nr + (x > threshold[nr])
-        if check_nan:
-            miss = np.flatnonzero(np.isnan(x))
-            if miss.size:
-                seen = cf.saw_missing[nr[miss]]
-                s = miss[seen]
-                step[s] = 2 * nr[s] + cf.missing_right[nr[s]]
-                # unresolvable: branch like an absent column
-                br = np.concatenate([br, reg[miss[~seen]]])
-                keep = np.ones(reg.size, dtype=bool)
-                keep[miss[~seen]] = False
-                reg, step = reg[keep], step[keep]
-        nb = node[br]
-        rb = rows[br]
-        p = right_probability(nb.astype(np.int64), rb)
-        wb = weight[br]
-        node = np.concatenate([children[step], children[2 * nb], children[2 * nb + 1]])
-        rows = np.concatenate([rows[reg], rb, rb])
-        pid = np.concatenate([pid[reg], pid[br], pid[br]])
-        weight = np.concatenate([weight[reg], wb * (1.0 - p), wb * p])
-    pids = np.concatenate(leaf_pid)
-    nodes = np.concatenate(leaf_node)
-    ws = np.concatenate(leaf_w)
-    out = np.empty((n_pairs, n_classes))
-    for c in range(n_classes):
-        out[:, c] = np.bincount(pids, weights=ws * cf.value[nodes, c], minlength=n_pairs)
-    return out.reshape(len(trees), m, n_classes)
+    out = np.empty((len(trees), n_rows, n_classes))
+    walk = traverse(
+        cf,
+        X,
+        trees,
+        resolve=BRANCH,
+        right_probability=right_probability,
+        kind=kind,
+        weight=1.0,
+        check_nan=check_nan,
+    )
+    for chunk in walk:
+        pair, node, weight = [], [], []
+        for level in chunk:
+            ended = level.ended
+            pair.append(level.pair[ended])
+            node.append(level.node[ended])
+            weight.append(level.weight[ended])
+        pairs, nodes, weights = np.concatenate(pair), np.concatenate(node), np.concatenate(weight)
+        dist = np.empty((chunk.n_pairs, n_classes))
+        for c in range(n_classes):
+            dist[:, c] = np.bincount(
+                pairs, weights=weights * cf.value[nodes, c], minlength=chunk.n_pairs
+            )
+        out[:, chunk.lo : chunk.hi] = dist.reshape(len(trees), -1, n_classes)
+    return out
 
 
 def average_leaves(

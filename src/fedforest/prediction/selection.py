@@ -4,7 +4,9 @@ The choice is a pure function of the candidates' validation scores: the best
 score wins and ties go to the first strategy in
 :data:`fedforest.vocabulary.STRATEGY_PREFERENCE`. It knows nothing of the
 classifier; :meth:`fedforest.PooledForestClassifier.fit` hands it one predict
-function that reuses the compiled forest for every candidate.
+function that reuses the compiled forest for every candidate. The default
+candidates (:func:`default_candidates`) are the same for the classifier and
+for the job's evaluation (:func:`fedforest.federation.evaluation.evaluate_strategies`).
 """
 
 from __future__ import annotations
@@ -16,10 +18,34 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..metrics import score
-from ..vocabulary import FITTED_STRATEGIES, STRATEGIES
+from ..vocabulary import FITTED_STRATEGIES, STRATEGIES, TREE_SELECTION
 from ..vocabulary import STRATEGY_PREFERENCE as PREFERENCE
 
 logger = logging.getLogger(__name__)
+
+
+def default_candidates(owners: Sequence[str], site: str | None) -> list[str]:
+    """The strategies ``auto`` tries when it is given none.
+
+    Every strategy that fits no parameter of its own on the validation rows
+    (not :data:`~fedforest.vocabulary.FITTED_STRATEGIES`); the tree selection
+    strategies (``park``, ``local``) only when ``site`` is one of ``owners``
+    (the sites that trained trees of the forest), since they keep that site's
+    trees.
+
+    Examples
+    --------
+    >>> default_candidates(["s1", "s2"], "s1")
+    ['fpv', 'pr', 'mi', 'ipr', 'mp', 'ss', 'node', 'park', 'local']
+    >>> default_candidates(["s1", "s2"], None)
+    ['fpv', 'pr', 'mi', 'ipr', 'mp', 'ss', 'node']
+    """
+    own_trees = site is not None and site in owners
+    return [
+        s
+        for s in STRATEGIES
+        if s not in FITTED_STRATEGIES and (s not in TREE_SELECTION or own_trees)
+    ]
 
 
 def check_candidates(candidates: Sequence[str]) -> list[str]:

@@ -3,7 +3,7 @@
 Each strategy is expressed twice, with identical semantics:
 
 * :meth:`Strategy.resolver` decides for (node, row) pairs met during the numpy
-  traversal in :mod:`fedforest.routing` (any mix of missing values); the
+  traversal in :mod:`fedforest.prediction.routing` (any mix of missing values); the
   compiled kernels of :mod:`fedforest.prediction.numba_kernels` apply the same
   rules to the arrays of :meth:`Strategy.kernel_tables`;
 * :meth:`Strategy.static_trees` rewrites the trees for the rows that miss only
@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.traversal import DISCARD, LEFT, RIGHT, STOP, CompiledForest
 from ..vocabulary import STRATEGIES, TREE_SELECTION
-from .routing import DISCARD, LEFT, RIGHT, STOP, CompiledForest, sigmoid
+from .routing import sigmoid
 
 __all__ = ["STATIC", "STRATEGIES", "TREE_SELECTION", "Strategy"]
 

@@ -16,7 +16,7 @@ import pandas as pd
 from ..columns import as_level_strings
 from ..model.forest import PooledForest
 from ..model.inputs import to_global_matrix
-from .counts import MAX_PAIRS
+from ..model.traversal import MAX_PAIRS
 from .levels import OTHER_LEVEL
 from .policy import PrivacyPolicy
 

@@ -18,9 +18,7 @@ import pandas as pd
 from ..model.forest import PooledForest
 from ..model.inputs import to_global_matrix
 from ..model.payload_checks import MAX_NODE_SAMPLES
-
-#: Bound on the (tree, row) pairs routed at once.
-MAX_PAIRS = 1 << 18
+from ..model.traversal import CompiledForest, traverse
 
 
 def class_index(forest: PooledForest, y) -> np.ndarray:
@@ -50,48 +48,36 @@ def node_counts(
     """Route rows through every tree; weighted class sums, distinct rows, NaN seen per node.
 
     A row goes left when ``x <= threshold``; a missing value follows
-    ``missing_left`` (as scikit-learn routes its training rows). A row counts
+    ``missing_left`` (as scikit-learn routes its training rows), on the one
+    tree walk (:func:`~fedforest.model.traversal.traverse`). A row counts
     in a tree with its weight ``in_bag[tree, row]`` (rows of weight 0 are not
     routed); ``None`` means every row once.
     """
-    n_rows = Xg.shape[0]
     n_classes = forest.n_classes
     sums = np.zeros((forest.n_nodes, n_classes))
     distinct = np.zeros(forest.n_nodes, dtype=np.int64)
     saw = np.zeros(forest.n_nodes, dtype=bool)
-    gleft, gright = forest.global_children
-    feature = forest.feature.astype(np.int64)
-    step = max(1, MAX_PAIRS // max(n_rows, 1))
-    for lo in range(0, forest.n_trees, step):
-        trees = np.arange(lo, min(forest.n_trees, lo + step))
+    # by trees, so that every pair reaching a node is in one chunk; weight 0: not walked
+    walk = traverse(
+        CompiledForest.build(forest),
+        Xg,
+        np.arange(forest.n_trees),
+        by="trees",
+        weight=1.0 if in_bag is None else in_bag,
+    )
+    for chunk in walk:
+        trees = chunk.trees
         first, last = int(forest.tree_start[trees[0]]), int(forest.tree_start[trees[-1] + 1])
         width = last - first
-        node = np.repeat(forest.tree_start[trees].astype(np.int64), n_rows)
-        row = np.tile(np.arange(n_rows, dtype=np.int64), trees.size)
-        if in_bag is None:
-            w = np.ones(node.size)
-        else:
-            w = in_bag[trees].reshape(-1).astype(np.float64)
-            keep = w > 0
-            node, row, w = node[keep], row[keep], w[keep]
         chunk_sums = np.zeros(width * n_classes)
         chunk_n = np.zeros(width, dtype=np.int64)
-        while node.size:
-            local = node - first
+        for level in chunk:
+            local = level.node - first
             chunk_sums += np.bincount(
-                local * n_classes + yi[row], weights=w, minlength=width * n_classes
+                local * n_classes + yi[level.row], weights=level.weight, minlength=width * n_classes
             )
             chunk_n += np.bincount(local, minlength=width)
-            f = feature[node]
-            inner = f >= 0
-            node, row, w, f = node[inner], row[inner], w[inner], f[inner]
-            if not node.size:
-                break
-            x = Xg[row, f]
-            nan = np.isnan(x)
-            saw[node[nan]] = True
-            go_left = np.where(nan, forest.missing_left[node], x <= forest.threshold[node])
-            node = np.where(go_left, gleft[node], gright[node])
+            saw[level.node[level.split][np.isnan(level.x)]] = True
         sums[first:last] = chunk_sums.reshape(width, n_classes)
         distinct[first:last] = chunk_n
     return sums, distinct, saw

@@ -27,10 +27,10 @@ import numpy as np
 
 from ..model.forest import PooledForest
 from ..model.forest_edit import KEEP, LEAF, TO_LEFT, TO_RIGHT
+from ..model.surrogates import node_row_pairs
 from ..validation import describe
 from .audit import smallest_leaf_rows
 from .counts import (
-    MAX_PAIRS,
     check_epsilon,
     class_index,
     node_counts,
@@ -245,47 +245,24 @@ def _rescore_surrogates(
     """Orientation and adjusted agreement of each (snapped) surrogate on the site's rows.
 
     Rows are routed as :func:`~fedforest.model.surrogates.fit_surrogates`
-    routes them: a missing value at a node that saw missing values follows
-    the learned direction, at any other node the row stops.
+    routes them (:func:`~fedforest.model.surrogates.node_row_pairs`): a
+    missing value at a node that saw missing values follows the learned
+    direction, at any other node the row stops.
     """
     n_nodes = forest.n_nodes
     has = forest.surrogate_feature >= 0
     n_total = np.zeros(n_nodes)
     n_left = np.zeros(n_nodes)
     agree_le = np.zeros(n_nodes)
-    gleft, gright = forest.global_children
-    feature = forest.feature.astype(np.int64)
     sfeat = forest.surrogate_feature.astype(np.int64)
-    n_rows = Xg.shape[0]
-    step = max(1, MAX_PAIRS // max(n_rows, 1))
-    for lo in range(0, forest.n_trees, step):
-        trees = np.arange(lo, min(forest.n_trees, lo + step))
-        node = np.repeat(forest.tree_start[trees].astype(np.int64), n_rows)
-        row = np.tile(np.arange(n_rows, dtype=np.int64), trees.size)
-        while node.size:
-            f = feature[node]
-            inner = f >= 0
-            node, row, f = node[inner], row[inner], f[inner]
-            if not node.size:
-                break
-            x = Xg[row, f]
-            nan = np.isnan(x)
-            go_left = x <= forest.threshold[node]
-            rec = has[node] & ~nan
-            if rec.any():
-                rn, rr, rl = node[rec], row[rec], go_left[rec]
-                xs = Xg[rr, sfeat[rn]]
-                ok = ~np.isnan(xs)
-                rn, rl, xs = rn[ok], rl[ok], xs[ok]
-                s_left = xs <= forest.surrogate_threshold[rn]
-                np.add.at(n_total, rn, 1.0)
-                np.add.at(n_left, rn, rl.astype(float))
-                np.add.at(agree_le, rn, (s_left == rl).astype(float))
-            if nan.any():
-                go_left = np.where(nan, forest.missing_left[node], go_left)
-                alive = ~nan | forest.saw_missing[node]
-                node, row, go_left = node[alive], row[alive], go_left[alive]
-            node = np.where(go_left, gleft[node], gright[node])
+    for rn, rr, rl in node_row_pairs(forest, Xg, has):
+        xs = Xg[rr, sfeat[rn]]
+        ok = ~np.isnan(xs)
+        rn, rl, xs = rn[ok], rl[ok], xs[ok]
+        s_left = xs <= forest.surrogate_threshold[rn]
+        np.add.at(n_total, rn, 1.0)
+        np.add.at(n_left, rn, rl.astype(float))
+        np.add.at(agree_le, rn, (s_left == rl).astype(float))
     n_maj = np.maximum(n_left, n_total - n_left)
     le = agree_le >= n_total - agree_le
     n_surr = np.where(le, agree_le, n_total - agree_le)

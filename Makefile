@@ -14,9 +14,11 @@ $(STAMP): requirements.txt pyproject.toml
 
 install: $(STAMP)
 
+# The whole suite in parallel, one pytest-xdist worker per CPU (PYTEST_XDIST_AUTO_NUM_WORKERS
+# sets another number), the 15 slowest tests listed at the end.
 test: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks data_prep
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n logical --durations=15
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks data_prep

@@ -1,6 +1,16 @@
-"""Shared fixtures: small real scikit-learn forests and hand-built trees."""
+"""Shared fixtures: small real scikit-learn forests, hand-built trees, shared FLARE runs.
+
+How the suite runs in parallel (pytest-xdist) is in :mod:`parallel_runs`. The
+compiled numba kernels are cached on disk (``NUMBA_CACHE_DIR``), shared by the
+workers and kept between sessions.
+"""
 
 from __future__ import annotations
+
+import getpass
+import os
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -8,6 +18,20 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import PooledForest
+
+pytest_plugins = ["parallel_runs"]
+
+# numba reads its settings when it is first imported: set before any test imports it. The
+# index of a cached kernel records its source file's path and time stamp, so a folder
+# shared by checkouts and sessions never serves stale code; where it cannot be written,
+# numba falls back to its own locations (and fedforest to the numpy engine).
+try:
+    _user = getpass.getuser()
+except Exception:  # noqa: BLE001 - no user name in this environment
+    _user = "user"
+os.environ.setdefault(
+    "NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"fedforest-numba-{_user}")
+)
 
 
 def make_tree_forest(
@@ -101,3 +125,28 @@ def two_site_forest(table):
     fa = PooledForest.from_sklearn(rf_a, cols_a, owner="a")
     fb = PooledForest.from_sklearn(rf_b, cols_b, owner="b")
     return PooledForest.concat([fa, fb]), rf_a, rf_b
+
+
+# --------------------------------------------------------------------------- shared FLARE runs
+# Real simulator runs (15-40 s each) of the demo configs (flare_setup.write_configs' defaults),
+# read by tests in several modules of tests/flare/. Those tests carry one xdist_group
+# (flare_setup.DEMO_RUNS), so under pytest-xdist each run is still made once. flare_setup is
+# importable here because only tests in tests/flare/ (a folder pytest puts on sys.path) use
+# these fixtures.
+def _demo_run(tmp_path_factory, mode: str):
+    from flare_setup import Run, write_configs
+
+    folder = tmp_path_factory.mktemp(f"demo_{mode}")
+    return Run(folder, write_configs(folder, job={"mode": mode}))
+
+
+@pytest.fixture(scope="session")
+def demo_server_run(tmp_path_factory):
+    """The demo configs in server mode, with the server-side Inspector (``flare_setup.Run``)."""
+    return _demo_run(tmp_path_factory, "server")
+
+
+@pytest.fixture(scope="session")
+def demo_swarm_run(tmp_path_factory):
+    """The demo configs in swarm mode, with the server-side Inspector (``flare_setup.Run``)."""
+    return _demo_run(tmp_path_factory, "swarm")

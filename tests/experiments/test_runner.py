@@ -49,6 +49,7 @@ def test_mp_beats_intersection_and_local_on_s500_mix(tmp_path):
         methods=["intersection", "local", "mp"],
         metrics=["auprc"],
         n_jobs=2,
+        n_estimators=30,  # the same ordering as at the default 100 trees, in a third of the time
     )
     tidy = run_experiment(plan, tmp_path)
     per_rep = tidy.groupby(["rep", "method"])["value"].mean().unstack()

@@ -1,16 +1,27 @@
-"""Demo data and small job configs in a temporary folder, for real FLARE runs."""
+"""Demo data and small job configs in a temporary folder, and :class:`Run`, one simulator run."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import yaml
+from swarm_inspector import Inspector, read_records
+
+from fedforest.flare.environments import simulate
+from fedforest.flare.recipe import FedForestRecipe
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "data_prep"))
 
 from make_demo_data import make_demo_data  # noqa: E402
+
+#: xdist group of the tests reading the demo configs' simulator runs (``demo_server_run``,
+#: ``demo_swarm_run`` in tests/conftest.py): the simulator tests of those configs, and the POC
+#: and production tests, which compare their runs of the same configs with them. POC and
+#: production use fixed ports: in one group they also never run at the same time.
+DEMO_RUNS = "flare-demo-runs"
 
 
 def write_configs(
@@ -39,3 +50,28 @@ def write_configs(
         cfg["data_path"] = str(data / f"{template}.csv")
         (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
     return configs
+
+
+class Run:
+    """One simulator run of the job in ``configs``: the server's results and folders.
+
+    ``inspect`` adds the server-side :class:`~swarm_inspector.Inspector`, which
+    records what the server handles and changes nothing.
+    """
+
+    def __init__(self, folder: Path, configs: Path, custom=None, inspect: bool = True):
+        extra = {"server": [Inspector()]} if inspect else None
+        recipe = FedForestRecipe(configs, job_custom=custom, extra_components=extra)
+        self.log = folder / "sim.log"
+        self.run_dir = simulate(recipe, folder / "ws", log_file=self.log, timeout=600)
+        path = self.run_dir / "results.json"
+        assert path.is_file(), self.log.read_text()[-3000:]
+        self.results = json.loads(path.read_text())
+        self.records = read_records(self.run_dir)
+        self.ws = self.run_dir.parent.parent  # <workspace>/<job name>
+
+    def site_dir(self, site: str) -> Path:
+        return self.ws / site / "simulate_job"
+
+    def site_results(self, site: str) -> dict:
+        return json.loads((self.site_dir(site) / "results.json").read_text())

@@ -8,10 +8,10 @@ import sys
 
 import psutil
 import pytest
-from flare_setup import ROOT, write_configs
+from flare_setup import DEMO_RUNS, ROOT, write_configs
 
 from fedforest.federation.config import JOB_STRATEGIES
-from fedforest.flare.environments import check_admin_kit, simulate
+from fedforest.flare.environments import check_admin_kit
 from fedforest.flare.recipe import FedForestRecipe
 
 sys.path.insert(0, str(ROOT / "deploy"))
@@ -31,10 +31,10 @@ def processes_using(folder) -> list[str]:
     return found
 
 
-def test_prod_on_one_machine_gives_the_simulators_results(tmp_path):
-    configs = write_configs(tmp_path, forest={"n_estimators": 12}, election={"tuning_rounds": 2})
-    sim_dir = simulate(FedForestRecipe(configs), tmp_path / "ws", log_file=tmp_path / "sim.log")
-    sim = json.loads((sim_dir / "results.json").read_text())
+@pytest.mark.xdist_group(DEMO_RUNS)
+def test_prod_on_one_machine_gives_the_simulators_results(tmp_path, demo_server_run):
+    configs = write_configs(tmp_path)  # the demo configs, as demo_server_run ran them
+    sim = demo_server_run.results
 
     recipe = FedForestRecipe(configs)  # built and checked where the job says site-2's data is
     # site-2 then moves its data and tells only its own FLARE kit (local/fedforest.yaml)

@@ -13,7 +13,7 @@ from faulty_executors import (
     MalformedTreeExecutor,
     SlowExecutor,
 )
-from flare_setup import write_configs
+from flare_setup import DEMO_RUNS, write_configs
 
 from fedforest import protocol
 from fedforest.federation.config import JOB_STRATEGIES
@@ -35,9 +35,10 @@ def run(configs, tmp_path, custom=None):
     return json.loads(path.read_text()), run_dir, run_dir.parent.parent
 
 
-def test_three_sites_with_different_columns(tmp_path):
-    configs = write_configs(tmp_path)
-    results, run_dir, ws = run(configs, tmp_path)
+@pytest.mark.xdist_group(DEMO_RUNS)
+def test_three_sites_with_different_columns(demo_server_run):
+    # the demo configs (write_configs' defaults) in server mode, a run test_swarm_job.py reads too
+    results, run_dir, ws = demo_server_run.results, demo_server_run.run_dir, demo_server_run.ws
     assert results["status"] == "finished" and results["dropped_sites"] == {}
     assert sorted(results["metrics"]) == SITES
     for site in SITES:

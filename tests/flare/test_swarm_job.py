@@ -1,9 +1,10 @@
 """Swarm mode (``job.mode: swarm``) in the real NVIDIA FLARE simulator (no mocks).
 
-Each run costs ~20 s, so the runs are module fixtures shared by the tests:
+Each run costs ~20 s, so the runs are fixtures shared by the tests:
 
 * ``demo_runs``: the demo configs once in swarm mode and once in server mode,
-  the same seed, each with the server-side :class:`~swarm_inspector.Inspector`;
+  the same seed, each with the server-side :class:`~swarm_inspector.Inspector`
+  (``demo_swarm_run`` and ``demo_server_run``, which other modules read too);
 * ``faulty_run``: swarm mode, site-3 raising in training, site-1 withholding
   its metrics (``report_metrics: false``);
 * ``below_min_sites_run``: the same fault with ``min_sites: 3``.
@@ -12,17 +13,13 @@ Each run costs ~20 s, so the runs are module fixtures shared by the tests:
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 from faulty_executors import FailingTrainSwarmExecutor
-from flare_setup import write_configs
-from swarm_inspector import Inspector, read_records
+from flare_setup import DEMO_RUNS, Run, write_configs
 
 from fedforest import protocol
-from fedforest.flare.environments import simulate
-from fedforest.flare.recipe import FedForestRecipe
 
 pytestmark = pytest.mark.flare
 SITES = ["site-1", "site-2", "site-3"]
@@ -43,27 +40,6 @@ WORK_FORMATS = {
 }
 
 
-class Run:
-    """One simulator run: the server's results and folders."""
-
-    def __init__(self, folder: Path, configs: Path, custom=None, inspect: bool = True):
-        extra = {"server": [Inspector()]} if inspect else None
-        recipe = FedForestRecipe(configs, job_custom=custom, extra_components=extra)
-        self.log = folder / "sim.log"
-        self.run_dir = simulate(recipe, folder / "ws", log_file=self.log, timeout=600)
-        path = self.run_dir / "results.json"
-        assert path.is_file(), self.log.read_text()[-3000:]
-        self.results = json.loads(path.read_text())
-        self.records = read_records(self.run_dir)
-        self.ws = self.run_dir.parent.parent  # <workspace>/<job name>
-
-    def site_dir(self, site: str) -> Path:
-        return self.ws / site / "simulate_job"
-
-    def site_results(self, site: str) -> dict:
-        return json.loads((self.site_dir(site) / "results.json").read_text())
-
-
 def failing(site: str):
     executor = FailingTrainSwarmExecutor(
         site_config="fedforest_site.yaml", job_config="fedforest_job.yaml"
@@ -72,13 +48,9 @@ def failing(site: str):
 
 
 @pytest.fixture(scope="module")
-def demo_runs(tmp_path_factory):
+def demo_runs(demo_swarm_run, demo_server_run):
     """The demo configs in swarm mode and in server mode (same seed), both inspected."""
-    swarm_dir = tmp_path_factory.mktemp("swarm")
-    server_dir = tmp_path_factory.mktemp("server")
-    swarm = Run(swarm_dir, write_configs(swarm_dir, job={"mode": "swarm"}))
-    server = Run(server_dir, write_configs(server_dir, job={"mode": "server"}))
-    return swarm, server
+    return demo_swarm_run, demo_server_run
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +73,7 @@ def below_min_sites_run(tmp_path_factory):
 
 
 # ----------------------------------------------------------- demo configs
+@pytest.mark.xdist_group(DEMO_RUNS)
 def test_swarm_mode_gives_the_server_modes_metrics(demo_runs):
     swarm, server = demo_runs
     results = swarm.results
@@ -123,6 +96,7 @@ def test_swarm_mode_gives_the_server_modes_metrics(demo_runs):
     assert "swarm mode" in (swarm.run_dir / "report.md").read_text()
 
 
+@pytest.mark.xdist_group(DEMO_RUNS)
 def test_each_swarm_site_keeps_its_own_results_model_and_metrics(demo_runs):
     swarm, server = demo_runs
     for site in SITES:
@@ -140,6 +114,7 @@ def test_each_swarm_site_keeps_its_own_results_model_and_metrics(demo_runs):
 
 
 # ------------------------------------------------------ what the server saw
+@pytest.mark.xdist_group(DEMO_RUNS)
 def test_the_server_handles_only_the_sites_status_in_swarm_mode(demo_runs):
     swarm, _ = demo_runs
     records = swarm.records
@@ -162,6 +137,7 @@ def test_the_server_handles_only_the_sites_status_in_swarm_mode(demo_runs):
         assert not swarm.results.get(key), key
 
 
+@pytest.mark.xdist_group(DEMO_RUNS)
 def test_the_inspector_sees_trees_in_server_mode(demo_runs):
     """The control: the same inspector on a server-mode run catches the site models."""
     _, server = demo_runs

@@ -152,3 +152,16 @@ def test_the_checker_sees_imports_and_cycles():
     edges = graph()
     assert "fedforest.model.traversal" in edges["fedforest.prediction.routing"]
     assert "fedforest.protocol" in edges["fedforest.model.forest"]
+
+
+#: The longest a module of the package may be (docs/architecture.md, §1).
+MAX_MODULE_LINES = 800
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {
+        str(path.relative_to(SRC)): n
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by concern): {long}"

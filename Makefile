@@ -5,12 +5,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install test lint format bench bench-job bench-scale bench-experiment bench-quality bench-ideas demo demo-data job poc clean
 
-# uv (from PyPI) installs the same requirements as pip, several times faster; pip is the
+# uv (from PyPI) installs the same requirements as pip, several times faster (compiling the
+# bytecode up front, as pip does, so that every FLARE process starts from it); pip is the
 # fallback where uv cannot run.
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip uv
-	$(PY) -m uv pip install --quiet --python $(PY) -r requirements.txt \
+	$(PY) -m uv pip install --quiet --compile-bytecode --python $(PY) -r requirements.txt \
 		|| $(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m uv pip install --quiet --python $(PY) --no-deps -e . \
 		|| $(PY) -m pip install --quiet --no-deps -e .

@@ -1,4 +1,11 @@
-"""Classification metrics used to compare strategies (AUPRC, AUC, MCC, accuracy)."""
+"""Classification metrics used to compare strategies.
+
+Ranking metrics (AUPRC, AUC, MCC, accuracy; higher is better) and metrics of
+the probabilities themselves (Brier score, log-loss, expected calibration
+error; lower is better). A clinician acts on the risk, so a strategy that
+ranks well but reports another hospital's prevalence shows up in the second
+group only.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import numpy as np
 from sklearn.metrics import (
     accuracy_score,
     average_precision_score,
+    log_loss,
     matthews_corrcoef,
     roc_auc_score,
 )
@@ -15,7 +23,21 @@ from sklearn.metrics import (
 # test sets, where scikit-learn's input validation costs more than the metric.
 from sklearn.preprocessing import label_binarize
 
-from .vocabulary import METRICS
+from .vocabulary import LOWER_IS_BETTER, METRICS
+
+#: Bins of the reliability diagram and of ``ece``: equal widths on [0, 1].
+N_BINS = 10
+#: The range of every metric (what a site's reply may report).
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "auprc": (0.0, 1.0),
+    "auc": (0.0, 1.0),
+    "mcc": (-1.0, 1.0),
+    "accuracy": (0.0, 1.0),
+    "brier": (0.0, 2.0),
+    # scikit-learn clips probabilities to the float64 epsilon: -log(2.2e-16) < 37
+    "log_loss": (0.0, 40.0),
+    "ece": (0.0, 1.0),
+}
 
 
 def score(metric: str, y_true, proba: np.ndarray, classes) -> float:
@@ -23,9 +45,17 @@ def score(metric: str, y_true, proba: np.ndarray, classes) -> float:
 
     Parameters
     ----------
-    metric : {"auprc", "auc", "mcc", "accuracy"}
+    metric : {"auprc", "auc", "mcc", "accuracy", "brier", "log_loss", "ece"}
         AUPRC and AUC are one-vs-rest and macro-averaged over classes for
-        more than two classes, as in the missing-split paper.
+        more than two classes, as in the missing-split paper. ``brier`` is
+        the mean squared error of the positive class's probability for two
+        classes (scikit-learn's ``brier_score_loss``) and the mean over rows
+        of the squared distance to the one-hot label for more.
+        ``log_loss`` is scikit-learn's. ``ece`` is the expected calibration
+        error over :data:`N_BINS` equal-width bins of the positive class's
+        probability (two classes) or of the top label's (more), as
+        :func:`calibration_bins` counts them. Lower is better for these
+        three (:func:`is_better`).
     y_true : array-like of shape (n_rows,)
     proba : ndarray of shape (n_rows, n_classes)
         Columns in ``classes`` order.
@@ -54,6 +84,8 @@ def score(metric: str, y_true, proba: np.ndarray, classes) -> float:
     unknown = np.setdiff1d(y_true, classes)
     if unknown.size:
         raise ValueError(f"y_true has labels {unknown.tolist()} that are not in classes")
+    if metric in LOWER_IS_BETTER:
+        return _probability_score(metric, y_true, proba, classes)
     if metric == "accuracy":
         return float(accuracy_score(y_true, classes[np.argmax(proba, axis=1)]))
     if metric == "mcc":
@@ -74,6 +106,85 @@ def score(metric: str, y_true, proba: np.ndarray, classes) -> float:
     if metric == "auc":
         return float(roc_auc_score(onehot[:, keep], proba[:, keep], average="macro"))
     return float(average_precision_score(onehot[:, keep], proba[:, keep], average="macro"))
+
+
+def _probability_score(metric: str, y_true, proba: np.ndarray, classes: np.ndarray) -> float:
+    if metric == "log_loss":
+        return float(log_loss(y_true, proba, labels=classes))
+    if metric == "ece":
+        _, count, total_p, total_hit = _bin_sums(y_true, proba, classes, N_BINS)
+        return float(np.sum(np.abs(total_p - total_hit)) / count.sum())
+    onehot = (y_true[:, None] == classes[None, :]).astype(float)
+    if classes.size == 2:
+        return float(np.mean((proba[:, 1] - onehot[:, 1]) ** 2))
+    return float(np.mean(np.sum((proba - onehot) ** 2, axis=1)))
+
+
+def calibration_bins(y_true, proba, classes, n_bins: int = N_BINS) -> dict:
+    """What a reliability diagram draws: predicted against observed risk per bin.
+
+    Two classes: bins of the positive class's (``classes[1]``) probability, and
+    the observed share of that class. More classes: bins of the top label's
+    probability (the confidence), and the share of rows whose top label is
+    right. Bins are ``n_bins`` equal widths on [0, 1], as scikit-learn's
+    ``calibration_curve(strategy="uniform")`` draws them.
+
+    Returns
+    -------
+    dict
+        ``target`` (the positive class as a string, or ``"top-label"``),
+        ``count`` (rows per bin), ``predicted`` (mean predicted probability
+        per bin) and ``observed`` (observed frequency per bin); both are
+        ``None`` for an empty bin. Plain values only (it goes into
+        ``results.json``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> b = calibration_bins([0, 1, 1], np.array([[.9, .1], [.2, .8], [.1, .9]]), [0, 1], 2)
+    >>> b["count"], b["observed"]
+    ([1, 2], [0.0, 1.0])
+    """
+    target, count, total_p, total_hit = _bin_sums(
+        np.asarray(y_true), np.asarray(proba, dtype=float), np.asarray(classes), n_bins
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        predicted, observed = total_p / count, total_hit / count
+    return {
+        "target": target,
+        "count": [int(c) for c in count],
+        "predicted": [float(v) if c else None for v, c in zip(predicted, count, strict=True)],
+        "observed": [float(v) if c else None for v, c in zip(observed, count, strict=True)],
+    }
+
+
+def _bin_sums(y_true: np.ndarray, proba: np.ndarray, classes: np.ndarray, n_bins: int):
+    """Per bin: rows, summed predicted probability and summed hits."""
+    if classes.size == 2:
+        target = str(classes[1])
+        p = proba[:, 1]
+        hit = y_true == classes[1]
+    else:
+        target = "top-label"
+        top = np.argmax(proba, axis=1)
+        p = proba[np.arange(len(proba)), top]
+        hit = classes[top] == y_true
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    which = np.searchsorted(edges[1:-1], p, side="right")  # as calibration_curve
+    count = np.bincount(which, minlength=n_bins)
+    total_p = np.bincount(which, weights=p, minlength=n_bins)
+    total_hit = np.bincount(which, weights=hit.astype(float), minlength=n_bins)
+    return target, count, total_p, total_hit
+
+
+def is_better(metric: str, a: float, b: float) -> bool:
+    """Whether score ``a`` is strictly better than ``b`` for ``metric``."""
+    return a < b if metric in LOWER_IS_BETTER else a > b
+
+
+def best_first(metric: str, value: float) -> float:
+    """A sort key that puts the best ``metric`` values first (ascending order)."""
+    return value if metric in LOWER_IS_BETTER else -value
 
 
 def _binary_curve(positive: np.ndarray, scores: np.ndarray):

@@ -29,8 +29,24 @@ STRATEGY_PREFERENCE = ("wmp", "mp", "ipr", "ss", "node", "mi", "pr", "fpv", "par
 VOTING = ("soft", "hard")
 #: What runs the dynamic traversals of :class:`fedforest.PooledForestClassifier`.
 ENGINES = ("auto", "numba", "numpy")
+#: Metrics that rank or classify: higher is better (the election scores with these).
+RANKING_METRICS = ("auprc", "auc", "mcc", "accuracy")
+#: Metrics of the probabilities themselves: lower is better. ``brier`` and
+#: ``log_loss`` are proper scoring rules; ``ece`` (expected calibration error)
+#: is not, so ``auto`` never maximises it.
+CALIBRATION_METRICS = ("brier", "log_loss", "ece")
 #: Classification metrics (:func:`fedforest.score`).
-METRICS = ("auprc", "auc", "mcc", "accuracy")
+METRICS = (*RANKING_METRICS, *CALIBRATION_METRICS)
+#: Metrics where a lower value is better.
+LOWER_IS_BETTER = CALIBRATION_METRICS
+#: Metrics ``auto`` (strategy and calibration choice) can optimise.
+AUTO_METRICS = ("log_loss", "brier", *RANKING_METRICS)
+#: Site-side calibration of predicted probabilities (fitted on validation rows).
+CALIBRATIONS = ("none", "prior", "sigmoid", "isotonic", "auto")
+#: Fitted calibration methods, simplest first (``auto``'s order on ties).
+CALIBRATION_METHODS = ("none", "prior", "sigmoid", "isotonic")
+#: How the pooled forest weighs each site's trees (``pooling.weights``).
+POOLING_WEIGHTS = ("equal", "rows")
 #: Local feature selectors a site can run before the election.
 SELECTORS = ("lasso", "elastic_net", "mutual_info", "random_forest", "f_classif", "chi2", "none")
 #: Site weights in the election.

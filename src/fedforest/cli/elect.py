@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..model.payload_checks import MAX_SEED
-from ..vocabulary import AGGREGATIONS, METRICS, SELECTORS
+from ..vocabulary import AGGREGATIONS, RANKING_METRICS, SELECTORS
 from .options import columns_text, integer, listed, name, number, read_csv, selector_list
 
 
@@ -176,7 +176,7 @@ def add_parser(sub) -> None:
         default=0.0,
         help="scores within this of the best count as equal (smallest mask wins)",
     )
-    p.add_argument("--metric", default="auprc", choices=METRICS)
+    p.add_argument("--metric", default="auprc", choices=RANKING_METRICS)
     p.add_argument("--seed", type=integer(0, MAX_SEED), default=0)
     p.add_argument("--json", help="also write the election and tuning history to this file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")

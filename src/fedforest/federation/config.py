@@ -103,6 +103,7 @@ from ..vocabulary import (
     METRICS,
     MODES,
     PHASES,
+    RANKING_METRICS,
     SELECTORS,
     TRACKING,
     VOTING,
@@ -331,7 +332,7 @@ class JobConfig:
         c.choice("election.aggregation", el["aggregation"], AGGREGATIONS)
         c.choice("election.normalization", el["normalization"], NORMALIZATIONS)
         c.str_list("election.always_keep", el["always_keep"])
-        c.choice("election.metric", el["metric"], METRICS)
+        c.choice("election.metric", el["metric"], RANKING_METRICS)
         return cls(
             name=job["name"],
             sites=sites,

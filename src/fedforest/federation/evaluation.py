@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .. import protocol
-from ..metrics import score_all
+from ..metrics import METRIC_RANGES, score_all
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..prediction.classifier import PooledForestClassifier
@@ -162,7 +162,7 @@ def read_site_metrics(
     """Validate a site's ``fedforest/site-metrics`` reply against what the job asked for.
 
     Every requested strategy has a row; every requested metric is a finite
-    number in [-1, 1] or ``None`` (undefined); counts are non-negative; ``auto``
+    number in its range (:data:`~fedforest.metrics.METRIC_RANGES`) or ``None`` (undefined); counts are non-negative; ``auto``
     names a strategy it chose; ``wmp`` gives its guess weight in [0, 1]; ``privacy`` (version 2) is the site's effective
     privacy policy, read as a ``privacy:`` block
     (:meth:`~fedforest.privacy.policy.PrivacyPolicy.from_dict`), or
@@ -191,7 +191,7 @@ def read_site_metrics(
         clean: dict[str, Any] = {}
         for m in metrics:
             value = row.get(m)
-            clean[m] = None if value is None else row.number(m, value, -1.0, 1.0)
+            clean[m] = None if value is None else row.number(m, value, *METRIC_RANGES[m])
         clean["rows"] = row.read_integer("rows", 0)
         clean["mean_trees_kept"] = row.number("mean_trees_kept", row.get("mean_trees_kept"), 0)
         clean["fallback_rows"] = row.read_integer("fallback_rows", 0)

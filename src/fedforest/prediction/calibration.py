@@ -1,0 +1,414 @@
+"""Site-side calibration of a pooled forest's probabilities.
+
+A pooled forest's probabilities carry the prevalence of the hospitals that
+trained its trees. A site corrects them on its own validation rows, after any
+strategy, with one of :data:`~fedforest.vocabulary.CALIBRATIONS`:
+
+``none``
+    the probabilities as the strategy gives them;
+``prior``
+    Bayes' rule on the class priors: ``p'(c|x) ∝ p(c|x) π_site(c) / π_train(c)``,
+    where ``π_train`` is the class distribution the trees were trained on (the
+    mean of their root nodes' distributions, :func:`training_prior`) and
+    ``π_site`` the site's validation class shares with one pseudo-row per
+    class (Laplace). It moves every probability to the site's prevalence
+    without changing the order of the rows (two classes);
+``sigmoid`` / ``isotonic``
+    Platt scaling / isotonic regression of each class's probability (one
+    against the rest, then normalised), fitted by scikit-learn's
+    ``CalibratedClassifierCV`` around the frozen probabilities;
+``auto``
+    the method with the lowest cross-fitted validation log-loss (ties: the
+    simpler method, in :data:`~fedforest.vocabulary.CALIBRATION_METHODS` order).
+
+Scores of a calibrated variant are *cross-fitted*: the validation rows are cut
+into stratified folds, each fold is calibrated by a calibrator fitted on the
+other folds, and the score is taken over these out-of-fold probabilities. A
+calibrator scored on the rows it was fitted on would always look best
+(isotonic regression most of all); cross-fitting scores it as it will be
+used, on rows it has not seen. The calibrator that is kept is then fitted on
+every validation row.
+
+scikit-learn fits the sigmoid and isotonic maps. A fitted map is kept as plain
+arrays (slopes and intercepts, or the isotonic breakpoints) so that a site
+can save it beside its model without pickle; :meth:`Calibrator.transform`
+applies the arrays as scikit-learn's ``predict_proba`` does (tested equal).
+scikit-learn has no prior-shift correction; it is a one-line rule written here.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from ..metrics import best_first, score
+from ..vocabulary import CALIBRATION_METHODS, CALIBRATIONS
+
+logger = logging.getLogger(__name__)
+
+#: Folds of the cross-fitted validation scores (fewer when a class has fewer rows).
+CV_FOLDS = 5
+#: Validation rows of every class that ``sigmoid`` and ``isotonic`` need.
+MIN_CLASS_ROWS = 2
+
+
+def check_calibration(value, where: str = "calibration") -> str:
+    """Validate a calibration name (one of :data:`~fedforest.vocabulary.CALIBRATIONS`)."""
+    if not isinstance(value, str) or value not in CALIBRATIONS:
+        raise ValueError(f"{where}={value!r} is not one of {list(CALIBRATIONS)}")
+    return value
+
+
+class _Probabilities(ClassifierMixin, BaseEstimator):
+    """A fitted classifier whose input already is the probability matrix.
+
+    It lets scikit-learn's ``CalibratedClassifierCV`` calibrate probabilities
+    computed elsewhere (a pooled forest with any strategy) without predicting
+    them again.
+    """
+
+    def __init__(self, classes=None):
+        self.classes = classes
+
+    def fit(self, X=None, y=None):
+        self.classes_ = np.asarray(self.classes)
+        return self
+
+    def predict_proba(self, X):
+        return np.asarray(X, dtype=float)
+
+    def predict(self, X):
+        return self.classes_[np.argmax(np.asarray(X, dtype=float), axis=1)]
+
+
+@dataclass
+class Calibrator:
+    """A fitted calibration map from probabilities to probabilities.
+
+    Attributes
+    ----------
+    method : str
+        One of :data:`~fedforest.vocabulary.CALIBRATION_METHODS`.
+    classes : ndarray
+        The class labels, the column order of the probabilities.
+    params : dict of str to ndarray
+        ``prior``: ``ratio`` (n_classes,), ``π_site / π_train``.
+        ``sigmoid``: ``a`` and ``b`` (one per calibrated column).
+        ``isotonic``: ``x`` and ``y`` (breakpoints, concatenated) and
+        ``offsets`` (where each calibrated column's breakpoints start).
+        Two classes calibrate one column (the second class), more calibrate
+        each.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cal = Calibrator("prior", np.array([0, 1]), {"ratio": np.array([0.5, 1.5])})
+    >>> cal.transform(np.array([[0.5, 0.5]]))
+    array([[0.25, 0.75]])
+    """
+
+    method: str
+    classes: np.ndarray
+    params: dict = field(default_factory=dict)
+
+    def transform(self, proba: np.ndarray) -> np.ndarray:
+        """Calibrated probabilities of ``proba`` (columns in :attr:`classes` order)."""
+        proba = np.asarray(proba, dtype=float)
+        if self.method == "none":
+            return proba
+        if self.method == "prior":
+            adjusted = proba * self.params["ratio"][None, :]
+            total = adjusted.sum(axis=1, keepdims=True)
+            # a row whose every class the ratio zeroes keeps its probabilities
+            return np.divide(adjusted, total, out=proba.copy(), where=total > 0)
+        n_classes = len(self.classes)
+        columns = [1] if n_classes == 2 else list(range(n_classes))
+        out = np.zeros_like(proba)
+        for k, col in enumerate(columns):
+            out[:, col] = self._map(k, proba[:, col])
+        if n_classes == 2:
+            out[:, 0] = 1.0 - out[:, 1]
+        else:
+            total = out.sum(axis=1, keepdims=True)
+            out = np.divide(out, total, out=np.full_like(out, 1 / n_classes), where=total != 0)
+        out[(out > 1.0) & (out <= 1.0 + 1e-5)] = 1.0
+        return out
+
+    def _map(self, k: int, values: np.ndarray) -> np.ndarray:
+        if self.method == "sigmoid":
+            a, b = self.params["a"][k], self.params["b"][k]
+            z = -(a * values + b)
+            return 1.0 / (1.0 + np.exp(-z))
+        start, stop = self.params["offsets"][k], self.params["offsets"][k + 1]
+        return np.interp(values, self.params["x"][start:stop], self.params["y"][start:stop])
+
+    # ------------------------------------------------------------ payload
+    def to_payload(self) -> dict:
+        """The calibrator as plain values and arrays (no pickle)."""
+        return {
+            "method": self.method,
+            "params": {k: np.asarray(v, dtype=np.float64) for k, v in self.params.items()},
+        }
+
+    @classmethod
+    def from_payload(cls, payload, classes, where: str = "calibrator") -> Calibrator:
+        """Read and validate :meth:`to_payload`'s output; ``ValueError`` names ``where``."""
+        classes = np.asarray(classes)
+        if not isinstance(payload, Mapping) or set(payload) != {"method", "params"}:
+            raise ValueError(f"{where} must be a mapping with keys 'method' and 'params'")
+        method = payload["method"]
+        if method not in CALIBRATION_METHODS:
+            raise ValueError(
+                f"{where}.method is {method!r}; expected one of {list(CALIBRATION_METHODS)}"
+            )
+        raw = payload["params"]
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{where}.params must be a mapping of name to array")
+        expected = {
+            "none": set(),
+            "prior": {"ratio"},
+            "sigmoid": {"a", "b"},
+            "isotonic": {"x", "y", "offsets"},
+        }[method]
+        if set(raw) != expected:
+            raise ValueError(
+                f"{where}.params has {sorted(raw)}; a {method} calibrator has {sorted(expected)}"
+            )
+        params = {}
+        for name, value in raw.items():
+            arr = np.asarray(value)
+            if arr.ndim != 1 or arr.dtype.kind not in "iuf" or not np.all(np.isfinite(arr)):
+                raise ValueError(f"{where}.params.{name} must be a 1-D array of finite numbers")
+            params[name] = arr.astype(np.float64)
+        n_cal = 1 if len(classes) == 2 else len(classes)
+        if method == "prior":
+            ratio = params["ratio"]
+            if ratio.shape != (len(classes),) or np.any(ratio < 0):
+                raise ValueError(
+                    f"{where}.params.ratio must hold {len(classes)} numbers >= 0 (one per class)"
+                )
+        elif method == "sigmoid":
+            if params["a"].shape != (n_cal,) or params["b"].shape != (n_cal,):
+                raise ValueError(f"{where}.params.a and .b must hold {n_cal} numbers each")
+        elif method == "isotonic":
+            off = params["offsets"]
+            x, y = params["x"], params["y"]
+            if (
+                off.shape != (n_cal + 1,)
+                or off[0] != 0
+                or off[-1] != len(x)
+                or len(y) != len(x)
+                or np.any(np.diff(off) < 1)
+                or np.any(off != np.round(off))
+            ):
+                raise ValueError(
+                    f"{where}.params.offsets must start at 0, end at len(x) = len(y) and give "
+                    f"each of the {n_cal} calibrated columns at least one breakpoint"
+                )
+            params["offsets"] = off.astype(np.int64)
+            for k in range(n_cal):
+                seg = slice(int(off[k]), int(off[k + 1]))
+                if np.any(np.diff(x[seg]) < 0) or np.any(np.diff(y[seg]) < 0):
+                    raise ValueError(f"{where}.params: isotonic breakpoints must be increasing")
+            if np.any((y < 0) | (y > 1)):
+                raise ValueError(f"{where}.params.y must lie in [0, 1]")
+        return cls(method, classes, params)
+
+
+def training_prior(value: np.ndarray, roots: np.ndarray, weights=None) -> np.ndarray:
+    """The class distribution the trees were trained on: their roots' mean distribution.
+
+    Parameters
+    ----------
+    value : ndarray of shape (n_nodes, n_classes)
+        Every node's class distribution (rows sum to 1).
+    roots : ndarray of int
+        The root node of every tree that is used.
+    weights : ndarray, optional
+        Each of these trees' weight in the pooled vote.
+    """
+    dist = np.asarray(value, dtype=float)[np.asarray(roots)]
+    w = np.ones(len(dist)) if weights is None else np.asarray(weights, dtype=float)
+    prior = (w[:, None] * dist).sum(axis=0) / w.sum()
+    return prior / prior.sum()
+
+
+def _fit_one(method, proba, y, classes, train_prior) -> Calibrator:
+    """Fit one method on these rows (every class has rows when needed)."""
+    if method == "none":
+        return Calibrator("none", classes)
+    if method == "prior":
+        counts = np.array([(y == c).sum() for c in classes], dtype=float)
+        site = (counts + 1.0) / (counts.sum() + len(classes))
+        ratio = np.where(train_prior > 0, site / np.maximum(train_prior, 1e-300), 1.0)
+        return Calibrator("prior", classes, {"ratio": ratio})
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.frozen import FrozenEstimator
+
+    frozen = FrozenEstimator(_Probabilities(classes).fit())
+    # a frozen estimator is not refitted: one "split" of every row gives its
+    # predictions as they are (the default 5-fold split would only repeat them
+    # and need 5 rows of every class)
+    every_row = np.arange(len(y))
+    fitted = CalibratedClassifierCV(frozen, method=method, cv=[(every_row, every_row)])
+    fitted.fit(proba, y)
+    maps = fitted.calibrated_classifiers_[0].calibrators
+    if method == "sigmoid":
+        return Calibrator(
+            "sigmoid",
+            classes,
+            {"a": np.array([m.a_ for m in maps], float), "b": np.array([m.b_ for m in maps], float)},
+        )
+    xs = [np.asarray(m.X_thresholds_, float) for m in maps]
+    ys = [np.asarray(m.y_thresholds_, float) for m in maps]
+    offsets = np.r_[0, np.cumsum([len(x) for x in xs])].astype(np.int64)
+    return Calibrator(
+        "isotonic", classes, {"x": np.concatenate(xs), "y": np.concatenate(ys), "offsets": offsets}
+    )
+
+
+def _folds(y: np.ndarray, classes: np.ndarray, random_state) -> list | None:
+    """Stratified folds of the validation rows, or ``None`` when a class has < 2 rows."""
+    from sklearn.model_selection import StratifiedKFold
+
+    counts = np.array([(y == c).sum() for c in classes])
+    k = int(min(CV_FOLDS, counts.min()))
+    if k < 2:
+        return None
+    seed = random_state if isinstance(random_state, (int, np.integer)) else 0
+    cv = StratifiedKFold(n_splits=k, shuffle=True, random_state=int(seed))
+    return list(cv.split(np.zeros(len(y)), y))
+
+
+@dataclass
+class CalibrationFit:
+    """A fitted calibration and how it scored on the validation rows.
+
+    Attributes
+    ----------
+    calibrator : Calibrator
+        The map fitted on every validation row.
+    cross_fitted : ndarray of shape (n_rows, n_classes)
+        Out-of-fold calibrated probabilities of the validation rows (the raw
+        probabilities for ``none``): what a candidate is scored on.
+    log_losses : dict of str to float
+        Cross-fitted validation log-loss of every method tried.
+    skipped : dict of str to str
+        Methods that could not be fitted, and why.
+    """
+
+    calibrator: Calibrator
+    cross_fitted: np.ndarray
+    log_losses: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)
+
+
+def fit_calibration(
+    proba,
+    y,
+    classes,
+    method: str = "auto",
+    train_prior=None,
+    random_state=0,
+) -> CalibrationFit:
+    """Fit a site's calibration on its validation rows.
+
+    Parameters
+    ----------
+    proba : ndarray of shape (n_rows, n_classes)
+        The strategy's probabilities of the validation rows, columns in
+        ``classes`` order.
+    y : array-like of shape (n_rows,)
+        Their labels.
+    classes : array-like of shape (n_classes,)
+    method : {"none", "prior", "sigmoid", "isotonic", "auto"}, default="auto"
+        ``auto`` tries every method and keeps the lowest cross-fitted
+        log-loss (ties: the simpler). A method that cannot be fitted
+        (``prior`` without ``train_prior``; ``sigmoid`` or ``isotonic`` with
+        fewer than :data:`MIN_CLASS_ROWS` validation rows of a class) is
+        skipped with a warning and ``none`` is used.
+    train_prior : ndarray of shape (n_classes,), optional
+        The class distribution the trees were trained on (``prior``;
+        :func:`training_prior`).
+    random_state : int, default=0
+        Seed of the cross-fitting folds.
+
+    Returns
+    -------
+    CalibrationFit
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> y = (rng.random(200) < 0.8).astype(int)           # the site: 80 % positive
+    >>> p = np.clip(0.3 + 0.3 * (y - 0.5) + rng.normal(0, .1, 200), 0.01, 0.99)
+    >>> proba = np.c_[1 - p, p]                            # trained where 30 % were
+    >>> fit = fit_calibration(proba, y, [0, 1], "prior", train_prior=np.array([.7, .3]))
+    >>> fit.calibrator.method, bool(fit.calibrator.transform(proba)[:, 1].mean() > p.mean())
+    ('prior', True)
+    """
+    check_calibration(method, "method")
+    proba = np.asarray(proba, dtype=float)
+    y, classes = np.asarray(y), np.asarray(classes)
+    if proba.shape != (len(y), len(classes)):
+        raise ValueError(f"proba has shape {proba.shape}, expected ({len(y)}, {len(classes)})")
+    methods = list(CALIBRATION_METHODS) if method == "auto" else [method]
+    folds = _folds(y, classes, random_state)
+    counts = {str(c): int((y == c).sum()) for c in classes}
+    skipped: dict[str, str] = {}
+    results: dict[str, tuple[Calibrator, np.ndarray]] = {}
+    for name in methods:
+        if name == "prior" and train_prior is None:
+            skipped[name] = "the training prior of the trees is not known"
+            continue
+        if name in ("sigmoid", "isotonic") and min(counts.values()) < MIN_CLASS_ROWS:
+            skipped[name] = (
+                f"it needs {MIN_CLASS_ROWS} validation rows of every class; class counts "
+                f"{counts}"
+            )
+            continue
+        full = _fit_one(name, proba, y, classes, train_prior)
+        if name == "none":
+            oof = proba
+        elif folds is None:  # prior with a class of one row: scored on its own rows
+            oof = full.transform(proba)
+        else:
+            oof = np.empty_like(proba)
+            for train, test in folds:
+                part = _fit_one(name, proba[train], y[train], classes, train_prior)
+                oof[test] = part.transform(proba[test])
+        results[name] = (full, oof)
+    for name, why in skipped.items():
+        (logger.warning if method != "auto" else logger.info)(
+            "calibration %s is not fitted: %s", name, why
+        )
+    if not results:
+        results["none"] = (Calibrator("none", classes), proba)
+    losses = {name: score("log_loss", y, oof, classes) for name, (_, oof) in results.items()}
+    order = {m: i for i, m in enumerate(CALIBRATION_METHODS)}
+    best = min(losses, key=lambda m: (losses[m], order[m]))
+    return CalibrationFit(results[best][0], results[best][1], losses, skipped)
+
+
+def choose_variant(
+    scores: Mapping[str, float], metric: str, preference: Sequence[str]
+) -> tuple[str, str | None]:
+    """The best and the second-best candidate by ``metric`` (ties: ``preference`` order).
+
+    NaN scores never win. Returns ``(best, runner_up)``; ``runner_up`` is
+    ``None`` with one finite candidate.
+    """
+    finite = {k: v for k, v in scores.items() if not math.isnan(v)}
+    if not finite:
+        raise ValueError(
+            f"validation {metric} is undefined for every candidate (one class only in y_val?)"
+        )
+    rank = {s: i for i, s in enumerate(preference)}
+    ordered = sorted(finite, key=lambda s: (best_first(metric, finite[s]), rank.get(s, len(rank))))
+    return ordered[0], (ordered[1] if len(ordered) > 1 else None)

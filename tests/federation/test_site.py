@@ -366,12 +366,19 @@ def test_evaluate_returns_every_strategy_with_metrics_in_range(job):
             assert -1.0 <= row["mcc"] <= 1.0 and 0.0 <= row["accuracy"] <= 1.0
             assert row["rows"] == 75 and row["fallback_rows"] >= 0
             assert 0 < row["mean_trees_kept"] <= 60
+            assert 0.0 <= row["brier"] <= 1.0 and row["log_loss"] >= 0 and 0 <= row["ece"] <= 1
+            assert row["calibration"] in ("none", "prior", "sigmoid", "isotonic")
+            assert sum(row["bins"]["count"]) == 75 and row["bins"]["target"] == "1"
         assert out["strategies"]["local"]["mean_trees_kept"] == 20
         assert out["strategies"]["mp"]["mean_trees_kept"] == 60  # mp never discards
         auto = out["strategies"]["auto"]
-        assert auto["chosen"] in STRATEGIES
-        assert auto["chosen"] in auto["validation"]
-        assert auto["validation"][auto["chosen"]] == max(auto["validation"].values())
+        assert auto["chosen"] in (*STRATEGIES, "intersection")
+        assert auto["chosen"] in auto["validation"] and "intersection" in auto["validation"]
+        # the job's auto_metric is log-loss: the lowest cross-fitted validation score wins
+        assert job.config.auto_metric == "log_loss"
+        assert auto["validation"][auto["chosen"]] == min(auto["validation"].values())
+        assert auto["runner_up"] in auto["validation"] and auto["runner_up"] != auto["chosen"]
+        assert auto["chosen_calibration"] == out["strategies"][auto["chosen"]]["calibration"]
 
 
 def test_mp_beats_the_intersection_baseline(job):

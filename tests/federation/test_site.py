@@ -842,3 +842,36 @@ def test_a_level_named_like_the_rare_group_stops_the_site_at_start(tmp_path):
     msg = str(info.value)
     assert msg.startswith(f"{runner.config.source}: data file {runner.config.data_path}: ")
     assert "already has a level '(other)'" in msg and "allowed: no level named like" in msg
+
+
+@pytest.mark.parametrize("own", ["none", "prior"])
+def test_a_sites_own_calibration_replaces_the_jobs(job, own):
+    import dataclasses
+
+    runner = job.runners["site-2"]
+    config = runner.config
+    try:
+        runner.config = dataclasses.replace(config, calibration=own)
+        out = runner.evaluate(copy.deepcopy(job.model), ["mp", "local", "auto"], calibration="auto")
+    finally:
+        runner.config = config
+    assert {row["calibration"] for row in out["strategies"].values()} == {own}
+    assert out["strategies"]["auto"]["chosen_calibration"] == own
+
+
+def test_rows_pooling_weights_reach_the_sites_with_the_model(job):
+    import dataclasses
+
+    server = JobServer(
+        dataclasses.replace(job.config, pooling_weights="rows"),
+        schema=job.server.schema,
+        election=job.server.election,
+    )
+    model = server.pool(copy.deepcopy(job.trained), want_intersection=True)
+    rows = {s: int(job.trained[s]["n_rows"]) for s in SITES}
+    assert model["settings"]["owner_weights"] == {s: float(n) for s, n in rows.items()}
+    assert "owner_weights" not in job.model["settings"]  # equal: every tree one vote
+    weighted = job.runners["site-1"].evaluate(model, ["mp"], calibration="none")
+    equal = job.runners["site-1"].evaluate(copy.deepcopy(job.model), ["mp"], calibration="none")
+    if len(set(rows.values())) > 1:
+        assert weighted["strategies"]["mp"]["log_loss"] != equal["strategies"]["mp"]["log_loss"]

@@ -201,3 +201,12 @@ def test_auto_scores_calibrated_candidates_and_names_the_runner_up(shifted_sites
     alone = PooledForestClassifier(forest, strategy=clf.strategy_, random_state=0)
     expected = clf.calibrator_.transform(alone.predict_proba(X_test[["a", "b"]]))
     assert np.array_equal(clf.predict_proba(X_test[["a", "b"]]), expected)
+
+
+def test_a_sigmoid_that_would_reverse_the_risks_is_not_used():
+    rng = np.random.default_rng(7)
+    p = rng.random(60)
+    y = (p < 0.5).astype(int)  # validation rows where a higher risk means fewer events
+    fit = fit_calibration(np.c_[1 - p, p], y, [0, 1], "auto", np.array([0.5, 0.5]))
+    assert fit.skipped["sigmoid"] == "the fitted map would reverse the order of the risks"
+    assert fit.calibrator.method != "sigmoid"

@@ -21,6 +21,10 @@ strategy, with one of :data:`~fedforest.vocabulary.CALIBRATIONS`:
     the method with the lowest cross-fitted validation log-loss (ties: the
     simpler method, in :data:`~fedforest.vocabulary.CALIBRATION_METHODS` order).
 
+A sigmoid map whose slope would make a higher probability a lower risk (few
+validation rows can fit one) is not used: calibration never reverses the order
+of a site's risks.
+
 Scores of a calibrated variant are *cross-fitted*: the validation rows are cut
 into stratified folds, each fold is calibrated by a calibrator fitted on the
 other folds, and the score is taken over these out-of-fold probabilities. A
@@ -243,6 +247,11 @@ def fit_calibration(
             )
             continue
         full = _fit_one(name, proba, y, classes, train_prior)
+        if name == "sigmoid" and np.any(full.params["a"] >= 0):
+            # p = expit(-(a f + b)) falls as f rises when a >= 0: few validation rows can
+            # fit such a map, which would turn the ranking upside down
+            skipped[name] = "the fitted map would reverse the order of the risks"
+            continue
         if name == "none":
             oof = proba
         elif folds is None:  # prior with a class of one row: scored on its own rows

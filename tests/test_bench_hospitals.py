@@ -25,7 +25,7 @@ def bench():
 
 def test_the_hospitals_differ_in_size_prevalence_and_columns(bench):
     rng = np.random.default_rng(0)
-    for name, (rows, prevalence, shift, dropped) in bench.HOSPITALS.items():
+    for name, (rows, prevalence, shift, _dropped) in bench.HOSPITALS.items():
         table = bench.hospital_table(rows, prevalence, shift, rng)
         assert len(table) == rows, name
         assert abs(table["outcome"].mean() - prevalence) < 0.1, name

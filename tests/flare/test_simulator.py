@@ -13,7 +13,7 @@ from faulty_executors import (
     MalformedTreeExecutor,
     SlowExecutor,
 )
-from flare_setup import DEMO_RUNS, write_configs
+from flare_setup import DEMO_RUNS, UNCALIBRATED, write_configs
 
 from fedforest import protocol
 from fedforest.federation.config import JOB_STRATEGIES
@@ -87,7 +87,7 @@ def test_three_sites_with_different_columns(demo_server_run):
 
 
 def test_a_site_failing_in_train_is_dropped_and_named(tmp_path):
-    configs = write_configs(tmp_path, election={"auto_tune": False})
+    configs = write_configs(tmp_path, election={"auto_tune": False}, evaluation=UNCALIBRATED)
     faulty = FailingTrainExecutor(site_config="fedforest_site.yaml")
     results, _, _ = run(configs, tmp_path, custom=[("site-2", faulty)])
     assert results["status"] == "finished"
@@ -98,7 +98,9 @@ def test_a_site_failing_in_train_is_dropped_and_named(tmp_path):
 
 
 def test_the_job_fails_clearly_below_min_sites(tmp_path):
-    configs = write_configs(tmp_path, job={"min_sites": 3}, election={"auto_tune": False})
+    configs = write_configs(
+        tmp_path, job={"min_sites": 3}, election={"auto_tune": False}, evaluation=UNCALIBRATED
+    )
     faulty = FailingTrainExecutor(site_config="fedforest_site.yaml")
     results, run_dir, _ = run(configs, tmp_path, custom=[("site-1", faulty)])
     assert results["status"] == "failed"
@@ -108,7 +110,7 @@ def test_the_job_fails_clearly_below_min_sites(tmp_path):
 
 
 def test_a_malformed_tree_payload_is_refused_and_never_used(tmp_path):
-    configs = write_configs(tmp_path, election={"auto_tune": False})
+    configs = write_configs(tmp_path, election={"auto_tune": False}, evaluation=UNCALIBRATED)
     bad = MalformedTreeExecutor(site_config="fedforest_site.yaml")
     results, _, _ = run(configs, tmp_path, custom=[("site-3", bad)])
     assert results["status"] == "finished"

@@ -34,7 +34,7 @@ def test_mcc_undefined_is_zero_like_sklearn():
 
 def test_score_multiclass_and_labels():
     y = np.array(["a", "b", "c", "a", "b", "c"])
-    proba = np.eye(3)[[0, 1, 2, 0, 2, 1]] * 0.8 + 0.1 / 1
+    proba = np.eye(3)[[0, 1, 2, 0, 2, 1]] * 0.7 + 0.1
     got = score_all(y, proba, ["a", "b", "c"])
     assert got["accuracy"] == pytest.approx(4 / 6)
     assert 0 < got["auc"] < 1 and 0 < got["auprc"] <= 1
@@ -45,3 +45,52 @@ def test_score_multiclass_and_labels():
         score("auc", ["z"], np.array([[1.0, 0.0]]), ["a", "b"])
     with pytest.raises(ValueError, match="shape"):
         score("auc", y, proba[:, :2], ["a", "b", "c"])
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("seed", range(5))
+def test_probability_metrics_equal_scikit_learn(n_classes, seed):
+    from sklearn.calibration import calibration_curve
+    from sklearn.metrics import brier_score_loss, log_loss
+
+    from fedforest.metrics import calibration_bins, row_losses
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, 150)
+    proba = rng.dirichlet(np.ones(n_classes), 150)
+    classes = list(range(n_classes))
+    assert score("log_loss", y, proba, classes) == pytest.approx(log_loss(y, proba, labels=classes))
+    if n_classes == 2:
+        assert score("brier", y, proba, classes) == pytest.approx(brier_score_loss(y, proba[:, 1]))
+        bins = calibration_bins(y, proba, classes)
+        observed, predicted = calibration_curve(y, proba[:, 1], n_bins=10)
+        assert np.allclose([v for v in bins["observed"] if v is not None], observed)
+        assert np.allclose([v for v in bins["predicted"] if v is not None], predicted)
+    else:
+        onehot = np.eye(n_classes)[y]
+        assert score("brier", y, proba, classes) == pytest.approx(
+            np.mean(np.sum((proba - onehot) ** 2, axis=1))
+        )
+    for metric in ("brier", "log_loss"):
+        assert row_losses(metric, y, proba, classes).mean() == pytest.approx(
+            score(metric, y, proba, classes)
+        )
+    # ece: the count-weighted gap between predicted and observed over the bins
+    bins = calibration_bins(y, proba, classes)
+    gaps = [
+        c * abs(p - o)
+        for c, p, o in zip(bins["count"], bins["predicted"], bins["observed"], strict=True)
+        if c
+    ]
+    assert score("ece", y, proba, classes) == pytest.approx(sum(gaps) / len(y))
+    assert sum(bins["count"]) == len(y)
+
+
+def test_a_perfect_prediction_has_zero_calibration_error_and_lower_is_better():
+    from fedforest.metrics import best_first, is_better
+
+    y = np.array([0, 1, 1, 0])
+    proba = np.eye(2)[y]
+    assert score("brier", y, proba, [0, 1]) == 0.0 and score("ece", y, proba, [0, 1]) == 0.0
+    assert is_better("brier", 0.1, 0.2) and not is_better("auc", 0.1, 0.2)
+    assert sorted([0.3, 0.1], key=lambda v: best_first("log_loss", v)) == [0.1, 0.3]

@@ -130,6 +130,7 @@ def test_hostile_sites_cost_the_others_nothing(tmp_path):
         job={"min_sites": 3},
         forest={"n_estimators": 8},
         election={"auto_tune": False},
+        evaluation=UNCALIBRATED,
     )
     attackers = [
         (site, HostileExecutor(site_config="fedforest_site.yaml", attack=attack))

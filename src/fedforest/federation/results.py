@@ -265,21 +265,9 @@ def results_table(results: JobResults | Mapping) -> str:
         lines.append(f"dropped {site}: {why}")
     sites = sorted(r.metrics)
     if sites:
-        rows = [["strategy", *sites, "mean"]]
-        for strategy in r.strategies:
-            vals = [r.metrics[s].get(strategy, {}).get("auprc") for s in sites]
-            got = [v for v in vals if v is not None]
-            mean = sum(got) / len(got) if got else None
-            rows.append([strategy, *(_cell(v) for v in [*vals, mean])])
-        lines += ["", "AUPRC on each site's test rows", *text_table(rows)]
+        lines += ["", "AUPRC on each site's test rows", *_site_table(r, sites, "auprc")]
         if any("brier" in r.metrics[s].get(x, {}) for s in sites for x in r.strategies):
-            rows = [["strategy", *sites, "mean"]]
-            for strategy in r.strategies:
-                vals = [r.metrics[s].get(strategy, {}).get("brier") for s in sites]
-                got = [v for v in vals if v is not None]
-                mean = sum(got) / len(got) if got else None
-                rows.append([strategy, *(_cell(v) for v in [*vals, mean])])
-            lines += ["", "Brier score (lower is better)", *text_table(rows)]
+            lines += ["", "Brier score (lower is better)", *_site_table(r, sites, "brier")]
         chosen = {
             s: _strategy_label("auto", r.metrics[s]["auto"]).removeprefix("auto → ")
             for s in sites
@@ -296,6 +284,17 @@ def results_table(results: JobResults | Mapping) -> str:
     elif timings:
         lines.append("phase seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
     return "\n".join(lines)
+
+
+def _site_table(r: JobResults, sites: list[str], metric: str) -> list[str]:
+    """One metric per strategy (rows) and site (columns), with the mean over sites."""
+    rows = [["strategy", *sites, "mean"]]
+    for strategy in r.strategies:
+        vals = [r.metrics[s].get(strategy, {}).get(metric) for s in sites]
+        got = [v for v in vals if v is not None]
+        mean = sum(got) / len(got) if got else None
+        rows.append([strategy, *(_cell(v) for v in [*vals, mean])])
+    return text_table(rows)
 
 
 def text_table(rows: list[list[str]]) -> list[str]:

@@ -1,9 +1,12 @@
 """Choosing a strategy on a site's own validation rows (``strategy="auto"``).
 
-The choice is a pure function of the candidates' validation scores: the best
-score wins and ties go to the first strategy in
-:data:`fedforest.vocabulary.STRATEGY_PREFERENCE`. It knows nothing of the
-classifier; :meth:`fedforest.PooledForestClassifier.fit` hands it one predict
+Each candidate (a strategy, or the intersection forest) is calibrated as the
+classifier's ``calibration`` says and scored on cross-fitted validation
+probabilities (:func:`choose_calibrated`). The choice is a pure function of
+these scores: the best wins, and ties (for log-loss and Brier, differences
+within one standard error of the per-row losses) go to the first candidate in
+:data:`fedforest.vocabulary.STRATEGY_PREFERENCE`, then ``intersection``. It
+knows nothing of the classifier; :meth:`fedforest.PooledForestClassifier.fit` hands it one predict
 function that reuses the compiled forest for every candidate. The default
 candidates (:func:`default_candidates`) are the same for the classifier and
 for the job's evaluation (:func:`fedforest.federation.evaluation.evaluate_strategies`).
@@ -12,7 +15,6 @@ for the job's evaluation (:func:`fedforest.federation.evaluation.evaluate_strate
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -73,54 +75,6 @@ def check_candidates(candidates: Sequence[str]) -> list[str]:
     return candidates
 
 
-def choose_strategy(
-    predict_proba: Callable[[str], np.ndarray],
-    candidates: Sequence[str],
-    y_val,
-    classes,
-    metric: str = "auprc",
-) -> tuple[str, dict[str, float]]:
-    """Score every candidate on validation rows and return the best.
-
-    Parameters
-    ----------
-    predict_proba : callable
-        ``predict_proba(strategy)`` gives the validation rows' probabilities,
-        columns in ``classes`` order.
-    candidates : sequence of str
-    y_val : array-like
-        The validation labels.
-    classes : array-like
-    metric : str, default="auprc"
-
-    Returns
-    -------
-    best : str
-        The best strategy (ties: the first in the preference order).
-    scores : dict of str to float
-        Validation score of every candidate.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> fixed = {"fpv": np.array([[.9, .1], [.2, .8]]), "mp": np.array([[.4, .6], [.2, .8]])}
-    >>> choose_strategy(fixed.get, ["fpv", "mp"], [0, 1], [0, 1], metric="accuracy")
-    ('fpv', {'fpv': 1.0, 'mp': 0.5})
-    """
-    scores: dict[str, float] = {}
-    for name in check_candidates(candidates):
-        scores[name] = score(metric, y_val, predict_proba(name), classes)
-        logger.info("strategy %s: validation %s = %.4f", name, metric, scores[name])
-    finite = {k: v for k, v in scores.items() if not math.isnan(v)}
-    if not finite:
-        raise ValueError(
-            f"validation {metric} is undefined for every strategy (one class only in y_val?)"
-        )
-    order = {s: i for i, s in enumerate(PREFERENCE)}
-    best = max(finite, key=lambda s: (finite[s], -order[s]))
-    return best, scores
-
-
 @dataclass
 class Selection:
     """What ``auto`` chose on the validation rows.
@@ -158,7 +112,7 @@ def choose_calibrated(
     ``calibration`` (:func:`~fedforest.prediction.calibration.fit_calibration`;
     ``auto`` picks the method per candidate) and scored out of fold, so a
     calibrated variant competes on rows its calibrator did not see. With
-    ``calibration="none"`` the scores are those of :func:`choose_strategy`.
+    ``calibration="none"`` each candidate is scored on its own probabilities.
 
     Parameters
     ----------

@@ -39,7 +39,17 @@ def test_saved_maps_predict_what_scikit_learn_predicts(method, n_classes):
         FrozenEstimator(_Probabilities(classes).fit()), method=method
     ).fit(proba, y)
     new, _ = _probabilities(n_classes, seed=100 + n_classes, rows=80)
-    assert np.allclose(fit.calibrator.transform(new), reference.predict_proba(new), atol=1e-12)
+    calibrator = fit.calibrator
+    if method == "isotonic":  # scikit-learn's steps, kept within [1/(n+2), (n+1)/(n+2)]
+        maps = reference.calibrated_classifiers_[0].calibrators
+        steps = np.concatenate([m.y_thresholds_ for m in maps])
+        margin = 1 / (len(y) + 2)
+        assert np.array_equal(calibrator.params["y"], np.clip(steps, margin, 1 - margin))
+        assert np.array_equal(
+            calibrator.params["x"], np.concatenate([m.X_thresholds_ for m in maps])
+        )
+        calibrator = Calibrator("isotonic", classes, {**calibrator.params, "y": steps})
+    assert np.allclose(calibrator.transform(new), reference.predict_proba(new), atol=1e-12)
     again = Calibrator.from_payload(fit.calibrator.to_payload(), classes)
     assert np.array_equal(again.transform(new), fit.calibrator.transform(new))
 
@@ -237,3 +247,12 @@ def test_candidates_within_one_standard_error_tie_and_the_preferred_wins():
     assert choose_variant(noisy_scores, "brier", ["mp", "fpv"], noisy) == ("mp", "fpv")
     # without per-row losses (auprc): the best score wins, ties by preference
     assert choose_variant({"mp": 0.8, "fpv": 0.8}, "auprc", ["fpv", "mp"]) == ("fpv", "mp")
+
+
+def test_an_isotonic_step_never_claims_certainty():
+    rng = np.random.default_rng(8)
+    p = rng.random(100)
+    y = (p > 0.5).astype(int)  # perfectly separated validation rows
+    fit = fit_calibration(np.c_[1 - p, p], y, [0, 1], "isotonic")
+    out = fit.calibrator.transform(np.c_[1 - p, p])
+    assert out.min() >= 1 / 102 - 1e-12 and out.max() <= 101 / 102 + 1e-12

@@ -16,7 +16,9 @@ strategy, with one of :data:`~fedforest.vocabulary.CALIBRATIONS`:
 ``sigmoid`` / ``isotonic``
     Platt scaling / isotonic regression of each class's probability (one
     against the rest, then normalised), fitted by scikit-learn's
-    ``CalibratedClassifierCV`` around the frozen probabilities;
+    ``CalibratedClassifierCV`` around the frozen probabilities. The isotonic
+    steps are kept within ``[1 / (n + 2), (n + 1) / (n + 2)]`` for ``n``
+    validation rows: a step never claims a certainty its rows cannot show;
 ``auto``
     the method with the lowest cross-fitted validation log-loss (ties: the
     simpler method, in :data:`~fedforest.vocabulary.CALIBRATION_METHODS` order).
@@ -141,7 +143,11 @@ def _fit_one(method, proba, y, classes, train_prior) -> Calibrator:
             },
         )
     xs = [np.asarray(m.X_thresholds_, float) for m in maps]
-    ys = [np.asarray(m.y_thresholds_, float) for m in maps]
+    # a step fitted on n rows claims no risk beyond what n rows can show: its levels are
+    # kept within [1 / (n + 2), (n + 1) / (n + 2)] (a block of rows that were all events
+    # would otherwise give a probability of exactly 1, and a non-event there a log-loss of 36)
+    margin = 1.0 / (len(y) + 2)
+    ys = [np.clip(np.asarray(m.y_thresholds_, float), margin, 1 - margin) for m in maps]
     offsets = np.r_[0, np.cumsum([len(x) for x in xs])].astype(np.int64)
     return Calibrator(
         "isotonic", classes, {"x": np.concatenate(xs), "y": np.concatenate(ys), "offsets": offsets}

@@ -101,7 +101,7 @@ def test_unknown_dataset():
 
 
 def test_rows_per_class_follows_the_stratified_test_split():
-    from fedforest.experiments.runner import rows_per_class
+    from fedforest.experiments.datasets import rows_per_class
 
     assert rows_per_class(3) == 12  # 4 rows of every class at each of 3 sites
     assert rows_per_class(2, test_fraction=0.2) == 10
@@ -317,7 +317,7 @@ def test_a_csv_file_named_like_a_bundled_dataset_is_read_as_the_file(tmp_path, m
 def test_a_dataset_too_small_for_validation_rows_is_refused_before_anything_is_written(
     tmp_path, classes, n_sites, fraction
 ):
-    from fedforest.experiments.runner import check_dataset, rows_per_class
+    from fedforest.experiments.datasets import check_dataset, rows_per_class
 
     digits = load_table("digits")
     frame = digits.X.iloc[:, 10:20].assign(y=digits.y)

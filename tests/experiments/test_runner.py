@@ -342,3 +342,167 @@ def test_a_dataset_too_small_for_validation_rows_is_refused_before_anything_is_w
     with pytest.raises(ValueError, match="dataset small: "):
         run_experiment(plan, out)
     assert not out.exists()
+
+
+# ------------------------------------------------------ non-iid rows and natural sites
+@pytest.mark.parametrize("partition", ["dirichlet", "quantity"])
+def test_skewed_partitions_name_their_scenarios_and_keep_the_jaccard_columns(
+    tmp_path, partition, caplog
+):
+    import logging
+
+    from fedforest.experiments.datasets import class_floor
+    from fedforest.experiments.partition import split_table
+    from fedforest.experiments.runner import site_tables
+
+    plan = ExperimentPlan(
+        datasets=["breast_cancer"],
+        n_sites=[3],
+        jaccards=[0.5],
+        reps=2,
+        methods=["local", "mp", "auto"],
+        metrics=["auc"],
+        n_estimators=5,
+        partition=partition,
+        alphas=[0.3, 1],
+    )
+    with caplog.at_level(logging.INFO, logger="fedforest.experiments.runner"):
+        tidy = run_experiment(plan, tmp_path / "out")
+    names = {f"breast_cancer@{partition}-0.3", f"breast_cancer@{partition}-1"}
+    assert set(tidy["dataset"]) == names
+    assert list(tidy.columns) == TIDY_COLUMNS
+    assert len(tidy) == 2 * 2 * 3 * 3 and tidy["value"].notna().all()
+    assert set(tidy["n_sites"]) == {3} and set(tidy["jaccard"]) == {0.5}
+    written = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert set(written["dataset"]) == names
+    done = [r.message for r in caplog.records if " done: " in r.message]
+    assert len(done) == 2 and all(m.split(" N=3 J=0.50")[0] in names for m in done)
+    # every site holds the class floor of every class; the columns are the paper's split's
+    data = load_table("breast_cancer")
+    tables = site_tables(data, 3, 0.5, 1, partition, 0.3, validation_fraction=0.2)
+    even = split_table(data.X.assign(__target__=data.y), "__target__", 3, 0.5, random_state=1)
+    floor = class_floor(2, validation_fraction=0.2)
+    for site, table in tables.items():
+        assert list(table.columns) == list(even[site].columns)
+        assert table["__target__"].value_counts().min() >= floor
+
+
+def test_a_dataset_too_small_for_the_skewed_class_floor_is_refused(tmp_path):
+    frame = load_table("S-500-Num").X.iloc[:, :3]
+    small = frame.head(50).assign(y=[0] * 35 + [1] * 15)
+    path = tmp_path / "small.csv"
+    small.to_csv(path, index=False)
+    plan = ExperimentPlan(
+        datasets=[str(path)],
+        target="y",
+        n_sites=[2, 4],
+        jaccards=[0.5],
+        reps=1,
+        methods=["local"],
+        metrics=["auc"],
+        partition="dirichlet",
+        alphas=[0.5],
+    )
+    out = tmp_path / "out"
+    with pytest.raises(ValueError) as info:
+        run_experiment(plan, out)
+    message = str(info.value)
+    for part in (
+        "dataset small: 50 rows, class counts {0: 35, 1: 15}",
+        "Dirichlet label skew (alpha 0.5) over 4 sites first gives every site 4 rows",
+        "needs 16 rows of every class; too few rows of class 1",
+        "Use fewer sites (--sites) or more rows",
+    ):
+        assert part in message
+    assert not out.exists()
+    run_experiment(ExperimentPlan(**{**vars(plan), "n_sites": [2], "n_estimators": 3}))
+
+
+@pytest.fixture
+def site_files(tmp_path):
+    """Three hospitals from breast_cancer: different sizes, prevalences and columns."""
+    data = load_table("breast_cancer")
+    frame = data.X.assign(y=data.y)
+    paths = []
+    for k, (start, stop, cols) in enumerate([(0, 150, 12), (150, 330, 16), (330, 569, 20)]):
+        path = tmp_path / f"hosp{k}.csv"
+        frame.iloc[start:stop][[f"f{i}" for i in range(k * 4, k * 4 + cols)] + ["y"]].to_csv(
+            path, index=False
+        )
+        paths.append(str(path))
+    return paths
+
+
+def test_natural_sites_are_split_afresh_each_repetition(tmp_path, site_files):
+    from fedforest.experiments.partition import pairwise_jaccard
+
+    plan = ExperimentPlan(
+        datasets=[],
+        site_files=site_files,
+        target="y",
+        reps=2,
+        methods=["local", "intersection", "mp", "auto"],
+        metrics=["auc", "mcc"],
+        n_estimators=5,
+    )
+    tidy = run_experiment(plan, tmp_path / "out")
+    sets = [[c for c in pd.read_csv(p).columns if c != "y"] for p in site_files]
+    assert set(tidy["dataset"]) == {"hosp0+hosp1+hosp2"}
+    assert set(tidy["n_sites"]) == {3}
+    assert set(tidy["jaccard"]) == {round(pairwise_jaccard(sets), 3)}
+    assert set(tidy["site"]) == {"hosp0", "hosp1", "hosp2"}
+    assert len(tidy) == 2 * 3 * 4 * 2 and tidy["value"].notna().all()
+    by_rep = tidy.pivot_table(index=["site", "method", "metric"], columns="rep", values="value")
+    assert not np.allclose(by_rep[0], by_rep[1])  # other splits, other forests
+    named = run_experiment(
+        ExperimentPlan(**{**vars(plan), "name": "cohort", "reps": 1, "methods": ["local"]})
+    )
+    assert set(named["dataset"]) == {"cohort"}
+
+
+def test_natural_sites_too_small_or_without_a_shared_column_are_refused(tmp_path, site_files):
+    base = dict(datasets=[], target="y", reps=1, metrics=["auc"], n_estimators=3)
+    tiny = tmp_path / "tiny.csv"
+    hosp0 = pd.read_csv(site_files[0])
+    pd.concat([hosp0[hosp0.y == 0].head(3), hosp0[hosp0.y == 1].head(37)]).to_csv(
+        tiny, index=False
+    )
+    plan = ExperimentPlan(site_files=[site_files[1], str(tiny)], methods=["local"], **base)
+    with pytest.raises(ValueError, match=rf"site file {tiny}: class counts \{{0: 3, 1: 37\}}; "):
+        run_experiment(plan)
+    apart = tmp_path / "apart.csv"
+    pd.read_csv(site_files[0])[["f0", "f1", "y"]].to_csv(apart, index=False)
+    other = tmp_path / "other.csv"
+    pd.read_csv(site_files[2])[["f20", "f21", "y"]].to_csv(other, index=False)
+    plan = ExperimentPlan(
+        site_files=[str(apart), str(other)], methods=["local", "intersection"], **base
+    )
+    with pytest.raises(ValueError, match="no column is in every file.*leave intersection out"):
+        run_experiment(plan)
+    tidy = run_experiment(ExperimentPlan(**{**vars(plan), "methods": ["local", "mp"]}))
+    assert tidy["value"].notna().all()
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(partition="label"), "partition='label' must be one of jaccard, dirichlet, quantity"),
+        (dict(alphas=[0.5]), r"alphas=\[0.5\] apply to the partitions dirichlet and quantity"),
+        (dict(partition="dirichlet"), "partition 'dirichlet' needs its concentrations"),
+        (dict(partition="quantity", alphas=[0.0]), "must be finite numbers > 0"),
+        (dict(partition="quantity", alphas=[1, 1]), "repeat a value"),
+        (dict(name="cohort"), "names site files' data; no site files given"),
+        (dict(site_files=["a.csv", "b.csv"]), r"give datasets \(wine\) or site files, not both"),
+        (
+            dict(datasets=[], site_files=["a.csv", "b.csv"], partition="dirichlet", alphas=[1]),
+            "site files keep their own rows",
+        ),
+        (dict(datasets=[], site_files=["a.csv", "b.csv"]), r"give the target column \(--target\)"),
+    ],
+)
+def test_bad_partitions_and_site_file_plans(change, message):
+    plan = ExperimentPlan(datasets=["wine"], reps=1)
+    for key, value in change.items():
+        setattr(plan, key, value)
+    with pytest.raises(ValueError, match=message):
+        plan.validate()

@@ -166,6 +166,10 @@ def dirichlet_rows(
     * Failed attempts are logged (debug) instead of warned, and the error
       names the sizes reached. Flower's ``seed`` is ``random_state`` here.
 
+    As in Flower, the cuts are ``int`` of a floating-point cumulative sum:
+    when the sites still allowed to grow come first, a sum just below 1 can
+    leave a class's last row to the last site even when it is full.
+
     With an int seed and ``min_class_rows=0`` the draws are the Flower
     partitioner's (one ``dirichlet`` per class and attempt, one ``shuffle``
     per site).
@@ -340,7 +344,7 @@ def quantity_rows(
     uniques = pd.unique(pd.Series(np.asarray(y)))
     counts = np.bincount(codes, minlength=n_classes)
     _check_floor(counts, n_sites, min_class_rows, uniques)
-    smallest = max(min_rows, min_class_rows * n_classes, 1)
+    smallest = max(min_rows, min_class_rows * n_classes)
     if len(codes) < n_sites * smallest:
         raise ValueError(
             f"{n_sites} sites of at least {smallest} rows need {n_sites * smallest} rows, "

@@ -184,8 +184,9 @@ def test_every_older_version_has_an_upgrade():
     for fmt, current in protocol.FORMATS.items():
         for version in range(1, current):
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
-    assert protocol.FORMATS[protocol.SITE_METRICS] == 2
+    assert protocol.FORMATS[protocol.SITE_METRICS] == 3
     assert protocol.FORMATS[protocol.POOLED_FOREST] == 2
+    assert protocol.FORMATS[protocol.MODEL] == 2
 
 
 def test_version_1_pooled_forests_still_load(job):
@@ -223,7 +224,13 @@ def test_a_version_1_site_metrics_reply_still_loads(tmp_path):
     assert payload == SITE_METRICS_V1  # the reply itself is left as it came
     assert read["privacy"] is None  # version 1 did not report a policy
     assert read["rows"] == 75 and read["strategies"]["auto"]["chosen"] == "ipr"
-    assert read["strategies"]["mp"] == SITE_METRICS_V1["strategies"]["mp"]
+    mp = read["strategies"]["mp"]
+    assert mp["calibration"] == "none" and mp["bins"] is None  # version 3 fields, as upgraded
+    assert {k: v for k, v in mp.items() if k not in ("calibration", "bins")} == (
+        SITE_METRICS_V1["strategies"]["mp"]
+    )
+    auto = read["strategies"]["auto"]
+    assert auto["chosen_calibration"] == "none" and auto["runner_up"] is None
     # through the server: recorded as not reported
     config = JobConfig.from_dict(
         {
@@ -239,12 +246,28 @@ def test_a_version_1_site_metrics_reply_still_loads(tmp_path):
     assert "- `site-1`: not reported" in (tmp_path / "report.md").read_text()
 
 
-def test_a_version_2_site_metrics_reply_must_carry_the_policy(job):
+def _as_version_2(payload: dict) -> dict:
+    """A version 3 metrics reply as a version 2 site wrote it (no calibration fields)."""
+    added = ("calibration", "bins", "chosen_calibration", "runner_up")
+    rows = {
+        name: {k: v for k, v in row.items() if k not in added}
+        for name, row in payload["strategies"].items()
+    }
+    return {**payload, "version": 2, "strategies": rows}
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_version_2_or_3_site_metrics_reply_must_carry_the_policy(job, version):
     site = "site-1"
     payload = copy.deepcopy(job.metrics[site])
-    assert payload["version"] == 2 and payload["privacy"] == PrivacyPolicy().to_dict()
+    assert payload["version"] == 3 and payload["privacy"] == PrivacyPolicy().to_dict()
+    if version == 2:
+        payload = _as_version_2(payload)
     strategies, metrics = job.config.strategies, job.config.metrics
-    assert read_site_metrics(payload, site, strategies, metrics)["privacy"] == payload["privacy"]
+    read = read_site_metrics(payload, site, strategies, metrics)
+    assert read["privacy"] == payload["privacy"]
+    if version == 2:  # read as uncalibrated rows without bins
+        assert {row.get("calibration") for row in read["strategies"].values()} <= {"none"}
     del payload["privacy"]
     with pytest.raises(PayloadError, match="field 'privacy' is missing"):
         read_site_metrics(payload, site, strategies, metrics)

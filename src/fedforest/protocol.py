@@ -56,9 +56,11 @@ FORMATS: dict[str, int] = {
     SITE_VOTE: 1,
     MASK_SCORE: 1,
     SITE_MODELS: 1,
-    MODEL: 1,
+    # 2: settings.owner_weights (pooling weights) and the site's deployment (field ``deployment``)
+    MODEL: 2,
     # 2: the site's effective privacy policy (field ``privacy``) was added
-    SITE_METRICS: 2,
+    # 3: each row's calibration and reliability bins; auto's calibration and runner-up
+    SITE_METRICS: 3,
     SWARM_MESSAGE: 1,
     SWARM_STATUS: 1,
 }
@@ -69,10 +71,33 @@ def _site_metrics_v1(payload: Mapping) -> dict:
     return {**payload, "privacy": None}
 
 
+def _site_metrics_v2(payload: Mapping) -> dict:
+    """``fedforest/site-metrics`` version 2 -> 3: rows were not calibrated and had no bins;
+    ``auto`` named no runner-up."""
+    per = payload.get("strategies")
+    if not isinstance(per, Mapping):
+        return dict(payload)  # the current reader refuses it, naming the field
+    rows = {}
+    for name, row in per.items():
+        if isinstance(row, Mapping) and any(v is not None for k, v in row.items() if k == "rows"):
+            row = {"calibration": "none", "bins": None, **row}
+            if name == "auto":
+                row = {"chosen_calibration": "none", "runner_up": None, **row}
+        rows[name] = row
+    return {**payload, "strategies": rows}
+
+
+def _model_v1(payload: Mapping) -> dict:
+    """``fedforest/model`` version 1 -> 2: equal pooling weights, no deployment chosen."""
+    return {**payload, "deployment": None}
+
+
 #: Readers of older versions: ``(format, version) -> function(payload) -> payload``
 #: in the next version's layout.
 UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
     (SITE_METRICS, 1): _site_metrics_v1,
+    (SITE_METRICS, 2): _site_metrics_v2,
+    (MODEL, 1): _model_v1,
 }
 
 # ------------------------------------------------------------------ tasks
@@ -90,7 +115,15 @@ TASK_DATA: dict[str, tuple[str, ...]] = {
     VOTE: ("schema", "vote"),
     SCORE_MASK: ("features", "metric"),
     TRAIN: ("elected", "forest", "surrogates", "intersection"),
-    EVALUATE: ("model", "strategies", "voting", "depth_threshold", "metrics", "auto_metric"),
+    EVALUATE: (
+        "model",
+        "strategies",
+        "voting",
+        "depth_threshold",
+        "metrics",
+        "auto_metric",
+        "calibration",
+    ),
 }
 
 #: Format of each task's reply from a site (``vote`` replies ``{}`` when the

@@ -41,6 +41,8 @@ METRICS = (*RANKING_METRICS, *CALIBRATION_METRICS)
 LOWER_IS_BETTER = CALIBRATION_METRICS
 #: Metrics ``auto`` (strategy and calibration choice) can optimise.
 AUTO_METRICS = ("log_loss", "brier", *RANKING_METRICS)
+#: What ``auto`` optimises by default: a proper scoring rule, so that it sees calibration.
+DEFAULT_AUTO_METRIC = "log_loss"
 #: Site-side calibration of predicted probabilities (fitted on validation rows).
 CALIBRATIONS = ("none", "prior", "sigmoid", "isotonic", "auto")
 #: Fitted calibration methods, simplest first (``auto``'s order on ties).

@@ -1,9 +1,10 @@
-"""A small synthetic tidy results frame shared by the statistics, figures and markdown tests."""
+"""Small synthetic tidy results and calibration frames shared by the report tests."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from fedforest.experiments.calibration_figures import CALIBRATION_COLUMNS
 from fedforest.experiments.statistics import COLUMNS
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -43,3 +44,40 @@ def assert_png(path) -> None:
     data = path.read_bytes()
     assert len(data) > 1000
     assert data[:8] == PNG_SIGNATURE
+
+
+def make_calibration(
+    datasets=("synth",), n_sites=(2, 4), reps=2, methods=("mp", "local", "intersection")
+) -> pd.DataFrame:
+    """Rows of the runner's ``calibration.csv``: bins of random risks (one row per non-empty bin).
+
+    ``mp`` is well calibrated, ``local`` over-confident, ``intersection`` pulled to the prior.
+    """
+    import numpy as np
+
+    from fedforest.metrics import calibration_bins
+
+    rng = np.random.default_rng(7)
+    rows = []
+    for dataset in datasets:
+        for n in n_sites:
+            for rep in range(reps):
+                for s in range(n):
+                    risk = rng.uniform(0, 1, 120)
+                    y = (rng.uniform(0, 1, 120) < risk).astype(int)
+                    shown = {
+                        "mp": risk,
+                        "local": np.clip(0.5 + 1.6 * (risk - 0.5), 0, 1),
+                        "intersection": 0.5 + 0.3 * (risk - 0.5),
+                    }
+                    for method in methods:
+                        p = shown[method]
+                        bins = calibration_bins(y, np.c_[1 - p, p], [0, 1])
+                        for b, (c, pred, obs) in enumerate(
+                            zip(bins["count"], bins["predicted"], bins["observed"], strict=True)
+                        ):
+                            if c:
+                                rows.append(
+                                    (dataset, n, 0.5, rep, f"s{s}", method, b, c, pred, obs)
+                                )
+    return pd.DataFrame(rows, columns=list(CALIBRATION_COLUMNS))

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from report_frames import assert_png, make_tidy
+from report_frames import assert_png, make_calibration, make_tidy
 
 from fedforest.experiments.markdown import write_report
 from fedforest.experiments.statistics import summary_table
@@ -57,3 +57,29 @@ def test_write_report_degenerate_inputs(tmp_path):
     table = summary_table(df, "auprc")
     assert np.isnan(table.loc["mp", (0.7, 4)])
     assert np.isfinite(table.loc["mp", (0.3, 2)])
+
+
+def test_write_report_draws_reliability_diagrams_from_calibration_csv(tmp_path):
+    tidy = pd.concat([make_tidy(), make_tidy("other", metrics=("brier",))])
+    make_calibration(datasets=("synth", "other")).to_csv(tmp_path / "calibration.csv", index=False)
+    path = write_report(tidy, tmp_path, metrics=("auprc",))
+    text = path.read_text(encoding="utf-8")
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    for name in (
+        "synth_reliability.png",
+        "other_reliability.png",
+        "synth_methods_by_sites.png",
+        "other_methods_by_sites.png",
+    ):
+        assert name in links
+    for link in links:
+        assert_png(tmp_path / link)
+    assert (
+        "## Calibration" in text and "## AUC and Brier score by method and number of sites" in text
+    )
+
+
+def test_write_report_without_calibration_csv_or_auc_draws_neither(tmp_path):
+    text = write_report(make_tidy(metrics=("auprc",)), tmp_path).read_text(encoding="utf-8")
+    assert "reliability" not in text and "methods_by_sites" not in text
+    assert not list(tmp_path.glob("*_reliability.png"))

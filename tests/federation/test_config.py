@@ -23,6 +23,7 @@ from fedforest.federation.config import (
     split_sizes,
 )
 from fedforest.federation.tables import check_data, read_table
+from fedforest.vocabulary import METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "data_prep"))
@@ -83,7 +84,9 @@ def test_shipped_job_yaml_loads():
     assert cfg.wait_after_min is None
     assert cfg.strategies == [*JOB_STRATEGIES]
     assert cfg.voting == "soft" and cfg.depth_threshold == 2
-    assert cfg.metrics == ["auprc", "auc", "mcc", "accuracy"] and cfg.auto_metric == "auprc"
+    assert cfg.metrics == ["auprc", "auc", "mcc", "accuracy", "brier", "log_loss", "ece"]
+    assert cfg.auto_metric == "log_loss" and cfg.calibration == "auto"
+    assert cfg.pooling_weights == "equal"
     assert cfg.forest == {
         "n_estimators": 100,
         "max_depth": None,
@@ -136,7 +139,7 @@ def test_job_defaults_are_filled():
     assert cfg.wait_after_min is None and JOB_DEFAULTS["job"]["wait_after_min"] is None
     assert cfg.strategies == JOB_DEFAULTS["evaluation"]["strategies"]
     assert cfg.voting == "soft" and cfg.depth_threshold == 2
-    assert cfg.metrics == ["auprc", "auc", "mcc", "accuracy"]
+    assert cfg.metrics == list(METRICS)
     assert cfg.forest == JOB_DEFAULTS["forest"]
     assert cfg.surrogates == JOB_DEFAULTS["surrogates"]
     assert cfg.election == JOB_DEFAULTS["election"]
@@ -175,11 +178,11 @@ def test_defaults_are_not_shared_between_configs():
     before = copy.deepcopy(JOB_DEFAULTS)
     cfg = JobConfig.from_dict({"job": {"sites": ["a", "b"]}})
     cfg.election["always_keep"].append("age")
-    cfg.strategies.append("auto")
+    cfg.strategies.append("hard")
     cfg.forest["n_estimators"] = 1
     assert before == JOB_DEFAULTS
     again = JobConfig.from_dict({"job": {"sites": ["a", "b"]}})
-    assert again.election["always_keep"] == [] and "auto" not in again.strategies
+    assert again.election["always_keep"] == [] and "hard" not in again.strategies
 
 
 @pytest.mark.parametrize("max_features", ["sqrt", "log2", None, 1, 3, 0.3, 1.0])
@@ -198,7 +201,9 @@ INF = float("inf")
 MAX_FEATURES = "sqrt, log2, null, an integer >= 1 or a fraction in (0, 1]"
 
 JOB_ERRORS = [
-    ("surprise", 1, "surprise", 1, "one of the known keys job, evaluation, forest"),
+    ("surprise", 1, "surprise", 1, "one of the known keys job, evaluation, pooling, forest"),
+    ("pooling.weights", "sites", "pooling.weights", "sites", "equal, rows"),
+    ("evaluation.calibration", "platt", "evaluation.calibration", "platt", "none, prior"),
     ("forest.n_trees", 5, "forest.n_trees", 5, "one of the known keys forest.n_estimators"),
     ("job.timeouts.vote", 5, "job.timeouts.vote", 5, "one of the known keys job.timeouts.schema"),
     ("election.typo", True, "election.typo", True, "one of the known keys election.enabled"),
@@ -236,7 +241,9 @@ JOB_ERRORS = [
     ("evaluation.voting", "most", "evaluation.voting", "most", "soft, hard"),
     ("evaluation.depth_threshold", -1, "evaluation.depth_threshold", -1, "an integer >= 0"),
     ("evaluation.metrics", ["f1"], "evaluation.metrics", "f1", "auprc, auc, mcc, accuracy"),
-    ("evaluation.auto_metric", "f1", "evaluation.auto_metric", "f1", "auprc, auc, mcc"),
+    ("evaluation.auto_metric", "f1", "evaluation.auto_metric", "f1", "log_loss, brier, auprc"),
+    ("evaluation.auto_metric", "ece", "evaluation.auto_metric", "ece", "log_loss, brier, auprc"),
+    ("election.metric", "brier", "election.metric", "brier", "auprc, auc, mcc, accuracy"),
     ("forest.n_estimators", "many", "forest.n_estimators", "many", "an integer in [1, 10000]"),
     ("forest.n_estimators", True, "forest.n_estimators", True, "an integer in [1, 10000]"),
     ("forest.n_estimators", 0, "forest.n_estimators", 0, "an integer in [1, 10000]"),
@@ -356,6 +363,7 @@ SITE_ERRORS = [
     ({"target": ""}, "target", "", "a non-empty string"),
     ({"target": 3}, "target", 3, "a non-empty string"),
     ({"selector": "magic"}, "selector", "magic", ", ".join(SELECTORS)),
+    ({"calibration": "platt"}, "calibration", "platt", "none, prior, sigmoid, isotonic, auto"),
     ({"validation_fraction": 0}, "validation_fraction", 0, "a finite number in (0, 1)"),
     ({"validation_fraction": 1}, "validation_fraction", 1, "a finite number in (0, 1)"),
     ({"validation_fraction": "0.2"}, "validation_fraction", "0.2", "a finite number in (0, 1)"),

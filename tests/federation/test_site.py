@@ -157,6 +157,7 @@ def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
                 config.depth_threshold,
                 config.metrics,
                 config.auto_metric,
+                calibration=config.calibration,
                 save_dir=run_dir / s,
             )
             for s in alive()
@@ -418,14 +419,17 @@ def test_auto_shares_its_test_prediction_without_changing_a_bit(job):
         runner = job.runners[site]
 
         def scores(strategies, runner=runner):
-            return runner.evaluate(copy.deepcopy(job.model), strategies)["strategies"]
+            return runner.evaluate(
+                copy.deepcopy(job.model), strategies, calibration=job.config.calibration
+            )["strategies"]
 
         together = job.metrics[site]["strategies"]
         chosen = together["auto"]["chosen"]
         for strategy in JOB_STRATEGIES:
             assert scores([strategy])[strategy] == together[strategy], (site, strategy)
         alone = scores([chosen])[chosen]
-        shared = {k: v for k, v in together["auto"].items() if k not in ("chosen", "validation")}
+        auto_only = ("chosen", "chosen_calibration", "runner_up", "validation")
+        shared = {k: v for k, v in together["auto"].items() if k not in auto_only}
         assert shared == alone, site
         auto_first = scores(["auto", chosen])
         assert auto_first["auto"] == together["auto"] and auto_first[chosen] == alone, site
@@ -708,7 +712,7 @@ def test_a_job_with_privacy_policies_completes_and_records_them(policy_job):
     assert "- `site-3`: withholds imputers, feature_std, surrogates; dp_epsilon 8" in report
     for site in SITES:
         metrics = policy_job.metrics[site]
-        assert metrics["version"] == 2 and metrics["privacy"] == policies[site]
+        assert metrics["version"] == 3 and metrics["privacy"] == policies[site]
         for row in metrics["strategies"].values():
             assert row["auc"] is None or 0.0 <= row["auc"] <= 1.0
 

@@ -281,7 +281,15 @@ def test_model_round_trip_gives_the_same_predictions(tmp_path, parts, strategy):
     path = save_payload(tmp_path / "pooled_model", bundle_of(parts))
     assert path.name == "pooled_model.npz"
     loaded = load_model(path)
-    assert set(loaded) == {"forest", "imputers", "feature_std", "intersection", "settings"}
+    assert set(loaded) == {
+        "forest",
+        "imputers",
+        "feature_std",
+        "intersection",
+        "settings",
+        "deployment",
+    }
+    assert loaded["deployment"] is None  # a model bundled outside a job: nothing chosen
     assert loaded["settings"] == {"depth_threshold": 2, "voting": "soft", "seed": 0}
     assert loaded["feature_std"] == parts["feature_std"]
     assert loaded["forest"].owners == ["site-a", "site-b"]

@@ -416,8 +416,10 @@ def test_auto_selects_on_validation_rows(two_site_forest, table):
     clf.fit(X[cols][400:500], y[400:500])
     assert clf.strategy_ in ("fpv", "mp", "local")
     assert set(clf.selection_scores_) == {"fpv", "mp", "local"}
-    best = max(clf.selection_scores_.values())
+    best = min(clf.selection_scores_.values())  # the default metric is log-loss
     assert clf.selection_scores_[clf.strategy_] == best
+    ranked = sorted(clf.selection_scores_, key=clf.selection_scores_.get)
+    assert clf.runner_up_ == ranked[1]
     assert clf.predict_proba(X[cols][500:]).shape == (100, 2)
     assert clf.diagnostics_.strategy == clf.strategy_
 
@@ -436,7 +438,12 @@ def test_auto_scores_candidates_without_copying_the_forest(two_site_forest, tabl
     )
     candidates = ["fpv", "pr", "mp", "local", "park"]
     clf = PooledForestClassifier(
-        forest, strategy="auto", site="a", random_state=0, auto_candidates=candidates
+        forest,
+        strategy="auto",
+        site="a",
+        random_state=0,
+        auto_candidates=candidates,
+        auto_metric="auprc",
     ).fit(X[cols][400:500], y[400:500])
     assert builds == [forest]  # one compiled forest for every candidate, and no copy of it
     assert clf.forest is forest

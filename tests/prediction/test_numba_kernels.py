@@ -16,6 +16,7 @@ from sklearn.ensemble import RandomForestClassifier
 from fedforest import PooledForest, PooledForestClassifier, fit_imputers, fit_surrogates
 from fedforest.model import traversal
 from fedforest.prediction import classifier as classifier_module
+from fedforest.prediction import engines as engines_module
 from fedforest.prediction import routing
 from fedforest.prediction.strategies import STRATEGIES
 
@@ -267,9 +268,9 @@ def test_without_numba_auto_uses_numpy_and_numba_is_refused(pooled, monkeypatch,
     # numba cannot be imported: a site that installed only the runtime requirements
     monkeypatch.setitem(sys.modules, "numba", None)
     monkeypatch.delitem(sys.modules, "fedforest.prediction.numba_kernels")
-    monkeypatch.setattr(classifier_module, "_KERNELS_MISSING_LOGGED", False)
+    monkeypatch.setattr(engines_module, "_KERNELS_MISSING_LOGGED", False)
     monkeypatch.setattr(classifier_module, "AUTO_NUMBA_PAIRS", 0)  # auto would use numba
-    with caplog.at_level(logging.INFO, logger=classifier_module.__name__):
+    with caplog.at_level(logging.INFO, logger=engines_module.__name__):
         assert classifier_module.load_kernels()[0] is None
         auto = PooledForestClassifier(forest, **params)
         assert np.array_equal(auto.predict_proba(X), expected)
@@ -288,11 +289,11 @@ def test_numba_that_fails_to_load_falls_back_with_a_warning(pooled, monkeypatch,
     def broken(name, package=None):
         raise RuntimeError("cannot cache function '_sigmoid': no locator available")
 
-    monkeypatch.setattr(classifier_module, "importlib", SimpleNamespace(import_module=broken))
-    monkeypatch.setattr(classifier_module, "_KERNELS_MISSING_LOGGED", False)
+    monkeypatch.setattr(engines_module, "importlib", SimpleNamespace(import_module=broken))
+    monkeypatch.setattr(engines_module, "_KERNELS_MISSING_LOGGED", False)
     monkeypatch.setattr(classifier_module, "AUTO_NUMBA_PAIRS", 0)
     X = test[SITE_COLUMNS]
-    with caplog.at_level(logging.WARNING, logger=classifier_module.__name__):
+    with caplog.at_level(logging.WARNING, logger=engines_module.__name__):
         clf = PooledForestClassifier(forest, strategy="mp", imputers=imputers, feature_std=std)
         clf.predict_proba(X)
     assert clf.diagnostics_.dynamic_engine == "numpy"

@@ -152,3 +152,104 @@ def test_wmp_needs_fit_or_a_number_and_is_no_auto_candidate(pooled, table):
         auto.fit(X[SITE_A][:50], y[:50])
     chosen = PooledForestClassifier(pooled, strategy="auto").fit(X[SITE_A][:80], y[:80])
     assert "wmp" not in chosen.selection_scores_ and "node" in chosen.selection_scores_
+
+
+# ------------------------------------------------------------------ pooling weights
+ALL = ["x0", "x1", "x2", "x3", "x4", "x5"]
+
+
+@pytest.mark.parametrize("strategy", ["fpv", "pr", "mi", "ipr", "mp", "ss", "node", "park"])
+def test_rows_weights_average_the_sites_forests_by_weight(two_site_forest, table, strategy):
+    # every column present: each site's trees give its scikit-learn forest's probabilities
+    forest, rf_a, rf_b = two_site_forest
+    X, _ = table
+    X = X[ALL][:150]
+    weights = {"a": 30.0, "b": 200.0}
+    clf = PooledForestClassifier(forest, strategy=strategy, owner_weights=weights, site="a")
+    got = clf.predict_proba(X)
+    p_a, p_b = (
+        rf_a.predict_proba(X[rf_a.feature_names_in_]),
+        rf_b.predict_proba(X[rf_b.feature_names_in_]),
+    )
+    want = (30.0 * 15 * p_a + 200.0 * 15 * p_b) / (30.0 * 15 + 200.0 * 15)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("strategy", ["fpv", "mp", "ipr", "wmp", "node", "local"])
+def test_equal_weights_change_nothing_bit_for_bit(two_site_forest, table, strategy):
+    forest = two_site_forest[0]
+    X, y = table
+    X = X[SITE_A]
+    params = dict(strategy=strategy, site="a", random_state=0, guess_weight=0.4)
+    plain = PooledForestClassifier(forest, **params).predict_proba(X[:200])
+    equal = PooledForestClassifier(forest, owner_weights={"a": 7, "b": 7}, **params)
+    assert np.array_equal(equal.predict_proba(X[:200]), plain)
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+def test_weighted_mp_with_absent_columns_is_the_per_tree_weighted_average(
+    two_site_forest, table, engine
+):
+    forest = two_site_forest[0]
+    X, _ = table
+    X = X[SITE_A][:120]
+    weights = {"a": 1.0, "b": 3.0}
+    got = PooledForestClassifier(
+        forest, strategy="mp", owner_weights=weights, engine=engine
+    ).predict_proba(X)
+    cf = CompiledForest.build(forest)
+    Xg = np.full((len(X), forest.n_features), np.nan, dtype=np.float32)
+    for j, name in enumerate(forest.feature_names):
+        if name in X.columns:
+            Xg[:, j] = X[name].to_numpy(dtype=np.float32)
+    absent = np.all(np.isnan(Xg), axis=0)
+    dist = route_marginal(
+        cf, Xg, np.arange(forest.n_trees), lambda n, r: cf.right_fraction[n], absent
+    )
+    w = np.where(forest.tree_owner == 0, 1.0, 3.0)
+    want = (w[:, None, None] * dist).sum(axis=0) / w.sum()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+def test_weighted_wmp_uses_summed_weights(two_site_forest, table):
+    forest = two_site_forest[0]
+    X, _ = table
+    X = X[SITE_A][:100]
+    w = {"a": 1.0, "b": 4.0}
+    wmp = PooledForestClassifier(forest, strategy="wmp", guess_weight=1.0, owner_weights=w)
+    mp = PooledForestClassifier(forest, strategy="mp", owner_weights=w)
+    np.testing.assert_allclose(wmp.predict_proba(X), mp.predict_proba(X), atol=1e-12)
+    at_zero = PooledForestClassifier(forest, strategy="wmp", guess_weight=0.0, owner_weights=w)
+    fpv = PooledForestClassifier(forest, strategy="fpv", owner_weights=w)
+    np.testing.assert_allclose(at_zero.predict_proba(X), fpv.predict_proba(X), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"a": 1.0}, "missing \\['b'\\]"),
+        ({"a": 1.0, "b": 1.0, "c": 1.0}, "unknown \\['c'\\]"),
+        ({"a": -1.0, "b": 1.0}, "owner_weights\\['a'\\]=-1.0 must be a finite number >= 0"),
+        ({"a": float("nan"), "b": 1.0}, "must be a finite number"),
+        ({"a": "many", "b": 1.0}, "owner_weights\\['a'\\]='many' must be a number"),
+        ({"a": 0.0, "b": 0.0}, "gives every site weight 0"),
+        ([1, 2], "must map each site of the forest"),
+    ],
+)
+def test_bad_pooling_weights_are_refused_by_name(two_site_forest, table, weights, message):
+    forest = two_site_forest[0]
+    X, _ = table
+    with pytest.raises(ValueError, match=message):
+        PooledForestClassifier(forest, strategy="mp", owner_weights=weights).predict_proba(
+            X[SITE_A][:5]
+        )
+
+
+def test_a_site_with_weight_zero_does_not_vote(two_site_forest, table):
+    forest, rf_a, _ = two_site_forest
+    X, _ = table
+    X = X[ALL][:50]
+    clf = PooledForestClassifier(forest, strategy="fpv", owner_weights={"a": 1.0, "b": 0.0})
+    np.testing.assert_allclose(
+        clf.predict_proba(X), rf_a.predict_proba(X[rf_a.feature_names_in_]), atol=1e-12
+    )

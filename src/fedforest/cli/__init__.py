@@ -2,8 +2,9 @@
 
 ``strategies`` (:mod:`~fedforest.cli.strategies`), ``elect``
 (:mod:`~fedforest.cli.elect`), ``job build | simulate | poc | prod``
-(:mod:`~fedforest.cli.job`), ``experiment`` (:mod:`~fedforest.cli.experiment`)
-and ``predict`` (:mod:`~fedforest.cli.predict`); their option types and input
+(:mod:`~fedforest.cli.job`), ``experiment`` (:mod:`~fedforest.cli.experiment`),
+``predict`` (:mod:`~fedforest.cli.predict`) and ``report``
+(:mod:`~fedforest.cli.report`); their option types and input
 files are in :mod:`~fedforest.cli.options`. Each command module adds its
 parser (``add_parser``) and runs the command it parsed.
 """
@@ -15,7 +16,7 @@ import logging
 import sys
 
 from .. import __version__
-from . import elect, experiment, job, predict, strategies
+from . import elect, experiment, job, predict, report, strategies
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fedforest {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (strategies, elect, job, experiment, predict):
+    for command in (strategies, elect, job, experiment, predict, report):
         command.add_parser(sub)
     return parser
 

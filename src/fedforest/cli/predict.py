@@ -33,6 +33,46 @@ def _guess_weight(args: argparse.Namespace, model_path) -> float:
     return float(weight)
 
 
+def _choice(args: argparse.Namespace, deployed, model_path):
+    """The strategy, calibrator and site to predict with; says which on standard error.
+
+    By default, what the job chose for the site that saved the model (its
+    ``deployment``); ``--strategy`` overrides it, and then the probabilities
+    are not calibrated unless it names the deployed strategy itself.
+    """
+    site = args.site
+    if deployed is None:
+        strategy = args.strategy or "mp"
+        if args.strategy is None:
+            print(
+                f"{model_path} records no strategy chosen by a job (a job saves one when its "
+                "evaluation.strategies include auto): using mp, uncalibrated",
+                file=sys.stderr,
+            )
+        return strategy, None, site
+    if site is not None and site != deployed["site"]:
+        raise ValueError(
+            f"--site {site!r}: {model_path} was saved by site {deployed['site']!r}, and its "
+            "strategy and calibrator were chosen on that site's rows; leave --site out"
+        )
+    site = deployed["site"]
+    calibrator = deployed["calibrator"]
+    if args.strategy is None or args.strategy == deployed["strategy"]:
+        strategy = deployed["strategy"]
+        print(
+            f"strategy {strategy}, calibration {calibrator.method}: chosen by the job for "
+            f"site {site}",
+            file=sys.stderr,
+        )
+        return strategy, calibrator, site
+    print(
+        f"strategy {args.strategy} (--strategy), uncalibrated: the job chose "
+        f"{deployed['strategy']} for site {site}, and its calibrator belongs to that strategy",
+        file=sys.stderr,
+    )
+    return args.strategy, None, site
+
+
 def _predict(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -65,14 +105,25 @@ def _predict(args: argparse.Namespace) -> int:
         )
     frame = frame.rename(columns=renames)
     forest = model["forest"]
-    if args.strategy in TREE_SELECTION and args.site not in forest.owners:
+    deployed = model["deployment"]
+    strategy, calibrator, site = _choice(args, deployed, model_path)
+    args.site = site
+    if strategy == "intersection" and model["intersection"] is None:
+        raise ValueError(
+            f"--strategy intersection: {model_path} has no intersection forest (no site shared "
+            "one); choose another strategy"
+        )
+    if strategy in TREE_SELECTION and args.site not in forest.owners:
         given = (
             f"--site {args.site!r} trained no tree of this model" if args.site else "needs --site"
         )
         raise ValueError(
-            f"--strategy {args.strategy} {given}; the model's sites: {', '.join(forest.owners)}"
+            f"--strategy {strategy} {given}; the model's sites: {', '.join(forest.owners)}"
         )
-    drop = [c for c in frame.columns if c not in forest.feature_names]
+    known = set(forest.feature_names)
+    if model["intersection"] is not None:
+        known |= set(model["intersection"].feature_names)
+    drop = [c for c in frame.columns if c not in known]
     if drop:
         print(
             f"ignoring columns the model does not use: {', '.join(map(str, drop))}", file=sys.stderr
@@ -85,10 +136,16 @@ def _predict(args: argparse.Namespace) -> int:
         if col in forest.categories:
             X[col] = as_level_strings(X[col])
     settings = model["settings"]
-    guess_weight = _guess_weight(args, model_path) if args.strategy == "wmp" else "auto"
+    if strategy == "wmp":
+        if deployed is not None and deployed["strategy"] == "wmp" and args.guess_weight is None:
+            guess_weight = deployed["guess_weight"]
+        else:
+            guess_weight = _guess_weight(args, model_path)
+    else:
+        guess_weight = "auto"
     clf = PooledForestClassifier(
         forest,
-        strategy=args.strategy,
+        strategy=strategy,
         guess_weight=guess_weight,
         imputers=model["imputers"],
         feature_std=model["feature_std"],
@@ -96,15 +153,19 @@ def _predict(args: argparse.Namespace) -> int:
         voting=settings.get("voting", "soft"),
         site=args.site,
         random_state=args.seed if args.seed is not None else settings.get("seed"),
+        owner_weights=settings.get("owner_weights"),
+        intersection=model["intersection"],
     )
     proba = clf.predict_proba(X)
+    if calibrator is not None:
+        proba = calibrator.transform(proba)
     out = pd.DataFrame(proba, columns=[f"p_{c}" for c in clf.classes_], index=frame.index)
     out.insert(0, "prediction", clf.classes_[proba.argmax(axis=1)])
     if args.out:
         check_file(args.out, "--out", overwrite=args.overwrite, inputs=[args.data, args.model])
         out.to_csv(args.out, index=False)
         print(
-            f"{len(out)} predictions written to {args.out} (strategy {args.strategy}; "
+            f"{len(out)} predictions written to {args.out} (strategy {strategy}; "
             f"{clf.diagnostics_.n_fallback} rows fell back to mp)"
         )
     else:
@@ -117,8 +178,16 @@ def add_parser(sub) -> None:
     p = sub.add_parser("predict", help="apply a saved pooled model to new rows at a site")
     p.add_argument("--model", required=True, help="pooled_model.npz saved by a job")
     p.add_argument("--data", required=True, help="CSV with the site's columns")
-    p.add_argument("--strategy", default="mp", choices=STRATEGIES)
-    p.add_argument("--site", help="this site's name (park, local)")
+    p.add_argument(
+        "--strategy",
+        choices=(*STRATEGIES, "intersection"),
+        help="override the strategy (default: the one the job chose for the site that saved "
+        "--model, with its calibrator; mp for a model that records none)",
+    )
+    p.add_argument(
+        "--site",
+        help="this site's name (park, local; default: the site that saved --model)",
+    )
     p.add_argument(
         "--guess-weight",
         type=number(0, 1),

@@ -4,8 +4,9 @@ Holds :func:`write_report`, which writes every figure, the CSV summary tables
 and a ``report.md`` linking them, and the helpers that render summary tables,
 relative gains and Friedman/Nemenyi results as markdown tables. It computes
 nothing itself: tables and tests come from :mod:`.statistics` and PNGs from
-:mod:`.figures`, the only fedforest modules it imports (it never imports
-matplotlib directly).
+:mod:`.figures` and :mod:`.calibration_figures` (which also reads and pools
+the runner's ``calibration.csv``), the only fedforest modules it imports (it
+never imports matplotlib directly).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .calibration_figures import plot_reliability, plot_strategy_grid, pool_bins, read_calibration
 from .figures import plot_critical_difference, plot_gain_heatmap, plot_metric_vs_jaccard
 from .statistics import (
     _BLOCK,
@@ -30,6 +32,7 @@ from .statistics import (
     _rank_test,
     _slug,
     display_name,
+    per_repetition,
     relative_gain,
     summary_table,
 )
@@ -37,6 +40,11 @@ from .statistics import (
 logger = logging.getLogger("fedforest.experiments.reports")  # the name used before the split
 
 __all__ = ["write_report"]
+
+#: The runner's per-bin table beside ``results.csv`` (``CALIBRATION_COLUMNS``, one row per bin).
+CALIBRATION_FILE = "calibration.csv"
+#: The metrics of the method-by-number-of-sites chart, left to right (those the results hold).
+GRID_METRICS = ("auc", "brier")
 
 
 def _fmt(v: float, digits: int = 3) -> str:
@@ -126,6 +134,12 @@ def write_report(
     relative gains over the baseline as a table and a heatmap, and the
     Friedman test within the dataset. Parts that cannot be computed (e.g. no
     baseline scores, a single method) are replaced by a note in the report.
+    When ``tidy`` holds AUC or Brier scores (:data:`GRID_METRICS`), per
+    dataset a method-by-number-of-sites chart of them
+    (``<dataset>_methods_by_sites.png``). When ``out_dir`` holds the runner's
+    ``calibration.csv`` (:data:`CALIBRATION_FILE`), per dataset a reliability
+    diagram with every method's bins pooled over sites, repetitions and
+    scenarios (``<dataset>_reliability.png``).
 
     Parameters
     ----------
@@ -248,7 +262,76 @@ def write_report(
                 except ValueError as exc:
                     note(f"Ranking not available for {dataset}: {exc}")
 
+    md += _grid_section(df, out)
+    if (out / CALIBRATION_FILE).is_file():
+        md += _reliability_section(read_calibration(out / CALIBRATION_FILE), out)
     path = out / "report.md"
     path.write_text("\n".join(md).rstrip() + "\n", encoding="utf-8")
     logger.info("wrote %s", path)
     return path
+
+
+def _grid_section(df: pd.DataFrame, out: Path) -> list[str]:
+    """Per dataset: :data:`GRID_METRICS` by method and number of sites (mean over overlaps
+    and repetitions of the per-repetition site means)."""
+    present = [m for m in GRID_METRICS if m in set(df["metric"])]
+    if not present:
+        return []
+    names = " and ".join(_metric_name(m) for m in present)
+    md = [f"## {names} by method and number of sites", ""]
+    md += [
+        "Mean over overlaps and repetitions of the per-repetition mean over sites; the best "
+        "value of each column is in bold.",
+        "",
+    ]
+    rep = per_repetition(df[df["metric"].isin(present)])
+    for dataset in sorted(rep["dataset"].unique()):
+        cells = (
+            rep[rep["dataset"] == dataset]
+            .groupby(["method", "n_sites", "metric"])["value"]
+            .mean()
+            .reset_index()
+        )
+        cells["method"] = pd.Categorical(cells["method"], _order_methods(cells["method"]))
+        sites = sorted(cells["n_sites"].unique())
+        cells["sites"] = pd.Categorical(
+            [f"{n} sites" for n in cells["n_sites"]], [f"{n} sites" for n in sites]
+        )
+        png = plot_strategy_grid(
+            cells,
+            out,
+            f"{_slug(dataset)}_methods_by_sites.png",
+            metrics=present,
+            rows="method",
+            columns="sites",
+            title=f"{dataset}: {names} by method and number of sites",
+        )
+        md += [f"![{names} by method and number of sites, {dataset}]({png.name})", ""]
+    return md
+
+
+def _reliability_section(table: pd.DataFrame, out: Path) -> list[str]:
+    """Per dataset: one reliability diagram, each method's bins pooled over every site,
+    repetition and scenario (count-weighted means)."""
+    md = ["## Calibration", ""]
+    md += [
+        f"From `{CALIBRATION_FILE}`: each method's bins pooled over every site, repetition "
+        "and scenario (count-weighted means of predicted and observed risk). On the "
+        "diagonal, a predicted 30 % means 30 %.",
+        "",
+    ]
+    if table.empty:
+        return [*md, f"> `{CALIBRATION_FILE}` has no rows: no reliability diagram.", ""]
+    for dataset in sorted(table["dataset"].unique()):
+        curves = pool_bins(table[table["dataset"] == dataset])
+        if not curves:
+            md += [f"> No non-empty bin for {dataset}: no reliability diagram.", ""]
+            continue
+        png = plot_reliability(
+            curves,
+            out,
+            f"{_slug(dataset)}_reliability.png",
+            title=f"{dataset}: predicted against observed risk, all sites and scenarios",
+        )
+        md += [f"![Reliability diagram, {dataset}]({png.name})", ""]
+    return md

@@ -18,14 +18,20 @@ working:
   extra), drawn on the Agg canvas without pyplot:
   :func:`plot_metric_vs_jaccard` (Figures 1-2), :func:`plot_gain_heatmap`
   (Figures 3-4) and :func:`plot_critical_difference` (Figure 5);
+* :mod:`fedforest.experiments.calibration_figures` -- the figures of
+  calibrated risks, shared with ``fedforest report``: :func:`plot_reliability`
+  (reliability diagram) and :func:`plot_strategy_grid` (strategies or methods
+  by site or number of sites, one heatmap per metric);
 * :mod:`fedforest.experiments.markdown` -- :func:`write_report`, all of the
   above as PNG, CSV and a ``report.md``, with its markdown helpers.
 
-Dependencies run one way: figures import statistics, markdown imports both.
+Dependencies run one way: figures import statistics, calibration_figures
+imports both, markdown imports all three.
 """
 
 from __future__ import annotations
 
+from .calibration_figures import plot_reliability, plot_strategy_grid
 from .figures import plot_critical_difference, plot_gain_heatmap, plot_metric_vs_jaccard
 from .markdown import write_report
 from .statistics import (
@@ -54,6 +60,8 @@ __all__ = [
     "plot_critical_difference",
     "plot_gain_heatmap",
     "plot_metric_vs_jaccard",
+    "plot_reliability",
+    "plot_strategy_grid",
     "relative_gain",
     "summary_table",
     "summary_tables",

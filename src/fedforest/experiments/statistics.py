@@ -66,7 +66,15 @@ DISPLAY_NAMES = {
 }
 """Names used in figures and in ``report.md``."""
 
-_METRIC_NAMES = {"auprc": "AUPRC", "auc": "AUC", "mcc": "MCC", "accuracy": "Accuracy"}
+_METRIC_NAMES = {
+    "auprc": "AUPRC",
+    "auc": "AUC",
+    "mcc": "MCC",
+    "accuracy": "Accuracy",
+    "brier": "Brier score",
+    "log_loss": "Log-loss",
+    "ece": "ECE",
+}
 _REP_KEYS = ["dataset", "n_sites", "jaccard", "rep", "method", "metric"]
 _BLOCK = ["dataset", "n_sites", "jaccard", "rep"]
 _JACCARD_DECIMALS = 10

@@ -23,8 +23,13 @@ The job file (``site_configs/job.yaml``)::
       strategies: [fpv, pr, mi, ipr, mp, ss, node, wmp, park, local, intersection, auto]
       voting: soft
       depth_threshold: 2
-      metrics: [auprc, auc, mcc, accuracy]
-      auto_metric: auprc
+      metrics: [auprc, auc, mcc, accuracy, brier, log_loss, ece]
+      auto_metric: log_loss             # what auto minimises (log_loss, brier) or maximises
+      calibration: auto                 # none, prior, sigmoid, isotonic or auto: fitted at
+                                        # each site on its validation rows, after the strategy
+    pooling:
+      weights: equal                    # equal: every tree one vote; rows: each site's trees
+                                        # weighted by its training rows
     forest: {n_estimators: 100, max_depth: null, min_samples_leaf: 1, max_features: sqrt}
     surrogates: {min_agreement: 0.25, min_rows: 6}
     election:
@@ -57,6 +62,8 @@ A site file (``site_configs/site-1.yaml``)::
       min_level_rows: 5
     report_metrics: true                   # swarm mode: send the final test metrics to the
                                            # server for its report (false: status only)
+    calibration: null                      # this site's calibration (null: the job's
+                                           # evaluation.calibration)
 
 The data file itself is read and checked by :mod:`fedforest.federation.tables`.
 :func:`check_job_against_sites` checks the job's settings against the sites'
@@ -99,10 +106,14 @@ from ..privacy.policy import PrivacyPolicy, effective_policy
 from ..validation import ConfigChecker
 from ..vocabulary import (
     AGGREGATIONS,
+    AUTO_METRICS,
+    CALIBRATIONS,
+    DEFAULT_AUTO_METRIC,
     JOB_STRATEGIES,
     METRICS,
     MODES,
     PHASES,
+    POOLING_WEIGHTS,
     RANKING_METRICS,
     SELECTORS,
     TRACKING,
@@ -136,12 +147,15 @@ JOB_DEFAULTS: dict[str, Any] = {
             "park",
             "local",
             "intersection",
+            "auto",
         ],
         "voting": "soft",
         "depth_threshold": 2,
         "metrics": list(METRICS),
-        "auto_metric": "auprc",
+        "auto_metric": DEFAULT_AUTO_METRIC,
+        "calibration": "auto",
     },
+    "pooling": {"weights": "equal"},
     "forest": {
         "n_estimators": 100,
         "max_depth": None,
@@ -176,6 +190,7 @@ SITE_DEFAULTS: dict[str, Any] = {
     "test_fraction": 0.25,
     "privacy": None,
     "report_metrics": True,
+    "calibration": None,
 }
 
 #: Keys the site-owned file (``local/fedforest.yaml``) may hold.
@@ -258,18 +273,21 @@ class JobConfig:
     election: dict[str, Any]
     tracking: str = "none"
     mode: str = "server"
+    calibration: str = "auto"
+    pooling_weights: str = "equal"
     source: str = "job.yaml"
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "job.yaml") -> JobConfig:
         c = _Checker(source)
         d = c.merge(data, JOB_DEFAULTS)
-        job, ev, forest, sur, el = (
+        job, ev, forest, sur, el, pooling = (
             d["job"],
             d["evaluation"],
             d["forest"],
             d["surrogates"],
             d["election"],
+            d["pooling"],
         )
         if job["sites"] is None:
             c.fail("job.sites", None, "a list of at least two site names")
@@ -306,7 +324,9 @@ class JobConfig:
         metrics = c.str_list("evaluation.metrics", ev["metrics"], METRICS)
         if not metrics:
             c.fail("evaluation.metrics", metrics, "at least one of " + ", ".join(METRICS))
-        c.choice("evaluation.auto_metric", ev["auto_metric"], METRICS)
+        c.choice("evaluation.auto_metric", ev["auto_metric"], AUTO_METRICS)
+        c.choice("evaluation.calibration", ev["calibration"], CALIBRATIONS)
+        c.choice("pooling.weights", pooling["weights"], POOLING_WEIGHTS)
         c.integer("forest.n_estimators", forest["n_estimators"], 1, 10_000)
         if forest["max_depth"] is not None:
             c.integer("forest.max_depth", forest["max_depth"], 1)
@@ -352,6 +372,8 @@ class JobConfig:
             election=dict(el),
             tracking=job["tracking"],
             mode=job["mode"],
+            calibration=ev["calibration"],
+            pooling_weights=pooling["weights"],
             source=source,
         )
 
@@ -389,6 +411,8 @@ class SiteConfig:
     local_privacy: PrivacyPolicy | None = None
     #: Swarm mode: send the final test metrics to the server (``false``: status only).
     report_metrics: bool = True
+    #: This site's calibration (``None``: the job's ``evaluation.calibration``).
+    calibration: str | None = None
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "site.yaml", base_dir: Path | None = None):
@@ -428,6 +452,8 @@ class SiteConfig:
         test = c.number("test_fraction", d["test_fraction"], 0, 1, open_lo=True, open_hi=True)
         privacy = PrivacyPolicy.from_dict(d["privacy"], source)
         c.boolean("report_metrics", d["report_metrics"])
+        if d["calibration"] is not None:
+            c.choice("calibration", d["calibration"], CALIBRATIONS)
         if val + test >= 0.9:
             c.fail(
                 "validation_fraction",
@@ -452,6 +478,7 @@ class SiteConfig:
             source=source,
             privacy=privacy,
             report_metrics=d["report_metrics"],
+            calibration=d["calibration"],
         )
 
     @classmethod

@@ -310,6 +310,7 @@ class JobDriver:
             depth_threshold=config.depth_threshold,
             metrics=config.metrics,
             auto_metric=config.auto_metric,
+            calibration=config.calibration,
         )
         self.metrics = rules.timed("evaluate", lambda: rules.read_metrics(replies))
         self._settle("evaluate")

@@ -10,23 +10,22 @@ import numpy as np
 import pandas as pd
 
 from .. import protocol
-from ..metrics import METRIC_RANGES, score_all
+from ..metrics import METRIC_RANGES, N_BINS, calibration_bins, score_all
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..prediction.classifier import PooledForestClassifier
-from ..prediction.selection import default_candidates
+from ..prediction.selection import CANDIDATES, default_candidates
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader, describe
-from ..vocabulary import FITTED_STRATEGIES, METRICS, STRATEGIES
+from ..vocabulary import (
+    CALIBRATION_METHODS,
+    DEFAULT_AUTO_METRIC,
+    FITTED_STRATEGIES,
+    METRICS,
+    VALIDATION_METHODS,
+)
 
 logger = logging.getLogger(__name__)
-
-
-def _on_classes(proba: np.ndarray, have, classes: np.ndarray) -> np.ndarray:
-    """Place probability columns for ``have`` into the global ``classes`` order."""
-    out = np.zeros((proba.shape[0], len(classes)))
-    out[:, np.searchsorted(classes, np.asarray(have))] = proba
-    return out
 
 
 def _finite(value) -> float | None:
@@ -46,17 +45,30 @@ def evaluate_strategies(
     voting: str = "soft",
     depth_threshold: int = 2,
     metrics: Sequence[str] = METRICS,
-    auto_metric: str = "auprc",
+    auto_metric: str = DEFAULT_AUTO_METRIC,
     X_val: pd.DataFrame | None = None,
     y_val=None,
     random_state=0,
+    calibration: str = "none",
+    owner_weights: Mapping[str, float] | None = None,
+    models: dict | None = None,
 ) -> dict[str, dict]:
     """Score strategies on a site's test rows.
 
-    ``X_test`` holds the site's columns (those the forest does not know are
+    ``X_test`` holds the site's columns (those neither forest knows are
     ignored). ``intersection`` scores the intersection forest; ``auto`` chooses
-    on ``X_val``, ``y_val``. Returns ``{strategy: {metric: value, ..., "rows",
-    "mean_trees_kept", "fallback_rows"}}``.
+    on ``X_val``, ``y_val`` among the strategies that fit nothing of their own
+    and the intersection forest. Returns ``{strategy: {metric: value, ...,
+    "rows", "mean_trees_kept", "fallback_rows", "calibration", "bins"}}``,
+    where ``calibration`` is the method the row's probabilities went through
+    and ``bins`` their reliability-diagram bins
+    (:func:`~fedforest.metrics.calibration_bins`).
+
+    ``calibration`` (one of :data:`~fedforest.vocabulary.CALIBRATIONS`) is
+    fitted on the validation rows for every strategy, after it
+    (:mod:`fedforest.prediction.calibration`); accuracy and MCC are then
+    computed on the calibrated probabilities. ``owner_weights`` weighs each
+    site's trees in the pooled vote (``pooling.weights: rows``).
 
     When ``intersection`` is ``None`` (no site shared an intersection forest:
     each withheld it with ``privacy.share.intersection: false``), the
@@ -67,12 +79,15 @@ def evaluate_strategies(
     strategy it chose, with the same forest, settings and seed as that
     strategy's own row, so when both are requested one prediction serves both
     (the same probabilities, so the same metrics, bit for bit). Likewise every
-    strategy predicts the validation rows at most once, for ``auto``'s choice
-    and ``wmp``'s fit alike, and ``wmp`` reuses the ``fpv`` (with soft voting)
-    and ``mp`` predictions of the same rows.
+    strategy predicts the validation rows at most once, for ``auto``'s choice,
+    ``wmp``'s fit and the calibration alike, and ``wmp`` reuses the ``fpv``
+    (with soft voting) and ``mp`` predictions of the same rows.
+
+    ``models``, when given, receives every fitted classifier by strategy
+    (what a site deploys is taken from it).
     """
     classes = np.asarray(classes)
-    cols = [c for c in X_test.columns if c in forest.feature_names]
+    known = set(forest.feature_names) | set(intersection.feature_names if intersection else ())
     common = dict(
         imputers=imputers,
         feature_std=feature_std,
@@ -80,66 +95,61 @@ def evaluate_strategies(
         depth_threshold=depth_threshold,
         site=site,
         random_state=random_state,
+        calibration=calibration,
+        owner_weights=owner_weights,
+        intersection=intersection,
     )
     results: dict[str, dict] = {}
     # the pooled forest's predictions of these two tables, shared by every classifier below
     # (same forest and settings): a strategy's own row, auto's candidates and its chosen
     # strategy's test rows, and wmp's parts are each predicted once
     memo: dict = {}
-    X_test_use = X_test[cols]
-    X_val_use = X_val[cols] if X_val is not None else None
+    X_use = X_test[[c for c in X_test.columns if c in known]]
+    X_val_use = X_val[[c for c in X_val.columns if c in known]] if X_val is not None else None
+    needs_val = calibration != "none"
     for strategy in strategies:
         extra: dict[str, Any] = {}
-        X_use = X_test_use
-        if strategy == "intersection":
-            if intersection is None:
-                logger.warning(
-                    "site %s: no site shared an intersection forest; 'intersection' is not scored",
-                    site,
-                )
-                row = dict.fromkeys(metrics)
-                row.update(rows=int(len(X_test)), mean_trees_kept=0.0, fallback_rows=0)
-                results[strategy] = row
-                continue
-            clf = PooledForestClassifier(
-                intersection, strategy="fpv", voting=voting, random_state=random_state
+        if strategy == "intersection" and intersection is None:
+            logger.warning(
+                "site %s: no site shared an intersection forest; 'intersection' is not scored",
+                site,
             )
-            X_use = X_test[[c for c in intersection.feature_names if c in X_test.columns]]
-        elif strategy == "auto":
+            row = dict.fromkeys(metrics)
+            row.update(rows=int(len(X_test)), mean_trees_kept=0.0, fallback_rows=0)
+            results[strategy] = row
+            continue
+        clf = PooledForestClassifier(forest, strategy=strategy, **common)
+        if strategy == "auto":
+            clf.auto_metric = auto_metric
+            clf.auto_candidates = default_candidates(forest.owners, site) + (
+                ["intersection"] if intersection is not None else []
+            )
+        clf._memo = memo
+        if strategy in VALIDATION_METHODS or needs_val:
             if X_val is None or y_val is None:
-                raise ValueError("strategy 'auto' needs validation rows")
-            candidates = default_candidates(forest.owners, site)
-            clf = PooledForestClassifier(
-                forest,
-                strategy="auto",
-                auto_metric=auto_metric,
-                auto_candidates=candidates,
-                **common,
-            )
-            clf._memo = memo
+                raise ValueError(f"strategy {strategy!r} needs validation rows")
             clf.fit(X_val_use, y_val)
+        if strategy == "auto":
             extra = {
                 "chosen": clf.strategy_,
+                "chosen_calibration": clf.calibrator_.method,
+                "runner_up": clf.runner_up_,
                 "validation": {k: _finite(v) for k, v in clf.selection_scores_.items()},
             }
         elif strategy in FITTED_STRATEGIES:
-            if X_val is None or y_val is None:
-                raise ValueError(f"strategy {strategy!r} needs validation rows")
-            clf = PooledForestClassifier(forest, strategy=strategy, **common)
-            clf._memo = memo
-            clf.fit(X_val_use, y_val)
             extra = {"guess_weight": clf.guess_weight_}
-        else:
-            clf = PooledForestClassifier(forest, strategy=strategy, **common)
-            clf._memo = memo
+        if models is not None:
+            models[strategy] = clf
         # auto predicts with its chosen strategy: the memo gives that strategy's own prediction
-        proba = _on_classes(clf.predict_proba(X_use), clf.classes_, classes)
+        proba = clf.predict_proba(X_use)
         diag = clf.diagnostics_
         row = {k: _finite(v) for k, v in score_all(y_test, proba, classes, metrics).items()}
         row.update(
             rows=int(len(X_use)),
             mean_trees_kept=float(np.mean(diag.trees_kept)),
             fallback_rows=int(diag.n_fallback),
+            calibration=clf.calibrator_.method if hasattr(clf, "calibrator_") else "none",
+            bins=calibration_bins(y_test, proba, classes),
             **extra,
         )
         results[strategy] = row
@@ -153,7 +163,20 @@ def evaluate_strategies(
 
 
 #: Fields of one strategy's row in a site's metrics, besides the metrics themselves.
-ROW_FIELDS = ("rows", "mean_trees_kept", "fallback_rows", "chosen", "validation", "guess_weight")
+ROW_FIELDS = (
+    "rows",
+    "mean_trees_kept",
+    "fallback_rows",
+    "calibration",
+    "bins",
+    "chosen",
+    "chosen_calibration",
+    "runner_up",
+    "validation",
+    "guess_weight",
+)
+#: Fields of the ``auto`` row only.
+AUTO_FIELDS = ("chosen", "chosen_calibration", "runner_up", "validation")
 
 
 def read_site_metrics(
@@ -195,22 +218,66 @@ def read_site_metrics(
         clean["rows"] = row.read_integer("rows", 0)
         clean["mean_trees_kept"] = row.number("mean_trees_kept", row.get("mean_trees_kept"), 0)
         clean["fallback_rows"] = row.read_integer("fallback_rows", 0)
+        if "calibration" in row.payload:  # absent only in a row that was not scored
+            clean["calibration"] = row.choice(
+                "calibration", row.get("calibration"), CALIBRATION_METHODS
+            )
+            clean["bins"] = _read_bins(row, clean["rows"])
         if name == "auto":
-            clean["chosen"] = row.choice("chosen", row.get("chosen"), STRATEGIES)
+            clean["chosen"] = row.choice("chosen", row.get("chosen"), CANDIDATES)
+            clean["chosen_calibration"] = row.choice(
+                "chosen_calibration", row.get("chosen_calibration"), CALIBRATION_METHODS
+            )
+            runner_up = row.get("runner_up")
+            clean["runner_up"] = (
+                None if runner_up is None else row.choice("runner_up", runner_up, CANDIDATES)
+            )
             validation = row.read_mapping("validation")
             clean["validation"] = {
                 str(k): None if v is None else row.number(f"validation.{k}", v)
                 for k, v in validation.items()
-                if row.choice("validation", k, STRATEGIES)
+                if row.choice("validation", k, CANDIDATES)
             }
-        elif "chosen" in row.payload or "validation" in row.payload:
-            row.fail("fields 'chosen' and 'validation' belong to the 'auto' row only")
+        elif any(k in row.payload for k in AUTO_FIELDS):
+            row.fail(f"fields {', '.join(map(repr, AUTO_FIELDS))} belong to the 'auto' row only")
         if name in FITTED_STRATEGIES:
             clean["guess_weight"] = row.number("guess_weight", row.get("guess_weight"), 0.0, 1.0)
         elif "guess_weight" in row.payload:
             row.fail(f"field 'guess_weight' belongs to the {', '.join(FITTED_STRATEGIES)} row only")
         out[name] = clean
     return {"site": sender, "rows": rows, "strategies": out, "privacy": _read_policy(r)}
+
+
+def _read_bins(row: PayloadReader, rows: int) -> dict | None:
+    """A row's reliability-diagram bins (:func:`~fedforest.metrics.calibration_bins`)."""
+    value = row.get("bins")
+    if value is None:
+        return None
+    bins = row.entry(value, "bins")
+    bins.check_keys({"target", "count", "predicted", "observed"})
+    target = bins.read_string("target")
+    out: dict[str, Any] = {"target": target[:200]}
+    lists = {}
+    for key in ("count", "predicted", "observed"):
+        items = bins.get(key)
+        if not isinstance(items, (list, tuple)) or len(items) != N_BINS:
+            bins.refuse(key, items, f"a list of {N_BINS} entries")
+        lists[key] = list(items)
+    count = [bins.integer(f"count[{i}]", c, 0, rows) for i, c in enumerate(lists["count"])]
+    if sum(count) > rows:
+        bins.fail(f"field 'count' adds up to {sum(count)} rows; the row scored {rows}")
+    out["count"] = count
+    for key in ("predicted", "observed"):
+        values = []
+        for i, (v, c) in enumerate(zip(lists[key], count, strict=True)):
+            if c == 0:
+                if v is not None:
+                    bins.fail(f"field '{key}[{i}]' must be null for an empty bin")
+                values.append(None)
+            else:
+                values.append(bins.number(f"{key}[{i}]", v, 0.0, 1.0))
+        out[key] = values
+    return out
 
 
 def _read_policy(r: PayloadReader) -> dict | None:

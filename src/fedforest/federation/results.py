@@ -146,31 +146,75 @@ def _swarm_sites(r: JobResults) -> list[str]:
     return lines
 
 
+#: How the report names each metric.
+METRIC_LABELS = {
+    "auprc": "AUPRC",
+    "auc": "AUC",
+    "mcc": "MCC",
+    "accuracy": "accuracy",
+    "brier": "Brier",
+    "log_loss": "log-loss",
+    "ece": "ECE",
+}
+
+
+def _metrics_of(r: JobResults) -> list[str]:
+    """The metrics the rows carry, in :data:`~fedforest.vocabulary.METRICS` order."""
+    present = {k for per in r.metrics.values() for row in per.values() for k in row}
+    return [m for m in METRICS if m in present]
+
+
+def _strategy_label(strategy: str, row: Mapping) -> str:
+    """A row's name in the report: ``auto`` names its choice, ``wmp`` its weight."""
+    name = strategy
+    if row.get("chosen"):
+        name += f" → {row['chosen']}"
+        if row.get("chosen_calibration") not in (None, "none"):
+            name += f" + {row['chosen_calibration']}"
+        if row.get("runner_up"):
+            name += f" (runner-up {row['runner_up']})"
+    if row.get("guess_weight") is not None:
+        name += f" (guess weight {row['guess_weight']:g})"
+    return name
+
+
 def _metric_tables(r: JobResults) -> list[str]:
     """Every site's table of strategies, then the mean over sites."""
+    metrics = _metrics_of(r)
+    labels = [METRIC_LABELS[m] for m in metrics]
+    calibrated = any(
+        row.get("calibration") not in (None, "none")
+        for per in r.metrics.values()
+        for row in per.values()
+    )
     lines = ["## Test metrics per site and strategy", ""]
+    if any(m in metrics for m in ("brier", "log_loss", "ece")):
+        lines += [
+            "Brier, log-loss and ECE (expected calibration error): lower is better. Accuracy "
+            "and MCC threshold the (calibrated) probabilities at the most probable class.",
+            "",
+        ]
+    extra = ["calibration"] if calibrated else []
     for site, per in r.metrics.items():
+        header = ["strategy", *labels, *extra, "trees kept", "fallback rows"]
         lines += [
             f"### {site} ({r.test_rows.get(site)} test rows)",
             "",
-            "| strategy | AUPRC | AUC | MCC | accuracy | trees kept | fallback rows |",
-            "|---|---|---|---|---|---|---|",
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
         ]
         for strategy, row in per.items():
-            name = strategy + (f" → {row['chosen']}" if row.get("chosen") else "")
-            if row.get("guess_weight") is not None:
-                name += f" (guess weight {row['guess_weight']:g})"
-            lines.append(
-                f"| {name} | {_fmt(row.get('auprc'))} | {_fmt(row.get('auc'))} | "
-                f"{_fmt(row.get('mcc'))} | {_fmt(row.get('accuracy'))} | "
-                f"{row.get('mean_trees_kept', 0):.1f} | {row.get('fallback_rows', 0)} |"
-            )
+            cells = [_strategy_label(strategy, row), *(_fmt(row.get(m)) for m in metrics)]
+            if calibrated:
+                cells.append(str(row.get("calibration") or "none"))
+            cells += [f"{row.get('mean_trees_kept', 0):.1f}", str(row.get("fallback_rows", 0))]
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     lines += [
         "### Mean over sites",
         "",
-        "| strategy | AUPRC | AUC | MCC | accuracy |",
-        "|---|---|---|---|---|",
+        "| strategy | " + " | ".join(labels) + " |",
+        "|---|" + "---|" * len(labels),
     ]
     for strategy in next(iter(r.metrics.values())):
         vals = {
@@ -179,7 +223,7 @@ def _metric_tables(r: JobResults) -> list[str]:
                 for per in r.metrics.values()
                 if strategy in per and per[strategy].get(m) is not None
             ]
-            for m in METRICS
+            for m in metrics
         }
         lines.append(
             f"| {strategy} | "
@@ -228,6 +272,21 @@ def results_table(results: JobResults | Mapping) -> str:
             mean = sum(got) / len(got) if got else None
             rows.append([strategy, *(_cell(v) for v in [*vals, mean])])
         lines += ["", "AUPRC on each site's test rows", *text_table(rows)]
+        if any("brier" in r.metrics[s].get(x, {}) for s in sites for x in r.strategies):
+            rows = [["strategy", *sites, "mean"]]
+            for strategy in r.strategies:
+                vals = [r.metrics[s].get(strategy, {}).get("brier") for s in sites]
+                got = [v for v in vals if v is not None]
+                mean = sum(got) / len(got) if got else None
+                rows.append([strategy, *(_cell(v) for v in [*vals, mean])])
+            lines += ["", "Brier score (lower is better)", *text_table(rows)]
+        chosen = {
+            s: _strategy_label("auto", r.metrics[s]["auto"]).removeprefix("auto → ")
+            for s in sites
+            if r.metrics[s].get("auto", {}).get("chosen")
+        }
+        for site, what in chosen.items():
+            lines.append(f"{site} deploys {what}")
     timings = r.phase_seconds
     if timings and all(isinstance(v, Mapping) for v in timings.values()):  # per site (swarm)
         for site, per in timings.items():

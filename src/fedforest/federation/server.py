@@ -34,7 +34,7 @@ from .evaluation import read_site_metrics
 from .job_results import JobResults, ModelSummary
 from .results import payload_bytes, write_results_files
 from .schema import GlobalSchema, SchemaError, SiteSchema
-from .training import SiteModels, pool_site_models
+from .training import SiteModels, owner_weights, pool_site_models
 
 logger = logging.getLogger(__name__)
 
@@ -244,6 +244,7 @@ class JobServer:
         """Validate every site's training payload and pool them into a model bundle."""
         self.record_sizes("train", payloads)
         models: list[SiteModels] = []
+        n_rows: dict[str, int] = {}
         elected = set(self.election.selected) if self.election else set(self.schema.features)
         for site, payload in self._live(payloads):
             with self.refusing(site, "train"):
@@ -268,7 +269,7 @@ class JobServer:
                             sender=site,
                         )
                 std = read_feature_std(r)
-                r.read_integer("n_rows", 1)
+                n_rows[site] = r.read_integer("n_rows", 1)
                 inter = None
                 if want_intersection and r.get("intersection", None) is not None:
                     inter = PooledForest.from_payload(r.get("intersection"), sender=site)
@@ -281,16 +282,22 @@ class JobServer:
             len(models),
             len(pooled.imputers),
         )
+        settings = {
+            "depth_threshold": self.config.depth_threshold,
+            "voting": self.config.voting,
+            "seed": self.config.seed,
+        }
+        weights = owner_weights(
+            self.config.pooling_weights, {s: n_rows[s] for s in pooled.forest.owners}
+        )
+        if weights is not None:  # equal weights: no entry (every tree one vote)
+            settings["owner_weights"] = weights
         return model_bundle(
             pooled.forest.to_payload(),
             pooled.imputers.to_payload(),
             pooled.feature_std,
             pooled.intersection.to_payload() if pooled.intersection is not None else None,
-            settings={
-                "depth_threshold": self.config.depth_threshold,
-                "voting": self.config.voting,
-                "seed": self.config.seed,
-            },
+            settings=settings,
         )
 
     def _pool_models(self, models: list[SiteModels]) -> SiteModels:

@@ -58,7 +58,7 @@ from ..model.model_files import read_model, save_payload
 from ..privacy.levels import hide_levels, hide_rare_levels
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader
-from ..vocabulary import METRICS
+from ..vocabulary import DEFAULT_AUTO_METRIC, METRICS
 from .config import JobConfig, SiteConfig, check_job_against_sites
 from .evaluation import evaluate_strategies
 from .schema import GlobalSchema, SiteSchema
@@ -100,6 +100,24 @@ def site_vote(
         "site %s: %s kept %d of %d columns", site, method, int(sel.mask.sum()), len(sel.features)
     )
     return SiteVote(site, sel.features, sel.mask, sel.scores, int(len(X)))
+
+
+def deployment(fitted: Mapping) -> dict | None:
+    """What a site deploys: the strategy and calibrator ``auto`` chose for it.
+
+    ``fitted`` maps each evaluated strategy to its fitted classifier
+    (:func:`~fedforest.federation.evaluation.evaluate_strategies`). Without
+    ``auto`` the job chose nothing: ``None``.
+    """
+    clf = fitted.get("auto")
+    if clf is None:
+        return None
+    return {
+        "site": clf.site,
+        "strategy": clf.strategy_,
+        "calibrator": clf.calibrator_.to_payload(),
+        "guess_weight": None,
+    }
 
 
 class SiteRunner:
@@ -186,6 +204,7 @@ class SiteRunner:
             data["depth_threshold"],
             data["metrics"],
             data["auto_metric"],
+            calibration=data["calibration"],
             save_dir=save_dir,
         )
 
@@ -421,19 +440,29 @@ class SiteRunner:
         voting: str = "soft",
         depth_threshold: int = 2,
         metrics: Sequence[str] = METRICS,
-        auto_metric: str = "auprc",
+        auto_metric: str = DEFAULT_AUTO_METRIC,
+        calibration: str = "none",
         save_dir: str | Path | None = None,
     ) -> dict:
         """Phase 4: score every requested strategy on the held-out test rows.
+
+        ``calibration`` is the job's; the site's own ``calibration:`` key, when
+        set, takes its place. The pooling weights come with the model
+        (``settings.owner_weights``). With ``save_dir`` the site keeps the
+        model with its *deployment* (the strategy ``auto`` chose for it, its
+        calibrator; ``fedforest predict`` uses them) and the metrics.
 
         Returns
         -------
         dict
             ``{"rows": n, "strategies": {name: {metric: value, ...}}, "privacy":
-            policy}``; ``auto`` also names the strategy it chose, and
-            ``privacy`` is the site's effective policy (``PrivacyPolicy.to_dict``).
+            policy}``; ``auto`` also names the strategy and calibration it
+            chose and the runner-up, and ``privacy`` is the site's effective
+            policy (``PrivacyPolicy.to_dict``).
         """
         parts = read_model(model, sender="server")
+        calibration = self.config.calibration or calibration
+        fitted: dict = {}
         results = evaluate_strategies(
             parts["forest"],
             parts["imputers"],
@@ -451,6 +480,9 @@ class SiteRunner:
             X_val=self.X_val,
             y_val=self.y_val,
             random_state=self.random_state,
+            calibration=calibration,
+            owner_weights=parts["settings"].get("owner_weights"),
+            models=fitted,
         )
         out = {
             "format": protocol.SITE_METRICS,
@@ -463,7 +495,7 @@ class SiteRunner:
         if save_dir is not None:
             save_dir = Path(save_dir)
             save_dir.mkdir(parents=True, exist_ok=True)
-            save_payload(save_dir / "pooled_model.npz", model)
+            save_payload(save_dir / "pooled_model.npz", {**model, "deployment": deployment(fitted)})
             (save_dir / "metrics.json").write_text(json.dumps(out, indent=2) + "\n")
             logger.info("site %s: saved the pooled model and metrics in %s", self.site, save_dir)
         return out

@@ -49,6 +49,7 @@ from ..model.surrogates import fit_surrogates
 from ..privacy.dp_forest import fit_dp_forest
 from ..privacy.policy import PrivacyPolicy, dp_budget
 from ..privacy.transforms import bootstrap_weights, enforce_min_leaf_rows, prepare_forest
+from ..vocabulary import POOLING_WEIGHTS
 
 logger = logging.getLogger(__name__)
 
@@ -238,3 +239,24 @@ def pool_site_models(models: Sequence[SiteModels]) -> SiteModels:
     inters = [m.intersection for m in models if m.intersection is not None]
     intersection = PooledForest.concat(inters) if inters else None
     return SiteModels(forest, imputers, feature_std, intersection)
+
+
+def owner_weights(kind: str, n_rows: Mapping[str, int]) -> dict[str, float] | None:
+    """The pooling weight of each site's trees (``pooling.weights``).
+
+    ``equal`` gives ``None`` (every tree one vote, as the paper pools);
+    ``rows`` weighs each site's trees by its training rows, so that a site
+    with 30 rows counts less than one with 200.
+
+    Examples
+    --------
+    >>> owner_weights("rows", {"a": 30, "b": 200})
+    {'a': 30.0, 'b': 200.0}
+    >>> owner_weights("equal", {"a": 30, "b": 200}) is None
+    True
+    """
+    if kind not in POOLING_WEIGHTS:
+        raise ValueError(f"pooling weights {kind!r} is not one of {list(POOLING_WEIGHTS)}")
+    if kind == "equal":
+        return None
+    return {str(site): float(rows) for site, rows in n_rows.items()}

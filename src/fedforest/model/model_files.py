@@ -36,7 +36,8 @@ import numpy as np
 from .. import protocol
 from ..errors import PayloadError
 from ..validation import Checker, PayloadReader, describe
-from ..vocabulary import VOTING
+from ..vocabulary import STRATEGIES, VOTING
+from .calibrator import Calibrator
 from .payload_checks import MAX_FEATURES, MAX_NODES, MAX_SEED
 
 #: Largest total uncompressed size of a payload file (all entries), in bytes.
@@ -48,7 +49,11 @@ _KINDS = "iufbU"
 #: A checker that raises ValueError (re-raised as PayloadError with the field's message).
 _CHECK = Checker()
 #: Prediction settings of a model bundle and their checks.
-_SETTINGS = ("depth_threshold", "voting", "seed")
+_SETTINGS = ("depth_threshold", "voting", "seed", "owner_weights")
+#: Fields of a model's ``deployment``: what the job chose for the site that saved it.
+DEPLOYMENT_FIELDS = ("site", "strategy", "calibrator", "guess_weight")
+#: What a deployment may name as its strategy (the strategies and the intersection forest).
+DEPLOYABLE = (*STRATEGIES, "intersection")
 _META = "__structure__"
 MODEL_FORMAT = protocol.MODEL
 MODEL_VERSION = protocol.FORMATS[MODEL_FORMAT]
@@ -240,8 +245,15 @@ def model_bundle(
     feature_std: Mapping[str, float] | None = None,
     intersection_payload: Mapping | None = None,
     settings: Mapping[str, Any] | None = None,
+    deployment: Mapping[str, Any] | None = None,
 ) -> dict:
-    """A model payload: the pooled forest and everything prediction needs."""
+    """A model payload: the pooled forest and everything prediction needs.
+
+    ``deployment`` (a site's saved model only) records what the job chose for
+    that site: ``site``, ``strategy`` (one of :data:`DEPLOYABLE`),
+    ``calibrator`` (:meth:`~fedforest.model.calibrator.Calibrator.to_payload`)
+    and ``guess_weight`` (``wmp``'s, or ``None``).
+    """
     return {
         "format": MODEL_FORMAT,
         "version": MODEL_VERSION,
@@ -250,6 +262,7 @@ def model_bundle(
         "feature_std": {str(k): float(v) for k, v in (feature_std or {}).items()},
         "intersection": dict(intersection_payload) if intersection_payload is not None else None,
         "settings": dict(settings or {}),
+        "deployment": dict(deployment) if deployment is not None else None,
     }
 
 
@@ -287,6 +300,16 @@ def read_settings(r: PayloadReader, key: str = "settings") -> dict[str, Any]:
     if "seed" in settings:
         seed = settings["seed"]
         out["seed"] = None if seed is None else r.integer(f"{key}.seed", seed, 0, MAX_SEED)
+    weights = settings.get("owner_weights")
+    if weights is not None:
+        if not isinstance(weights, Mapping) or not weights:
+            r.refuse(f"{key}.owner_weights", weights, "a mapping of site name to weight, or null")
+        out["owner_weights"] = {
+            r.string(f"{key}.owner_weights", site): r.number(
+                f"{key}.owner_weights.{site}", value, 0
+            )
+            for site, value in weights.items()
+        }
     return out
 
 
@@ -302,7 +325,7 @@ def read_model(payload: Mapping, sender: str | None = None) -> dict:
     from .imputers import ImputerSet
 
     r = PayloadReader(payload, MODEL_FORMAT, sender)
-    r.check_keys({"forest", "imputers", "feature_std", "intersection", "settings"})
+    r.check_keys({"forest", "imputers", "feature_std", "intersection", "settings", "deployment"})
     forest = PooledForest.from_payload(r.get("forest"), sender, where="forest")
     imps = r.get("imputers")
     imputers = None
@@ -316,13 +339,45 @@ def read_model(payload: Mapping, sender: str | None = None) -> dict:
     settings = read_settings(r)
     if imputers is not None:
         _check_imputers_fit(r, forest, imputers, std)
+    weights = settings.get("owner_weights")
+    if weights is not None and sorted(weights) != sorted(forest.owners):
+        r.fail(
+            f"field 'settings.owner_weights' names sites {sorted(weights)}; the forest's sites "
+            f"are {sorted(forest.owners)}"
+        )
     return {
         "forest": forest,
         "imputers": imputers,
         "feature_std": std,
         "intersection": intersection,
         "settings": settings,
+        "deployment": _read_deployment(r, forest, intersection),
     }
+
+
+def _read_deployment(r: PayloadReader, forest, intersection) -> dict | None:
+    """The ``deployment`` field: what the job chose for the site that saved the model."""
+    value = r.get("deployment")
+    if value is None:
+        return None
+    d = r.entry(value, "deployment")
+    d.check_keys(set(DEPLOYMENT_FIELDS))
+    site = d.read_string("site")
+    strategy = d.read_choice("strategy", DEPLOYABLE)
+    if strategy == "intersection" and intersection is None:
+        d.fail("field 'strategy' is 'intersection' but the model has no intersection forest")
+    if strategy in ("park", "local") and site not in forest.owners:
+        d.fail(f"field 'strategy' is {strategy!r} but site {site!r} trained no tree of the forest")
+    try:
+        calibrator = Calibrator.from_payload(d.get("calibrator"), forest.classes, "calibrator")
+    except ValueError as err:
+        d.fail(f"field {err}")
+    weight = d.get("guess_weight")
+    if weight is not None:
+        weight = d.number("guess_weight", weight, 0.0, 1.0)
+    elif strategy == "wmp":
+        d.fail("field 'guess_weight' is null; the 'wmp' strategy needs its fitted weight")
+    return {"site": site, "strategy": strategy, "calibrator": calibrator, "guess_weight": weight}
 
 
 def _check_imputers_fit(r: PayloadReader, forest, imputers, std: Mapping[str, float]) -> None:

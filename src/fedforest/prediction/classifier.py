@@ -2,69 +2,35 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..model.inputs import to_global_matrix
 from ..model.traversal import CompiledForest
-from ..vocabulary import ENGINES, STRATEGIES, TREE_SELECTION, VOTING
+from ..vocabulary import DEFAULT_AUTO_METRIC, ENGINES, TREE_SELECTION, VOTING
 from . import fastpath
-from .routing import average_leaves, route_leaves, route_marginal
-from .selection import choose_strategy, default_candidates
+from .calibration import Calibrator, check_calibration, fit_calibration, training_prior
+from .diagnostics import PredictionDiagnostics, on_classes
+from .engines import AUTO_NUMBA_PAIRS, load_kernels, marginal, resolved_leaves
+from .routing import average_leaves
+from .selection import CANDIDATES, choose_calibrated, default_candidates
 from .strategies import STATIC, Strategy
-from .weighting import check_guess_weight, fit_guess_weight, weighted_marginal
+from .weighting import (
+    check_guess_weight,
+    fit_guess_weight,
+    tree_weights,
+    weighted_marginal,
+)
 
 logger = logging.getLogger(__name__)
 
 _F32_MAX = float(np.finfo(np.float32).max)
-
-#: ``engine="auto"`` runs the numba kernels on dynamic traversals of at least
-#: this many (row, tree) pairs; smaller ones do not repay importing numba and
-#: loading (or, the first time, compiling: a few seconds) the kernels.
-AUTO_NUMBA_PAIRS = 200_000
-
-
-@dataclass
-class PredictionDiagnostics:
-    """What happened in the last prediction call.
-
-    Attributes
-    ----------
-    strategy : str
-        The strategy used (after ``auto`` selection).
-    trees_available : int
-        Trees the strategy could use (all of them, or the ``park`` / ``local``
-        selection).
-    trees_kept : ndarray of shape (n_rows,)
-        Trees that voted for each row (``mp`` keeps every tree).
-    fallback_rows : ndarray of shape (n_rows,), bool
-        Rows whose every tree was discarded; they got their ``mp`` prediction.
-    n_fallback : int
-        Number of such rows.
-    engine : str
-        ``"compiled"``, ``"numpy"`` or ``"mixed"``: whether the rows went
-        through scikit-learn's compiled trees, the dynamic traversals, or
-        both (rows that fell back to ``mp`` not counted).
-    dynamic_engine : str or None
-        ``"numba"`` when the numba kernels ran dynamic traversals, else
-        ``"numpy"`` (``None`` when every row took the compiled trees and none
-        fell back).
-    """
-
-    strategy: str
-    trees_available: int
-    trees_kept: np.ndarray
-    fallback_rows: np.ndarray
-    n_fallback: int
-    engine: str
-    dynamic_engine: str | None = None
 
 
 class PooledForestClassifier(ClassifierMixin, BaseEstimator):
@@ -96,8 +62,10 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
     ``park``   only the site's own trees and the trees whose every split
                feature the site has
     ``local``  only the site's own trees
-    ``auto``   choose the best of the others (except ``wmp``) on
-               validation rows in :meth:`fit`
+    ``intersection`` only the ``intersection`` forest (its columns are
+               every site's)
+    ``auto``   choose the best of the others (except ``wmp``; with
+               ``intersection`` when given) on validation rows in :meth:`fit`
     ========== ============================================================
 
     Parameters
@@ -124,12 +92,31 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
     auto_candidates : sequence of str, optional
         Strategies tried by ``strategy="auto"`` (default: all that apply,
         :func:`~fedforest.prediction.selection.default_candidates`).
-    auto_metric : str, default="auprc"
-        Metric maximised by ``strategy="auto"`` (see :func:`fedforest.score`).
+    auto_metric : str, default="log_loss"
+        Metric ``strategy="auto"`` optimises (one of
+        :data:`~fedforest.vocabulary.AUTO_METRICS`; lower is better for
+        ``log_loss`` and ``brier``, proper scoring rules that see calibration).
     guess_weight : float in [0, 1] or "auto", default="auto"
         ``wmp`` only: weight of a tree that guesses against 1 for a tree
         that does not. ``auto`` fits it on the validation rows given to
         :meth:`fit`, from :data:`fedforest.prediction.weighting.GUESS_WEIGHTS`.
+    calibration : {"none", "prior", "sigmoid", "isotonic", "auto"}, default="none"
+        Site-side calibration of the probabilities, fitted on the validation
+        rows given to :meth:`fit` after the strategy
+        (:mod:`fedforest.prediction.calibration`: scikit-learn's
+        ``CalibratedClassifierCV`` for ``sigmoid`` and ``isotonic``, Bayes'
+        rule on the class priors for ``prior``; ``auto`` keeps the lowest
+        cross-fitted validation log-loss). With ``strategy="auto"`` every
+        candidate is calibrated before it is scored.
+    owner_weights : mapping of str to float, optional
+        Pooling weight of each site's trees (``forest.owners``): a row's trees
+        are averaged with these weights (e.g. each site's training rows).
+        Default: every tree counts the same.
+    intersection : PooledForest, optional
+        The intersection forest (trained on the columns every site has):
+        ``strategy="intersection"`` predicts with it alone (``fpv`` on its
+        columns), and ``auto`` counts it among its candidates. A DataFrame
+        may then hold the columns of either forest.
     engine : {"auto", "numba", "numpy"}, default="auto"
         What runs the traversals scikit-learn's compiled trees cannot (``mp``
         and ``ipr`` with absent columns, rows with NaN in columns the site
@@ -147,7 +134,12 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
     strategy_ : str
         The strategy in use (set by :meth:`fit`; for ``auto``, the winner).
     selection_scores_ : dict
-        Validation score per candidate strategy (``auto`` only).
+        Validation score per candidate strategy (``auto`` only; cross-fitted
+        when calibrated).
+    runner_up_ : str or None
+        The second best candidate (``auto`` only).
+    calibrator_ : Calibrator
+        The fitted calibration (identity for ``calibration="none"``).
     guess_weight_ : float
         The guess weight in use (``wmp`` only; fitted with ``"auto"``).
     guess_weight_scores_ : dict
@@ -184,9 +176,12 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         site: str | None = None,
         random_state=None,
         auto_candidates=None,
-        auto_metric: str = "auprc",
+        auto_metric: str = DEFAULT_AUTO_METRIC,
         engine: str = "auto",
         guess_weight="auto",
+        calibration: str = "none",
+        owner_weights: Mapping[str, float] | None = None,
+        intersection: PooledForest | None = None,
     ):
         self.forest = forest
         self.strategy = strategy
@@ -200,6 +195,9 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         self.auto_metric = auto_metric
         self.engine = engine
         self.guess_weight = guess_weight
+        self.calibration = calibration
+        self.owner_weights = owner_weights
+        self.intersection = intersection
 
     # -------------------------------------------------------------- setup
     @property
@@ -212,8 +210,14 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             raise TypeError(
                 f"forest must be a fedforest.PooledForest, got {type(self.forest).__name__}"
             )
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy={strategy!r} is not one of {list(STRATEGIES) + ['auto']}")
+        if strategy not in CANDIDATES:
+            raise ValueError(f"strategy={strategy!r} is not one of {list(CANDIDATES) + ['auto']}")
+        check_calibration(self.calibration)
+        if strategy == "intersection" and not isinstance(self.intersection, PooledForest):
+            raise ValueError(
+                'strategy="intersection" needs intersection=<the intersection PooledForest>'
+            )
+        tree_weights(self.forest, self.owner_weights)
         if self.voting not in VOTING:
             raise ValueError(f"voting={self.voting!r} is not one of {list(VOTING)}")
         if not isinstance(self.engine, str) or self.engine not in ENGINES:
@@ -266,22 +270,38 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
+        calibrate = check_calibration(self.calibration) != "none"
+        if calibrate and (X is None or y is None):
+            raise ValueError(
+                f"calibration={self.calibration!r} is fitted in fit(X_val, y_val) with "
+                "validation rows; call it with them, or use calibration='none'"
+            )
+        self.calibrator_ = Calibrator("none", self.classes_)
         if self.strategy == "auto":
             if X is None or y is None:
                 raise ValueError('strategy="auto" needs fit(X_val, y_val) with validation rows')
             candidates = self.auto_candidates
             if candidates is None:
                 candidates = default_candidates(self.forest.owners, self.site)
-            best, scores = choose_strategy(
+                if self.intersection is not None:
+                    candidates = [*candidates, "intersection"]
+            chosen = choose_calibrated(
                 lambda name: self._predict_proba(X, name)[0],
                 candidates,
                 y,
                 self.classes_,
                 self.auto_metric,
+                self.calibration,
+                self._training_prior,
+                self._seed(),
             )
-            self.strategy_ = best
-            self.selection_scores_ = scores
-        elif self.strategy == "wmp":
+            self.strategy_ = chosen.best
+            self.runner_up_ = chosen.runner_up
+            self.selection_scores_ = chosen.scores
+            self.calibrator_ = chosen.fits[chosen.best].calibrator
+            self.candidate_calibrations_ = {k: f.calibrator.method for k, f in chosen.fits.items()}
+            return self
+        if self.strategy == "wmp":
             self._validate(self.strategy)
             weight = check_guess_weight(self.guess_weight)
             if weight == "auto":
@@ -300,7 +320,37 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         else:
             self._validate(self.strategy)
             self.strategy_ = self.strategy
+        if calibrate:
+            fit = fit_calibration(
+                self._predict_proba(X, self.strategy_)[0],
+                y,
+                self.classes_,
+                self.calibration,
+                self._training_prior(self.strategy_),
+                self._seed(),
+            )
+            self.calibrator_ = fit.calibrator
+            self.calibration_scores_ = fit.log_losses
         return self
+
+    def _seed(self) -> int:
+        """The seed of the calibration folds (``random_state`` when an integer)."""
+        seed = self.random_state
+        return int(seed) if isinstance(seed, (int, np.integer)) else 0
+
+    def _training_prior(self, strategy: str) -> np.ndarray:
+        """The class distribution the trees of ``strategy`` were trained on (weighted)."""
+        if strategy == "intersection":
+            forest, weights = self.intersection, None
+        else:
+            forest, weights = self.forest, tree_weights(self.forest, self.owner_weights)
+        trees = np.arange(forest.n_trees)
+        if strategy in TREE_SELECTION:
+            trees = np.flatnonzero(forest.owner_mask(self.site))
+        prior = training_prior(
+            forest.value, forest.tree_start[trees], None if weights is None else weights[trees]
+        )
+        return on_classes(prior[None, :], forest.classes, self.classes_)[0]
 
     def _strategy_in_use(self) -> str:
         if self.strategy == "auto":
@@ -326,6 +376,9 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         """``fpv`` (soft) and ``mp`` predictions of ``X``: what ``wmp`` combines."""
         p_certain, certain = self._predict_proba(X, "fpv", voting="soft")
         p_mp, marginal = self._predict_proba(X, "mp")
+        weights = tree_weights(self.forest, self.owner_weights)
+        if weights is not None:  # the counts of weighted_marginal become summed weights
+            return p_certain, certain.weight_kept, p_mp, weights.sum(), certain, marginal
         return p_certain, certain.trees_kept, p_mp, self.forest.n_trees, certain, marginal
 
     # --------------------------------------------------------- prediction
@@ -344,6 +397,13 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_rows, n_classes)
         """
         proba, self.diagnostics_ = self._predict_proba(X, self._strategy_in_use())
+        if check_calibration(self.calibration) != "none":
+            if not hasattr(self, "calibrator_"):
+                raise ValueError(
+                    f"calibration={self.calibration!r} is fitted in fit(X_val, y_val); call fit "
+                    "first"
+                )
+            proba = self.calibrator_.transform(proba)
         return proba
 
     def predict(self, X) -> np.ndarray:
@@ -362,16 +422,40 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             return memo[key]
         if strategy == "wmp":
             result = self._predict_wmp(X)
+        elif strategy == "intersection":
+            result = self._predict_intersection(X)
         else:
             result = self._predict_strategy(X, strategy, voting or self.voting)
         if memo is not None:
             memo[key] = result
         return result
 
+    def _predict_intersection(self, X) -> tuple[np.ndarray, PredictionDiagnostics]:
+        """``fpv`` with the intersection forest on its own columns of ``X``."""
+        self._validate("intersection")
+        if not isinstance(X, pd.DataFrame):
+            raise ValueError('strategy="intersection" needs X as a DataFrame (columns by name)')
+        inter = PooledForestClassifier(
+            self.intersection, strategy="fpv", voting=self.voting, random_state=self.random_state
+        )
+        cols = [c for c in X.columns if c in self.intersection.feature_names]
+        proba = inter.predict_proba(X[cols])
+        diagnostics = inter.diagnostics_
+        diagnostics.strategy = "intersection"
+        return on_classes(proba, inter.classes_, self.classes_), diagnostics
+
+    def _forest_columns(self, X):
+        """``X`` without the columns only the intersection forest knows."""
+        if self.intersection is None or not isinstance(X, pd.DataFrame):
+            return X
+        extra = set(self.intersection.feature_names) - set(self.forest.feature_names)
+        return X[[c for c in X.columns if c not in extra]] if extra & set(X.columns) else X
+
     def _predict_strategy(
         self, X, strategy: str, voting: str
     ) -> tuple[np.ndarray, PredictionDiagnostics]:
         self._validate(strategy)
+        X = self._forest_columns(X)
         forest = self.forest
         Xg, present = to_global_matrix(X, forest.feature_names, forest.categories)
         cf = self._compiled()
@@ -417,26 +501,37 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         # the engine of the dynamic traversals; numba is imported only when one runs
         n_rest = int(rest.sum())
         kernels = self._kernels(n_rest * len(trees)) if n_rest else None
+        all_weights = tree_weights(forest, self.owner_weights)
+        weights = None if all_weights is None else all_weights[trees]
         if strategy == "mp":
             proba = np.empty((n_rows, forest.n_classes))
             if fast.any():
-                proba[fast] = average_leaves(cf, leaves[:, fast], "soft")[0]
+                proba[fast] = average_leaves(cf, leaves[:, fast], "soft", weights)[0]
             if rest.any():
-                proba[rest] = _marginal(kernels, cf, Xg[rest], trees, _rows(rules, rest), absent)
+                rows = _rows(rules, rest)
+                proba[rest] = marginal(kernels, cf, Xg[rest], trees, rows, absent, weights)
             kept = np.full(n_rows, len(trees))
         else:
             if rest.any():
                 sub = None if sklearn_missing else _rows(rules, rest)
-                leaves[:, rest] = _resolved_leaves(kernels, cf, Xg[rest], trees, sub)
-            proba, kept = average_leaves(cf, leaves, voting)
+                leaves[:, rest] = resolved_leaves(kernels, cf, Xg[rest], trees, sub)
+            proba, kept = average_leaves(cf, leaves, voting, weights)
         engine = "compiled" if fast.all() else ("numpy" if not fast.any() else "mixed")
-        fallback = kept == 0
+        kept_weight = None
+        if weights is not None:
+            kept_weight = ((leaves >= 0) * weights[:, None]).sum(axis=0)
+            if strategy == "mp":
+                kept_weight = np.full(n_rows, weights.sum())
+        # a row whose kept trees all weigh 0 has no vote either
+        fallback = (kept == 0) if kept_weight is None else (kept_weight == 0)
         fallback_kernels = None
         if fallback.any():
             fallback_kernels = self._kernels(int(fallback.sum()) * forest.n_trees)
             sub = _rows(rules, fallback, name="mp")
             all_trees = np.arange(forest.n_trees)
-            proba[fallback] = _marginal(fallback_kernels, cf, Xg[fallback], all_trees, sub, absent)
+            proba[fallback] = marginal(
+                fallback_kernels, cf, Xg[fallback], all_trees, sub, absent, all_weights
+            )
             logger.info(
                 "%d of %d rows had every tree discarded; they use mp", int(fallback.sum()), n_rows
             )
@@ -444,6 +539,7 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             strategy=strategy,
             trees_available=len(trees),
             trees_kept=kept,
+            weight_kept=kept_weight,
             fallback_rows=fallback,
             n_fallback=int(fallback.sum()),
             engine=engine,
@@ -464,10 +560,11 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
         fallback = certain.fallback_rows if weight == 0 else np.zeros(len(proba), dtype=bool)
         engines = {certain.engine, marginal.engine}
         dynamic = {certain.dynamic_engine, marginal.dynamic_engine} - {None}
+        n_all = self.forest.n_trees
         diagnostics = PredictionDiagnostics(
             strategy="wmp",
-            trees_available=n_trees,
-            trees_kept=n_certain if weight == 0 else np.full(len(proba), n_trees),
+            trees_available=n_all,
+            trees_kept=certain.trees_kept if weight == 0 else np.full(len(proba), n_all),
             fallback_rows=fallback,
             n_fallback=int(fallback.sum()),
             engine=engines.pop() if len(engines) == 1 else "mixed",
@@ -625,61 +722,7 @@ def _rows(rules: Strategy, mask: np.ndarray, name: str | None = None) -> Strateg
     )
 
 
-#: Whether :func:`load_kernels` has logged why numba cannot be used.
-_KERNELS_MISSING_LOGGED = False
-
-
-def load_kernels():
-    """The compiled kernels (:mod:`.numba_kernels`) if numba can be imported.
-
-    Returns
-    -------
-    kernels : module or None
-        ``None`` when the import failed.
-    error : Exception or None
-        Why it failed (logged once: numba is optional).
-    """
-    global _KERNELS_MISSING_LOGGED
-    try:
-        return importlib.import_module(".numba_kernels", __package__), None
-    # numba missing, unusable with this numpy, or without a place to cache its compiled code
-    except Exception as exc:  # the numpy engine gives the same predictions
-        if not _KERNELS_MISSING_LOGGED:
-            _KERNELS_MISSING_LOGGED = True
-            missing = isinstance(exc, ImportError) and exc.name == "numba"
-            logger.log(
-                logging.INFO if missing else logging.WARNING,
-                "numba cannot be used (%s: %s); the numpy engine runs instead",
-                type(exc).__name__,
-                exc,
-            )
-        return None, exc
-
-
-def _marginal(kernels, cf, X, trees, rules: Strategy, absent) -> np.ndarray:
-    """Marginal prediction of ``X`` averaged over ``trees``, by either engine."""
-    if kernels is None:
-        dist = route_marginal(cf, X, trees, rules.right_probability, absent)
-        return _sum_in_order(dist) / len(trees)
-    return kernels.marginal_proba(cf, X, trees, rules.kernel_tables(), absent)
-
-
-def _resolved_leaves(kernels, cf, X, trees, rules: Strategy | None) -> np.ndarray:
-    """Leaves of ``X``, missing values resolved by ``rules`` (``None``: learned direction)."""
-    if kernels is None:
-        return route_leaves(cf, X, trees, None if rules is None else rules.resolver)
-    return kernels.route_leaves(cf, X, trees, rules)
-
-
-def _sum_in_order(dist: np.ndarray) -> np.ndarray:
-    """Sum per-tree distributions tree after tree (scikit-learn's order)."""
-    total = np.zeros(dist.shape[1:])
-    for t in range(dist.shape[0]):
-        total += dist[t]
-    return total
-
-
-def select_strategy(forest, X_val, y_val, candidates=None, metric="auprc", **params):
+def select_strategy(forest, X_val, y_val, candidates=None, metric=DEFAULT_AUTO_METRIC, **params):
     """Score strategies on validation rows and return the best.
 
     Parameters
@@ -695,8 +738,8 @@ def select_strategy(forest, X_val, y_val, candidates=None, metric="auprc", **par
         Strategies to try; default
         :func:`~fedforest.prediction.selection.default_candidates` (``park``
         and ``local`` only when ``site`` trained trees of the forest).
-    metric : str, default="auprc"
-        Metric to maximise (see :func:`fedforest.score`).
+    metric : str, default="log_loss"
+        Metric to optimise (one of :data:`~fedforest.vocabulary.AUTO_METRICS`).
     **params
         Classifier parameters when ``forest`` is a PooledForest.
 

@@ -202,7 +202,7 @@ def route_marginal(
 
 
 def average_leaves(
-    cf: CompiledForest, leaves: np.ndarray, voting: str
+    cf: CompiledForest, leaves: np.ndarray, voting: str, weights: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Average the kept trees' leaf distributions (or votes) per row.
 
@@ -211,7 +211,9 @@ def average_leaves(
 
     Trees are added one after the other, in order, exactly as scikit-learn
     accumulates them, so that with every tree kept the result equals
-    scikit-learn's ``predict_proba`` bit for bit.
+    scikit-learn's ``predict_proba`` bit for bit. With ``weights`` (one per
+    tree of ``leaves``; pooling weights) a row's kept trees are averaged with
+    these weights instead.
 
     Returns
     -------
@@ -221,6 +223,8 @@ def average_leaves(
         Number of trees kept for each row.
     """
     table = cf.vote if voting == "hard" else cf.value
+    if weights is not None:
+        return _weighted_average(table, leaves, np.asarray(weights, dtype=np.float64))
     n_trees, n_rows = leaves.shape
     proba = np.zeros((n_rows, table.shape[1]))
     kept_mask = leaves >= 0
@@ -235,3 +239,18 @@ def average_leaves(
     has = kept > 0
     proba[has] /= kept[has, None]
     return proba, kept
+
+
+def _weighted_average(table: np.ndarray, leaves: np.ndarray, weights: np.ndarray):
+    """:func:`average_leaves` with one weight per tree (rows without weight are zero)."""
+    n_trees, n_rows = leaves.shape
+    proba = np.zeros((n_rows, table.shape[1]))
+    total = np.zeros(n_rows)
+    kept_mask = leaves >= 0
+    for t in range(n_trees):
+        ok = kept_mask[t]
+        proba += table[np.where(ok, leaves[t], 0)] * (weights[t] * ok)[:, None]
+        total += weights[t] * ok
+    has = total > 0
+    proba[has] /= total[has, None]
+    return proba, kept_mask.sum(axis=0)

@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..metrics import score
-from ..vocabulary import FITTED_STRATEGIES, STRATEGIES, TREE_SELECTION
+from ..vocabulary import AUTO_METRICS, FITTED_STRATEGIES, STRATEGIES, TREE_SELECTION
 from ..vocabulary import STRATEGY_PREFERENCE as PREFERENCE
 
 logger = logging.getLogger(__name__)
@@ -48,17 +49,23 @@ def default_candidates(owners: Sequence[str], site: str | None) -> list[str]:
     ]
 
 
+#: What ``auto`` can choose: the strategies and the intersection forest.
+CANDIDATES = (*STRATEGIES, "intersection")
+#: Order in which equally scoring candidates are preferred.
+CANDIDATE_PREFERENCE = (*PREFERENCE, "intersection")
+
+
 def check_candidates(candidates: Sequence[str]) -> list[str]:
-    """Validate a list of candidate strategies."""
+    """Validate a list of candidate strategies (``intersection`` included)."""
     candidates = list(candidates)
     if not candidates:
         raise ValueError("candidates is empty; name at least one strategy")
-    bad = [c for c in candidates if c not in STRATEGIES]
+    bad = [c for c in candidates if c not in CANDIDATES]
     if bad:
-        raise ValueError(f"unknown strategies {bad}; choose from {list(STRATEGIES)}")
+        raise ValueError(f"unknown strategies {bad}; choose from {list(CANDIDATES)}")
     fitted = [c for c in candidates if c in FITTED_STRATEGIES]
     if fitted:
-        allowed = [s for s in STRATEGIES if s not in FITTED_STRATEGIES]
+        allowed = [s for s in CANDIDATES if s not in FITTED_STRATEGIES]
         raise ValueError(
             f"candidates {fitted} fit their own parameter on the validation rows and cannot "
             f"also be chosen on them; choose from {allowed}"
@@ -112,3 +119,93 @@ def choose_strategy(
     order = {s: i for i, s in enumerate(PREFERENCE)}
     best = max(finite, key=lambda s: (finite[s], -order[s]))
     return best, scores
+
+
+@dataclass
+class Selection:
+    """What ``auto`` chose on the validation rows.
+
+    Attributes
+    ----------
+    best, runner_up : str or None
+        The winning candidate and the second best (``None`` with one candidate).
+    scores : dict of str to float
+        Validation score of every candidate (cross-fitted when calibrated).
+    fits : dict of str to CalibrationFit
+        Every candidate's calibration, fitted on all validation rows.
+    """
+
+    best: str
+    runner_up: str | None
+    scores: dict
+    fits: dict
+
+
+def choose_calibrated(
+    predict_proba: Callable[[str], np.ndarray],
+    candidates: Sequence[str],
+    y_val,
+    classes,
+    metric: str = "log_loss",
+    calibration: str = "none",
+    train_prior: Callable[[str], np.ndarray] | None = None,
+    random_state=0,
+) -> Selection:
+    """Score every candidate, calibrated as asked, on validation rows; keep the best.
+
+    Each candidate's validation probabilities are calibrated with
+    ``calibration`` (:func:`~fedforest.prediction.calibration.fit_calibration`;
+    ``auto`` picks the method per candidate) and scored out of fold, so a
+    calibrated variant competes on rows its calibrator did not see. With
+    ``calibration="none"`` the scores are those of :func:`choose_strategy`.
+
+    Parameters
+    ----------
+    predict_proba : callable
+        ``predict_proba(candidate)`` gives the validation rows' probabilities.
+    candidates : sequence of str
+        Strategies, and ``intersection``.
+    y_val, classes : array-like
+    metric : str, default="log_loss"
+        One of :data:`~fedforest.vocabulary.AUTO_METRICS` (lower is better for
+        ``log_loss`` and ``brier``).
+    calibration : str, default="none"
+    train_prior : callable, optional
+        ``train_prior(candidate)``: the class distribution its trees were
+        trained on (``prior`` calibration).
+    random_state : int, default=0
+        Seed of the cross-fitting folds.
+
+    Returns
+    -------
+    Selection
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fixed = {"fpv": np.array([[.9, .1], [.2, .8]]), "mp": np.array([[.6, .4], [.4, .6]])}
+    >>> sel = choose_calibrated(fixed.get, ["fpv", "mp"], [0, 1], [0, 1], "brier")
+    >>> sel.best, sel.runner_up
+    ('fpv', 'mp')
+    """
+    from .calibration import choose_variant, fit_calibration
+
+    if metric not in AUTO_METRICS:
+        raise ValueError(f"metric={metric!r} is not one of {list(AUTO_METRICS)}")
+    scores: dict[str, float] = {}
+    fits = {}
+    for name in check_candidates(candidates):
+        proba = predict_proba(name)
+        prior = train_prior(name) if train_prior is not None else None
+        fit = fit_calibration(proba, y_val, classes, calibration, prior, random_state)
+        fits[name] = fit
+        scores[name] = score(metric, y_val, fit.cross_fitted, classes)
+        logger.info(
+            "candidate %s (calibration %s): validation %s = %.4f",
+            name,
+            fit.calibrator.method,
+            metric,
+            scores[name],
+        )
+    best, runner_up = choose_variant(scores, metric, CANDIDATE_PREFERENCE)
+    return Selection(best, runner_up, scores, fits)

@@ -26,7 +26,7 @@ Both sums come from two predictions the classifier already makes: ``fpv``
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -165,3 +165,54 @@ def fit_guess_weight(
         ", ".join(f"{w:g}: {s:.4f}" for w, s in scores.items()),
     )
     return best, scores
+
+
+def tree_weights(forest, owner_weights) -> np.ndarray | None:
+    """Each tree's pooling weight from its owner's (``None``: every tree counts the same).
+
+    Parameters
+    ----------
+    forest : PooledForest
+    owner_weights : mapping of str to float or None
+        A weight >= 0 for every site in ``forest.owners`` (``pooling.weights:
+        rows`` gives each site its training rows), at least one positive.
+        Equal weights give ``None``: the unweighted average, bit for bit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> forest = SimpleNamespace(owners=["a", "b"], tree_owner=np.array([0, 0, 1]))
+    >>> tree_weights(forest, {"a": 30, "b": 200})
+    array([ 30.,  30., 200.])
+    >>> tree_weights(forest, {"a": 5, "b": 5}) is None
+    True
+    """
+    if owner_weights is None:
+        return None
+    if not isinstance(owner_weights, Mapping):
+        raise ValueError(
+            f"owner_weights must map each site of the forest to a weight >= 0, got "
+            f"{type(owner_weights).__name__}"
+        )
+    missing = [o for o in forest.owners if o not in owner_weights]
+    extra = [o for o in owner_weights if o not in forest.owners]
+    if missing or extra:
+        raise ValueError(
+            f"owner_weights must name exactly the forest's sites {forest.owners}; "
+            + (f"missing {missing}" if missing else f"unknown {extra}")
+        )
+    values = []
+    for owner in forest.owners:
+        w = owner_weights[owner]
+        if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)):
+            raise ValueError(f"owner_weights[{owner!r}]={w!r} must be a number >= 0")
+        if not np.isfinite(w) or w < 0:
+            raise ValueError(f"owner_weights[{owner!r}]={w!r} must be a finite number >= 0")
+        values.append(float(w))
+    values = np.asarray(values)
+    if not np.any(values > 0):
+        raise ValueError(f"owner_weights={dict(owner_weights)} gives every site weight 0")
+    if np.all(values == values[0]):
+        return None
+    return values[np.asarray(forest.tree_owner)]

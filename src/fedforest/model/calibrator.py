@@ -1,0 +1,152 @@
+"""A fitted calibration map, as a site saves it beside its model.
+
+:class:`Calibrator` applies a calibration fitted by
+:mod:`fedforest.prediction.calibration` (scikit-learn fits the sigmoid and
+isotonic maps there) and reads and writes it as plain arrays, so that a saved
+model carries its site's calibrator without pickle. Its
+:meth:`~Calibrator.transform` gives what scikit-learn's
+``CalibratedClassifierCV.predict_proba`` gives for the same map (tested).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..vocabulary import CALIBRATION_METHODS
+
+
+@dataclass
+class Calibrator:
+    """A fitted calibration map from probabilities to probabilities.
+
+    Attributes
+    ----------
+    method : str
+        One of :data:`~fedforest.vocabulary.CALIBRATION_METHODS`.
+    classes : ndarray
+        The class labels, the column order of the probabilities.
+    params : dict of str to ndarray
+        ``prior``: ``ratio`` (n_classes,), ``π_site / π_train``.
+        ``sigmoid``: ``a`` and ``b`` (one per calibrated column).
+        ``isotonic``: ``x`` and ``y`` (breakpoints, concatenated) and
+        ``offsets`` (where each calibrated column's breakpoints start).
+        Two classes calibrate one column (the second class), more calibrate
+        each.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cal = Calibrator("prior", np.array([0, 1]), {"ratio": np.array([0.5, 1.5])})
+    >>> cal.transform(np.array([[0.5, 0.5]]))
+    array([[0.25, 0.75]])
+    """
+
+    method: str
+    classes: np.ndarray
+    params: dict = field(default_factory=dict)
+
+    def transform(self, proba: np.ndarray) -> np.ndarray:
+        """Calibrated probabilities of ``proba`` (columns in :attr:`classes` order)."""
+        proba = np.asarray(proba, dtype=float)
+        if self.method == "none":
+            return proba
+        if self.method == "prior":
+            adjusted = proba * self.params["ratio"][None, :]
+            total = adjusted.sum(axis=1, keepdims=True)
+            # a row whose every class the ratio zeroes keeps its probabilities
+            return np.divide(adjusted, total, out=proba.copy(), where=total > 0)
+        n_classes = len(self.classes)
+        columns = [1] if n_classes == 2 else list(range(n_classes))
+        out = np.zeros_like(proba)
+        for k, col in enumerate(columns):
+            out[:, col] = self._map(k, proba[:, col])
+        if n_classes == 2:
+            out[:, 0] = 1.0 - out[:, 1]
+        else:
+            total = out.sum(axis=1, keepdims=True)
+            out = np.divide(out, total, out=np.full_like(out, 1 / n_classes), where=total != 0)
+        out[(out > 1.0) & (out <= 1.0 + 1e-5)] = 1.0
+        return out
+
+    def _map(self, k: int, values: np.ndarray) -> np.ndarray:
+        if self.method == "sigmoid":
+            a, b = self.params["a"][k], self.params["b"][k]
+            z = -(a * values + b)
+            return 1.0 / (1.0 + np.exp(-z))
+        start, stop = self.params["offsets"][k], self.params["offsets"][k + 1]
+        return np.interp(values, self.params["x"][start:stop], self.params["y"][start:stop])
+
+    # ------------------------------------------------------------ payload
+    def to_payload(self) -> dict:
+        """The calibrator as plain values and arrays (no pickle)."""
+        return {
+            "method": self.method,
+            "params": {k: np.asarray(v, dtype=np.float64) for k, v in self.params.items()},
+        }
+
+    @classmethod
+    def from_payload(cls, payload, classes, where: str = "calibrator") -> Calibrator:
+        """Read and validate :meth:`to_payload`'s output; ``ValueError`` names ``where``."""
+        classes = np.asarray(classes)
+        if not isinstance(payload, Mapping) or set(payload) != {"method", "params"}:
+            raise ValueError(f"{where} must be a mapping with keys 'method' and 'params'")
+        method = payload["method"]
+        if method not in CALIBRATION_METHODS:
+            raise ValueError(
+                f"{where}.method is {method!r}; expected one of {list(CALIBRATION_METHODS)}"
+            )
+        raw = payload["params"]
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{where}.params must be a mapping of name to array")
+        expected = {
+            "none": set(),
+            "prior": {"ratio"},
+            "sigmoid": {"a", "b"},
+            "isotonic": {"x", "y", "offsets"},
+        }[method]
+        if set(raw) != expected:
+            raise ValueError(
+                f"{where}.params has {sorted(raw)}; a {method} calibrator has {sorted(expected)}"
+            )
+        params = {}
+        for name, value in raw.items():
+            arr = np.asarray(value)
+            if arr.ndim != 1 or arr.dtype.kind not in "iuf" or not np.all(np.isfinite(arr)):
+                raise ValueError(f"{where}.params.{name} must be a 1-D array of finite numbers")
+            params[name] = arr.astype(np.float64)
+        n_cal = 1 if len(classes) == 2 else len(classes)
+        if method == "prior":
+            ratio = params["ratio"]
+            if ratio.shape != (len(classes),) or np.any(ratio < 0):
+                raise ValueError(
+                    f"{where}.params.ratio must hold {len(classes)} numbers >= 0 (one per class)"
+                )
+        elif method == "sigmoid":
+            if params["a"].shape != (n_cal,) or params["b"].shape != (n_cal,):
+                raise ValueError(f"{where}.params.a and .b must hold {n_cal} numbers each")
+        elif method == "isotonic":
+            off = params["offsets"]
+            x, y = params["x"], params["y"]
+            if (
+                off.shape != (n_cal + 1,)
+                or off[0] != 0
+                or off[-1] != len(x)
+                or len(y) != len(x)
+                or np.any(np.diff(off) < 1)
+                or np.any(off != np.round(off))
+            ):
+                raise ValueError(
+                    f"{where}.params.offsets must start at 0, end at len(x) = len(y) and give "
+                    f"each of the {n_cal} calibrated columns at least one breakpoint"
+                )
+            params["offsets"] = off.astype(np.int64)
+            for k in range(n_cal):
+                seg = slice(int(off[k]), int(off[k + 1]))
+                if np.any(np.diff(x[seg]) < 0) or np.any(np.diff(y[seg]) < 0):
+                    raise ValueError(f"{where}.params: isotonic breakpoints must be increasing")
+            if np.any((y < 0) | (y > 1)):
+                raise ValueError(f"{where}.params.y must lie in [0, 1]")
+        return cls(method, classes, params)

@@ -1,0 +1,88 @@
+"""The two engines of the dynamic traversals, behind one call each.
+
+:func:`marginal` and :func:`resolved_leaves` run a traversal with the numba
+kernels (:mod:`.numba_kernels`) when :func:`load_kernels` gives them, and
+with the vectorised numpy walk (:mod:`.routing`) otherwise; both give the
+same results bit for bit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+import numpy as np
+
+from .routing import route_leaves, route_marginal
+from .strategies import Strategy
+
+logger = logging.getLogger(__name__)
+
+#: ``engine="auto"`` runs the numba kernels on dynamic traversals of at least
+#: this many (row, tree) pairs; smaller ones do not repay importing numba and
+#: loading (or, the first time, compiling: a few seconds) the kernels.
+AUTO_NUMBA_PAIRS = 200_000
+
+#: Whether :func:`load_kernels` has logged why numba cannot be used.
+_KERNELS_MISSING_LOGGED = False
+
+
+def load_kernels():
+    """The compiled kernels (:mod:`.numba_kernels`) if numba can be imported.
+
+    Returns
+    -------
+    kernels : module or None
+        ``None`` when the import failed.
+    error : Exception or None
+        Why it failed (logged once: numba is optional).
+    """
+    global _KERNELS_MISSING_LOGGED
+    try:
+        return importlib.import_module(".numba_kernels", __package__), None
+    # numba missing, unusable with this numpy, or without a place to cache its compiled code
+    except Exception as exc:  # the numpy engine gives the same predictions
+        if not _KERNELS_MISSING_LOGGED:
+            _KERNELS_MISSING_LOGGED = True
+            missing = isinstance(exc, ImportError) and exc.name == "numba"
+            logger.log(
+                logging.INFO if missing else logging.WARNING,
+                "numba cannot be used (%s: %s); the numpy engine runs instead",
+                type(exc).__name__,
+                exc,
+            )
+        return None, exc
+
+
+def marginal(kernels, cf, X, trees, rules: Strategy, absent, weights=None) -> np.ndarray:
+    """Marginal prediction of ``X`` averaged over ``trees``, by either engine.
+
+    With ``weights`` (one per tree of ``trees``) the trees of equal weight are
+    averaged together, and the groups are combined by their summed weight.
+    """
+    if weights is not None:
+        total = np.zeros((X.shape[0], cf.value.shape[1]))
+        for w in np.unique(weights):
+            group = trees[weights == w]
+            if w > 0:
+                total += (w * len(group)) * marginal(kernels, cf, X, group, rules, absent)
+        return total / weights.sum()
+    if kernels is None:
+        dist = route_marginal(cf, X, trees, rules.right_probability, absent)
+        return sum_in_order(dist) / len(trees)
+    return kernels.marginal_proba(cf, X, trees, rules.kernel_tables(), absent)
+
+
+def resolved_leaves(kernels, cf, X, trees, rules: Strategy | None) -> np.ndarray:
+    """Leaves of ``X``, missing values resolved by ``rules`` (``None``: learned direction)."""
+    if kernels is None:
+        return route_leaves(cf, X, trees, None if rules is None else rules.resolver)
+    return kernels.route_leaves(cf, X, trees, rules)
+
+
+def sum_in_order(dist: np.ndarray) -> np.ndarray:
+    """Sum per-tree distributions tree after tree (scikit-learn's order)."""
+    total = np.zeros(dist.shape[1:])
+    for t in range(dist.shape[0]):
+        total += dist[t]
+    return total

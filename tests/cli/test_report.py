@@ -1,0 +1,183 @@
+"""``fedforest report``: report.md and figures from a job's results.json, old and new."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedforest.cli import main
+from fedforest.cli.report import REPORT_COMMAND
+from fedforest.metrics import calibration_bins, score_all
+from fedforest.outputs import MARKER
+
+#: The demo job's results.json as fedforest wrote it before calibration (no format/version).
+DEMO = Path(__file__).resolve().parent / "data" / "demo_results.json"
+PNG = b"\x89PNG\r\n\x1a\n"
+CALIBRATED = ("brier", "log_loss", "ece")
+
+
+def links(report: Path) -> list[str]:
+    return re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report.read_text(encoding="utf-8"))
+
+
+def assert_png(path: Path) -> None:
+    assert path.is_file(), path
+    data = path.read_bytes()
+    assert len(data) > 1000 and data[:8] == PNG, path
+
+
+def with_calibration(data: dict) -> dict:
+    """The demo results with the rows a calibrating job writes: scores, method, bins, choice."""
+    data = copy.deepcopy(data)
+    rng = np.random.default_rng(3)
+    methods = ("none", "prior", "sigmoid", "isotonic")
+    for s, per in enumerate(data["metrics"].values()):
+        risk = rng.uniform(0, 1, 250)
+        y = (rng.uniform(0, 1, 250) < risk).astype(int)
+        for k, row in enumerate(per.values()):
+            p = np.clip(0.5 + (0.6 + 0.1 * k) * (risk - 0.5) + rng.normal(0, 0.05, 250), 0, 1)
+            proba = np.c_[1 - p, p]
+            row.update(score_all(y, proba, [0, 1], CALIBRATED))
+            row["calibration"] = methods[(s + k) % 4]
+            row["bins"] = calibration_bins(y, proba, [0, 1])
+        per["auto"]["chosen_calibration"] = per["auto"]["calibration"]
+        per["auto"]["runner_up"] = (
+            {"strategy": "mp", "calibration": "sigmoid", "score": 0.4812} if s else None
+        )
+    return json.loads(json.dumps(data))  # plain JSON, as the job writes it
+
+
+@pytest.fixture()
+def old_results(tmp_path) -> Path:
+    path = tmp_path / "run" / "results.json"
+    path.parent.mkdir()
+    path.write_text(DEMO.read_text())
+    return path
+
+
+@pytest.fixture()
+def new_results(tmp_path) -> Path:
+    path = tmp_path / "run" / "results.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(with_calibration(json.loads(DEMO.read_text())), indent=2))
+    return path
+
+
+def test_results_with_calibration_get_diagrams_tables_and_the_chart(new_results, capsys):
+    assert main(["report", str(new_results)]) == 0
+    out = new_results.parent / "report"
+    assert capsys.readouterr().out.strip() == f"report: {out / 'report.md'}"
+    report = out / "report.md"
+    text = report.read_text(encoding="utf-8")
+    assert text.startswith("# fedforest job `fedforest-demo`: finished")  # render_report's text
+    assert "## Calibration" in text and "Missing:" not in text
+    expected = {f"reliability-site-{i}.png" for i in (1, 2, 3)} | {"strategies-by-site.png"}
+    assert set(links(report)) == expected
+    for name in expected:
+        assert_png(out / name)
+    assert "| strategy | calibration | Brier | log-loss | ECE |" in text
+    assert re.search(r"\| auto → local \| \w+ \| \S+ \| \S+ \| \S+ \|", text)
+    assert "Runner-up: `mp` with `sigmoid` calibration (validation score 0.4812)" in text
+    assert "No runner-up" in text  # site-1's auto had a single candidate
+    site_1 = text.split("## Calibration")[1].split("### site-1")[1].split("###")[0]
+    assert site_1.count("**") >= 2 * 3  # the best of each score is in bold (ties too)
+    assert "No Brier" not in text
+    assert (
+        (out / MARKER).read_text().startswith(f"fedforest output folder, made by: {REPORT_COMMAND}")
+    )
+
+
+def test_old_results_without_calibration_get_the_chart_and_say_what_is_missing(
+    old_results, tmp_path, capsys
+):
+    out = tmp_path / "figures"
+    assert main(["report", str(old_results), "--out", str(out)]) == 0
+    assert str(out / "report.md") in capsys.readouterr().out
+    report = out / "report.md"
+    text = report.read_text(encoding="utf-8")
+    assert links(report) == ["strategies-by-site.png"]
+    assert_png(out / "strategies-by-site.png")
+    assert not list(out.glob("reliability-*.png"))
+    assert "the calibration bins: no reliability diagrams" in text
+    assert "the calibration metrics (Brier score, log-loss, ECE)" in text
+    assert "Deployed (`auto`): `local`." in text  # what the old file does say
+    assert "No Brier score in these results: the chart shows AUC only." in text
+    assert "### Mean over sites" in text  # the job's own report comes first
+
+
+def test_a_second_run_replaces_its_own_folder(new_results, capsys):
+    assert main(["report", str(new_results)]) == 0
+    assert main(["report", str(new_results)]) == 0
+    assert len(list((new_results.parent / "report").glob("*.png"))) == 4
+
+
+def test_a_folder_with_a_users_file_is_refused_and_left_alone(new_results, capsys):
+    out = new_results.parent / "report"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["report", str(new_results)]) == 1
+    err = capsys.readouterr().err
+    assert f"refusing to write into {out}" in err and "notes.txt" in err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    # the same in a folder `fedforest report` made, once a user's file is added to it
+    assert main(["report", str(new_results), "--out", str(out.parent / "r2")]) == 0
+    (out.parent / "r2" / "mine.csv").write_text("x")
+    assert main(["report", str(new_results), "--out", str(out.parent / "r2")]) == 1
+    assert "mine.csv" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is not a fedforest results.json: not JSON"),
+        (json.dumps([1, 2]), "expected a dict"),
+        (json.dumps({"jobs": "x"}), "unknown fields ['jobs']"),
+        (json.dumps({"format": "fedforest/results", "version": 99, "job": "x"}), "version 99"),
+    ],
+)
+def test_a_bad_results_file_is_refused_naming_it(tmp_path, capsys, content, message):
+    path = tmp_path / "results.json"
+    path.write_text(content)
+    assert main(["report", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert str(path) in err and message in err
+    assert not (tmp_path / "report").exists()  # refused before any folder is made
+
+
+def test_a_missing_file_is_refused_naming_it(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nope.json")]) == 1
+    assert f"no such results file: {tmp_path / 'nope.json'}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("change", "where", "message"),
+    [
+        (lambda p: p["mp"]["bins"]["observed"].__setitem__(0, 7), "['mp']['bins']", "'observed'"),
+        (lambda p: p["mp"].update(brier="low"), "['mp']", "'brier' is 'low'"),
+        (lambda p: p["auto"].update(runner_up="mp"), "['auto']", "'runner_up' is 'mp'"),
+    ],
+)
+def test_malformed_rows_are_refused_naming_the_file_site_and_strategy(
+    new_results, capsys, change, where, message
+):
+    data = json.loads(new_results.read_text())
+    change(data["metrics"]["site-2"])
+    new_results.write_text(json.dumps(data))
+    assert main(["report", str(new_results)]) == 1
+    err = capsys.readouterr().err
+    assert f"{new_results}: metrics['site-2']{where}" in err and message in err
+    assert not (new_results.parent / "report").exists()  # refused before any folder is made
+
+
+def test_a_failed_job_gets_its_report_and_no_figures(tmp_path, capsys):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"job": "j", "status": "failed", "error": "too few sites"}))
+    assert main(["report", str(path)]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "too few sites" in text and "no per-site metrics" in text
+    assert not list((tmp_path / "report").glob("*.png"))

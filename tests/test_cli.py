@@ -812,3 +812,27 @@ def test_experiment_partitions_and_site_files(tmp_path, capsys):
         assert exit_.value.code == 2
         err = capsys.readouterr().err
         assert f"argument {option}: " in err and message in err
+
+
+def test_experiment_calibration_pooling_weights_and_auto_metric(tmp_path, capsys):
+    import pandas as pd
+
+    out = tmp_path / "calibrated"
+    argv = ["experiment", "breast_cancer", "--sites", "3", "--jaccards", "0.5", "--reps", "1"]
+    argv += ["--trees", "3", "--methods", "local,mp,auto", "--metrics", "auc,brier"]
+    extra = ["--calibration", "sigmoid", "--pooling-weights", "rows", "--auto-metric", "auc"]
+    assert main([*argv, *extra, "--no-report", "--out", str(out)]) == 0
+    assert set(pd.read_csv(out / "results.csv")["metric"]) == {"auc", "brier"}
+    bins = pd.read_csv(out / "calibration.csv")
+    assert set(bins["method"]) == {"local", "mp", "auto"} and (bins["count"] > 0).all()
+    capsys.readouterr()
+    for bad, option, message in [
+        (["--calibration", "platt"], "--calibration", "'platt' is not allowed"),
+        (["--pooling-weights", "size"], "--pooling-weights", "'size' is not allowed"),
+        (["--auto-metric", "f1"], "--auto-metric", "'f1' is not allowed"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            main([*argv, *bad, "--out", str(tmp_path / "refused")])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument {option}: " in err and message in err

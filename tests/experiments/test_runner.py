@@ -464,9 +464,7 @@ def test_natural_sites_too_small_or_without_a_shared_column_are_refused(tmp_path
     base = dict(datasets=[], target="y", reps=1, metrics=["auc"], n_estimators=3)
     tiny = tmp_path / "tiny.csv"
     hosp0 = pd.read_csv(site_files[0])
-    pd.concat([hosp0[hosp0.y == 0].head(3), hosp0[hosp0.y == 1].head(37)]).to_csv(
-        tiny, index=False
-    )
+    pd.concat([hosp0[hosp0.y == 0].head(3), hosp0[hosp0.y == 1].head(37)]).to_csv(tiny, index=False)
     plan = ExperimentPlan(site_files=[site_files[1], str(tiny)], methods=["local"], **base)
     with pytest.raises(ValueError, match=rf"site file {tiny}: class counts \{{0: 3, 1: 37\}}; "):
         run_experiment(plan)
@@ -504,5 +502,115 @@ def test_bad_partitions_and_site_file_plans(change, message):
     plan = ExperimentPlan(datasets=["wine"], reps=1)
     for key, value in change.items():
         setattr(plan, key, value)
+    with pytest.raises(ValueError, match=message):
+        plan.validate()
+
+
+# ------------------------------------------------------ calibration and pooling weights
+def test_calibration_bins_are_written_beside_the_results_when_asked(tmp_path):
+    from fedforest.experiments.calibration_figures import CALIBRATION_COLUMNS, read_calibration
+
+    base = dict(
+        datasets=["breast_cancer"],
+        n_sites=[3],
+        jaccards=[0.5],
+        reps=2,
+        methods=["local", "mp", "auto"],
+        n_estimators=5,
+    )
+    # the paper's metrics and no calibration: no calibration.csv
+    run_experiment(ExperimentPlan(**base, metrics=["auc"]), tmp_path / "plain")
+    assert not (tmp_path / "plain" / "calibration.csv").exists()
+    for name, extra in (
+        ("metric", dict(metrics=["auc", "brier"])),
+        ("calibrated", dict(metrics=["auc"], calibration="sigmoid")),
+    ):
+        out = tmp_path / name
+        tidy = run_experiment(ExperimentPlan(**base, **extra), out)
+        bins = read_calibration(out / "calibration.csv")
+        assert list(bins.columns) == list(CALIBRATION_COLUMNS)
+        assert set(bins["method"]) == {"local", "mp", "auto"}
+        assert set(bins["site"]) == {"site-1", "site-2", "site-3"}
+        assert (bins["count"] > 0).all() and bins["bin"].between(0, 9).all()
+        assert bins["predicted"].between(0, 1).all() and bins["observed"].between(0, 1).all()
+        # every method's bins at a site hold that site's test rows
+        counts = bins.groupby(["rep", "site", "method"])["count"].sum()
+        assert len(counts) == 2 * 3 * 3
+        assert (counts.groupby(["rep", "site"]).nunique() == 1).all()
+        assert set(tidy["metric"]) == set(extra["metrics"])
+        header = (out / "calibration.csv").read_text().splitlines()[0]
+        assert header == ",".join(CALIBRATION_COLUMNS)
+
+
+def test_calibration_and_pooling_weights_reach_the_evaluation(wine, monkeypatch):
+    from fedforest.experiments import runner
+
+    seen = []
+    real_eval = runner.evaluate_strategies
+
+    def evaluate(*args, **kw):
+        seen.append(kw)
+        return real_eval(*args, **kw)
+
+    monkeypatch.setattr(runner, "evaluate_strategies", evaluate)
+    trained = {}
+    real_fit = runner.fit_site_models
+
+    def fit(site, X_tr, y_tr, *args, **kw):
+        trained[site] = len(X_tr)
+        return real_fit(site, X_tr, y_tr, *args, **kw)
+
+    monkeypatch.setattr(runner, "fit_site_models", fit)
+    run_repetition(wine, 3, 0.7, 0, ["mp"], ["auc"], n_estimators=3)
+    assert seen[-1]["calibration"] == "none" and seen[-1]["owner_weights"] is None
+    assert "auto_metric" not in seen[-1] and seen[-1]["X_val"] is None
+    seen.clear()
+    rows = run_repetition(
+        wine,
+        3,
+        0.7,
+        0,
+        ["mp", "auto"],
+        ["auc", "log_loss"],
+        n_estimators=3,
+        calibration="isotonic",
+        pooling_weights="rows",
+        auto_metric="brier",
+    )
+    assert len(seen) == 3
+    for kw in seen:
+        assert kw["calibration"] == "isotonic" and kw["auto_metric"] == "brier"
+        assert kw["owner_weights"] == {site: float(n) for site, n in trained.items()}
+        assert kw["X_val"] is not None  # calibration is fitted on validation rows
+    assert np.isfinite([r["value"] for r in rows]).all()
+    # calibration alone holds validation rows out, as a validation method does
+    seen.clear()
+    run_repetition(wine, 3, 0.7, 0, ["mp"], ["auc"], n_estimators=3, calibration="prior")
+    assert all(kw["X_val"] is not None for kw in seen)
+
+
+def test_rows_pooling_weights_change_the_pooled_vote_only_when_sites_differ_in_size():
+    cancer = load_table("breast_cancer")
+
+    def mp(weights, partition="quantity", alpha=0.3):
+        rows = run_repetition(
+            cancer, 3, 0.5, 1, ["mp"], ["auc", "brier"], n_estimators=5,
+            partition=partition, alpha=alpha, pooling_weights=weights,
+        )  # fmt: skip
+        return [r["value"] for r in rows]
+
+    assert mp("equal") != mp("rows")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(calibration="platt"), "calibration='platt' must be one of none, prior"),
+        (dict(pooling_weights="size"), "pooling_weights='size' must be one of equal, rows"),
+        (dict(auto_metric="f1"), "auto_metric='f1' must be one of"),
+    ],
+)
+def test_bad_calibration_plans(change, message):
+    plan = ExperimentPlan(datasets=["wine"], reps=1, **change)
     with pytest.raises(ValueError, match=message):
         plan.validate()

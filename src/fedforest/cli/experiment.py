@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 
-from ..vocabulary import METRICS, VOTING
+from ..vocabulary import (
+    AUTO_METRICS,
+    CALIBRATIONS,
+    DEFAULT_AUTO_METRIC,
+    METRICS,
+    POOLING_WEIGHTS,
+    VOTING,
+)
 from .options import MAX_TREES, choice, integer, listed, name, number
 
 
@@ -73,6 +80,9 @@ def _experiment(args: argparse.Namespace) -> int:
         alphas=args.alphas or [],
         site_files=list(args.site_files or []),
         name=args.name,
+        calibration=args.calibration,
+        pooling_weights=args.pooling_weights,
+        auto_metric=args.auto_metric,
     )
     out = Path(args.out)
     # progress lines (one per finished scenario) show even without --verbose
@@ -165,7 +175,34 @@ def add_parser(sub) -> None:
         help="share of each site's rows held out for validation when wmp or auto is scored "
         f"(default {VALIDATION_FRACTION})",
     )
-    p.add_argument("--metrics", type=listed(choice(METRICS), "metrics"), default="auprc,auc,mcc")
+    p.add_argument(
+        "--metrics",
+        type=listed(choice(METRICS), "metrics"),
+        default="auprc,auc,mcc",
+        help="metrics to score, comma-separated (default auprc,auc,mcc, the paper's; also "
+        "accuracy and the lower-is-better brier, log_loss, ece); with brier, log_loss or ece "
+        "the reliability bins are written to calibration.csv",
+    )
+    p.add_argument(
+        "--calibration",
+        type=choice(CALIBRATIONS),
+        default="none",
+        help="calibration of every method's probabilities, fitted on each site's validation "
+        "rows (held out as for wmp and auto): none (default), prior, sigmoid, isotonic or auto; "
+        "other than none also writes calibration.csv",
+    )
+    p.add_argument(
+        "--pooling-weights",
+        type=choice(POOLING_WEIGHTS),
+        default="equal",
+        help="weight of each site's trees in the pooled vote: equal (default, the paper's) or "
+        "rows (each site's training rows)",
+    )
+    p.add_argument(
+        "--auto-metric",
+        type=choice(AUTO_METRICS),
+        help=f"the validation metric auto chooses by (default {DEFAULT_AUTO_METRIC})",
+    )
     p.add_argument(
         "--voting",
         default="soft",

@@ -16,15 +16,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..vocabulary import VALIDATION_METHODS
-
-if TYPE_CHECKING:
-    from .sites import NaturalSites
+from .partition import pairwise_jaccard
 
 
 def code_categoricals(frame: pd.DataFrame, categorical: Sequence[str] = ()) -> list[str]:
@@ -47,6 +44,35 @@ def code_categoricals(frame: pd.DataFrame, categorical: Sequence[str] = ()) -> l
             if col not in cats:
                 cats.append(col)
     return cats
+
+
+@dataclass
+class NaturalSites:
+    """Where each natural site's data sits in its :class:`Dataset`.
+
+    Attributes
+    ----------
+    rows : dict of str to numpy.ndarray
+        Site name (file stem) -> row positions in ``Dataset.X``.
+    columns : dict of str to list of str
+        Site name -> the feature columns of its file, in the union's order.
+    files : dict of str to str
+        Site name -> the file it was read from.
+    """
+
+    rows: dict[str, np.ndarray]
+    columns: dict[str, list[str]]
+    files: dict[str, str]
+
+    @property
+    def names(self) -> list[str]:
+        """The site names, in file order."""
+        return list(self.rows)
+
+    @property
+    def jaccard(self) -> float:
+        """Mean pairwise Jaccard similarity of the sites' feature sets, to 3 decimals."""
+        return round(pairwise_jaccard(self.columns.values()), 3)
 
 
 @dataclass

@@ -40,8 +40,19 @@ import pandas as pd
 from .. import outputs
 from ..federation.evaluation import evaluate_strategies
 from ..federation.splits import split_validation
-from ..federation.training import fit_site_models, pool_site_models
-from ..vocabulary import EXPERIMENT_METHODS, METRICS, PAPER_METHODS, VALIDATION_METHODS, VOTING
+from ..federation.training import fit_site_models, owner_weights, pool_site_models
+from ..vocabulary import (
+    AUTO_METRICS,
+    CALIBRATION_METRICS,
+    CALIBRATIONS,
+    EXPERIMENT_METHODS,
+    METRICS,
+    PAPER_METHODS,
+    POOLING_WEIGHTS,
+    VALIDATION_METHODS,
+    VOTING,
+)
+from .calibration_figures import CALIBRATION_COLUMNS
 from .datasets import (
     TEST_FRACTION,
     VALIDATION_FRACTION,
@@ -50,6 +61,7 @@ from .datasets import (
     class_floor,
     load_table,
 )
+from .markdown import CALIBRATION_FILE
 from .partition import split_table
 from .sites import load_site_files
 from .skew import PARTITIONS, scenario_name, skewed_table
@@ -78,10 +90,14 @@ class Repetition:
     splits : dict
         ``site -> (X_test, y_test, X_val, y_val)``; the validation parts are
         ``None`` without validation rows.
+    train_rows : dict
+        ``site -> rows its forests were trained on`` (the pooling weights of
+        ``pooling_weights="rows"``).
     """
 
     pooled: object
     splits: dict
+    train_rows: dict = field(default_factory=dict)
 
 
 def prepare_repetition(
@@ -115,7 +131,7 @@ def prepare_repetition(
     imputer_cv = 3 if any(k > 1 for k in held) else None
     categories = data.categories
     forest_params = {"n_estimators": n_estimators}
-    splits, models = {}, {}
+    splits, models, train_rows = {}, {}, {}
     for k, site in enumerate(sites):
         t = tables[site]
         X_tr, X_te, y_tr, y_te = split_validation(
@@ -127,6 +143,7 @@ def prepare_repetition(
                 X_tr, y_tr, validation_fraction / (1 - test_fraction), rep
             )
         splits[site] = (X_te, y_te, X_val, y_val)
+        train_rows[site] = len(X_tr)
         models[site] = fit_site_models(
             site,
             X_tr,
@@ -139,7 +156,7 @@ def prepare_repetition(
             intersection_columns=shared if intersection and shared else None,
             imputer_cv=imputer_cv,
         )
-    return Repetition(pool_site_models(list(models.values())), splits)
+    return Repetition(pool_site_models(list(models.values())), splits, train_rows)
 
 
 def site_tables(
@@ -187,18 +204,29 @@ def run_repetition(
     validation_fraction: float = VALIDATION_FRACTION,
     partition: str = "jaccard",
     alpha: float | None = None,
+    calibration: str = "none",
+    pooling_weights: str = "equal",
+    auto_metric: str | None = None,
+    calibration_rows: list | None = None,
 ) -> list[dict]:
     """One repetition of one scenario; tidy rows (one per site, method and metric).
 
     When ``methods`` include one of :data:`~fedforest.vocabulary.VALIDATION_METHODS`,
-    each site splits ``validation_fraction`` of its rows off its training rows
-    (as a job's site does) and every forest is trained without them. A skewed
+    or ``calibration`` is not ``"none"`` (every strategy's calibrator is fitted
+    on validation rows), each site splits ``validation_fraction`` of its rows
+    off its training rows (as a job's site does) and every forest is trained
+    without them. ``calibration``, ``pooling_weights`` (``"rows"``: each site's
+    trees weighted by its training rows, :func:`~fedforest.federation.training.owner_weights`)
+    and ``auto_metric`` (``None``: ``evaluate_strategies``' default) go to
+    :func:`~fedforest.federation.evaluation.evaluate_strategies`. With
+    ``calibration_rows`` (a list), each scored row's non-empty calibration bins
+    are appended to it as :data:`CALIBRATION_COLUMNS` dicts. A skewed
     ``partition`` names the rows' dataset ``<name>@<partition>-<alpha>``
     (:func:`~.skew.scenario_name`); natural sites' rows carry ``n_sites`` and
     ``jaccard`` as given (the caller passes the number of files and their
     realised overlap).
     """
-    want_val = any(m in VALIDATION_METHODS for m in methods)
+    want_val = needs_validation(methods, calibration)
     prepared = prepare_repetition(
         data,
         n_sites,
@@ -217,6 +245,8 @@ def run_repetition(
     forest, imputers = pooled.forest, pooled.imputers
     feature_std, intersection = pooled.feature_std, pooled.intersection
     classes = np.unique(data.y)
+    weights = owner_weights(pooling_weights, prepared.train_rows)
+    options = {} if auto_metric is None else {"auto_metric": auto_metric}
     rows = []
     for site in sites:
         X_te, y_te, X_val, y_val = splits[site]
@@ -236,16 +266,19 @@ def run_repetition(
             X_val=X_val,
             y_val=y_val,
             random_state=rep,
+            calibration=calibration,
+            owner_weights=weights,
+            **options,
         )
+        key = {"dataset": dataset, "n_sites": n_sites, "jaccard": jaccard, "rep": rep}
         for method, row in scores.items():
+            if calibration_rows is not None and row.get("bins"):
+                calibration_rows.extend(_bin_rows(key, site, method, row["bins"]))
             for metric in metrics:
                 value = row[metric]
                 rows.append(
                     {
-                        "dataset": dataset,
-                        "n_sites": n_sites,
-                        "jaccard": jaccard,
-                        "rep": rep,
+                        **key,
                         "site": site,
                         "method": method,
                         "metric": metric,
@@ -253,6 +286,37 @@ def run_repetition(
                     }
                 )
     return rows
+
+
+def needs_validation(methods: Sequence[str], calibration: str = "none") -> bool:
+    """Whether the sites hold out validation rows: a method fitted on them, or calibration."""
+    return calibration != "none" or any(m in VALIDATION_METHODS for m in methods)
+
+
+def writes_calibration(metrics: Sequence[str], calibration: str = "none") -> bool:
+    """Whether an experiment writes ``calibration.csv``: a calibration metric
+    (:data:`~fedforest.vocabulary.CALIBRATION_METRICS`) is scored or ``calibration``
+    is not ``"none"``."""
+    return calibration != "none" or any(m in CALIBRATION_METRICS for m in metrics)
+
+
+def _bin_rows(key: dict, site: str, method: str, bins: dict) -> list[dict]:
+    """One :data:`CALIBRATION_COLUMNS` row per non-empty bin of a scored row."""
+    return [
+        {
+            **key,
+            "site": site,
+            "method": method,
+            "bin": b,
+            "count": count,
+            "predicted": p,
+            "observed": o,
+        }
+        for b, (count, p, o) in enumerate(
+            zip(bins["count"], bins["predicted"], bins["observed"], strict=True)
+        )
+        if count
+    ]
 
 
 @dataclass
@@ -286,6 +350,9 @@ class ExperimentPlan:
     alphas: list[float] = field(default_factory=list)
     site_files: list[str] = field(default_factory=list)
     name: str | None = None
+    calibration: str = "none"
+    pooling_weights: str = "equal"
+    auto_metric: str | None = None
 
     def validate(self) -> None:
         if self.site_files:
@@ -321,6 +388,19 @@ class ExperimentPlan:
             raise ValueError(f"alphas={self.alphas} must be finite numbers > 0")
         if len(set(self.alphas)) != len(self.alphas):
             raise ValueError(f"alphas={self.alphas} repeat a value")
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(
+                f"calibration={self.calibration!r} must be one of {', '.join(CALIBRATIONS)}"
+            )
+        if self.pooling_weights not in POOLING_WEIGHTS:
+            raise ValueError(
+                f"pooling_weights={self.pooling_weights!r} must be one of "
+                f"{', '.join(POOLING_WEIGHTS)}"
+            )
+        if self.auto_metric is not None and self.auto_metric not in AUTO_METRICS:
+            raise ValueError(
+                f"auto_metric={self.auto_metric!r} must be one of {', '.join(AUTO_METRICS)}"
+            )
         bad = [m for m in self.methods if m not in ALL_METHODS]
         if bad:
             raise ValueError(f"methods {bad} are not among {list(ALL_METHODS)}")
@@ -371,8 +451,10 @@ def _init_worker() -> None:
 
 
 def _task(args):
+    """One repetition's tidy rows and its calibration rows (``None`` when not written)."""
     data, n_sites, jaccard, alpha, rep, plan = args
-    return run_repetition(
+    bins = [] if writes_calibration(plan.metrics, plan.calibration) else None
+    rows = run_repetition(
         data,
         n_sites,
         jaccard,
@@ -385,7 +467,12 @@ def _task(args):
         validation_fraction=plan.validation_fraction,
         partition=plan.partition,
         alpha=alpha,
+        calibration=plan.calibration,
+        pooling_weights=plan.pooling_weights,
+        auto_metric=plan.auto_metric,
+        calibration_rows=bins,
     )
+    return rows, bins
 
 
 def _scenarios(plan: ExperimentPlan, data: Dataset) -> list[tuple]:
@@ -401,6 +488,12 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
 
     With ``out_dir`` the tidy table is written to ``out_dir/results.csv`` as the
     batches finish (a long run can be followed, and survives interruption).
+    When a calibration metric (:data:`~fedforest.vocabulary.CALIBRATION_METRICS`)
+    is scored or ``plan.calibration`` is not ``"none"``
+    (:func:`writes_calibration`), ``out_dir/calibration.csv`` beside it gets
+    every scored row's reliability bins, one row per non-empty bin
+    (:data:`CALIBRATION_COLUMNS`; ``predicted`` and ``observed`` are the
+    bin's means), written the same way.
     ``out_dir`` must be new, empty or the folder of an earlier experiment that
     holds only what it wrote (``fedforest.outputs``); those files
     are cleared first. Progress is logged after every finished (dataset, N, J)
@@ -424,7 +517,7 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
             plan.n_sites,
             validation_fraction=(
                 plan.validation_fraction
-                if any(m in VALIDATION_METHODS for m in plan.methods)
+                if needs_validation(plan.methods, plan.calibration)
                 else None
             ),
             partition=plan.partition,
@@ -472,17 +565,28 @@ def _run_tasks(plan: ExperimentPlan, tasks: list, out_path) -> pd.DataFrame:
     """Run the repetitions (writing ``out_path`` as they finish); the sorted tidy table."""
     per_scenario = plan.reps
     total = len(tasks)
+    bins_path = None
     if out_path is not None:
         pd.DataFrame(columns=TIDY_COLUMNS).to_csv(out_path, index=False)
+        if writes_calibration(plan.metrics, plan.calibration):
+            bins_path = out_path.parent / CALIBRATION_FILE
+            pd.DataFrame(columns=list(CALIBRATION_COLUMNS)).to_csv(bins_path, index=False)
     rows: list[dict] = []
+    bin_rows: list[dict] = []
     done_per: dict[tuple, int] = {}
     start = time.monotonic()
 
     def collect(task, result) -> None:
+        result, bins = result
         rows.extend(result)
+        bin_rows.extend(bins or [])
         if out_path is not None:
             pd.DataFrame(result, columns=TIDY_COLUMNS).to_csv(
                 out_path, mode="a", header=False, index=False
+            )
+        if bins_path is not None:
+            pd.DataFrame(bins, columns=list(CALIBRATION_COLUMNS)).to_csv(
+                bins_path, mode="a", header=False, index=False
             )
         data, n_sites, jaccard, alpha = task[:4]
         name = (
@@ -520,6 +624,11 @@ def _run_tasks(plan: ExperimentPlan, tasks: list, out_path) -> pd.DataFrame:
     ).reset_index(drop=True)
     if out_path is not None:
         tidy.to_csv(out_path, index=False)
+    if bins_path is not None:
+        bins = pd.DataFrame(bin_rows, columns=list(CALIBRATION_COLUMNS))
+        bins.sort_values(list(CALIBRATION_COLUMNS[:7]), kind="stable").to_csv(
+            bins_path, index=False
+        )
     logger.info(
         "experiment finished in %.0f s (%.2f s per repetition)",
         time.monotonic() - start,

@@ -34,47 +34,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .datasets import Dataset, code_categoricals
-from .partition import pairwise_jaccard
+from .datasets import Dataset, NaturalSites, code_categoricals
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NaturalSites", "load_site_files"]
-
-
-@dataclass
-class NaturalSites:
-    """Where each natural site's data sits in its :class:`~.datasets.Dataset`.
-
-    Attributes
-    ----------
-    rows : dict of str to numpy.ndarray
-        Site name (file stem) -> row positions in ``Dataset.X``.
-    columns : dict of str to list of str
-        Site name -> the feature columns of its file, in the union's order.
-    files : dict of str to str
-        Site name -> the file it was read from.
-    """
-
-    rows: dict[str, np.ndarray]
-    columns: dict[str, list[str]]
-    files: dict[str, str]
-
-    @property
-    def names(self) -> list[str]:
-        """The site names, in file order."""
-        return list(self.rows)
-
-    @property
-    def jaccard(self) -> float:
-        """Mean pairwise Jaccard similarity of the sites' feature sets, to 3 decimals."""
-        return round(pairwise_jaccard(self.columns.values()), 3)
+__all__ = ["load_site_files"]
 
 
 def _read_site(path: Path, target: str) -> pd.DataFrame:
@@ -142,7 +111,7 @@ def load_site_files(
     Dataset
         ``X`` holds every file's rows (in file order) over the union of the
         columns (in order of first appearance), NaN where a site lacks a
-        column; ``sites`` (:class:`NaturalSites`) gives each site's rows,
+        column; ``sites`` (:class:`~.datasets.NaturalSites`) gives each site's rows,
         columns and file.
 
     Raises

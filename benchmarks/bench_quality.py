@@ -47,7 +47,7 @@ Usage::
         [--job-sites 10] [--job-rows 5000]
     python benchmarks/bench_quality.py --from-results benchmarks/results/quality_results.csv.gz \\
         [--job-sites 10]
-    python benchmarks/bench_quality.py --noniid [--noniid-reps 5] [--sites 3,6,10] [--trees 100]
+    python benchmarks/bench_quality.py --noniid [--noniid-reps 10] [--sites 3,6,10] [--trees 100]
     python benchmarks/bench_quality.py --noniid \\
         --from-results benchmarks/results/quality_noniid_results.csv.gz
 
@@ -217,8 +217,8 @@ def paired(a: pd.Series, b: pd.Series) -> dict:
 #: The non-iid scenarios (``--noniid``): a real table, overlap, skews and what is compared.
 NONIID_DATASET, NONIID_JACCARD = "breast_cancer", 0.5
 NONIID_ALPHAS, NONIID_BETA = (0.3, 1.0), 0.5
-#: Repetitions per non-iid scenario: 5 keep ``--noniid`` to about 7 minutes on 2 cores.
-NONIID_REPS = 5
+#: Repetitions per non-iid scenario (``--noniid`` takes about 8 minutes on 2 cores).
+NONIID_REPS = 10
 NONIID_METHODS = ("local", "intersection", "mp", "auto")
 NONIID_METRICS = ("auc", "brier", "log_loss", "accuracy")
 QUANTITY_METHODS = ("local", "mp", "auto")

@@ -177,6 +177,34 @@ def _bin_sums(y_true: np.ndarray, proba: np.ndarray, classes: np.ndarray, n_bins
     return target, count, total_p, total_hit
 
 
+#: Metrics that are a mean of per-row losses (:func:`row_losses`).
+ROW_LOSSES = ("brier", "log_loss")
+
+
+def row_losses(metric: str, y_true, proba, classes) -> np.ndarray:
+    """Each row's loss, whose mean is ``score(metric, ...)`` (``brier``, ``log_loss``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> row_losses("brier", [0, 1], np.array([[.9, .1], [.4, .6]]), [0, 1]).round(2)
+    array([0.01, 0.16])
+    """
+    y_true, classes = np.asarray(y_true), np.asarray(classes)
+    proba = np.asarray(proba, dtype=float)
+    onehot = (y_true[:, None] == classes[None, :]).astype(float)
+    if metric == "brier":
+        if classes.size == 2:
+            return (proba[:, 1] - onehot[:, 1]) ** 2
+        return np.sum((proba - onehot) ** 2, axis=1)
+    if metric == "log_loss":  # as scikit-learn's log_loss: clipped, rows renormalised
+        eps = np.finfo(proba.dtype).eps
+        clipped = np.clip(proba, eps, 1 - eps)
+        clipped /= clipped.sum(axis=1, keepdims=True)
+        return -np.log(np.sum(clipped * onehot, axis=1))
+    raise ValueError(f"metric={metric!r} is not a mean of row losses; one of {list(ROW_LOSSES)}")
+
+
 def is_better(metric: str, a: float, b: float) -> bool:
     """Whether score ``a`` is strictly better than ``b`` for ``metric``."""
     return a < b if metric in LOWER_IS_BETTER else a > b

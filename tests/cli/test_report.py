@@ -46,9 +46,8 @@ def with_calibration(data: dict) -> dict:
             row["calibration"] = methods[(s + k) % 4]
             row["bins"] = calibration_bins(y, proba, [0, 1])
         per["auto"]["chosen_calibration"] = per["auto"]["calibration"]
-        per["auto"]["runner_up"] = (
-            {"strategy": "mp", "calibration": "sigmoid", "score": 0.4812} if s else None
-        )
+        per["auto"]["runner_up"] = "mp" if s else None
+        per["auto"]["validation"] = {"mp": 0.4812, per["auto"].get("chosen", "mp"): 0.47}
     return json.loads(json.dumps(data))  # plain JSON, as the job writes it
 
 
@@ -82,7 +81,7 @@ def test_results_with_calibration_get_diagrams_tables_and_the_chart(new_results,
         assert_png(out / name)
     assert "| strategy | calibration | Brier | log-loss | ECE |" in text
     assert re.search(r"\| auto → local \| \w+ \| \S+ \| \S+ \| \S+ \|", text)
-    assert "Runner-up: `mp` with `sigmoid` calibration (validation score 0.4812)" in text
+    assert "Runner-up: `mp` (validation score 0.4812)" in text
     assert "No runner-up" in text  # site-1's auto had a single candidate
     site_1 = text.split("## Calibration")[1].split("### site-1")[1].split("###")[0]
     assert site_1.count("**") >= 2 * 3  # the best of each score is in bold (ties too)
@@ -159,7 +158,7 @@ def test_a_missing_file_is_refused_naming_it(tmp_path, capsys):
     [
         (lambda p: p["mp"]["bins"]["observed"].__setitem__(0, 7), "['mp']['bins']", "'observed'"),
         (lambda p: p["mp"].update(brier="low"), "['mp']", "'brier' is 'low'"),
-        (lambda p: p["auto"].update(runner_up="mp"), "['auto']", "'runner_up' is 'mp'"),
+        (lambda p: p["auto"].update(runner_up=5), "['auto']", "'runner_up' is 5"),
     ],
 )
 def test_malformed_rows_are_refused_naming_the_file_site_and_strategy(

@@ -125,7 +125,7 @@ def test_as_results_takes_either():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(version=RESULTS_VERSION + 1), "version 2 is not supported"),
+        (lambda d: d.update(version=RESULTS_VERSION + 1), "version 3 is not supported"),
         (lambda d: d.update(version=0), "field 'version' is 0"),
         (lambda d: d.update(version=True), "field 'version' is True"),
         (lambda d: d.update(format="fedforest/model"), "field 'format' is 'fedforest/model'"),

@@ -185,8 +185,12 @@ def test_report_md(job):
     assert "## Dropped sites" not in report and "**Error:**" not in report
     for strategy in JOB_STRATEGIES:
         assert f"| {strategy} |" in report or f"| {strategy} →" in report
-    chosen = job.metrics["site-1"]["strategies"]["auto"]["chosen"]
-    assert f"| auto → {chosen} |" in report
+    auto = job.metrics["site-1"]["strategies"]["auto"]
+    label = f"| auto → {auto['chosen']}"
+    if auto["chosen_calibration"] != "none":
+        label += f" + {auto['chosen_calibration']}"
+    assert f"{label} (runner-up {auto['runner_up']}) |" in report
+    assert "| strategy | AUPRC | AUC | MCC | accuracy | Brier | log-loss | ECE |" in report
     for site in SITES:  # wmp's row names the guess weight the site fitted
         weight = job.metrics[site]["strategies"]["wmp"]["guess_weight"]
         assert f"| wmp (guess weight {weight:g}) |" in report

@@ -366,12 +366,20 @@ def test_evaluate_returns_every_strategy_with_metrics_in_range(job):
             assert -1.0 <= row["mcc"] <= 1.0 and 0.0 <= row["accuracy"] <= 1.0
             assert row["rows"] == 75 and row["fallback_rows"] >= 0
             assert 0 < row["mean_trees_kept"] <= 60
+            assert 0.0 <= row["brier"] <= 1.0 and row["log_loss"] >= 0 and 0 <= row["ece"] <= 1
+            assert row["calibration"] in ("none", "prior", "sigmoid", "isotonic")
+            assert sum(row["bins"]["count"]) == 75 and row["bins"]["target"] == "1"
         assert out["strategies"]["local"]["mean_trees_kept"] == 20
         assert out["strategies"]["mp"]["mean_trees_kept"] == 60  # mp never discards
         auto = out["strategies"]["auto"]
-        assert auto["chosen"] in STRATEGIES
-        assert auto["chosen"] in auto["validation"]
-        assert auto["validation"][auto["chosen"]] == max(auto["validation"].values())
+        assert auto["chosen"] in (*STRATEGIES, "intersection")
+        assert auto["chosen"] in auto["validation"] and "intersection" in auto["validation"]
+        # the job's auto_metric is log-loss: the lowest cross-fitted validation score wins,
+        # or a preferred candidate within one standard error of it
+        assert job.config.auto_metric == "log_loss"
+        assert auto["validation"][auto["chosen"]] <= min(auto["validation"].values()) + 0.1
+        assert auto["runner_up"] in auto["validation"] and auto["runner_up"] != auto["chosen"]
+        assert auto["chosen_calibration"] == out["strategies"][auto["chosen"]]["calibration"]
 
 
 def test_mp_beats_the_intersection_baseline(job):
@@ -835,3 +843,36 @@ def test_a_level_named_like_the_rare_group_stops_the_site_at_start(tmp_path):
     msg = str(info.value)
     assert msg.startswith(f"{runner.config.source}: data file {runner.config.data_path}: ")
     assert "already has a level '(other)'" in msg and "allowed: no level named like" in msg
+
+
+@pytest.mark.parametrize("own", ["none", "prior"])
+def test_a_sites_own_calibration_replaces_the_jobs(job, own):
+    import dataclasses
+
+    runner = job.runners["site-2"]
+    config = runner.config
+    try:
+        runner.config = dataclasses.replace(config, calibration=own)
+        out = runner.evaluate(copy.deepcopy(job.model), ["mp", "local", "auto"], calibration="auto")
+    finally:
+        runner.config = config
+    assert {row["calibration"] for row in out["strategies"].values()} == {own}
+    assert out["strategies"]["auto"]["chosen_calibration"] == own
+
+
+def test_rows_pooling_weights_reach_the_sites_with_the_model(job):
+    import dataclasses
+
+    server = JobServer(
+        dataclasses.replace(job.config, pooling_weights="rows"),
+        schema=job.server.schema,
+        election=job.server.election,
+    )
+    model = server.pool(copy.deepcopy(job.trained), want_intersection=True)
+    rows = {s: int(job.trained[s]["n_rows"]) for s in SITES}
+    assert model["settings"]["owner_weights"] == {s: float(n) for s, n in rows.items()}
+    assert "owner_weights" not in job.model["settings"]  # equal: every tree one vote
+    weighted = job.runners["site-1"].evaluate(model, ["mp"], calibration="none")
+    equal = job.runners["site-1"].evaluate(copy.deepcopy(job.model), ["mp"], calibration="none")
+    if len(set(rows.values())) > 1:
+        assert weighted["strategies"]["mp"]["log_loss"] != equal["strategies"]["mp"]["log_loss"]

@@ -24,6 +24,11 @@ from make_demo_data import make_demo_data  # noqa: E402
 DEMO_RUNS = "flare-demo-runs"
 
 
+#: Job overrides for runs that test failures, not calibration: the demo job's calibration
+#: (auto) is run by the shared demo runs and POC; other runs skip its cost.
+UNCALIBRATED = {"calibration": "none"}
+
+
 def write_configs(
     folder: Path, rows: int = 400, copies: dict[str, str] | None = None, **job_overrides
 ) -> Path:

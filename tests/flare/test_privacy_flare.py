@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from flare_setup import write_configs
+from flare_setup import UNCALIBRATED, write_configs
 from nvflare.apis.fl_constant import FilterKey, FLContextKey, ReservedKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
@@ -69,7 +69,11 @@ def run(tmp_path_factory):
     """One simulator run; the results, the payloads the server received, and the folders."""
     tmp = tmp_path_factory.mktemp("privacy")
     configs = write_configs(
-        tmp, rows=200, forest={"n_estimators": 8}, election={"auto_tune": False}
+        tmp,
+        rows=200,
+        forest={"n_estimators": 8},
+        election={"auto_tune": False},
+        evaluation=UNCALIBRATED,
     )
     # a rare level at site-2 (8 rows of 200), which min_level_rows: 30 must hide
     site2 = yaml.safe_load((configs / "site-2.yaml").read_text())

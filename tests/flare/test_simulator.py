@@ -13,7 +13,7 @@ from faulty_executors import (
     MalformedTreeExecutor,
     SlowExecutor,
 )
-from flare_setup import DEMO_RUNS, write_configs
+from flare_setup import DEMO_RUNS, UNCALIBRATED, write_configs
 
 from fedforest import protocol
 from fedforest.federation.config import JOB_STRATEGIES
@@ -50,6 +50,12 @@ def test_three_sites_with_different_columns(demo_server_run):
             assert -1.0 <= row["mcc"] <= 1.0 and 0 <= row["accuracy"] <= 1
             assert row["rows"] == results["test_rows"][site]
         assert per["auto"]["chosen"] in per
+        # the job's calibration (auto) ran at every site: each row says which method it used
+        assert all(
+            row["calibration"] in ("none", "prior", "sigmoid", "isotonic") for row in per.values()
+        )
+        assert all(sum(row["bins"]["count"]) == row["rows"] for row in per.values())
+        assert 0 <= per["mp"]["brier"] <= 1 and per["mp"]["log_loss"] > 0
         # node and wmp run in the job; wmp's weight is the site's own, fitted on its validation rows
         assert per["wmp"]["guess_weight"] in GUESS_WEIGHTS and "guess_weight" not in per["mp"]
     mean = {s: sum(results["metrics"][x][s]["auprc"] for x in SITES) / 3 for s in JOB_STRATEGIES}
@@ -65,6 +71,11 @@ def test_three_sites_with_different_columns(demo_server_run):
     for site in SITES:
         model = load_model(ws / site / "simulate_job" / "pooled_model.npz")
         assert model["forest"].n_trees == 90 and model["intersection"] is not None
+        # what the site deploys: auto's choice and its calibrator
+        auto = results["metrics"][site]["auto"]
+        assert model["deployment"]["site"] == site
+        assert model["deployment"]["strategy"] == auto["chosen"]
+        assert model["deployment"]["calibrator"].method == auto["chosen_calibration"]
         saved = json.loads((ws / site / "simulate_job" / "metrics.json").read_text())
         assert math.isclose(
             saved["strategies"]["mp"]["auprc"], results["metrics"][site]["mp"]["auprc"]
@@ -76,7 +87,7 @@ def test_three_sites_with_different_columns(demo_server_run):
 
 
 def test_a_site_failing_in_train_is_dropped_and_named(tmp_path):
-    configs = write_configs(tmp_path, election={"auto_tune": False})
+    configs = write_configs(tmp_path, election={"auto_tune": False}, evaluation=UNCALIBRATED)
     faulty = FailingTrainExecutor(site_config="fedforest_site.yaml")
     results, _, _ = run(configs, tmp_path, custom=[("site-2", faulty)])
     assert results["status"] == "finished"
@@ -87,7 +98,9 @@ def test_a_site_failing_in_train_is_dropped_and_named(tmp_path):
 
 
 def test_the_job_fails_clearly_below_min_sites(tmp_path):
-    configs = write_configs(tmp_path, job={"min_sites": 3}, election={"auto_tune": False})
+    configs = write_configs(
+        tmp_path, job={"min_sites": 3}, election={"auto_tune": False}, evaluation=UNCALIBRATED
+    )
     faulty = FailingTrainExecutor(site_config="fedforest_site.yaml")
     results, run_dir, _ = run(configs, tmp_path, custom=[("site-1", faulty)])
     assert results["status"] == "failed"
@@ -97,7 +110,7 @@ def test_the_job_fails_clearly_below_min_sites(tmp_path):
 
 
 def test_a_malformed_tree_payload_is_refused_and_never_used(tmp_path):
-    configs = write_configs(tmp_path, election={"auto_tune": False})
+    configs = write_configs(tmp_path, election={"auto_tune": False}, evaluation=UNCALIBRATED)
     bad = MalformedTreeExecutor(site_config="fedforest_site.yaml")
     results, _, _ = run(configs, tmp_path, custom=[("site-3", bad)])
     assert results["status"] == "finished"

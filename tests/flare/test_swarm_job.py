@@ -17,7 +17,7 @@ import json
 import pytest
 import yaml
 from faulty_executors import FailingTrainSwarmExecutor
-from flare_setup import DEMO_RUNS, Run, write_configs
+from flare_setup import DEMO_RUNS, UNCALIBRATED, Run, write_configs
 
 from fedforest import protocol
 
@@ -68,7 +68,7 @@ def faulty_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def below_min_sites_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("min_sites")
-    configs = write_configs(folder, job={"mode": "swarm", "min_sites": 3})
+    configs = write_configs(folder, job={"mode": "swarm", "min_sites": 3}, evaluation=UNCALIBRATED)
     return Run(folder, configs, custom=failing("site-3"), inspect=False)
 
 

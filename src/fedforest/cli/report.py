@@ -77,7 +77,7 @@ def check_rows(results, source: str = "results") -> None:
 
     Every score of :data:`~fedforest.vocabulary.METRICS` is a number or null,
     ``bins`` are calibration bins (:func:`~fedforest.experiments.calibration_figures.check_bins`)
-    and ``runner_up`` is null or a dict with ``strategy``, ``calibration`` and ``score``.
+    and ``runner_up`` is null or the name of a candidate.
     """
     from ..experiments.calibration_figures import check_bins
 
@@ -281,25 +281,21 @@ def _deployed(auto: Mapping, where: str) -> str:
     runner = _runner_up(auto, where)
     if runner is None:
         return text + " No runner-up: it was the only candidate with a validation score."
-    score = _number(runner, "score", f"{where}['runner_up']")
-    shown = "–" if score is None else f"{score:.4g}"
-    return (
-        text + f" Runner-up: `{runner['strategy']}` with `{runner['calibration']}` calibration "
-        f"(validation score {shown})."
-    )
+    validation = auto.get("validation")
+    score = validation.get(runner) if isinstance(validation, Mapping) else None
+    shown = f" (validation score {score:.4g})" if isinstance(score, (int, float)) else ""
+    return text + f" Runner-up: `{runner}`{shown}."
 
 
-def _runner_up(row: Mapping, where: str) -> Mapping | None:
+def _runner_up(row: Mapping, where: str) -> str | None:
     """A row's ``runner_up`` (``None`` when absent or null), checked."""
     runner = row.get("runner_up")
     if runner is None:
         return None
-    if not isinstance(runner, Mapping) or not {"strategy", "calibration", "score"} <= set(runner):
+    if not isinstance(runner, str) or not runner:
         raise ValueError(
-            f"{where}: 'runner_up' is {runner!r}, expected null or a dict with 'strategy', "
-            "'calibration' and 'score'"
+            f"{where}: 'runner_up' is {runner!r}, expected null or the name of a candidate"
         )
-    _number(runner, "score", f"{where}['runner_up']")
     return runner
 
 

@@ -32,8 +32,10 @@ from typing import Any
 
 #: The ``format`` of ``results.json``.
 RESULTS_FORMAT = "fedforest/results"
-#: The current version of ``results.json`` (1: ``format`` and ``version`` were added).
-RESULTS_VERSION = 1
+#: The current version of ``results.json`` (1: ``format`` and ``version`` were added;
+#: 2: each metric row may carry ``calibration`` and ``bins``, the ``auto`` row
+#: ``chosen_calibration`` and ``runner_up``, as site-metrics version 3 reports them).
+RESULTS_VERSION = 2
 #: The status of a job.
 STATUSES = ("finished", "failed")
 

@@ -21,6 +21,10 @@ strategy, with one of :data:`~fedforest.vocabulary.CALIBRATIONS`:
     the method with the lowest cross-fitted validation log-loss (ties: the
     simpler method, in :data:`~fedforest.vocabulary.CALIBRATION_METHODS` order).
 
+A sigmoid map whose slope would make a higher probability a lower risk (few
+validation rows can fit one) is not used: calibration never reverses the order
+of a site's risks.
+
 Scores of a calibrated variant are *cross-fitted*: the validation rows are cut
 into stratified folds, each fold is calibrated by a calibrator fitted on the
 other folds, and the score is taken over these out-of-fold probabilities. A
@@ -46,16 +50,18 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from ..metrics import best_first, score
+from ..metrics import best_first, row_losses, score
 from ..model.calibrator import Calibrator
 from ..vocabulary import CALIBRATION_METHODS, CALIBRATIONS
 
 logger = logging.getLogger(__name__)
 
 #: Folds of the cross-fitted validation scores (fewer when a class has fewer rows).
-CV_FOLDS = 5
-#: Validation rows of every class that ``sigmoid`` and ``isotonic`` need.
-MIN_CLASS_ROWS = 2
+CV_FOLDS = 3
+#: Validation rows of every class that ``sigmoid`` and ``isotonic`` need: a
+#: two-parameter map needs a few; a step function, many more (with fewer it
+#: fits the rows' noise).
+MIN_CLASS_ROWS = {"sigmoid": 2, "isotonic": 10}
 
 
 def check_calibration(value, where: str = "calibration") -> str:
@@ -237,12 +243,18 @@ def fit_calibration(
         if name == "prior" and train_prior is None:
             skipped[name] = "the training prior of the trees is not known"
             continue
-        if name in ("sigmoid", "isotonic") and min(counts.values()) < MIN_CLASS_ROWS:
+        if name in MIN_CLASS_ROWS and min(counts.values()) < MIN_CLASS_ROWS[name]:
             skipped[name] = (
-                f"it needs {MIN_CLASS_ROWS} validation rows of every class; class counts {counts}"
+                f"it needs {MIN_CLASS_ROWS[name]} validation rows of every class; class counts "
+                f"{counts}"
             )
             continue
         full = _fit_one(name, proba, y, classes, train_prior)
+        if name == "sigmoid" and np.any(full.params["a"] >= 0):
+            # p = expit(-(a f + b)) falls as f rises when a >= 0: few validation rows can
+            # fit such a map, which would turn the ranking upside down
+            skipped[name] = "the fitted map would reverse the order of the risks"
+            continue
         if name == "none":
             oof = proba
         elif folds is None:  # prior with a class of one row: scored on its own rows
@@ -260,18 +272,37 @@ def fit_calibration(
     if not results:
         results["none"] = (Calibrator("none", classes), proba)
     losses = {name: score("log_loss", y, oof, classes) for name, (_, oof) in results.items()}
-    order = {m: i for i, m in enumerate(CALIBRATION_METHODS)}
-    best = min(losses, key=lambda m: (losses[m], order[m]))
+    per_row = {name: row_losses("log_loss", y, oof, classes) for name, (_, oof) in results.items()}
+    best, _ = choose_variant(losses, "log_loss", CALIBRATION_METHODS, per_row)
     return CalibrationFit(results[best][0], results[best][1], losses, skipped)
 
 
 def choose_variant(
-    scores: Mapping[str, float], metric: str, preference: Sequence[str]
+    scores: Mapping[str, float],
+    metric: str,
+    preference: Sequence[str],
+    losses: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[str, str | None]:
-    """The best and the second-best candidate by ``metric`` (ties: ``preference`` order).
+    """The best candidate by ``metric`` and the runner-up (ties: ``preference`` order).
 
-    NaN scores never win. Returns ``(best, runner_up)``; ``runner_up`` is
-    ``None`` with one finite candidate.
+    NaN scores never win. With ``losses`` (each candidate's per-row losses on
+    the same validation rows, for a metric that is their mean: Brier,
+    log-loss), a candidate whose mean loss is within one standard error of the
+    paired difference from the lowest counts as tied with it: the validation
+    rows cannot tell them apart, and the first of the tied candidates in
+    ``preference`` wins. With few validation rows this keeps ``auto`` from
+    chasing noise among many candidates. The runner-up is the best-scoring
+    other candidate. Returns ``(best, runner_up)``; ``runner_up`` is ``None``
+    with one finite candidate.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> choose_variant({"mp": 0.50, "fpv": 0.40}, "log_loss", ["mp", "fpv"])
+    ('fpv', 'mp')
+    >>> noisy = {"mp": np.array([0.5, 0.5, 0.5, 0.5]), "fpv": np.array([0.1, 0.9, 0.1, 0.5])}
+    >>> choose_variant({"mp": 0.5, "fpv": 0.4}, "log_loss", ["mp", "fpv"], noisy)
+    ('mp', 'fpv')
     """
     finite = {k: v for k, v in scores.items() if not math.isnan(v)}
     if not finite:
@@ -280,4 +311,14 @@ def choose_variant(
         )
     rank = {s: i for i, s in enumerate(preference)}
     ordered = sorted(finite, key=lambda s: (best_first(metric, finite[s]), rank.get(s, len(rank))))
-    return ordered[0], (ordered[1] if len(ordered) > 1 else None)
+    best = ordered[0]
+    if losses is not None and len(ordered) > 1:
+        tied = [best]
+        for other in ordered[1:]:
+            diff = np.asarray(losses[other]) - np.asarray(losses[best])
+            se = diff.std(ddof=1) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+            if diff.mean() <= se:
+                tied.append(other)
+        best = min(tied, key=lambda s: rank.get(s, len(rank)))
+    others = [s for s in ordered if s != best]
+    return best, (others[0] if others else None)

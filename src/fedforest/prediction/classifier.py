@@ -294,6 +294,7 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
                 self.calibration,
                 self._training_prior,
                 self._seed(),
+                fit_for=lambda name: self._calibration_fit(X, y, name),
             )
             self.strategy_ = chosen.best
             self.runner_up_ = chosen.runner_up
@@ -321,17 +322,33 @@ class PooledForestClassifier(ClassifierMixin, BaseEstimator):
             self._validate(self.strategy)
             self.strategy_ = self.strategy
         if calibrate:
-            fit = fit_calibration(
-                self._predict_proba(X, self.strategy_)[0],
-                y,
-                self.classes_,
-                self.calibration,
-                self._training_prior(self.strategy_),
-                self._seed(),
-            )
+            fit = self._calibration_fit(X, y, self.strategy_)
             self.calibrator_ = fit.calibrator
             self.calibration_scores_ = fit.log_losses
         return self
+
+    def _calibration_fit(self, X, y, strategy: str):
+        """``strategy``'s calibration on the validation rows ``X``, ``y``.
+
+        Shared through the memo of :func:`~fedforest.federation.evaluation.evaluate_strategies`
+        (the same rows, settings and seed give the same fit), so ``auto`` reuses
+        what each strategy's own row fitted.
+        """
+        memo = getattr(self, "_memo", None)
+        key = ("calibration", id(X), id(y), strategy, self.calibration)
+        if memo is not None and key in memo:
+            return memo[key]
+        fit = fit_calibration(
+            self._predict_proba(X, strategy)[0],
+            y,
+            self.classes_,
+            self.calibration,
+            self._training_prior(strategy),
+            self._seed(),
+        )
+        if memo is not None:
+            memo[key] = fit
+        return fit
 
     def _seed(self) -> int:
         """The seed of the calibration folds (``random_state`` when an integer)."""

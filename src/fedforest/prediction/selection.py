@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..metrics import score
+from ..metrics import ROW_LOSSES, row_losses, score
 from ..vocabulary import AUTO_METRICS, FITTED_STRATEGIES, STRATEGIES, TREE_SELECTION
 from ..vocabulary import STRATEGY_PREFERENCE as PREFERENCE
 
@@ -150,6 +150,7 @@ def choose_calibrated(
     calibration: str = "none",
     train_prior: Callable[[str], np.ndarray] | None = None,
     random_state=0,
+    fit_for: Callable[[str], object] | None = None,
 ) -> Selection:
     """Score every candidate, calibrated as asked, on validation rows; keep the best.
 
@@ -175,6 +176,10 @@ def choose_calibrated(
         trained on (``prior`` calibration).
     random_state : int, default=0
         Seed of the cross-fitting folds.
+    fit_for : callable, optional
+        ``fit_for(candidate)`` gives the candidate's
+        :class:`~fedforest.prediction.calibration.CalibrationFit` when the
+        caller already has it (the same as the one fitted here would be).
 
     Returns
     -------
@@ -195,9 +200,12 @@ def choose_calibrated(
     scores: dict[str, float] = {}
     fits = {}
     for name in check_candidates(candidates):
-        proba = predict_proba(name)
-        prior = train_prior(name) if train_prior is not None else None
-        fit = fit_calibration(proba, y_val, classes, calibration, prior, random_state)
+        if fit_for is not None:
+            fit = fit_for(name)
+        else:
+            proba = predict_proba(name)
+            prior = train_prior(name) if train_prior is not None else None
+            fit = fit_calibration(proba, y_val, classes, calibration, prior, random_state)
         fits[name] = fit
         scores[name] = score(metric, y_val, fit.cross_fitted, classes)
         logger.info(
@@ -207,5 +215,8 @@ def choose_calibrated(
             metric,
             scores[name],
         )
-    best, runner_up = choose_variant(scores, metric, CANDIDATE_PREFERENCE)
+    losses = None
+    if metric in ROW_LOSSES:
+        losses = {n: row_losses(metric, y_val, f.cross_fitted, classes) for n, f in fits.items()}
+    best, runner_up = choose_variant(scores, metric, CANDIDATE_PREFERENCE, losses)
     return Selection(best, runner_up, scores, fits)

@@ -26,6 +26,20 @@ in one process with the job's own phase driver, as the FLARE controller runs
 it (``bench_scale.run_in_process``); reported: every strategy's AUPRC per site
 and its mean over the sites.
 
+With ``--noniid`` it runs only the non-iid sites instead, and adds them to
+the report of the last run (``quality.json`` and ``quality.md`` keep every
+other number): Dirichlet label skew (``--partition dirichlet``, alpha 0.3 and
+1) of breast_cancer over 3, 6 and 10 sites whose columns overlap by Jaccard
+0.5, ``--noniid-reps`` repetitions, methods ``local``, ``intersection``,
+``mp`` and ``auto`` uncalibrated and ``auto`` with ``--calibration auto``
+(the calibrated default), scored by AUC, Brier score, log-loss and accuracy;
+and Dirichlet quantity skew (beta 0.5) with the pooling weights ``equal`` and
+``rows`` for ``mp`` and ``auto``. Reported: mean ± standard deviation over the
+repetitions of the per-repetition site means (:func:`analyse_noniid`), and
+the calibrated ``auto`` minus ``local`` per repetition. Its tidy scores go to
+``<out>/quality_noniid_results.csv.gz`` (with a ``setting`` column), which
+``--noniid --from-results`` reads back.
+
 Usage::
 
     python benchmarks/bench_quality.py [--reps 20] [--sites 3,6,10] [--jaccards 0.3,0.7] \\
@@ -33,6 +47,9 @@ Usage::
         [--job-sites 10] [--job-rows 5000]
     python benchmarks/bench_quality.py --from-results benchmarks/results/quality_results.csv.gz \\
         [--job-sites 10]
+    python benchmarks/bench_quality.py --noniid [--noniid-reps 10] [--sites 3,6,10] [--trees 100]
+    python benchmarks/bench_quality.py --noniid \\
+        --from-results benchmarks/results/quality_noniid_results.csv.gz
 
 The default takes about 40 minutes on 2 cores (the job, about 3 of them).
 Writes ``<out>/quality.json``, ``<out>/quality.md``, ``<out>/quality_cd.png``
@@ -197,6 +214,182 @@ def paired(a: pd.Series, b: pd.Series) -> dict:
     }
 
 
+#: The non-iid scenarios (``--noniid``): a real table, overlap, skews and what is compared.
+NONIID_DATASET, NONIID_JACCARD = "breast_cancer", 0.5
+NONIID_ALPHAS, NONIID_BETA = (0.3, 1.0), 0.5
+#: Repetitions per non-iid scenario (``--noniid`` takes about 8 minutes on 2 cores).
+NONIID_REPS = 10
+NONIID_METHODS = ("local", "intersection", "mp", "auto")
+NONIID_METRICS = ("auc", "brier", "log_loss", "accuracy")
+QUANTITY_METHODS = ("local", "mp", "auto")
+#: Column of the label-skew tables -> (setting, method) it reads.
+LABEL_COLUMNS = {
+    "Local": ("dirichlet/none", "local"),
+    "Intersection": ("dirichlet/none", "intersection"),
+    "MP": ("dirichlet/none", "mp"),
+    "Auto": ("dirichlet/none", "auto"),
+    "Auto, calibrated": ("dirichlet/auto", "auto"),
+}
+#: Column of the quantity-skew tables -> (setting, method) it reads.
+QUANTITY_COLUMNS = {
+    "Local": ("quantity/equal", "local"),
+    "MP, equal": ("quantity/equal", "mp"),
+    "MP, rows": ("quantity/rows", "mp"),
+    "Auto, equal": ("quantity/equal", "auto"),
+    "Auto, rows": ("quantity/rows", "auto"),
+}
+#: The calibrated default against the site's own forest, repetition by repetition.
+DIFFERENCE = ("Auto, calibrated", "Local")
+
+
+def run_noniid(sites, reps, trees, n_jobs) -> pd.DataFrame:
+    """The tidy scores of the non-iid settings, with a ``setting`` column.
+
+    ``dirichlet/none`` and ``dirichlet/auto``: label skew, calibration none
+    and auto (``auto`` only: the calibrated default); ``quantity/equal`` and
+    ``quantity/rows``: quantity skew with either pooling weight. Every setting
+    holds out validation rows (``auto`` needs them), so the forests of one
+    repetition are the same in every setting of its skew.
+    """
+    common = dict(
+        datasets=[NONIID_DATASET],
+        n_sites=list(sites),
+        jaccards=[NONIID_JACCARD],
+        reps=reps,
+        metrics=list(NONIID_METRICS),
+        n_estimators=trees,
+        n_jobs=n_jobs,
+    )
+    label = dict(common, partition="dirichlet", alphas=list(NONIID_ALPHAS))
+    size = dict(common, partition="quantity", alphas=[NONIID_BETA], methods=list(QUANTITY_METHODS))
+    plans = {
+        "dirichlet/none": ExperimentPlan(**label, methods=list(NONIID_METHODS)),
+        "dirichlet/auto": ExperimentPlan(**label, methods=["auto"], calibration="auto"),
+        "quantity/equal": ExperimentPlan(**size, pooling_weights="equal"),
+        "quantity/rows": ExperimentPlan(**size, pooling_weights="rows"),
+    }
+    frames = []
+    for setting, plan in plans.items():
+        logger.info("non-iid setting %s", setting)
+        frames.append(run_experiment(plan).assign(setting=setting))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _skew_table(tidy: pd.DataFrame, columns: dict, difference=None) -> dict:
+    """Mean ± sd over repetitions (of the site means) per number of sites, concentration,
+    metric and column; with ``difference`` (two columns) also their per-repetition gap."""
+    wide = {}
+    for label, (setting, method) in columns.items():
+        part = tidy[(tidy["setting"] == setting) & (tidy["method"] == method)]
+        if part.empty:
+            continue
+        rep = per_repetition(part.drop(columns="setting"))
+        rep["concentration"] = rep["dataset"].str.rsplit("-", n=1).str[-1].astype(float)
+        wide[label] = rep.set_index(["n_sites", "concentration", "metric", "rep"])["value"]
+    if not wide:
+        return {"columns": [], "rows": []}
+    frame = pd.DataFrame(wide)
+    labels = list(frame.columns)
+    if difference and all(c in frame for c in difference):
+        frame["difference"] = frame[difference[0]] - frame[difference[1]]
+        labels.append("difference")
+    rows = []
+    for (n, conc), block in frame.groupby(level=["n_sites", "concentration"]):
+        values = {}
+        for metric, m_block in block.groupby(level="metric"):
+            values[metric] = {
+                label: [float(m_block[label].mean()), float(m_block[label].std(ddof=1))]
+                for label in labels
+            }
+        reps = int(block.index.get_level_values("rep").nunique())
+        rows.append({"n_sites": int(n), "concentration": conc, "reps": reps, "values": values})
+    return {"columns": labels, "rows": rows}
+
+
+def analyse_noniid(tidy: pd.DataFrame) -> dict:
+    """Mean ± sd tables of the non-iid settings (:func:`run_noniid`'s scores), plain values."""
+    return {
+        "label_skew": _skew_table(tidy, LABEL_COLUMNS, DIFFERENCE),
+        "quantity_skew": _skew_table(tidy, QUANTITY_COLUMNS),
+    }
+
+
+_NONIID_METRIC_NAMES = {
+    "auc": "AUC",
+    "brier": "Brier score (lower is better)",
+    "log_loss": "log-loss (lower is better)",
+    "accuracy": "accuracy",
+}
+
+
+def _mean_sd(mean, sd, signed: bool = False) -> str:
+    """``mean ± sd`` (``-`` for an undefined value, e.g. the sd of one repetition)."""
+    text = _f(mean) if not signed or _f(mean) == "-" else f"{mean:+.3f}"
+    return f"{text} ± {_f(sd)}"
+
+
+def _skew_markdown(table: dict, concentration: str, metrics) -> list[str]:
+    labels = table["columns"]
+    shown = [f"{DIFFERENCE[0]} − {DIFFERENCE[1]}" if c == "difference" else c for c in labels]
+    lines = []
+    for metric in metrics:
+        lines += [
+            f"{_NONIID_METRIC_NAMES.get(metric, metric)[:1].upper()}"
+            f"{_NONIID_METRIC_NAMES.get(metric, metric)[1:]}, mean ± sd over the "
+            "repetitions:",
+            "",
+            f"| sites | {concentration} | " + " | ".join(shown) + " |",
+            "|---|---" + "|---" * len(labels) + "|",
+        ]
+        for row in table["rows"]:
+            cells = row["values"].get(metric)
+            if cells is None:
+                continue
+            lines.append(
+                f"| {row['n_sites']} | {row['concentration']:g} | "
+                + " | ".join(_mean_sd(*cells[c], signed=c == "difference") for c in labels)
+                + " |"
+            )
+        lines.append("")
+    return lines
+
+
+NONIID_HEADING = "## Non-iid sites: label skew and calibrated risks"
+
+
+def render_noniid(result: dict) -> str:
+    """The non-iid sections of ``quality.md``."""
+    cfg = result["config"]
+    lines = [
+        NONIID_HEADING,
+        "",
+        f"`python benchmarks/bench_quality.py {cfg['command']}`: {cfg['dataset']} dealt over "
+        f"{cfg['sites']} sites with Dirichlet label skew (`--partition dirichlet`, alpha "
+        f"{', '.join(f'{a:g}' for a in cfg['alphas'])}; every site first gets the few rows of "
+        "every class it needs to be split), the columns overlapping by Jaccard "
+        f"{cfg['jaccard']:g}; {cfg['reps']} repetitions, {cfg['trees']} trees per site, 20% of "
+        "each site's rows held out for validation. Local, Intersection, MP and Auto are "
+        "uncalibrated (`--calibration none`); *Auto, calibrated* is the calibrated default "
+        "(`auto` with `--calibration auto`), on the same forests. The last column is that "
+        "minus Local, repetition by repetition. Each value is the mean over the sites of one "
+        f"repetition, then mean ± sd over the repetitions. Ran in {cfg['seconds']:.0f} s with "
+        f"{cfg['n_jobs']} processes.",
+        "",
+    ]
+    lines += _skew_markdown(result["label_skew"], "alpha", NONIID_METRICS)
+    lines += [
+        "## Non-iid sites: quantity skew and pooling weights",
+        "",
+        f"The same table and overlap, the site sizes drawn from Dirichlet(beta = "
+        f"{cfg['beta']:g}) (`--partition quantity`), each site with the table's class mix; "
+        "MP and Auto (uncalibrated) with every site's trees weighted equally "
+        "(`--pooling-weights equal`, the paper's) and by the site's training rows (`rows`).",
+        "",
+    ]
+    lines += _skew_markdown(result["quantity_skew"], "beta", NONIID_METRICS)
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def _f(x: float, digits: int = 3) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
@@ -297,7 +490,10 @@ def render(result: dict, config: dict) -> str:
             + " | ".join(cells)
             + " |"
         )
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    if result.get("noniid"):
+        text += "\n" + render_noniid(result["noniid"])
+    return text
 
 
 def _numbers(kind, text: str) -> list:
@@ -324,12 +520,23 @@ def main(argv=None) -> int:
         "again only when given)",
     )
     p.add_argument("--job-rows", type=int, default=5000, help="rows per site of the job run")
+    p.add_argument(
+        "--noniid",
+        action="store_true",
+        help="run (or, with --from-results, analyse) only the non-iid settings and add them to "
+        "the report in --out",
+    )
+    p.add_argument(
+        "--noniid-reps", type=int, default=NONIID_REPS, help="repetitions of each non-iid scenario"
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     # progress lines only: one per finished scenario, not one per site and strategy
     for name in ("fedforest.experiments.runner", logger.name):
         logging.getLogger(name).setLevel(logging.INFO)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.noniid:
+        return _noniid_main(args, argv)
     config = {
         "command": " ".join(["bench_quality.py", *(argv if argv is not None else sys.argv[1:])]),
         "datasets": args.datasets,
@@ -342,9 +549,11 @@ def main(argv=None) -> int:
     }
     scores = args.out / "quality_results.csv.gz"
     job = None
+    previous = args.out / "quality.json"
+    # the non-iid part of the report is kept: --noniid alone runs it again
+    noniid = json.loads(previous.read_text()).get("noniid") if previous.is_file() else None
     if args.from_results:
         tidy = pd.read_csv(args.from_results)
-        previous = args.out / "quality.json"
         if previous.is_file():  # keep the settings, time and job run of the run that made them
             before = json.loads(previous.read_text())
             config, job = before["config"], before.get("job")
@@ -361,6 +570,8 @@ def main(argv=None) -> int:
     result = analyse(tidy)
     if job:
         result["job"] = job
+    if noniid:
+        result["noniid"] = noniid
     with tempfile.TemporaryDirectory() as tmp:
         from fedforest.experiments.figures import plot_critical_difference
 
@@ -372,6 +583,52 @@ def main(argv=None) -> int:
     (args.out / "quality.md").write_text(render(result, config))
     logger.info("wrote %s", args.out / "quality.md")
     print(render(result, config))
+    return 0
+
+
+def _noniid_main(args, argv) -> int:
+    """``--noniid``: the non-iid settings, added to the report of the last run in ``--out``."""
+    report = args.out / "quality.json"
+    if not report.is_file():
+        sys.exit(
+            f"bench_quality.py: error: --noniid adds to the report of a full run, and {report} "
+            "does not exist; run the benchmark without --noniid first"
+        )
+    result = json.loads(report.read_text())
+    config = result.pop("config")
+    words = argv if argv is not None else sys.argv[1:]
+    cfg = {
+        "command": " ".join(words),
+        "dataset": NONIID_DATASET,
+        "jaccard": NONIID_JACCARD,
+        "sites": args.sites,
+        "alphas": list(NONIID_ALPHAS),
+        "beta": NONIID_BETA,
+        "reps": args.noniid_reps,
+        "trees": args.trees,
+        "n_jobs": args.n_jobs,
+        "seconds": 0.0,
+    }
+    if args.from_results:
+        tidy = pd.read_csv(args.from_results)
+        if result.get("noniid"):  # the settings and time of the run that made the scores
+            cfg = result["noniid"]["config"]
+    else:
+        start = time.monotonic()
+        tidy = run_noniid(args.sites, args.noniid_reps, args.trees, args.n_jobs)
+        cfg["seconds"] = time.monotonic() - start
+        tidy.to_csv(args.out / "quality_noniid_results.csv.gz", index=False)  # exact floats
+    result["noniid"] = {"config": cfg, **analyse_noniid(tidy)}
+    report.write_text(
+        json.dumps(_strict({"config": config, **result}), indent=2, default=_plain) + "\n"
+    )
+    # the full run's part of quality.md as it was written, then the non-iid sections anew
+    markdown = args.out / "quality.md"
+    text = markdown.read_text() if markdown.is_file() else render(result, config)
+    text = text.split(f"\n{NONIID_HEADING}")[0]
+    markdown.write_text(text + "\n" + render_noniid(result["noniid"]))
+    logger.info("wrote %s", markdown)
+    print(render_noniid(result["noniid"]))
     return 0
 
 

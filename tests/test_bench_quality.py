@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedforest.experiments.statistics import COLUMNS
 from fedforest.vocabulary import EXPERIMENT_METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,3 +195,81 @@ CONFIG = {
     "n_jobs": 1,
     "seconds": 1.0,
 }
+
+
+# ------------------------------------------------------------------ non-iid settings
+
+
+def test_noniid_settings_are_added_to_the_report_of_a_run(bench, tmp_path, capsys):
+    out = tmp_path / "results"
+    with pytest.raises(SystemExit, match="run the benchmark without --noniid first"):
+        bench.main(["--noniid", "--out", str(out)])
+    base = ["--reps", "2", "--sites", "3", "--jaccards", "0.7", "--datasets", "wine"]
+    assert bench.main([*base, "--trees", "3", "--n-jobs", "1", "--job-sites", "0"]
+                      + ["--out", str(out)]) == 0  # fmt: skip
+    before_md = (out / "quality.md").read_text()
+    before = json.loads((out / "quality.json").read_text())
+    capsys.readouterr()
+    argv = ["--noniid", "--noniid-reps", "2", "--sites", "3", "--trees", "3", "--n-jobs", "1"]
+    assert bench.main([*argv, "--out", str(out)]) == 0
+    saved = json.loads((out / "quality.json").read_text())
+    noniid = saved.pop("noniid")
+    assert saved == before  # every other number is kept
+    text = (out / "quality.md").read_text()
+    assert text.startswith(before_md)
+    assert "## Non-iid sites: label skew and calibrated risks" in text
+    assert "## Non-iid sites: quantity skew and pooling weights" in text
+    assert capsys.readouterr().out.strip() in text
+    label = noniid["label_skew"]
+    assert label["columns"] == [*bench.LABEL_COLUMNS, "difference"]
+    assert [(r["n_sites"], r["concentration"], r["reps"]) for r in label["rows"]] == [
+        (3, 0.3, 2),
+        (3, 1.0, 2),
+    ]
+    for row in label["rows"]:
+        assert set(row["values"]) == set(bench.NONIID_METRICS)
+        auc = row["values"]["auc"]
+        assert all(0 <= auc[c][0] <= 1 for c in bench.LABEL_COLUMNS)
+        brier = row["values"]["brier"]
+        gap = brier["Auto, calibrated"][0] - brier["Local"][0]
+        assert brier["difference"][0] == pytest.approx(gap)
+    quantity = noniid["quantity_skew"]
+    assert quantity["columns"] == list(bench.QUANTITY_COLUMNS)
+    assert [(r["n_sites"], r["concentration"]) for r in quantity["rows"]] == [(3, 0.5)]
+    tidy = pd.read_csv(out / "quality_noniid_results.csv.gz")
+    assert set(tidy["setting"]) == {"dirichlet/none", "dirichlet/auto", "quantity/equal",
+                                    "quantity/rows"}  # fmt: skip
+    assert set(tidy["dataset"]) == {"breast_cancer@dirichlet-0.3", "breast_cancer@dirichlet-1",
+                                    "breast_cancer@quantity-0.5"}  # fmt: skip
+    # the same analysis again from the saved scores, with the run's settings
+    scores = str(out / "quality_noniid_results.csv.gz")
+    assert bench.main(["--noniid", "--from-results", scores, "--out", str(out)]) == 0
+    assert json.loads((out / "quality.json").read_text())["noniid"] == noniid
+    assert (out / "quality.md").read_text() == text
+    # a full run again keeps the non-iid part
+    assert bench.main(["--from-results", str(out / "quality_results.csv.gz"), "--out",
+                       str(out)]) == 0  # fmt: skip
+    assert json.loads((out / "quality.json").read_text())["noniid"] == noniid
+
+
+def test_analyse_noniid_means_sds_and_the_paired_difference(bench):
+    rows = []
+    for rep, (local, calibrated) in enumerate([(0.10, 0.07), (0.14, 0.09), (0.12, 0.08)]):
+        for setting, method, value in (
+            ("dirichlet/none", "local", local),
+            ("dirichlet/auto", "auto", calibrated),
+        ):
+            for site, offset in (("site-1", -0.01), ("site-2", 0.01)):
+                rows.append(("breast_cancer@dirichlet-0.3", 2, 0.5, rep, site, method,
+                             "brier", value + offset, setting))  # fmt: skip
+    tidy = pd.DataFrame(rows, columns=[*COLUMNS, "setting"])
+    table = bench.analyse_noniid(tidy)["label_skew"]
+    assert table["columns"] == ["Local", "Auto, calibrated", "difference"]
+    [row] = table["rows"]
+    assert (row["n_sites"], row["concentration"], row["reps"]) == (2, 0.3, 3)
+    values = row["values"]["brier"]
+    assert values["Local"] == pytest.approx([0.12, 0.02])
+    assert values["Auto, calibrated"] == pytest.approx([0.08, 0.01])
+    assert values["difference"] == pytest.approx([-0.04, 0.01])
+    text = "\n".join(bench._skew_markdown(table, "alpha", ["brier"]))
+    assert "| 2 | 0.3 | 0.120 ± 0.020 | 0.080 ± 0.010 | -0.040 ± 0.010 |" in text

@@ -745,3 +745,94 @@ def test_predict_refuses_a_guess_weight_outside_zero_to_one(capsys, weight):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "argument --guess-weight: " in err and "[0, 1]" in err
+
+
+# ------------------------------------------------ experiment: non-iid rows and natural sites
+
+
+def test_experiment_partitions_and_site_files(tmp_path, capsys):
+    import pandas as pd
+
+    common = ["--reps", "1", "--trees", "3", "--methods", "local,mp", "--metrics", "auc"]
+    out = tmp_path / "skew"
+    argv = ["experiment", "breast_cancer", "--sites", "3", "--jaccards", "0.5", *common]
+    assert (
+        main(
+            [
+                *argv,
+                "--partition",
+                "dirichlet",
+                "--alphas",
+                "0.3,1",
+                "--no-report",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    tidy = pd.read_csv(out / "results.csv")
+    assert set(tidy["dataset"]) == {"breast_cancer@dirichlet-0.3", "breast_cancer@dirichlet-1"}
+    capsys.readouterr()
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(120, 3)), columns=["a", "b", "c"])
+    frame["y"] = (frame["a"] + frame["b"] + rng.normal(size=120) > 0).astype(int)
+    files = []
+    for k, cols in enumerate((["a", "b"], ["b", "c"])):
+        path = tmp_path / f"site{k}.csv"
+        frame.iloc[k * 60 : (k + 1) * 60][[*cols, "y"]].to_csv(path, index=False)
+        files.append(str(path))
+    out = tmp_path / "natural"
+    site_argv = ["experiment", "--site-files", *files, "--target", "y", *common]
+    assert main([*site_argv, "--name", "cohort", "--no-report", "--out", str(out)]) == 0
+    tidy = pd.read_csv(out / "results.csv")
+    assert set(tidy["dataset"]) == {"cohort"} and set(tidy["site"]) == {"site0", "site1"}
+    assert set(tidy["n_sites"]) == {2} and set(tidy["jaccard"]) == {0.333}
+    capsys.readouterr()
+    refused = [
+        ([*site_argv, "--sites", "3"], "--sites do not apply to --site-files"),
+        ([*site_argv, "--partition", "quantity", "--alphas", "1"], "--partition, --alphas do"),
+        (["experiment", "wine", *site_argv[1:]], "datasets (wine) do not apply"),
+        ([*argv, "--partition", "quantity"], "needs its Dirichlet concentrations: --alphas"),
+        ([*argv, "--alphas", "0.5"], "--alphas applies to --partition dirichlet or quantity"),
+        (["experiment", *common], "name at least one dataset, or give --site-files"),
+        ([*argv, "--name", "x"], "--name names the data of --site-files"),
+    ]
+    for bad, message in refused:
+        assert main([*bad, "--out", str(tmp_path / "refused")]) == 1, bad
+        assert message in capsys.readouterr().err, bad
+    assert not (tmp_path / "refused").exists()
+    for bad, option, message in [
+        (["--partition", "label"], "--partition", "'label' is not allowed"),
+        (["--alphas", "0"], "--alphas", "out of range"),
+        (["--alphas", "1,1"], "--alphas", "repeats 1"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            main([*argv, *bad])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument {option}: " in err and message in err
+
+
+def test_experiment_calibration_pooling_weights_and_auto_metric(tmp_path, capsys):
+    import pandas as pd
+
+    out = tmp_path / "calibrated"
+    argv = ["experiment", "breast_cancer", "--sites", "3", "--jaccards", "0.5", "--reps", "1"]
+    argv += ["--trees", "3", "--methods", "local,mp,auto", "--metrics", "auc,brier"]
+    extra = ["--calibration", "sigmoid", "--pooling-weights", "rows", "--auto-metric", "auc"]
+    assert main([*argv, *extra, "--no-report", "--out", str(out)]) == 0
+    assert set(pd.read_csv(out / "results.csv")["metric"]) == {"auc", "brier"}
+    bins = pd.read_csv(out / "calibration.csv")
+    assert set(bins["method"]) == {"local", "mp", "auto"} and (bins["count"] > 0).all()
+    capsys.readouterr()
+    for bad, option, message in [
+        (["--calibration", "platt"], "--calibration", "'platt' is not allowed"),
+        (["--pooling-weights", "size"], "--pooling-weights", "'size' is not allowed"),
+        (["--auto-metric", "f1"], "--auto-metric", "'f1' is not allowed"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            main([*argv, *bad, "--out", str(tmp_path / "refused")])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument {option}: " in err and message in err

@@ -101,7 +101,7 @@ def test_unknown_dataset():
 
 
 def test_rows_per_class_follows_the_stratified_test_split():
-    from fedforest.experiments.runner import rows_per_class
+    from fedforest.experiments.datasets import rows_per_class
 
     assert rows_per_class(3) == 12  # 4 rows of every class at each of 3 sites
     assert rows_per_class(2, test_fraction=0.2) == 10
@@ -317,7 +317,7 @@ def test_a_csv_file_named_like_a_bundled_dataset_is_read_as_the_file(tmp_path, m
 def test_a_dataset_too_small_for_validation_rows_is_refused_before_anything_is_written(
     tmp_path, classes, n_sites, fraction
 ):
-    from fedforest.experiments.runner import check_dataset, rows_per_class
+    from fedforest.experiments.datasets import check_dataset, rows_per_class
 
     digits = load_table("digits")
     frame = digits.X.iloc[:, 10:20].assign(y=digits.y)
@@ -342,3 +342,275 @@ def test_a_dataset_too_small_for_validation_rows_is_refused_before_anything_is_w
     with pytest.raises(ValueError, match="dataset small: "):
         run_experiment(plan, out)
     assert not out.exists()
+
+
+# ------------------------------------------------------ non-iid rows and natural sites
+@pytest.mark.parametrize("partition", ["dirichlet", "quantity"])
+def test_skewed_partitions_name_their_scenarios_and_keep_the_jaccard_columns(
+    tmp_path, partition, caplog
+):
+    import logging
+
+    from fedforest.experiments.datasets import class_floor
+    from fedforest.experiments.partition import split_table
+    from fedforest.experiments.runner import site_tables
+
+    plan = ExperimentPlan(
+        datasets=["breast_cancer"],
+        n_sites=[3],
+        jaccards=[0.5],
+        reps=2,
+        methods=["local", "mp", "auto"],
+        metrics=["auc"],
+        n_estimators=5,
+        partition=partition,
+        alphas=[0.3, 1],
+    )
+    with caplog.at_level(logging.INFO, logger="fedforest.experiments.runner"):
+        tidy = run_experiment(plan, tmp_path / "out")
+    names = {f"breast_cancer@{partition}-0.3", f"breast_cancer@{partition}-1"}
+    assert set(tidy["dataset"]) == names
+    assert list(tidy.columns) == TIDY_COLUMNS
+    assert len(tidy) == 2 * 2 * 3 * 3 and tidy["value"].notna().all()
+    assert set(tidy["n_sites"]) == {3} and set(tidy["jaccard"]) == {0.5}
+    written = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert set(written["dataset"]) == names
+    done = [r.message for r in caplog.records if " done: " in r.message]
+    assert len(done) == 2 and all(m.split(" N=3 J=0.50")[0] in names for m in done)
+    # every site holds the class floor of every class; the columns are the paper's split's
+    data = load_table("breast_cancer")
+    tables = site_tables(data, 3, 0.5, 1, partition, 0.3, validation_fraction=0.2)
+    even = split_table(data.X.assign(__target__=data.y), "__target__", 3, 0.5, random_state=1)
+    floor = class_floor(2, validation_fraction=0.2)
+    for site, table in tables.items():
+        assert list(table.columns) == list(even[site].columns)
+        assert table["__target__"].value_counts().min() >= floor
+
+
+def test_a_dataset_too_small_for_the_skewed_class_floor_is_refused(tmp_path):
+    frame = load_table("S-500-Num").X.iloc[:, :3]
+    small = frame.head(50).assign(y=[0] * 35 + [1] * 15)
+    path = tmp_path / "small.csv"
+    small.to_csv(path, index=False)
+    plan = ExperimentPlan(
+        datasets=[str(path)],
+        target="y",
+        n_sites=[2, 4],
+        jaccards=[0.5],
+        reps=1,
+        methods=["local"],
+        metrics=["auc"],
+        partition="dirichlet",
+        alphas=[0.5],
+    )
+    out = tmp_path / "out"
+    with pytest.raises(ValueError) as info:
+        run_experiment(plan, out)
+    message = str(info.value)
+    for part in (
+        "dataset small: 50 rows, class counts {0: 35, 1: 15}",
+        "Dirichlet label skew (alpha 0.5) over 4 sites first gives every site 4 rows",
+        "needs 16 rows of every class; too few rows of class 1",
+        "Use fewer sites (--sites) or more rows",
+    ):
+        assert part in message
+    assert not out.exists()
+    run_experiment(ExperimentPlan(**{**vars(plan), "n_sites": [2], "n_estimators": 3}))
+
+
+@pytest.fixture
+def site_files(tmp_path):
+    """Three hospitals from breast_cancer: different sizes, prevalences and columns."""
+    data = load_table("breast_cancer")
+    frame = data.X.assign(y=data.y)
+    paths = []
+    for k, (start, stop, cols) in enumerate([(0, 150, 12), (150, 330, 16), (330, 569, 20)]):
+        path = tmp_path / f"hosp{k}.csv"
+        frame.iloc[start:stop][[f"f{i}" for i in range(k * 4, k * 4 + cols)] + ["y"]].to_csv(
+            path, index=False
+        )
+        paths.append(str(path))
+    return paths
+
+
+def test_natural_sites_are_split_afresh_each_repetition(tmp_path, site_files):
+    from fedforest.experiments.partition import pairwise_jaccard
+
+    plan = ExperimentPlan(
+        datasets=[],
+        site_files=site_files,
+        target="y",
+        reps=2,
+        methods=["local", "intersection", "mp", "auto"],
+        metrics=["auc", "mcc"],
+        n_estimators=5,
+    )
+    tidy = run_experiment(plan, tmp_path / "out")
+    sets = [[c for c in pd.read_csv(p).columns if c != "y"] for p in site_files]
+    assert set(tidy["dataset"]) == {"hosp0+hosp1+hosp2"}
+    assert set(tidy["n_sites"]) == {3}
+    assert set(tidy["jaccard"]) == {round(pairwise_jaccard(sets), 3)}
+    assert set(tidy["site"]) == {"hosp0", "hosp1", "hosp2"}
+    assert len(tidy) == 2 * 3 * 4 * 2 and tidy["value"].notna().all()
+    by_rep = tidy.pivot_table(index=["site", "method", "metric"], columns="rep", values="value")
+    assert not np.allclose(by_rep[0], by_rep[1])  # other splits, other forests
+    named = run_experiment(
+        ExperimentPlan(**{**vars(plan), "name": "cohort", "reps": 1, "methods": ["local"]})
+    )
+    assert set(named["dataset"]) == {"cohort"}
+
+
+def test_natural_sites_too_small_or_without_a_shared_column_are_refused(tmp_path, site_files):
+    base = dict(datasets=[], target="y", reps=1, metrics=["auc"], n_estimators=3)
+    tiny = tmp_path / "tiny.csv"
+    hosp0 = pd.read_csv(site_files[0])
+    pd.concat([hosp0[hosp0.y == 0].head(3), hosp0[hosp0.y == 1].head(37)]).to_csv(tiny, index=False)
+    plan = ExperimentPlan(site_files=[site_files[1], str(tiny)], methods=["local"], **base)
+    with pytest.raises(ValueError, match=rf"site file {tiny}: class counts \{{0: 3, 1: 37\}}; "):
+        run_experiment(plan)
+    apart = tmp_path / "apart.csv"
+    pd.read_csv(site_files[0])[["f0", "f1", "y"]].to_csv(apart, index=False)
+    other = tmp_path / "other.csv"
+    pd.read_csv(site_files[2])[["f20", "f21", "y"]].to_csv(other, index=False)
+    plan = ExperimentPlan(
+        site_files=[str(apart), str(other)], methods=["local", "intersection"], **base
+    )
+    with pytest.raises(ValueError, match="no column is in every file.*leave intersection out"):
+        run_experiment(plan)
+    tidy = run_experiment(ExperimentPlan(**{**vars(plan), "methods": ["local", "mp"]}))
+    assert tidy["value"].notna().all()
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(partition="label"), "partition='label' must be one of jaccard, dirichlet, quantity"),
+        (dict(alphas=[0.5]), r"alphas=\[0.5\] apply to the partitions dirichlet and quantity"),
+        (dict(partition="dirichlet"), "partition 'dirichlet' needs its concentrations"),
+        (dict(partition="quantity", alphas=[0.0]), "must be finite numbers > 0"),
+        (dict(partition="quantity", alphas=[1, 1]), "repeat a value"),
+        (dict(name="cohort"), "names site files' data; no site files given"),
+        (dict(site_files=["a.csv", "b.csv"]), r"give datasets \(wine\) or site files, not both"),
+        (
+            dict(datasets=[], site_files=["a.csv", "b.csv"], partition="dirichlet", alphas=[1]),
+            "site files keep their own rows",
+        ),
+        (dict(datasets=[], site_files=["a.csv", "b.csv"]), r"give the target column \(--target\)"),
+    ],
+)
+def test_bad_partitions_and_site_file_plans(change, message):
+    plan = ExperimentPlan(datasets=["wine"], reps=1)
+    for key, value in change.items():
+        setattr(plan, key, value)
+    with pytest.raises(ValueError, match=message):
+        plan.validate()
+
+
+# ------------------------------------------------------ calibration and pooling weights
+def test_calibration_bins_are_written_beside_the_results_when_asked(tmp_path):
+    from fedforest.experiments.calibration_figures import CALIBRATION_COLUMNS, read_calibration
+
+    base = dict(
+        datasets=["breast_cancer"],
+        n_sites=[3],
+        jaccards=[0.5],
+        reps=2,
+        methods=["local", "mp", "auto"],
+        n_estimators=5,
+    )
+    # the paper's metrics and no calibration: no calibration.csv
+    run_experiment(ExperimentPlan(**base, metrics=["auc"]), tmp_path / "plain")
+    assert not (tmp_path / "plain" / "calibration.csv").exists()
+    for name, extra in (
+        ("metric", dict(metrics=["auc", "brier"])),
+        ("calibrated", dict(metrics=["auc"], calibration="sigmoid")),
+    ):
+        out = tmp_path / name
+        tidy = run_experiment(ExperimentPlan(**base, **extra), out)
+        bins = read_calibration(out / "calibration.csv")
+        assert list(bins.columns) == list(CALIBRATION_COLUMNS)
+        assert set(bins["method"]) == {"local", "mp", "auto"}
+        assert set(bins["site"]) == {"site-1", "site-2", "site-3"}
+        assert (bins["count"] > 0).all() and bins["bin"].between(0, 9).all()
+        assert bins["predicted"].between(0, 1).all() and bins["observed"].between(0, 1).all()
+        # every method's bins at a site hold that site's test rows
+        counts = bins.groupby(["rep", "site", "method"])["count"].sum()
+        assert len(counts) == 2 * 3 * 3
+        assert (counts.groupby(["rep", "site"]).nunique() == 1).all()
+        assert set(tidy["metric"]) == set(extra["metrics"])
+        header = (out / "calibration.csv").read_text().splitlines()[0]
+        assert header == ",".join(CALIBRATION_COLUMNS)
+
+
+def test_calibration_and_pooling_weights_reach_the_evaluation(wine, monkeypatch):
+    from fedforest.experiments import runner
+
+    seen = []
+    real_eval = runner.evaluate_strategies
+
+    def evaluate(*args, **kw):
+        seen.append(kw)
+        return real_eval(*args, **kw)
+
+    monkeypatch.setattr(runner, "evaluate_strategies", evaluate)
+    trained = {}
+    real_fit = runner.fit_site_models
+
+    def fit(site, X_tr, y_tr, *args, **kw):
+        trained[site] = len(X_tr)
+        return real_fit(site, X_tr, y_tr, *args, **kw)
+
+    monkeypatch.setattr(runner, "fit_site_models", fit)
+    run_repetition(wine, 3, 0.7, 0, ["mp"], ["auc"], n_estimators=3)
+    assert seen[-1]["calibration"] == "none" and seen[-1]["owner_weights"] is None
+    assert "auto_metric" not in seen[-1] and seen[-1]["X_val"] is None
+    seen.clear()
+    rows = run_repetition(
+        wine,
+        3,
+        0.7,
+        0,
+        ["mp", "auto"],
+        ["auc", "log_loss"],
+        n_estimators=3,
+        calibration="isotonic",
+        pooling_weights="rows",
+        auto_metric="brier",
+    )
+    assert len(seen) == 3
+    for kw in seen:
+        assert kw["calibration"] == "isotonic" and kw["auto_metric"] == "brier"
+        assert kw["owner_weights"] == {site: float(n) for site, n in trained.items()}
+        assert kw["X_val"] is not None  # calibration is fitted on validation rows
+    assert np.isfinite([r["value"] for r in rows]).all()
+    # calibration alone holds validation rows out, as a validation method does
+    seen.clear()
+    run_repetition(wine, 3, 0.7, 0, ["mp"], ["auc"], n_estimators=3, calibration="prior")
+    assert all(kw["X_val"] is not None for kw in seen)
+
+
+def test_rows_pooling_weights_change_the_pooled_vote_only_when_sites_differ_in_size():
+    cancer = load_table("breast_cancer")
+
+    def mp(weights, partition="quantity", alpha=0.3):
+        rows = run_repetition(
+            cancer, 3, 0.5, 1, ["mp"], ["auc", "brier"], n_estimators=5,
+            partition=partition, alpha=alpha, pooling_weights=weights,
+        )  # fmt: skip
+        return [r["value"] for r in rows]
+
+    assert mp("equal") != mp("rows")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(calibration="platt"), "calibration='platt' must be one of none, prior"),
+        (dict(pooling_weights="size"), "pooling_weights='size' must be one of equal, rows"),
+        (dict(auto_metric="f1"), "auto_metric='f1' must be one of"),
+    ],
+)
+def test_bad_calibration_plans(change, message):
+    plan = ExperimentPlan(datasets=["wine"], reps=1, **change)
+    with pytest.raises(ValueError, match=message):
+        plan.validate()

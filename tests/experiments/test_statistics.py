@@ -235,3 +235,60 @@ def test_all_nan_metric_cannot_be_ranked(tidy):
     df.loc[df["metric"] == "auc", "value"] = np.nan
     with pytest.raises(ValueError, match="cannot rank"):
         average_ranks(df, "auc")
+
+
+# --------------------------------------------------------------------------- lower is better
+
+
+@pytest.fixture(scope="module")
+def with_brier(tidy) -> pd.DataFrame:
+    """The synthetic frame plus a Brier score that mirrors AUPRC: MP lowest (best)."""
+    brier = tidy[tidy["metric"] == "auprc"].assign(metric="brier")
+    brier["value"] = 1.0 - brier["value"]
+    return pd.concat([tidy, brier], ignore_index=True)
+
+
+def test_lower_is_better_metrics_rank_the_lowest_score_first(with_brier):
+    from fedforest.experiments.statistics import _rank_test
+
+    auprc = average_ranks(with_brier, "auprc")
+    brier = average_ranks(with_brier, "brier")
+    assert list(brier.ranks.index) == list(auprc.ranks.index)  # the same order, MP first
+    assert brier.ranks.index[0] == "mp" and brier.ranks["mp"] == 1.0
+    assert brier.ranks["intersection"] == len(BASE)
+    assert brier.statistic == pytest.approx(auprc.statistic)
+    with pytest.raises(ValueError, match="rank one metric at a time"):
+        _rank_test(with_brier[with_brier["metric"].isin(["auprc", "brier"])])
+
+
+def test_a_lower_is_better_gain_is_the_relative_reduction(with_brier):
+    gains = relative_gain(with_brier, "brier")
+    base = 1 - expected("intersection", 2, 0.3)
+    mp = 1 - expected("mp", 2, 0.3)
+    assert gains.loc["mp", (2, 0.3)] == pytest.approx((base - mp) / base)
+    assert (gains.to_numpy() > 0).all()  # every method beats intersection, as with AUPRC
+    assert (relative_gain(with_brier, "auprc").to_numpy() > 0).all()
+
+
+def test_best_value_and_lower_is_better():
+    from fedforest.experiments.statistics import best_value, lower_is_better
+    from fedforest.vocabulary import LOWER_IS_BETTER, RANKING_METRICS
+
+    assert all(lower_is_better(m) for m in LOWER_IS_BETTER)
+    assert not any(lower_is_better(m) for m in RANKING_METRICS)
+    assert best_value([0.3, np.nan, 0.1], "log_loss") == 0.1
+    assert best_value([0.3, np.nan, 0.1], "mcc") == 0.3
+    assert np.isnan(best_value([np.nan], "ece"))
+
+
+def test_the_report_marks_the_lowest_brier_score_best(with_brier, tmp_path):
+    path = write_report(with_brier, tmp_path / "out", metrics=("auprc", "brier"))
+    text = path.read_text(encoding="utf-8")
+    assert "Lower is better for Brier score" in text
+    brier = text.split("## Brier score")[1]
+    # MP at 2 peers, J = 0.3: 1 - 0.81 = 0.190, the lowest, in bold; Intersection's is not
+    assert "| MP | **0.190** |" in brier
+    assert "| Intersection | 0.390 |" in brier
+    assert "+32.8%" in text and "+51.3%" in brier  # (0.39 - 0.19) / 0.39
+    ranks = brier.split("| Rank | Method | Average rank |")[1]
+    assert ranks.split("\n")[2].startswith("| 1 | MP | 1.00 |")

@@ -5,18 +5,57 @@ from __future__ import annotations
 import argparse
 import logging
 
-from ..vocabulary import METRICS, VOTING
+from ..vocabulary import (
+    AUTO_METRICS,
+    CALIBRATIONS,
+    DEFAULT_AUTO_METRIC,
+    METRICS,
+    POOLING_WEIGHTS,
+    VOTING,
+)
 from .options import MAX_TREES, choice, integer, listed, name, number
 
 
 def _experiment(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ..experiments.datasets import load_table
     from ..experiments.reports import summary_tables, write_report
-    from ..experiments.runner import EXPERIMENT_COMMAND, ExperimentPlan, load_table, run_experiment
+    from ..experiments.runner import (
+        EXPERIMENT_COMMAND,
+        PAPER_JACCARDS,
+        PAPER_SITES,
+        ExperimentPlan,
+        run_experiment,
+    )
     from ..outputs import record_dir
 
-    if (args.target or args.categorical) and not any(Path(d).is_file() for d in args.datasets):
+    if args.site_files:
+        given = [o for o, v in (("--sites", args.sites), ("--jaccards", args.jaccards)) if v]
+        given += [f"datasets ({', '.join(args.datasets)})"] if args.datasets else []
+        given += ["--partition"] if args.partition != "jaccard" else []
+        given += ["--alphas"] if args.alphas else []
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} do not apply to --site-files: the files are the sites, "
+                "with their own rows and columns"
+            )
+    elif not args.datasets:
+        raise ValueError("name at least one dataset, or give --site-files")
+    elif args.name:
+        raise ValueError("--name names the data of --site-files; no site files given")
+    if args.partition != "jaccard" and not args.alphas:
+        raise ValueError(
+            f"--partition {args.partition} needs its Dirichlet concentrations: --alphas, "
+            "e.g. --alphas 0.3,1"
+        )
+    if args.alphas and args.partition == "jaccard":
+        raise ValueError("--alphas applies to --partition dirichlet or quantity")
+    if (
+        not args.site_files
+        and (args.target or args.categorical)
+        and not any(Path(d).is_file() for d in args.datasets)
+    ):
         load_table(args.datasets[0])  # an unknown name is refused by name first
         raise ValueError(
             "--target and --categorical apply to CSV datasets; "
@@ -25,8 +64,8 @@ def _experiment(args: argparse.Namespace) -> int:
         )
     plan = ExperimentPlan(
         datasets=list(args.datasets),
-        n_sites=args.sites,
-        jaccards=args.jaccards,
+        n_sites=args.sites or list(PAPER_SITES),
+        jaccards=args.jaccards or list(PAPER_JACCARDS),
         reps=args.reps,
         methods=args.methods,
         metrics=args.metrics,
@@ -37,6 +76,13 @@ def _experiment(args: argparse.Namespace) -> int:
         categorical=args.categorical or [],
         n_jobs=args.n_jobs,
         validation_fraction=args.validation_fraction,
+        partition=args.partition,
+        alphas=args.alphas or [],
+        site_files=list(args.site_files or []),
+        name=args.name,
+        calibration=args.calibration,
+        pooling_weights=args.pooling_weights,
+        auto_metric=args.auto_metric,
     )
     out = Path(args.out)
     # progress lines (one per finished scenario) show even without --verbose
@@ -58,25 +104,26 @@ def _experiment(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     """Add ``experiment`` to the subcommands ``sub``."""
-    from ..experiments.runner import (
-        ALL_METHODS,
-        METHODS,
-        PAPER_JACCARDS,
-        PAPER_SITES,
-        VALIDATION_FRACTION,
-    )
+    from ..experiments.datasets import VALIDATION_FRACTION
+    from ..experiments.runner import ALL_METHODS, METHODS
+    from ..experiments.skew import PARTITIONS
 
     p = sub.add_parser(
         "experiment",
         help="the missing-split paper's protocol over sites, overlaps and repetitions",
         description="Run the paper's protocol in-process: for each dataset, number of sites, "
         "Jaccard overlap and repetition, split rows and features, train, pool and score every "
-        "method at every site. Writes results.csv (tidy), summary tables, plots and report.md.",
+        "method at every site. Writes results.csv (tidy), summary tables, plots and report.md. "
+        "The rows can be skewed over the sites (--partition), or the sites can be real ones, "
+        "one CSV file each (--site-files).",
     )
     p.add_argument(
-        "datasets", nargs="+", help="S-500-Num, S-500-Cat, S-500-Mix or CSV files (with --target)"
+        "datasets",
+        nargs="*",
+        help="S-500-Num, S-500-Cat, S-500-Mix, breast_cancer, wine, digits or CSV files "
+        "(with --target); none with --site-files",
     )
-    p.add_argument("--target", help="target column of CSV datasets")
+    p.add_argument("--target", help="target column of CSV datasets and site files")
     p.add_argument(
         "--categorical",
         type=listed(name, "column names"),
@@ -85,15 +132,35 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--sites",
         type=listed(integer(2), "numbers of sites"),
-        default=",".join(map(str, PAPER_SITES)),
         help="numbers of sites, each >= 2 (default 2,3,4,6)",
     )
     p.add_argument(
         "--jaccards",
         type=listed(number(0, 1, low_open=True), "overlaps"),
-        default=",".join(map(str, PAPER_JACCARDS)),
         help="target pairwise Jaccard overlaps, each in (0, 1] (default 0.2,...,0.9)",
     )
+    p.add_argument(
+        "--partition",
+        type=choice(PARTITIONS),
+        default="jaccard",
+        help="how the rows are dealt over the sites: jaccard (the paper's even stratified deal, "
+        "default), dirichlet (label skew: each class's shares drawn from Dirichlet(alpha)) or "
+        "quantity (site sizes drawn from Dirichlet(alpha)); the columns overlap by --jaccards",
+    )
+    p.add_argument(
+        "--alphas",
+        type=listed(number(0, low_open=True), "concentrations"),
+        help="Dirichlet concentrations for --partition dirichlet or quantity, comma-separated "
+        "(small: strong skew); the results name each dataset@partition-alpha",
+    )
+    p.add_argument(
+        "--site-files",
+        nargs="+",
+        metavar="CSV",
+        help="natural sites instead of datasets: one CSV file per site (site name: the file "
+        "stem), each with its own columns and the --target column",
+    )
+    p.add_argument("--name", help="the dataset name of --site-files (default: the stems joined)")
     p.add_argument("--reps", type=integer(1), default=100, help="repetitions per scenario")
     p.add_argument(
         "--methods",
@@ -108,7 +175,34 @@ def add_parser(sub) -> None:
         help="share of each site's rows held out for validation when wmp or auto is scored "
         f"(default {VALIDATION_FRACTION})",
     )
-    p.add_argument("--metrics", type=listed(choice(METRICS), "metrics"), default="auprc,auc,mcc")
+    p.add_argument(
+        "--metrics",
+        type=listed(choice(METRICS), "metrics"),
+        default="auprc,auc,mcc",
+        help="metrics to score, comma-separated (default auprc,auc,mcc, the paper's; also "
+        "accuracy and the lower-is-better brier, log_loss, ece); with brier, log_loss or ece "
+        "the reliability bins are written to calibration.csv",
+    )
+    p.add_argument(
+        "--calibration",
+        type=choice(CALIBRATIONS),
+        default="none",
+        help="calibration of every method's probabilities, fitted on each site's validation "
+        "rows (held out as for wmp and auto): none (default), prior, sigmoid, isotonic or auto; "
+        "other than none also writes calibration.csv",
+    )
+    p.add_argument(
+        "--pooling-weights",
+        type=choice(POOLING_WEIGHTS),
+        default="equal",
+        help="weight of each site's trees in the pooled vote: equal (default, the paper's) or "
+        "rows (each site's training rows)",
+    )
+    p.add_argument(
+        "--auto-metric",
+        type=choice(AUTO_METRICS),
+        help=f"the validation metric auto chooses by (default {DEFAULT_AUTO_METRIC})",
+    )
     p.add_argument(
         "--voting",
         default="soft",

@@ -33,6 +33,7 @@ from .statistics import (
     _select_dataset,
     _slug,
     display_name,
+    lower_is_better,
     per_repetition,
     relative_gain,
 )
@@ -160,7 +161,8 @@ def plot_metric_vs_jaccard(
     for ax in axes[len(sites) :]:
         ax.set_visible(False)
     for row in range(nrows):
-        axes[row * ncols].set_ylabel(f"{_metric_name(metric)} (mean ± 1 sd)")
+        better = ", lower is better" if lower_is_better(metric) else ""
+        axes[row * ncols].set_ylabel(f"{_metric_name(metric)} (mean ± 1 sd{better})")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=len(drawn), frameon=False)
     fig.suptitle(f"{dataset}: {_metric_name(metric)} vs. feature overlap", fontsize=11)
@@ -244,7 +246,8 @@ def plot_gain_heatmap(
         ax.axvline(idx[0] - 0.5, color="white", lw=3)
     ax.set_xlabel("Jaccard overlap", fontsize=9)
     ax.set_title(
-        f"{dataset}: relative {_metric_name(metric)} gain over {display_name(baseline)}",
+        f"{dataset}: relative {_metric_name(metric)} gain over {display_name(baseline)}"
+        + (" (reduction: lower is better)" if lower_is_better(metric) else ""),
         fontsize=11,
     )
     cb = fig.colorbar(im, ax=ax, fraction=0.03 if n_cols > 10 else 0.06, pad=0.01)

@@ -31,7 +31,9 @@ from .statistics import (
     _prepare,
     _rank_test,
     _slug,
+    best_value,
     display_name,
+    lower_is_better,
     per_repetition,
     relative_gain,
     summary_table,
@@ -58,10 +60,11 @@ def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]], n_label_cols
     return "\n".join(lines)
 
 
-def _summary_markdown(table: pd.DataFrame) -> str:
-    """Methods as rows, ``J, peers`` as columns, best value per column in bold."""
+def _summary_markdown(table: pd.DataFrame, metric: str = "auprc") -> str:
+    """Methods as rows, ``J, peers`` as columns, best value per column in bold (the lowest
+    for a lower-is-better ``metric``)."""
     header = ["Method"] + [f"J={j:g}, {n} peers" for j, n in table.columns]
-    best = table.max(axis=0, skipna=True)
+    best = table.apply(lambda col: best_value(col, metric), axis=0)
     rows = []
     for method, values in table.iterrows():
         cells = [display_name(str(method))]
@@ -196,6 +199,15 @@ def write_report(
         "repetitions. Relative gain (eq. 25): G = (Score_m − Score_baseline) / Score_baseline.",
         "",
     ]
+    lower = [_metric_name(m) for m in metrics if lower_is_better(m)]
+    if lower:
+        md[-1:] = [
+            f"Lower is better for {', '.join(lower)}: their ranks put the lowest score first, "
+            "the best value is the lowest, and the gain is the relative reduction, "
+            "G = (Score_baseline − Score_m) / Score_baseline, so a positive gain is an "
+            "improvement for every metric.",
+            "",
+        ]
 
     def note(text: str) -> None:
         logger.warning("%s", text)
@@ -236,7 +248,7 @@ def write_report(
                 f"**Mean {name}** over repetitions (best per column in bold; "
                 f"standard deviations in `{stem}_std.csv`):",
                 "",
-                _summary_markdown(table),
+                _summary_markdown(table, metric),
                 "",
             ]
 

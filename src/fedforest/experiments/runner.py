@@ -14,6 +14,14 @@ Methods fitted on validation rows (``wmp``'s guess weight, ``auto``'s choice;
 any is requested, each site also holds out ``validation_fraction`` of its rows
 from its training rows, and every method's forests are trained on the rest,
 so all methods are compared on the same forests.
+
+Beside the paper's even deal of the rows (``partition="jaccard"``), the rows
+can be skewed (:mod:`~.skew`): label skew (``"dirichlet"``, Dirichlet
+concentration ``alpha`` over each class's shares) or quantity skew
+(``"quantity"``, Dirichlet site sizes); the columns are still assigned for
+the overlap J, and every site gets at least :func:`~.datasets.class_floor` rows of every
+class. Natural sites (:mod:`~.sites`, one CSV file per site) keep their own
+rows and columns; each repetition splits every site's rows afresh.
 """
 
 from __future__ import annotations
@@ -25,7 +33,6 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,9 +40,31 @@ import pandas as pd
 from .. import outputs
 from ..federation.evaluation import evaluate_strategies
 from ..federation.splits import split_validation
-from ..federation.training import fit_site_models, pool_site_models
-from ..vocabulary import EXPERIMENT_METHODS, METRICS, PAPER_METHODS, VALIDATION_METHODS, VOTING
+from ..federation.training import fit_site_models, owner_weights, pool_site_models
+from ..vocabulary import (
+    AUTO_METRICS,
+    CALIBRATION_METRICS,
+    CALIBRATIONS,
+    EXPERIMENT_METHODS,
+    METRICS,
+    PAPER_METHODS,
+    POOLING_WEIGHTS,
+    VALIDATION_METHODS,
+    VOTING,
+)
+from .calibration_figures import CALIBRATION_COLUMNS
+from .datasets import (
+    TEST_FRACTION,
+    VALIDATION_FRACTION,
+    Dataset,
+    check_dataset,
+    class_floor,
+    load_table,
+)
+from .markdown import CALIBRATION_FILE
 from .partition import split_table
+from .sites import load_site_files
+from .skew import PARTITIONS, scenario_name, skewed_table
 
 logger = logging.getLogger(__name__)
 
@@ -51,190 +80,6 @@ EXPERIMENT_COMMAND = "fedforest experiment"
 
 
 @dataclass
-class Dataset:
-    """A table for experiments: features, labels and which columns are categorical."""
-
-    name: str
-    X: pd.DataFrame
-    y: np.ndarray
-    categorical: list[str] = field(default_factory=list)
-
-    @property
-    def categories(self) -> dict[str, list[str]]:
-        """Levels of the categorical columns (integer codes 0..K-1)."""
-        out = {}
-        for c in self.categorical:
-            k = int(np.nanmax(self.X[c].to_numpy(dtype=float))) + 1
-            out[c] = [str(i) for i in range(k)]
-        return out
-
-
-def load_table(
-    spec: str, target: str | None = None, categorical: Sequence[str] = (), random_state: int = 0
-) -> Dataset:
-    """A synthetic dataset by name (``S-500-Mix`` ...), a dataset bundled with scikit-learn
-    (``breast_cancer``, ``wine``, ``digits``) or a CSV file with a target column.
-
-    Non-numeric CSV columns are coded as integers and treated as categorical.
-    A file of the same name as a bundled dataset is read as the file.
-    """
-    from .bundled import BUNDLED, load_bundled
-    from .synthetic import DATASETS, load_dataset
-
-    if spec in DATASETS:
-        X, y, cats = load_dataset(spec, random_state=random_state)
-        return Dataset(spec, X, np.asarray(y), list(cats))
-    path = Path(spec)
-    if spec in BUNDLED and not path.is_file():
-        X, y = load_bundled(spec)
-        return Dataset(spec, X, y, [])
-    if not path.is_file():
-        raise ValueError(
-            f"dataset {spec!r} is neither a known synthetic set {sorted(DATASETS)}, a dataset "
-            f"bundled with scikit-learn {sorted(BUNDLED)} nor a CSV file"
-        )
-    if not target:
-        raise ValueError(f"dataset {spec}: give the target column (--target)")
-    try:
-        frame = pd.read_csv(path)
-    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
-        raise ValueError(f"dataset {spec}: cannot read it as a CSV file: {err}") from err
-    columns = ", ".join(map(str, frame.columns))
-    if target not in frame.columns:
-        raise ValueError(
-            f"dataset {spec}: the target (--target) {target!r} is not a column; columns: {columns}"
-        )
-    unknown = [c for c in categorical if c not in frame.columns]
-    if unknown:
-        raise ValueError(
-            f"dataset {spec}: the categorical columns (--categorical) "
-            f"{', '.join(map(repr, unknown))} are not columns; columns: {columns}"
-        )
-    if target in categorical:
-        raise ValueError(f"dataset {spec}: --categorical names the target {target!r}")
-    missing = int(frame[target].isna().sum())
-    if missing:
-        raise ValueError(
-            f"dataset {spec}: the target {target!r} is missing in {missing} rows; drop them first"
-        )
-    y = frame.pop(target).to_numpy()
-    cats = list(categorical)
-    for col in frame.columns:
-        if not pd.api.types.is_numeric_dtype(frame[col]) or col in cats:
-            codes, _ = pd.factorize(frame[col], sort=True)
-            frame[col] = np.where(codes < 0, np.nan, codes)
-            if col not in cats:
-                cats.append(col)
-    return Dataset(path.stem, frame.astype(float), y, cats)
-
-
-#: Share of each site's rows held out for testing (paper: 75/25).
-TEST_FRACTION = 0.25
-#: Share of each site's rows held out for validation when a method needs them (as in a job).
-VALIDATION_FRACTION = 0.2
-
-
-def rows_per_class(n_sites: int, test_fraction: float = TEST_FRACTION) -> int:
-    """Rows of every class a dataset needs so that each of ``n_sites`` sites can be scored.
-
-    A site's stratified split (test share ``f``) gives a class with ``k`` rows
-    at most ``ceil(k (1 - f))`` training rows, so at least one test row when
-    ``k >= 1 / f``, and then at least one training row too. With
-    ``ceil(1 / f)`` rows of every class (4 for f = 0.25) at a site, its
-    training and its test rows hold every class and every metric is defined.
-    :func:`~.partition.split_rows` deals each class evenly, so the worst site
-    gets ``floor(count / n_sites)`` rows of it: a class needs
-    ``n_sites * ceil(1 / f)`` rows.
-
-    Examples
-    --------
-    >>> rows_per_class(3)
-    12
-    """
-    return n_sites * math.ceil(1 / test_fraction - 1e-9)
-
-
-def check_dataset(
-    data: Dataset,
-    n_sites: Sequence[int],
-    test_fraction: float = TEST_FRACTION,
-    validation_fraction: float | None = None,
-) -> None:
-    """Refuse a dataset the sites cannot learn from and be scored on, naming what is lacking.
-
-    Raises
-    ------
-    ValueError
-        If the dataset has no feature, a single class, fewer rows of a
-        class than :func:`rows_per_class` for the largest number of sites,
-        or, with ``validation_fraction``, too few rows at the smallest site
-        to split off validation rows (:func:`validation_split_problem`).
-    """
-    if data.X.shape[1] < 1:
-        raise ValueError(f"dataset {data.name}: no feature column besides the target")
-    labels, counts = np.unique(np.asarray(data.y), return_counts=True)
-    found = ", ".join(f"{label}: {count}" for label, count in zip(labels, counts, strict=True))
-    if len(labels) < 2:
-        raise ValueError(
-            f"dataset {data.name}: the target has a single class ({found} rows); "
-            "an experiment needs at least two classes"
-        )
-    most = max(n_sites)
-    need = rows_per_class(most, test_fraction)
-    short = [str(label) for label, count in zip(labels, counts, strict=True) if count < need]
-    if short:
-        per_site = need // most
-        raise ValueError(
-            f"dataset {data.name}: {len(data.y)} rows, class counts {{{found}}}; {most} sites "
-            f"need at least {need} rows of every class ({per_site} per site, so that each "
-            f"site's {1 - test_fraction:.0%}/{test_fraction:.0%} split leaves every class in "
-            f"its training and its test rows); too few rows of class {', '.join(short)}. "
-            "Use fewer sites (--sites) or more rows"
-        )
-    if validation_fraction:
-        for n in sorted(set(n_sites)):
-            problem = validation_split_problem(counts // n, test_fraction, validation_fraction)
-            if problem:
-                raise ValueError(
-                    f"dataset {data.name}: with validation rows (for "
-                    f"{', '.join(VALIDATION_METHODS)}), {problem} at {n} sites. Use fewer sites "
-                    "(--sites), a smaller --validation-fraction or more rows"
-                )
-
-
-def validation_split_problem(
-    per_class: np.ndarray, test_fraction: float, validation_fraction: float
-) -> str | None:
-    """Why a site with ``per_class`` rows of each class cannot split off validation rows.
-
-    The site's rows are split as :func:`run_repetition` does (test rows, then
-    validation rows out of the rest, both stratified when every class has two
-    rows), and a stratified split needs at least one row of every class on
-    each side, as scikit-learn requires. ``None`` when the splits work.
-
-    Examples
-    --------
-    >>> validation_split_problem(np.array([4, 4, 4, 4, 4]), 0.25, 0.2) is None
-    False
-    >>> validation_split_problem(np.array([6, 7, 5]), 0.25, 0.2) is None
-    True
-    """
-    per_class = np.asarray(per_class)
-    n, classes = int(per_class.sum()), int((per_class > 0).sum())
-    n_test = math.ceil(test_fraction * n)
-    rest = n - n_test
-    n_val = math.ceil(validation_fraction / (1 - test_fraction) * rest)
-    need = classes if per_class[per_class > 0].min() >= 2 else 1
-    if n_test < need or rest - n_val < need or n_val < need:
-        return (
-            f"the smallest site has {n} rows ({classes} classes): {n_test} test, {n_val} "
-            f"validation and {rest - n_val} training rows, and each part needs at least "
-            f"{need} (one of every class when the split is stratified)"
-        )
-    return None
-
-
-@dataclass
 class Repetition:
     """One repetition's sites, trained and pooled: what every method is scored on.
 
@@ -245,10 +90,14 @@ class Repetition:
     splits : dict
         ``site -> (X_test, y_test, X_val, y_val)``; the validation parts are
         ``None`` without validation rows.
+    train_rows : dict
+        ``site -> rows its forests were trained on`` (the pooling weights of
+        ``pooling_weights="rows"``).
     """
 
     pooled: object
     splits: dict
+    train_rows: dict = field(default_factory=dict)
 
 
 def prepare_repetition(
@@ -260,20 +109,29 @@ def prepare_repetition(
     test_fraction: float = TEST_FRACTION,
     validation_fraction: float | None = None,
     intersection: bool = True,
+    partition: str = "jaccard",
+    alpha: float | None = None,
 ) -> Repetition:
     """Split one repetition over the sites, train every site's models and pool them.
 
     With ``validation_fraction`` each site splits that share of its rows off its
-    training rows (as a job's site does) and trains without them.
+    training rows (as a job's site does) and trains without them. ``partition``
+    and ``alpha`` choose the deal of the rows (:func:`site_tables`).
     """
-    frame = data.X.assign(__target__=data.y)
-    tables = split_table(frame, "__target__", n_sites, jaccard, random_state=rep)
+    tables = site_tables(
+        data, n_sites, jaccard, rep, partition, alpha, test_fraction, validation_fraction
+    )
     sites = list(tables)
     columns = {s: [c for c in t.columns if c != "__target__"] for s, t in tables.items()}
     shared = [c for c in data.X.columns if all(c in columns[s] for s in sites)]
+    # a simulated split's private columns are disjoint across sites: one imputer candidate per
+    # column, so its score decides nothing and needs no cross-validation; natural sites may
+    # share a column that not every site has, and then the candidates' scores are compared
+    held = [sum(c in columns[s] for s in sites) for c in data.X.columns if c not in shared]
+    imputer_cv = 3 if any(k > 1 for k in held) else None
     categories = data.categories
     forest_params = {"n_estimators": n_estimators}
-    splits, models = {}, {}
+    splits, models, train_rows = {}, {}, {}
     for k, site in enumerate(sites):
         t = tables[site]
         X_tr, X_te, y_tr, y_te = split_validation(
@@ -285,6 +143,7 @@ def prepare_repetition(
                 X_tr, y_tr, validation_fraction / (1 - test_fraction), rep
             )
         splits[site] = (X_te, y_te, X_val, y_val)
+        train_rows[site] = len(X_tr)
         models[site] = fit_site_models(
             site,
             X_tr,
@@ -294,12 +153,41 @@ def prepare_repetition(
             categories,
             forest_params,
             random_state=rep * 1000 + k,
-            intersection_columns=shared if intersection else None,
-            # private columns are disjoint across sites: one imputer candidate per column,
-            # so its score decides nothing and needs no cross-validation
-            imputer_cv=None,
+            intersection_columns=shared if intersection and shared else None,
+            imputer_cv=imputer_cv,
         )
-    return Repetition(pool_site_models(list(models.values())), splits)
+    return Repetition(pool_site_models(list(models.values())), splits, train_rows)
+
+
+def site_tables(
+    data: Dataset,
+    n_sites: int,
+    jaccard: float,
+    rep: int,
+    partition: str = "jaccard",
+    alpha: float | None = None,
+    test_fraction: float = TEST_FRACTION,
+    validation_fraction: float | None = None,
+) -> dict[str, pd.DataFrame]:
+    """The sites' tables of one repetition: their columns and the target ``__target__``.
+
+    Natural sites (``data.sites``) are their own files, whatever ``n_sites``
+    and ``jaccard`` say. A single table is split by
+    :func:`~.partition.split_table` (``partition="jaccard"``, the paper's
+    even deal) or :func:`~.skew.skewed_table` (``"dirichlet"`` or
+    ``"quantity"`` with concentration ``alpha``, at least
+    :func:`~.datasets.class_floor` rows of every class per site), seeded by ``rep``.
+    """
+    frame = data.X.assign(__target__=data.y)
+    if data.sites is not None:
+        return {
+            site: frame.iloc[rows][data.sites.columns[site] + ["__target__"]]
+            for site, rows in data.sites.rows.items()
+        }
+    if partition == "jaccard":
+        return split_table(frame, "__target__", n_sites, jaccard, random_state=rep)
+    floor = class_floor(len(np.unique(data.y)), test_fraction, validation_fraction)
+    return skewed_table(frame, "__target__", n_sites, jaccard, partition, alpha, floor, rep)
 
 
 def run_repetition(
@@ -314,14 +202,31 @@ def run_repetition(
     depth_threshold: int = 2,
     test_fraction: float = TEST_FRACTION,
     validation_fraction: float = VALIDATION_FRACTION,
+    partition: str = "jaccard",
+    alpha: float | None = None,
+    calibration: str = "none",
+    pooling_weights: str = "equal",
+    auto_metric: str | None = None,
+    calibration_rows: list | None = None,
 ) -> list[dict]:
     """One repetition of one scenario; tidy rows (one per site, method and metric).
 
     When ``methods`` include one of :data:`~fedforest.vocabulary.VALIDATION_METHODS`,
-    each site splits ``validation_fraction`` of its rows off its training rows
-    (as a job's site does) and every forest is trained without them.
+    or ``calibration`` is not ``"none"`` (every strategy's calibrator is fitted
+    on validation rows), each site splits ``validation_fraction`` of its rows
+    off its training rows (as a job's site does) and every forest is trained
+    without them. ``calibration``, ``pooling_weights`` (``"rows"``: each site's
+    trees weighted by its training rows, :func:`~fedforest.federation.training.owner_weights`)
+    and ``auto_metric`` (``None``: ``evaluate_strategies``' default) go to
+    :func:`~fedforest.federation.evaluation.evaluate_strategies`. With
+    ``calibration_rows`` (a list), each scored row's non-empty calibration bins
+    are appended to it as :data:`CALIBRATION_COLUMNS` dicts. A skewed
+    ``partition`` names the rows' dataset ``<name>@<partition>-<alpha>``
+    (:func:`~.skew.scenario_name`); natural sites' rows carry ``n_sites`` and
+    ``jaccard`` as given (the caller passes the number of files and their
+    realised overlap).
     """
-    want_val = any(m in VALIDATION_METHODS for m in methods)
+    want_val = needs_validation(methods, calibration)
     prepared = prepare_repetition(
         data,
         n_sites,
@@ -331,12 +236,17 @@ def run_repetition(
         test_fraction,
         validation_fraction if want_val else None,
         intersection="intersection" in methods,
+        partition=partition,
+        alpha=alpha,
     )
+    dataset = data.name if data.sites is not None else scenario_name(data.name, partition, alpha)
     splits, pooled = prepared.splits, prepared.pooled
     sites = list(splits)
     forest, imputers = pooled.forest, pooled.imputers
     feature_std, intersection = pooled.feature_std, pooled.intersection
     classes = np.unique(data.y)
+    weights = owner_weights(pooling_weights, prepared.train_rows)
+    options = {} if auto_metric is None else {"auto_metric": auto_metric}
     rows = []
     for site in sites:
         X_te, y_te, X_val, y_val = splits[site]
@@ -356,16 +266,19 @@ def run_repetition(
             X_val=X_val,
             y_val=y_val,
             random_state=rep,
+            calibration=calibration,
+            owner_weights=weights,
+            **options,
         )
+        key = {"dataset": dataset, "n_sites": n_sites, "jaccard": jaccard, "rep": rep}
         for method, row in scores.items():
+            if calibration_rows is not None and row.get("bins"):
+                calibration_rows.extend(_bin_rows(key, site, method, row["bins"]))
             for metric in metrics:
                 value = row[metric]
                 rows.append(
                     {
-                        "dataset": data.name,
-                        "n_sites": n_sites,
-                        "jaccard": jaccard,
-                        "rep": rep,
+                        **key,
                         "site": site,
                         "method": method,
                         "metric": metric,
@@ -375,9 +288,50 @@ def run_repetition(
     return rows
 
 
+def needs_validation(methods: Sequence[str], calibration: str = "none") -> bool:
+    """Whether the sites hold out validation rows: a method fitted on them, or calibration."""
+    return calibration != "none" or any(m in VALIDATION_METHODS for m in methods)
+
+
+def writes_calibration(metrics: Sequence[str], calibration: str = "none") -> bool:
+    """Whether an experiment writes ``calibration.csv``: a calibration metric
+    (:data:`~fedforest.vocabulary.CALIBRATION_METRICS`) is scored or ``calibration``
+    is not ``"none"``."""
+    return calibration != "none" or any(m in CALIBRATION_METRICS for m in metrics)
+
+
+def _bin_rows(key: dict, site: str, method: str, bins: dict) -> list[dict]:
+    """One :data:`CALIBRATION_COLUMNS` row per non-empty bin of a scored row."""
+    return [
+        {
+            **key,
+            "site": site,
+            "method": method,
+            "bin": b,
+            "count": count,
+            "predicted": p,
+            "observed": o,
+        }
+        for b, (count, p, o) in enumerate(
+            zip(bins["count"], bins["predicted"], bins["observed"], strict=True)
+        )
+        if count
+    ]
+
+
 @dataclass
 class ExperimentPlan:
-    """What to run. See :func:`run_experiment`."""
+    """What to run. See :func:`run_experiment`.
+
+    ``partition`` deals a dataset's rows over the simulated sites: the paper's
+    even stratified deal (``"jaccard"``, the default) or a skew of
+    :mod:`~.skew` (``"dirichlet"``, ``"quantity"``), run once per value of
+    ``alphas``. ``site_files`` (instead of ``datasets``) are natural sites,
+    one CSV file each with the ``target`` column (:func:`~.sites.load_site_files`,
+    named ``name`` or the joined file stems); ``n_sites`` and ``jaccards``
+    then do not apply: the scenario has as many sites as files and their
+    realised overlap.
+    """
 
     datasets: list[str]
     n_sites: list[int] = field(default_factory=lambda: list(PAPER_SITES))
@@ -392,10 +346,61 @@ class ExperimentPlan:
     categorical: list[str] = field(default_factory=list)
     n_jobs: int = 1
     validation_fraction: float = VALIDATION_FRACTION
+    partition: str = "jaccard"
+    alphas: list[float] = field(default_factory=list)
+    site_files: list[str] = field(default_factory=list)
+    name: str | None = None
+    calibration: str = "none"
+    pooling_weights: str = "equal"
+    auto_metric: str | None = None
 
     def validate(self) -> None:
-        if not self.datasets:
+        if self.site_files:
+            if self.datasets:
+                raise ValueError(
+                    f"give datasets ({', '.join(self.datasets)}) or site files, not both"
+                )
+            if self.partition != "jaccard" or self.alphas:
+                raise ValueError(
+                    f"partition={self.partition!r}, alphas={self.alphas}: site files keep their "
+                    "own rows; partition and alphas apply to one table split over sites"
+                )
+            if not self.target:
+                raise ValueError("site files: give the target column (--target)")
+        elif not self.datasets:
             raise ValueError("datasets is empty; name at least one dataset")
+        if self.name is not None and not self.site_files:
+            raise ValueError(f"name={self.name!r} names site files' data; no site files given")
+        if self.partition not in PARTITIONS:
+            raise ValueError(f"partition={self.partition!r} must be one of {', '.join(PARTITIONS)}")
+        if self.partition == "jaccard" and self.alphas:
+            raise ValueError(
+                f"alphas={self.alphas} apply to the partitions dirichlet and quantity, not jaccard"
+            )
+        if self.partition != "jaccard" and not self.alphas:
+            raise ValueError(
+                f"partition {self.partition!r} needs its concentrations (alphas), e.g. [0.3, 1]"
+            )
+        if any(
+            isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a < math.inf
+            for a in self.alphas
+        ):
+            raise ValueError(f"alphas={self.alphas} must be finite numbers > 0")
+        if len(set(self.alphas)) != len(self.alphas):
+            raise ValueError(f"alphas={self.alphas} repeat a value")
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(
+                f"calibration={self.calibration!r} must be one of {', '.join(CALIBRATIONS)}"
+            )
+        if self.pooling_weights not in POOLING_WEIGHTS:
+            raise ValueError(
+                f"pooling_weights={self.pooling_weights!r} must be one of "
+                f"{', '.join(POOLING_WEIGHTS)}"
+            )
+        if self.auto_metric is not None and self.auto_metric not in AUTO_METRICS:
+            raise ValueError(
+                f"auto_metric={self.auto_metric!r} must be one of {', '.join(AUTO_METRICS)}"
+            )
         bad = [m for m in self.methods if m not in ALL_METHODS]
         if bad:
             raise ValueError(f"methods {bad} are not among {list(ALL_METHODS)}")
@@ -446,8 +451,10 @@ def _init_worker() -> None:
 
 
 def _task(args):
-    data, n_sites, jaccard, rep, plan = args
-    return run_repetition(
+    """One repetition's tidy rows and its calibration rows (``None`` when not written)."""
+    data, n_sites, jaccard, alpha, rep, plan = args
+    bins = [] if writes_calibration(plan.metrics, plan.calibration) else None
+    rows = run_repetition(
         data,
         n_sites,
         jaccard,
@@ -458,7 +465,22 @@ def _task(args):
         plan.n_estimators,
         plan.depth_threshold,
         validation_fraction=plan.validation_fraction,
+        partition=plan.partition,
+        alpha=alpha,
+        calibration=plan.calibration,
+        pooling_weights=plan.pooling_weights,
+        auto_metric=plan.auto_metric,
+        calibration_rows=bins,
     )
+    return rows, bins
+
+
+def _scenarios(plan: ExperimentPlan, data: Dataset) -> list[tuple]:
+    """``(n_sites, jaccard, alpha)`` of every scenario of ``data``."""
+    if data.sites is not None:
+        return [(len(data.sites.names), data.sites.jaccard, None)]
+    alphas = plan.alphas or [None]
+    return [(n, j, a) for n in plan.n_sites for j in plan.jaccards for a in alphas]
 
 
 def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
@@ -466,6 +488,12 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
 
     With ``out_dir`` the tidy table is written to ``out_dir/results.csv`` as the
     batches finish (a long run can be followed, and survives interruption).
+    When a calibration metric (:data:`~fedforest.vocabulary.CALIBRATION_METRICS`)
+    is scored or ``plan.calibration`` is not ``"none"``
+    (:func:`writes_calibration`), ``out_dir/calibration.csv`` beside it gets
+    every scored row's reliability bins, one row per non-empty bin
+    (:data:`CALIBRATION_COLUMNS`; ``predicted`` and ``observed`` are the
+    bin's means), written the same way.
     ``out_dir`` must be new, empty or the folder of an earlier experiment that
     holds only what it wrote (``fedforest.outputs``); those files
     are cleared first. Progress is logged after every finished (dataset, N, J)
@@ -475,39 +503,49 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
     ------
     ValueError
         Before anything runs or is written: for an invalid plan, a dataset
-        that cannot be read or split over the sites (:func:`check_dataset`),
+        that cannot be read or split over the sites (:func:`~.datasets.check_dataset`),
         or an ``out_dir`` that may hold a user's files.
     """
     plan.validate()
-    datasets = [load_table(d, plan.target, plan.categorical) for d in plan.datasets]
+    if plan.site_files:
+        datasets = [load_site_files(plan.site_files, plan.target, plan.categorical, plan.name)]
+    else:
+        datasets = [load_table(d, plan.target, plan.categorical) for d in plan.datasets]
     for data in datasets:  # before anything runs or is written
         check_dataset(
             data,
             plan.n_sites,
             validation_fraction=(
                 plan.validation_fraction
-                if any(m in VALIDATION_METHODS for m in plan.methods)
+                if needs_validation(plan.methods, plan.calibration)
                 else None
             ),
+            partition=plan.partition,
+            alphas=plan.alphas,
         )
+        if data.sites is not None and "intersection" in plan.methods:
+            if not any(all(c in cols for cols in data.sites.columns.values()) for c in data.X):
+                raise ValueError(
+                    f"site files {', '.join(data.sites.files.values())}: no column is in every "
+                    "file, so there is no intersection forest; leave intersection out of "
+                    "--methods"
+                )
     names = [d.name for d in datasets]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"datasets {repeated} are given twice (by name or file stem)")
     tasks = [
-        (data, n, j, r, plan)
+        (data, n, j, a, r, plan)
         for data in datasets
-        for n in plan.n_sites
-        for j in plan.jaccards
+        for n, j, a in _scenarios(plan, data)
         for r in range(plan.reps)
     ]
     total = len(tasks)
     logger.info(
-        "experiment: %d repetitions (%d datasets x %d N x %d J x %d reps), %d jobs",
+        "experiment: %d repetitions (%d scenarios over %d datasets x %d reps), %d jobs",
         total,
+        total // plan.reps,
         len(datasets),
-        len(plan.n_sites),
-        len(plan.jaccards),
         plan.reps,
         plan.n_jobs,
     )
@@ -527,19 +565,34 @@ def _run_tasks(plan: ExperimentPlan, tasks: list, out_path) -> pd.DataFrame:
     """Run the repetitions (writing ``out_path`` as they finish); the sorted tidy table."""
     per_scenario = plan.reps
     total = len(tasks)
+    bins_path = None
     if out_path is not None:
         pd.DataFrame(columns=TIDY_COLUMNS).to_csv(out_path, index=False)
+        if writes_calibration(plan.metrics, plan.calibration):
+            bins_path = out_path.parent / CALIBRATION_FILE
+            pd.DataFrame(columns=list(CALIBRATION_COLUMNS)).to_csv(bins_path, index=False)
     rows: list[dict] = []
+    bin_rows: list[dict] = []
     done_per: dict[tuple, int] = {}
     start = time.monotonic()
 
     def collect(task, result) -> None:
+        result, bins = result
         rows.extend(result)
+        bin_rows.extend(bins or [])
         if out_path is not None:
             pd.DataFrame(result, columns=TIDY_COLUMNS).to_csv(
                 out_path, mode="a", header=False, index=False
             )
-        key = (task[0].name, task[1], task[2])
+        if bins_path is not None:
+            pd.DataFrame(bins, columns=list(CALIBRATION_COLUMNS)).to_csv(
+                bins_path, mode="a", header=False, index=False
+            )
+        data, n_sites, jaccard, alpha = task[:4]
+        name = (
+            data.name if data.sites is not None else scenario_name(data.name, plan.partition, alpha)
+        )
+        key = (name, n_sites, jaccard)
         done_per[key] = done_per.get(key, 0) + 1
         finished = sum(done_per.values())
         if done_per[key] == per_scenario:
@@ -571,6 +624,11 @@ def _run_tasks(plan: ExperimentPlan, tasks: list, out_path) -> pd.DataFrame:
     ).reset_index(drop=True)
     if out_path is not None:
         tidy.to_csv(out_path, index=False)
+    if bins_path is not None:
+        bins = pd.DataFrame(bin_rows, columns=list(CALIBRATION_COLUMNS))
+        bins.sort_values(list(CALIBRATION_COLUMNS[:7]), kind="stable").to_csv(
+            bins_path, index=False
+        )
     logger.info(
         "experiment finished in %.0f s (%.2f s per repetition)",
         time.monotonic() - start,

@@ -11,6 +11,11 @@ average ranks and cliques behind Figure 5 (:func:`average_ranks`,
 :func:`nemenyi_cd`). It imports numpy, pandas, scipy and, within fedforest,
 only :mod:`fedforest.vocabulary`; never matplotlib, :mod:`.figures` or
 :mod:`.markdown`.
+
+Metrics of :data:`~fedforest.vocabulary.LOWER_IS_BETTER` (Brier score,
+log-loss, ECE) are ranked, compared and marked best the other way round
+(:func:`lower_is_better`): rank 1 is the lowest score, a relative gain is the
+relative reduction, and the best value of a table is its smallest.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..vocabulary import EXPERIMENT_METHODS, METRICS
+from ..vocabulary import EXPERIMENT_METHODS, LOWER_IS_BETTER, METRICS
 
 logger = logging.getLogger("fedforest.experiments.reports")  # the name used before the split
 
@@ -36,7 +41,9 @@ __all__ = [
     "METHOD_ORDER",
     "RankTest",
     "average_ranks",
+    "best_value",
     "display_name",
+    "lower_is_better",
     "nemenyi_cd",
     "per_repetition",
     "relative_gain",
@@ -120,6 +127,37 @@ def display_name(method: str) -> str:
 
 def _metric_name(metric: str) -> str:
     return _METRIC_NAMES.get(metric, metric)
+
+
+def lower_is_better(metric: str) -> bool:
+    """Whether a lower ``metric`` is better (:data:`~fedforest.vocabulary.LOWER_IS_BETTER`).
+
+    Examples
+    --------
+    >>> lower_is_better("brier"), lower_is_better("auc")
+    (True, False)
+    """
+    return metric in LOWER_IS_BETTER
+
+
+def best_value(values, metric: str) -> float:
+    """The best of ``values`` for ``metric`` (NaN skipped; NaN when none is finite).
+
+    Examples
+    --------
+    >>> best_value([0.2, 0.1, float("nan")], "brier"), best_value([0.2, 0.1], "auc")
+    (0.1, 0.2)
+    """
+    series = pd.Series(values, dtype=float)
+    return float(series.min() if lower_is_better(metric) else series.max())
+
+
+def _single_metric(df: pd.DataFrame) -> str:
+    """The one metric of ``df`` (ranks are taken within one metric)."""
+    metrics = sorted(df["metric"].unique())
+    if len(metrics) != 1:
+        raise ValueError(f"rank one metric at a time; the results hold {metrics}")
+    return metrics[0]
 
 
 def _order_methods(methods: Iterable[str]) -> list[str]:
@@ -255,7 +293,7 @@ def summary_table(
     tidy : pandas.DataFrame or path
         Runner output (see :data:`COLUMNS`).
     metric : str
-        One of ``auprc, auc, mcc, accuracy``; must be present in ``tidy``.
+        One of :data:`~fedforest.vocabulary.METRICS`; must be present in ``tidy``.
     jaccards : sequence of float or None
         Overlap levels to show. A level that is not in the results is replaced
         by the nearest available one (ties go to the smaller; a warning is
@@ -329,7 +367,9 @@ def relative_gain(
     ``G[m, s] = (Score[m, s] - Score[baseline, s]) / Score[baseline, s]`` where
     a score is the mean over repetitions of the per-repetition site means of
     scenario ``s = (n_sites, jaccard)``. A zero or missing baseline score gives
-    NaN.
+    NaN. For a lower-is-better metric (:func:`lower_is_better`) the sign is
+    turned, ``G = (Score[baseline] - Score[m]) / Score[baseline]`` (the
+    relative reduction), so a positive gain is an improvement for every metric.
 
     Parameters
     ----------
@@ -347,7 +387,7 @@ def relative_gain(
     pandas.DataFrame
         Index ``method`` (every method except the baseline, in
         :data:`METHOD_ORDER`); columns a MultiIndex ``(n_sites, jaccard)``.
-        Values are fractions (0.05 = +5 %).
+        Values are fractions (0.05 = +5 %; better than the baseline when positive).
 
     Examples
     --------
@@ -366,6 +406,8 @@ def relative_gain(
     if (means[baseline] == 0).any():
         logger.warning("baseline %r scores 0 in some scenarios; their gains are NaN", baseline)
     gains = means.drop(columns=baseline).sub(base, axis=0).div(base, axis=0)
+    if lower_is_better(metric):
+        gains = -gains
     methods = [m for m in _order_methods(means.columns) if m != baseline]
     out = gains.T.reindex(methods)
     out.index.name = "method"
@@ -422,8 +464,10 @@ def _rank_matrix(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _rank_test(df: pd.DataFrame, alpha: float = 0.05) -> tuple[RankTest, int]:
+    """Average ranks (1 = best) of the one metric of ``df``, Friedman test, Nemenyi CD."""
+    lower = lower_is_better(_single_metric(df))
     wide = _rank_matrix(df)
-    ranks = wide.rank(axis=1, ascending=False, method="average")
+    ranks = wide.rank(axis=1, ascending=lower, method="average")
     avg = ranks.mean(axis=0).sort_values(kind="stable")
     avg.name = "average_rank"
     avg.index.name = "method"
@@ -448,8 +492,9 @@ def average_ranks(
     """Average ranks, Friedman test and Nemenyi critical difference.
 
     Methods are ranked within each block ``(dataset, n_sites, jaccard, rep)``
-    on the per-repetition site means; the highest score gets rank 1 and ties
-    share the average rank. Blocks where some method has no score are left
+    on the per-repetition site means; the best score (the highest, or the
+    lowest for a lower-is-better metric) gets rank 1 and ties share the
+    average rank. Blocks where some method has no score are left
     out (a warning says how many), as are methods without any score.
 
     Parameters

@@ -1,0 +1,342 @@
+"""Experiment datasets: loading a table, and checking that the sites can use it.
+
+A :class:`Dataset` is a table of features and labels: one of the synthetic
+sets (:mod:`~.synthetic`), a table bundled with scikit-learn
+(:mod:`~.bundled`), a CSV file (:func:`load_table`) or natural sites, one CSV
+file per site (:func:`~.sites.load_site_files`). :func:`check_dataset`
+refuses, before anything runs, a dataset whose sites could not be split into
+training, test (and validation) rows that hold every class, for the paper's
+even deal (:func:`rows_per_class`), a skewed deal (:func:`class_floor` rows
+of every class per site) and natural sites alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..vocabulary import VALIDATION_METHODS
+from .partition import pairwise_jaccard
+
+
+def code_categoricals(frame: pd.DataFrame, categorical: Sequence[str] = ()) -> list[str]:
+    """Code non-numeric and named columns as integers 0..K-1 in place (missing stays NaN).
+
+    Levels are sorted, so the codes do not depend on row order. Returns the
+    categorical columns: those named first, then the non-numeric ones found.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"x": [1.5, 2.0], "c": ["b", "a"]})
+    >>> code_categoricals(frame), frame["c"].tolist()
+    (['c'], [1.0, 0.0])
+    """
+    cats = list(categorical)
+    for col in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[col]) or col in cats:
+            codes, _ = pd.factorize(frame[col], sort=True)
+            frame[col] = np.where(codes < 0, np.nan, codes)
+            if col not in cats:
+                cats.append(col)
+    return cats
+
+
+@dataclass
+class NaturalSites:
+    """Where each natural site's data sits in its :class:`Dataset`.
+
+    Attributes
+    ----------
+    rows : dict of str to numpy.ndarray
+        Site name (file stem) -> row positions in ``Dataset.X``.
+    columns : dict of str to list of str
+        Site name -> the feature columns of its file, in the union's order.
+    files : dict of str to str
+        Site name -> the file it was read from.
+    """
+
+    rows: dict[str, np.ndarray]
+    columns: dict[str, list[str]]
+    files: dict[str, str]
+
+    @property
+    def names(self) -> list[str]:
+        """The site names, in file order."""
+        return list(self.rows)
+
+    @property
+    def jaccard(self) -> float:
+        """Mean pairwise Jaccard similarity of the sites' feature sets, to 3 decimals."""
+        return round(pairwise_jaccard(self.columns.values()), 3)
+
+
+@dataclass
+class Dataset:
+    """A table for experiments: features, labels and which columns are categorical.
+
+    Natural sites (:func:`~.sites.load_site_files`) also say which rows and
+    columns are each site's (``sites``); a single table has ``None`` there and
+    is split over simulated sites.
+    """
+
+    name: str
+    X: pd.DataFrame
+    y: np.ndarray
+    categorical: list[str] = field(default_factory=list)
+    sites: NaturalSites | None = None
+
+    @property
+    def categories(self) -> dict[str, list[str]]:
+        """Levels of the categorical columns (integer codes 0..K-1)."""
+        out = {}
+        for c in self.categorical:
+            k = int(np.nanmax(self.X[c].to_numpy(dtype=float))) + 1
+            out[c] = [str(i) for i in range(k)]
+        return out
+
+
+def load_table(
+    spec: str, target: str | None = None, categorical: Sequence[str] = (), random_state: int = 0
+) -> Dataset:
+    """A synthetic dataset by name (``S-500-Mix`` ...), a dataset bundled with scikit-learn
+    (``breast_cancer``, ``wine``, ``digits``) or a CSV file with a target column.
+
+    Non-numeric CSV columns are coded as integers and treated as categorical.
+    A file of the same name as a bundled dataset is read as the file.
+    """
+    from .bundled import BUNDLED, load_bundled
+    from .synthetic import DATASETS, load_dataset
+
+    if spec in DATASETS:
+        X, y, cats = load_dataset(spec, random_state=random_state)
+        return Dataset(spec, X, np.asarray(y), list(cats))
+    path = Path(spec)
+    if spec in BUNDLED and not path.is_file():
+        X, y = load_bundled(spec)
+        return Dataset(spec, X, y, [])
+    if not path.is_file():
+        raise ValueError(
+            f"dataset {spec!r} is neither a known synthetic set {sorted(DATASETS)}, a dataset "
+            f"bundled with scikit-learn {sorted(BUNDLED)} nor a CSV file"
+        )
+    if not target:
+        raise ValueError(f"dataset {spec}: give the target column (--target)")
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"dataset {spec}: cannot read it as a CSV file: {err}") from err
+    columns = ", ".join(map(str, frame.columns))
+    if target not in frame.columns:
+        raise ValueError(
+            f"dataset {spec}: the target (--target) {target!r} is not a column; columns: {columns}"
+        )
+    unknown = [c for c in categorical if c not in frame.columns]
+    if unknown:
+        raise ValueError(
+            f"dataset {spec}: the categorical columns (--categorical) "
+            f"{', '.join(map(repr, unknown))} are not columns; columns: {columns}"
+        )
+    if target in categorical:
+        raise ValueError(f"dataset {spec}: --categorical names the target {target!r}")
+    missing = int(frame[target].isna().sum())
+    if missing:
+        raise ValueError(
+            f"dataset {spec}: the target {target!r} is missing in {missing} rows; drop them first"
+        )
+    y = frame.pop(target).to_numpy()
+    cats = code_categoricals(frame, categorical)
+    return Dataset(path.stem, frame.astype(float), y, cats)
+
+
+#: Share of each site's rows held out for testing (paper: 75/25).
+TEST_FRACTION = 0.25
+#: Share of each site's rows held out for validation when a method needs them (as in a job).
+VALIDATION_FRACTION = 0.2
+
+
+def rows_per_class(n_sites: int, test_fraction: float = TEST_FRACTION) -> int:
+    """Rows of every class a dataset needs so that each of ``n_sites`` sites can be scored.
+
+    A site's stratified split (test share ``f``) gives a class with ``k`` rows
+    at most ``ceil(k (1 - f))`` training rows, so at least one test row when
+    ``k >= 1 / f``, and then at least one training row too. With
+    ``ceil(1 / f)`` rows of every class (4 for f = 0.25) at a site, its
+    training and its test rows hold every class and every metric is defined.
+    :func:`~.partition.split_rows` deals each class evenly, so the worst site
+    gets ``floor(count / n_sites)`` rows of it: a class needs
+    ``n_sites * ceil(1 / f)`` rows.
+
+    Examples
+    --------
+    >>> rows_per_class(3)
+    12
+    """
+    return n_sites * math.ceil(1 / test_fraction - 1e-9)
+
+
+def class_floor(
+    n_classes: int, test_fraction: float = TEST_FRACTION, validation_fraction: float | None = None
+) -> int:
+    """Rows of every class a skewed or natural site needs to be split, trained and scored.
+
+    ``ceil(1 / f)`` rows of every class (:func:`rows_per_class` for one
+    site) leave every class in the site's training and test rows; with
+    ``validation_fraction``, the fewest rows per class above that for which
+    :func:`validation_split_problem` finds the splits possible (a site with
+    more rows splits too: every part of the split grows with the rows).
+
+    Examples
+    --------
+    >>> class_floor(2), class_floor(2, validation_fraction=0.2), class_floor(5, 0.25, 0.2)
+    (4, 4, 5)
+    """
+    floor = rows_per_class(1, test_fraction)
+    if validation_fraction:
+        if validation_fraction / (1 - test_fraction) >= 1:
+            raise ValueError(
+                f"validation_fraction={validation_fraction} leaves no training rows next to "
+                f"the test share {test_fraction}"
+            )
+        while validation_split_problem(
+            np.full(n_classes, floor), test_fraction, validation_fraction
+        ):
+            floor += 1
+    return floor
+
+
+def _partition_name(partition: str) -> str:
+    return {"dirichlet": "Dirichlet label skew", "quantity": "Dirichlet quantity skew"}[partition]
+
+
+def check_dataset(
+    data: Dataset,
+    n_sites: Sequence[int],
+    test_fraction: float = TEST_FRACTION,
+    validation_fraction: float | None = None,
+    partition: str = "jaccard",
+    alphas: Sequence[float] = (),
+) -> None:
+    """Refuse a dataset the sites cannot learn from and be scored on, naming what is lacking.
+
+    For the even deal (``partition="jaccard"``), every class needs
+    :func:`rows_per_class` rows for the largest number of sites (and, with
+    validation rows, enough at the smallest site). A skewed deal gives each
+    site :func:`class_floor` rows of every class first, so every class needs
+    that many per site. Natural sites (``data.sites``) are checked one by
+    one: each needs :func:`class_floor` rows of every class of the dataset.
+
+    Raises
+    ------
+    ValueError
+        If the dataset has no feature, a single class, fewer rows of a
+        class than the partition needs, or, with ``validation_fraction``, too
+        few rows at the smallest site to split off validation rows
+        (:func:`validation_split_problem`). The message names the dataset
+        (the site's file), the partition and ``alphas``, and what to change.
+    """
+    if data.X.shape[1] < 1:
+        raise ValueError(f"dataset {data.name}: no feature column besides the target")
+    labels, counts = np.unique(np.asarray(data.y), return_counts=True)
+    found = ", ".join(f"{label}: {count}" for label, count in zip(labels, counts, strict=True))
+    if len(labels) < 2:
+        raise ValueError(
+            f"dataset {data.name}: the target has a single class ({found} rows); "
+            "an experiment needs at least two classes"
+        )
+    if data.sites is not None:
+        _check_natural_sites(data, labels, test_fraction, validation_fraction)
+        return
+    most = max(n_sites)
+    if partition != "jaccard":
+        floor = class_floor(len(labels), test_fraction, validation_fraction)
+        need = most * floor
+        short = [str(label) for label, count in zip(labels, counts, strict=True) if count < need]
+        if short:
+            raise ValueError(
+                f"dataset {data.name}: {len(data.y)} rows, class counts {{{found}}}; "
+                f"{_partition_name(partition)} (alpha {', '.join(f'{a:g}' for a in alphas)}) "
+                f"over {most} sites first gives every site {floor} rows of every class (so that "
+                "its training, test"
+                f"{' and validation' if validation_fraction else ''} rows hold every class), "
+                f"which needs {need} rows of every class; too few rows of class "
+                f"{', '.join(short)}. Use fewer sites (--sites)"
+                f"{', a smaller --validation-fraction' if validation_fraction else ''} or more "
+                "rows"
+            )
+        return
+    need = rows_per_class(most, test_fraction)
+    short = [str(label) for label, count in zip(labels, counts, strict=True) if count < need]
+    if short:
+        per_site = need // most
+        raise ValueError(
+            f"dataset {data.name}: {len(data.y)} rows, class counts {{{found}}}; {most} sites "
+            f"need at least {need} rows of every class ({per_site} per site, so that each "
+            f"site's {1 - test_fraction:.0%}/{test_fraction:.0%} split leaves every class in "
+            f"its training and its test rows); too few rows of class {', '.join(short)}. "
+            "Use fewer sites (--sites) or more rows"
+        )
+    if validation_fraction:
+        for n in sorted(set(n_sites)):
+            problem = validation_split_problem(counts // n, test_fraction, validation_fraction)
+            if problem:
+                raise ValueError(
+                    f"dataset {data.name}: with validation rows (for "
+                    f"{', '.join(VALIDATION_METHODS)}), {problem} at {n} sites. Use fewer sites "
+                    "(--sites), a smaller --validation-fraction or more rows"
+                )
+
+
+def _check_natural_sites(
+    data: Dataset, labels, test_fraction: float, validation_fraction: float | None
+) -> None:
+    """Every natural site holds enough rows of every class (:func:`class_floor`)."""
+    floor = class_floor(len(labels), test_fraction, validation_fraction)
+    y = np.asarray(data.y)
+    for site, rows in data.sites.rows.items():
+        counts = np.array([(y[rows] == label).sum() for label in labels])
+        if counts.min() < floor:
+            found = ", ".join(f"{lb}: {c}" for lb, c in zip(labels, counts, strict=True))
+            raise ValueError(
+                f"site file {data.sites.files[site]}: class counts {{{found}}}; every site needs "
+                f"at least {floor} rows of every class of the sites' data (so that its training, "
+                f"test{' and validation' if validation_fraction else ''} rows hold every "
+                f"class). Add rows to that site or leave it out"
+                f"{' (or use a smaller --validation-fraction)' if validation_fraction else ''}"
+            )
+
+
+def validation_split_problem(
+    per_class: np.ndarray, test_fraction: float, validation_fraction: float
+) -> str | None:
+    """Why a site with ``per_class`` rows of each class cannot split off validation rows.
+
+    The site's rows are split as :func:`run_repetition` does (test rows, then
+    validation rows out of the rest, both stratified when every class has two
+    rows), and a stratified split needs at least one row of every class on
+    each side, as scikit-learn requires. ``None`` when the splits work.
+
+    Examples
+    --------
+    >>> validation_split_problem(np.array([4, 4, 4, 4, 4]), 0.25, 0.2) is None
+    False
+    >>> validation_split_problem(np.array([6, 7, 5]), 0.25, 0.2) is None
+    True
+    """
+    per_class = np.asarray(per_class)
+    n, classes = int(per_class.sum()), int((per_class > 0).sum())
+    n_test = math.ceil(test_fraction * n)
+    rest = n - n_test
+    n_val = math.ceil(validation_fraction / (1 - test_fraction) * rest)
+    need = classes if per_class[per_class > 0].min() >= 2 else 1
+    if n_test < need or rest - n_val < need or n_val < need:
+        return (
+            f"the smallest site has {n} rows ({classes} classes): {n_test} test, {n_val} "
+            f"validation and {rest - n_val} training rows, and each part needs at least "
+            f"{need} (one of every class when the split is stratified)"
+        )
+    return None

@@ -1,0 +1,171 @@
+"""Natural sites: one CSV table per hospital, each with its own columns.
+
+The paper's protocol simulates sites by splitting one table
+(:mod:`~.partition`, :mod:`~.skew`). With real multi-site data each site's
+table is a file of its own: :func:`load_site_files` reads them into one
+:class:`~.datasets.Dataset` whose feature space is the union of the files'
+columns (matched by name; a column a file lacks is absent at that site) and
+which remembers each site's rows and columns. The experiment then repeats
+stratified train/test (and validation) splits within every site, seeded by
+the repetition, instead of dealing rows afresh.
+
+Non-numeric columns, and the columns named ``categorical``, are coded as
+integers over all files together (:func:`~.datasets.code_categoricals`), so a level has
+the same code at every site. The site names are the file stems; the
+scenario's Jaccard overlap is the realised mean pairwise Jaccard similarity
+of the files' feature sets (:func:`~.partition.pairwise_jaccard`).
+
+Example
+-------
+>>> import tempfile, pathlib
+>>> tmp = pathlib.Path(tempfile.mkdtemp())
+>>> pd.DataFrame({"age": [50, 60] * 10, "ward": ["a", "b"] * 10, "y": [0, 1] * 10}).to_csv(
+...     tmp / "north.csv", index=False)
+>>> pd.DataFrame({"age": [40, 70] * 10, "bmi": [20, 30] * 10, "y": [1, 0] * 10}).to_csv(
+...     tmp / "south.csv", index=False)
+>>> data = load_site_files([tmp / "north.csv", tmp / "south.csv"], "y")
+>>> data.name, list(data.X.columns), data.sites.columns
+('north+south', ['age', 'ward', 'bmi'], {'north': ['age', 'ward'], 'south': ['age', 'bmi']})
+>>> data.sites.jaccard
+0.333
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .datasets import Dataset, NaturalSites, code_categoricals
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["load_site_files"]
+
+
+def _read_site(path: Path, target: str) -> pd.DataFrame:
+    try:
+        # the header as written: pandas renames a repeated name ("x", "x.1") when it reads
+        raw = pd.read_csv(path, nrows=1, header=None, dtype=str).iloc[0].tolist()
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"site file {path}: cannot read it as a CSV file: {err}") from err
+    names = [str(n) for n in raw]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(
+            f"site file {path}: the header repeats the column names {', '.join(repeated)}; "
+            "every column needs a name of its own"
+        )
+    columns = ", ".join(map(str, frame.columns))
+    if target not in frame.columns:
+        raise ValueError(
+            f"site file {path}: the target (--target) {target!r} is not a column; "
+            f"columns: {columns}"
+        )
+    if frame.shape[1] < 2:
+        raise ValueError(f"site file {path}: no feature column besides the target {target!r}")
+    if frame.empty:
+        raise ValueError(f"site file {path}: no rows below the header")
+    missing = int(frame[target].isna().sum())
+    if missing:
+        raise ValueError(
+            f"site file {path}: the target {target!r} is missing in {missing} rows; drop them first"
+        )
+    classes = frame[target].value_counts(sort=False).sort_index()
+    if len(classes) < 2:
+        found = ", ".join(f"{label}: {count}" for label, count in classes.items())
+        raise ValueError(
+            f"site file {path}: the target {target!r} has a single class ({found} rows); "
+            "every site needs at least two classes"
+        )
+    return frame
+
+
+def load_site_files(
+    paths: Sequence,
+    target: str,
+    categorical: Sequence[str] = (),
+    name: str | None = None,
+):
+    """Read one CSV table per site into a :class:`~.datasets.Dataset` of natural sites.
+
+    Parameters
+    ----------
+    paths : sequence of path-like
+        Two or more CSV files, one per site; the site names are the file
+        stems, which must be distinct.
+    target : str
+        The target column, in every file.
+    categorical : sequence of str
+        Columns to treat as categorical (non-numeric columns always are);
+        each must be a column of at least one file.
+    name : str, optional
+        The dataset's name in the results (default: the stems joined by ``+``).
+
+    Returns
+    -------
+    Dataset
+        ``X`` holds every file's rows (in file order) over the union of the
+        columns (in order of first appearance), NaN where a site lacks a
+        column; ``sites`` (:class:`~.datasets.NaturalSites`) gives each site's rows,
+        columns and file.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: fewer than two files, a missing or unreadable file,
+        repeated stems, a repeated header, no target column or a missing
+        target value, a single class, no feature column; a ``categorical``
+        column no file has, or a target named as categorical.
+    """
+    paths = [Path(p) for p in paths]
+    if len(paths) < 2:
+        raise ValueError(
+            f"site files (--site-files): give at least two, one per site; got {len(paths)}"
+        )
+    for path in paths:
+        if not path.is_file():
+            raise ValueError(f"site file {path}: no such file")
+    stems = [p.stem for p in paths]
+    repeated = sorted({s for s in stems if stems.count(s) > 1})
+    if repeated:
+        clash = ", ".join(str(p) for p in paths if p.stem in repeated)
+        raise ValueError(
+            f"site files {clash}: the site names are the file stems and must be distinct; "
+            f"{', '.join(repeated)} repeats. Rename the files"
+        )
+    if target in categorical:
+        raise ValueError(f"site files: --categorical names the target {target!r}")
+    frames = [_read_site(path, target) for path in paths]
+    union = list(dict.fromkeys(c for f in frames for c in f.columns if c != target))
+    unknown = [c for c in categorical if c not in union]
+    if unknown:
+        raise ValueError(
+            f"site files: the categorical columns (--categorical) "
+            f"{', '.join(map(repr, unknown))} are columns of no file; columns: {', '.join(union)}"
+        )
+    both = pd.concat(frames, ignore_index=True, sort=False)
+    y = both.pop(target).to_numpy()
+    X = both[union].copy()
+    cats = code_categoricals(X, categorical)
+    ends = np.cumsum([0] + [len(f) for f in frames])
+    sites = NaturalSites(
+        rows={s: np.arange(ends[k], ends[k + 1]) for k, s in enumerate(stems)},
+        columns={
+            s: [c for c in union if c in f.columns] for s, f in zip(stems, frames, strict=True)
+        },
+        files={s: str(p) for s, p in zip(stems, paths, strict=True)},
+    )
+    logger.info(
+        "site files: %d sites (%s), %d columns in all, %d shared, Jaccard %.3f",
+        len(stems),
+        ", ".join(f"{s}: {len(sites.rows[s])} rows" for s in stems),
+        len(union),
+        sum(all(c in cols for cols in sites.columns.values()) for c in union),
+        sites.jaccard,
+    )
+    return Dataset(name or "+".join(stems), X.astype(float), y, cats, sites=sites)

@@ -8,7 +8,7 @@ import os
 import pandas as pd
 import pytest
 import yaml
-from flare_setup import write_configs
+from flare_setup import UNCALIBRATED, write_configs
 
 from fedforest.cli import main
 from fedforest.errors import ConfigError
@@ -114,7 +114,7 @@ def test_cli_build_reports_config_errors(tmp_path, capsys):
 
 @pytest.mark.flare
 def test_a_site_whose_data_vanished_is_dropped_with_the_reason(tmp_path):
-    configs = write_configs(tmp_path, election={"auto_tune": False})
+    configs = write_configs(tmp_path, election={"auto_tune": False}, evaluation=UNCALIBRATED)
     recipe = FedForestRecipe(configs)  # validated while the data are there
     (tmp_path / "data" / "site-3.csv").unlink()
     run_dir = simulate(recipe, tmp_path / "ws", log_file=tmp_path / "sim.log", timeout=600)

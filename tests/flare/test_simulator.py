@@ -160,6 +160,7 @@ def test_a_slow_site_is_kept_and_one_past_its_timeout_is_dropped_with_the_reason
         rows=200,
         forest={"n_estimators": 8},
         election={"auto_tune": False},
+        evaluation=UNCALIBRATED,
         job={
             "min_sites": 2,
             "timeouts": {"schema": 60, "election": 60, "train": 6.5, "evaluate": 60},

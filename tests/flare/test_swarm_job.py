@@ -57,7 +57,7 @@ def demo_runs(demo_swarm_run, demo_server_run):
 def faulty_run(tmp_path_factory):
     """Swarm mode: site-3 raises in training; site-1 keeps its metrics (report_metrics: false)."""
     folder = tmp_path_factory.mktemp("faulty")
-    configs = write_configs(folder, job={"mode": "swarm"})
+    configs = write_configs(folder, job={"mode": "swarm"}, evaluation=UNCALIBRATED)
     path = configs / "site-1.yaml"
     site = yaml.safe_load(path.read_text())
     site["report_metrics"] = False

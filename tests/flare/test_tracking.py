@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from flare_setup import write_configs
+from flare_setup import UNCALIBRATED, write_configs
 
 from fedforest.errors import ConfigError
 from fedforest.flare import tracking
@@ -56,6 +56,7 @@ def test_tensorboard_gets_every_site_metric_and_the_tuning_history(tmp_path):
         rows=200,
         forest={"n_estimators": 8},
         election={"auto_tune": True, "tuning_rounds": 2},
+        evaluation=UNCALIBRATED,
         job={"tracking": "tensorboard"},
     )
     log = tmp_path / "sim.log"

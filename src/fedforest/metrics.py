@@ -114,10 +114,7 @@ def _probability_score(metric: str, y_true, proba: np.ndarray, classes: np.ndarr
     if metric == "ece":
         _, count, total_p, total_hit = _bin_sums(y_true, proba, classes, N_BINS)
         return float(np.sum(np.abs(total_p - total_hit)) / count.sum())
-    onehot = (y_true[:, None] == classes[None, :]).astype(float)
-    if classes.size == 2:
-        return float(np.mean((proba[:, 1] - onehot[:, 1]) ** 2))
-    return float(np.mean(np.sum((proba - onehot) ** 2, axis=1)))
+    return float(np.mean(row_losses("brier", y_true, proba, classes)))
 
 
 def calibration_bins(y_true, proba, classes, n_bins: int = N_BINS) -> dict:

@@ -79,7 +79,7 @@ def _site_metrics_v2(payload: Mapping) -> dict:
         return dict(payload)  # the current reader refuses it, naming the field
     rows = {}
     for name, row in per.items():
-        if isinstance(row, Mapping) and any(v is not None for k, v in row.items() if k == "rows"):
+        if isinstance(row, Mapping):
             row = {"calibration": "none", "bins": None, **row}
             if name == "auto":
                 row = {"chosen_calibration": "none", "runner_up": None, **row}

@@ -36,7 +36,8 @@ ALL_FEATURES = [
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     folder = tmp_path_factory.mktemp("server_job")
-    config, runners = make_job(folder)
+    # the server's rules, not the sites' calibration, are tested here (test_site runs it)
+    config, runners = make_job(folder, evaluation={"calibration": "none"})
     return run_job(config, runners, folder / "run")
 
 

@@ -577,6 +577,7 @@ def policy_job(tmp_path_factory) -> Job:
     folder = tmp_path_factory.mktemp("privacy_job")
     config, runners = make_job(
         folder,
+        evaluation={"calibration": "none"},  # privacy, not calibration, is tested here
         site_changes={
             "site-1": {"privacy": {"min_leaf_rows": 5}},
             "site-2": {

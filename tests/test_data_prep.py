@@ -73,6 +73,16 @@ def test_jaccard_split_refuses_sites_the_job_would_refuse(tmp_path, capsys):
     table(60).assign(y=1).to_csv(single, index=False)
     err = refused(capsys, split_main, single, *argv)
     assert "single class" in err and "{1: 60}" in err
+    # every site gets both classes, but one row of the rarer class cannot be in its
+    # training, validation and test rows at once (300 rows, 3 positives, 3 sites)
+    few = tmp_path / "few.csv"
+    table(300).assign(y=[1] * 3 + [0] * 297).to_csv(few, index=False)
+    err = refused(capsys, split_main, few, *argv)
+    assert (
+        "site-1 would get 100 rows (300 rows over 3 sites) with class counts {0: 99, 1: 1}" in err
+    )
+    assert "class 1 (1 row) gets" in err and "a class needs at least 6 rows" in err
+    assert "The whole table has {0: 297, 1: 3}" in err
     assert not out.exists()  # refused before anything was written
 
 

@@ -929,3 +929,28 @@ def test_two_grids_that_cannot_be_combined_are_refused_naming_both_files(tmp_pat
     msg = str(info.value)
     assert msg.startswith(f"{override} and {path}: key 'privacy.threshold_grid'"), msg
     assert f"step 0.5 ({override}) against step 0.3 ({path})" in msg
+
+
+def test_a_site_whose_split_leaves_a_part_without_a_class_is_refused(tmp_path):
+    sites = two_sites(tmp_path, rows=(100, 100))
+    path = Path(sites["site-1"].data_path)
+    lines = path.read_text().splitlines()
+    # one positive in 100 rows: the holdouts leave the training rows (or the others) one class
+    rows = [
+        line.rsplit(",", 1)[0] + ("," + ("1" if i == 7 else "0"))
+        for i, line in enumerate(lines[1:])
+    ]
+    path.write_text("\n".join([lines[0], *rows]) + "\n")
+    with pytest.raises(ConfigError) as info:
+        check_job_against_sites(job_config(), sites)
+    text = str(info.value)
+    assert text.startswith(f"site-1.yaml: the data file {path} cannot run in this job")
+    assert "target 'outcome' has class counts {0: 99, 1: 1}" in text
+    assert "class 1 (1 row) gets" in text
+    assert "with 100 rows a class needs at least 6 rows" in text
+    assert "smaller validation_fraction or test_fraction" in text
+    # the site runs the same check when it starts, on the table it has read
+    with pytest.raises(ConfigError, match="class 1 \\(1 row\\) gets"):
+        job_config().check_against_sites(
+            {"site-1": sites["site-1"]}, {"site-1": read_table(sites["site-1"])}
+        )

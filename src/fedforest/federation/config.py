@@ -119,7 +119,8 @@ from ..vocabulary import (
     TRACKING,
     VOTING,
 )
-from .tables import table_summary
+from .splits import describe_short_classes, split_sizes
+from .tables import TableSummary, table_summary
 
 LOCAL_OVERRIDE = "fedforest.yaml"
 
@@ -639,16 +640,20 @@ def _check_selector_params(c: ConfigChecker, selector: str, params: Mapping) -> 
 
 
 # --------------------------------------------------------------------------- job x sites
-def split_sizes(n_rows: int, validation_fraction: float, test_fraction: float):
-    """(training, validation, test) rows of a site of ``n_rows`` rows, as the job splits them.
-
-    The test rows are split off first, then the validation rows (scikit-learn's
-    ``train_test_split`` rounds the held-out count up).
-    """
-    n_test = math.ceil(test_fraction * n_rows)
-    rest = n_rows - n_test
-    n_val = math.ceil(validation_fraction / (1 - test_fraction) * rest)
-    return rest - n_val, n_val, n_test
+def _check_classes_in_every_part(job: JobConfig, site: SiteConfig, summary: TableSummary) -> None:
+    """Refuse a table whose split (with the job's seed) leaves a part without a class."""
+    if len(np.unique(summary.target)) < 2:
+        return  # the single-class rule of the data checks names this case
+    why = describe_short_classes(
+        summary.target, site.validation_fraction, site.test_fraction, job.seed
+    )
+    if why is not None:
+        raise ConfigError(
+            f"{site.source}: the data file {site.data_path} cannot run in this job: "
+            f"target {site.target!r} has {why}. Allowed: more rows of the short class at this "
+            "site, a smaller validation_fraction or test_fraction in this file, or fewer "
+            "sites sharing the rows"
+        )
 
 
 def check_job_against_sites(
@@ -663,7 +668,10 @@ def check_job_against_sites(
     * ``forest.min_samples_leaf``: a split needs that many training rows on
       each side, so ``2 * min_samples_leaf`` must not exceed the site's
       training rows (else every tree is a single leaf);
-    * an integer ``forest.max_features``: at most the site's feature columns.
+    * an integer ``forest.max_features``: at most the site's feature columns;
+    * every class of the site's target keeps a row in each of its training,
+      validation and test rows, in the split the site will make with the
+      job's ``seed`` (:func:`~fedforest.federation.splits.describe_short_classes`).
 
     When the columns of every site of ``job.sites`` are known,
     ``election.always_keep`` must name feature columns of at least one site
@@ -685,17 +693,18 @@ def check_job_against_sites(
         is allowed.
     """
     c = _Checker(job.source)
-    summaries: dict[str, tuple[list[str], int]] = {}
+    summaries: dict[str, TableSummary] = {}
     for name, site in sorted(sites.items()):
         if tables is not None and name in tables:
-            frame = tables[name]
-            summaries[name] = ([str(x) for x in frame.columns], len(frame))
+            summaries[name] = TableSummary.of(tables[name], site.target)
         elif Path(site.data_path).is_file():
             summaries[name] = table_summary(site)
     leaf = job.forest["min_samples_leaf"]
     max_features = job.forest["max_features"]
-    for name, (columns, n_rows) in summaries.items():
+    for name, summary in summaries.items():
         site = sites[name]
+        columns, n_rows = summary.columns, summary.n_rows
+        _check_classes_in_every_part(job, site, summary)
         n_train = split_sizes(n_rows, site.validation_fraction, site.test_fraction)[0]
         if 2 * leaf > n_train:
             c.fail(
@@ -717,7 +726,12 @@ def check_job_against_sites(
             )
     if set(job.sites) <= set(summaries):
         known = sorted(
-            {col for name in job.sites for col in summaries[name][0] if col != sites[name].target}
+            {
+                col
+                for name in job.sites
+                for col in summaries[name].columns
+                if col != sites[name].target
+            }
         )
         for feature in job.election["always_keep"]:
             if feature not in known:

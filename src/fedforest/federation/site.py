@@ -62,7 +62,7 @@ from ..vocabulary import DEFAULT_AUTO_METRIC, METRICS
 from .config import JobConfig, SiteConfig, check_job_against_sites
 from .evaluation import evaluate_strategies
 from .schema import GlobalSchema, SiteSchema
-from .splits import split_validation
+from .splits import split_site_rows
 from .tables import check_table, read_table
 from .training import fit_site_models
 
@@ -302,12 +302,10 @@ class SiteRunner:
             raise ValueError(f"the global schema does not list site {self.site!r}")
         X = self.schema.encode(self.frame, self.schema.site_columns[self.site])
         y = normalize_labels(self.frame[self.config.target])
-        rest_X, self.X_test, rest_y, self.y_test = split_validation(
-            X, y, self.config.test_fraction, self.random_state
-        )
-        val_share = self.config.validation_fraction / (1 - self.config.test_fraction)
-        self.X_train, self.X_val, self.y_train, self.y_val = split_validation(
-            rest_X, rest_y, val_share, self.random_state
+        (self.X_train, self.X_val, self.X_test, self.y_train, self.y_val, self.y_test) = (
+            split_site_rows(
+                X, y, self.config.validation_fraction, self.config.test_fraction, self.random_state
+            )
         )
         logger.info(
             "site %s: %d train, %d validation, %d test rows",

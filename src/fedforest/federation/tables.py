@@ -122,18 +122,40 @@ def read_table(site) -> pd.DataFrame:
     if len(frame) != len(lines):  # the two readers disagree on a row: show row numbers
         lines = None
     frame = check_table(site, frame, lines=lines, from_file=True)
-    _remember(site, ([str(x) for x in frame.columns], len(frame)))
+    _remember(site, TableSummary.of(frame, site.target))
     return frame
 
 
-def table_summary(site) -> tuple[list[str], int]:
-    """The checked table's global columns and row count (the file is read again only
-    when it or the site's configuration changed since it was last checked)."""
+@dataclasses.dataclass(frozen=True)
+class TableSummary:
+    """What the job's checks need of a checked table: its global columns and its target.
+
+    Attributes
+    ----------
+    columns : list of str
+    target : ndarray
+        The target column as the site reads it (``label_map`` applied, labels normalised).
+    """
+
+    columns: list
+    target: np.ndarray
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, target: str) -> TableSummary:
+        return cls([str(x) for x in frame.columns], np.asarray(normalize_labels(frame[target])))
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.target)
+
+
+def table_summary(site) -> TableSummary:
+    """The checked table's :class:`TableSummary` (the file is read again only when it or
+    the site's configuration changed since it was last checked)."""
     cached = _recall(site)
     if cached is None:
-        frame = read_table(site)
-        cached = ([str(x) for x in frame.columns], len(frame))
-    return list(cached[0]), cached[1]
+        cached = TableSummary.of(read_table(site), site.target)
+    return cached
 
 
 def check_table(
@@ -347,8 +369,8 @@ def _apply_label_map(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> 
     return frame
 
 
-#: Global columns and row count of checked tables, by config and file state.
-_SUMMARIES: dict[tuple, tuple[list[str], int]] = {}
+#: Summaries of checked tables, by config and file state.
+_SUMMARIES: dict[tuple, TableSummary] = {}
 
 
 def _file_state(config) -> tuple:
@@ -356,7 +378,7 @@ def _file_state(config) -> tuple:
     return (repr(dataclasses.astuple(config)), stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
-def _remember(config, summary: tuple[list[str], int]) -> tuple[list[str], int]:
+def _remember(config, summary: TableSummary) -> TableSummary:
     if Path(config.data_path).is_file():
         if len(_SUMMARIES) >= 256:
             _SUMMARIES.clear()
@@ -364,7 +386,7 @@ def _remember(config, summary: tuple[list[str], int]) -> tuple[list[str], int]:
     return summary
 
 
-def _recall(config) -> tuple[list[str], int] | None:
+def _recall(config) -> TableSummary | None:
     return _SUMMARIES.get(_file_state(config))
 
 

@@ -483,6 +483,26 @@ def test_the_privacy_block_is_checked_against_the_data_at_build(small_csv):
     assert_precise(info.value, "site-1.yaml", "privacy.min_leaf_rows", 4, "at most 3")
     assert "gives 6 training rows" in msg
     check_data(site_config(small_csv, privacy={"min_leaf_rows": 3}))
-    # what the hospital's own file can complete is left to the site's start
-    check_data(site_config(small_csv, privacy={"threshold_grid": {"steps": {"age": 1}}}))
-    check_data(site_config(small_csv, privacy={"dp_epsilon": 1.0}))
+    # the job's block must be applicable as it stands: every site would refuse to start
+    with pytest.raises(ConfigError) as info:
+        check_data(site_config(small_csv, privacy={"threshold_grid": {"steps": {"age": 1}}}))
+    assert_precise(
+        info.value,
+        "site-1.yaml",
+        "privacy.threshold_grid",
+        {"steps": {"age": 1.0}},
+        "a rule for every numeric feature",
+    )
+    assert "['glucose_mg_dl'] have none" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        check_data(site_config(small_csv, privacy={"dp_epsilon": 1.0}))
+    assert_precise(
+        info.value,
+        "site-1.yaml",
+        "privacy.feature_ranges",
+        {},
+        "a public [low, high] for every numeric feature in DP mode; missing: ['age', 'glucose_mg_dl']",
+    )
+    ranges = {"age": [0, 120], "glucose_mg_dl": [0, 400]}
+    check_data(site_config(small_csv, privacy={"dp_epsilon": 1.0, "feature_ranges": ranges}))
+    check_data(site_config(small_csv, privacy={"threshold_grid": {"step": 1, "steps": {"age": 5}}}))

@@ -561,15 +561,17 @@ class SiteConfig:
     def check_privacy(self, frame: pd.DataFrame, complete: bool = True) -> PrivacyPolicy:
         """Check the privacy policy against this site's table; return the policy checked.
 
-        With ``complete`` (when the site starts) the effective policy
-        (:meth:`privacy_policy`) must be applicable as it stands: a threshold
-        grid with a rule for every numeric column and none for a categorical
-        one, a public range for every numeric column in DP mode
+        The policy must be applicable as it stands: a threshold grid with a
+        rule for every numeric column and none for a categorical one, a
+        public range for every numeric column in DP mode
         (:meth:`~fedforest.privacy.policy.PrivacyPolicy.check_features`).
-        Without it (when the job is built, before the hospital's own file is
-        known) only the job's block is checked, and only for what the
-        hospital's file cannot repair: a grid naming a categorical column.
-        Either way ``2 * min_leaf_rows`` may not exceed the site's training
+        With ``complete`` (when the site starts) that is the effective policy
+        (:meth:`privacy_policy`); without it (when the job is built, before
+        the hospital's own file is known) the job's own block (job and site
+        YAML), which must be complete by itself: the hospital's file can
+        tighten it (grids combine, ranges are the job's), never complete it,
+        so a job that would stop at every site's start is refused when it is
+        built. Either way ``2 * min_leaf_rows`` may not exceed the site's training
         rows, as for ``forest.min_samples_leaf`` (the forest grows leaves of at
         least ``min_leaf_rows`` rows).
 
@@ -581,7 +583,7 @@ class SiteConfig:
         """
         policy = self.privacy_policy() if complete else self.privacy
         numeric, categorical = self.feature_kinds(frame)
-        policy.check_features(numeric if complete else [], categorical)
+        policy.check_features(numeric, categorical)
         k = policy.min_leaf_rows
         n_train = split_sizes(len(frame), self.validation_fraction, self.test_fraction)[0]
         if 2 * k > n_train:

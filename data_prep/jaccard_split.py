@@ -81,6 +81,7 @@ def write_split(
     selector: str = "random_forest",
     random_state: int = 0,
     name: str | None = None,
+    inputs: Iterable = (),
 ) -> dict[str, Any]:
     """Split ``frame`` into sites and write their CSVs and configs into ``out_dir``.
 
@@ -107,6 +108,9 @@ def write_split(
         Seed of the split; also the job's ``seed``.
     name : str, optional
         Job name (default ``job_name("split", n_sites, jaccard)``).
+    inputs : iterable of path-like
+        The files ``frame`` was read from: ``out_dir`` is refused when writing
+        it would remove one of them.
 
     Returns
     -------
@@ -148,7 +152,7 @@ def write_split(
     # split in memory and check every site before anything is written
     sites = split_table(frame, target, n_sites, jaccard, random_state=random_state)
     check_sites(sites, target, frame, random_state)
-    outputs.check_dir(out_dir, COMMAND)
+    outputs.check_dir(out_dir, COMMAND, inputs)
     name = name or job_name("split", n_sites, jaccard)
     with tempfile.TemporaryDirectory() as tmp:
         # written and loaded back (every rule of the job) in a staging folder first, so a
@@ -160,7 +164,7 @@ def write_split(
             )
         except ValueError as err:  # ConfigError: a rule of the job; nothing was written to OUT
             raise ValueError(f"fedforest would refuse this split (nothing written): {err}") from err
-        out_dir = outputs.claim_dir(out_dir, COMMAND)
+        out_dir = outputs.claim_dir(out_dir, COMMAND, inputs=inputs)
         try:
             for entry in sorted(stage.iterdir()):
                 shutil.move(str(entry), str(out_dir / entry.name))
@@ -373,6 +377,7 @@ def main(argv=None) -> dict[str, Any]:
             selector=args.selector,
             random_state=args.seed,
             name=job_name(args.input.stem, args.sites, args.jaccard),
+            inputs=[args.input],
         )
     except ValueError as err:
         parser.error(str(err))

@@ -39,7 +39,8 @@ def make_synthetic_csv(
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     out = outputs.check_file(out, "--out", overwrite=overwrite, create_folder=True)
     X, y, categorical = load_dataset(dataset, random_state=seed)
-    X.assign(**{TARGET: y}).to_csv(out, index=False)
+    table = X.assign(**{TARGET: y})
+    outputs.write_file(out, lambda handle: table.to_csv(handle, index=False))
     logger.info(
         "%s (seed %d): %d rows, %d features (%d categorical), positive share %.3f -> %s",
         dataset,

@@ -268,6 +268,59 @@ def test_predict_refuses_to_overwrite_its_input_or_an_existing_file(tmp_path, ca
     assert not missing.parent.exists()
 
 
+def test_predict_knows_its_input_by_identity_not_by_name(tmp_path, capsys):
+    import os
+
+    model, data = small_model(tmp_path)
+    before = data.read_bytes()
+    predict = ["predict", "--model", str(model), "--data", str(data), "--rename", "local_a=a"]
+    # a hard link to the input (and to the model) is the input under another name
+    for name, source in (("linked.csv", data), ("linked-model.npz", model)):
+        link = tmp_path / name
+        os.link(source, link)
+        assert main([*predict, "--out", str(link), "--overwrite"]) == 1
+        err = capsys.readouterr().err
+        assert f"--out {link} is the input file" in err and "another name of it" in err
+    # a symbolic link to the input, too
+    (tmp_path / "sym.csv").symlink_to(data)
+    assert main([*predict, "--out", str(tmp_path / "sym.csv"), "--overwrite"]) == 1
+    assert "is the input file" in capsys.readouterr().err
+    assert data.read_bytes() == before
+    # replacing a file that has another name leaves the other name's content alone
+    kept = tmp_path / "kept.csv"
+    kept.write_text("my notes\n")
+    os.link(kept, tmp_path / "old.csv")
+    assert main([*predict, "--out", str(tmp_path / "old.csv"), "--overwrite"]) == 0
+    assert kept.read_text() == "my notes\n"
+    assert (tmp_path / "old.csv").read_text().startswith("prediction,p_0,p_1")
+    assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
+
+
+def test_a_folder_that_would_remove_an_input_of_its_command_is_refused(tmp_path):
+    from fedforest.outputs import OutputError, check_dir, claim_dir, record_dir
+
+    out = claim_dir(tmp_path / "out", "fedforest report")
+    (out / "figures").mkdir()
+    (out / "figures" / "results.json").write_text("{}")
+    (out / "table.csv").write_text("a\n")
+    record_dir(out, "fedforest report")
+    for given in (out / "figures" / "results.json", out / "table.csv"):
+        with pytest.raises(OutputError, match=f"its input {given} is there"):
+            check_dir(out, "fedforest report", inputs=[given])
+    with pytest.raises(OutputError, match="it is the input"):
+        check_dir(out, "fedforest report", inputs=[out])
+    check_dir(out, "fedforest report", inputs=[tmp_path])  # a folder that holds it is fine
+    import os
+
+    os.link(out / "table.csv", tmp_path / "mine.csv")  # the user's name for a file in it
+    with pytest.raises(OutputError, match="would replace .*table.csv"):
+        claim_dir(out, "fedforest report", inputs=[tmp_path / "mine.csv"])
+    assert (out / "table.csv").exists()
+    claim_dir(out, "fedforest report", inputs=[tmp_path / "elsewhere.json"])
+    assert not (out / "table.csv").exists()
+    assert (tmp_path / "mine.csv").read_text() == "a\n"
+
+
 def test_elect_json_refuses_an_existing_file_and_its_inputs(tmp_path, capsys):
     import numpy as np
     import pandas as pd
@@ -283,6 +336,12 @@ def test_elect_json_refuses_an_existing_file_and_its_inputs(tmp_path, capsys):
     elect = ["elect", *paths, "--target", "t", "--selector", "none"]
     assert main([*elect, "--json", paths[0], "--overwrite"]) == 1
     assert "is the input file" in capsys.readouterr().err
+    import os
+
+    os.link(paths[1], tmp_path / "b-linked.csv")
+    assert main([*elect, "--json", str(tmp_path / "b-linked.csv"), "--overwrite"]) == 1
+    assert "is the input file" in capsys.readouterr().err
+    (tmp_path / "b-linked.csv").unlink()
     kept = tmp_path / "election.json"
     kept.write_text("{}")
     assert main([*elect, "--json", str(kept)]) == 1

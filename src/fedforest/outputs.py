@@ -16,7 +16,14 @@ written.
 inputs, when it is a folder, when its folder does not exist (unless the
 caller creates folders), or when it exists and ``overwrite`` was not given.
 A file whose first line is a header fedforest wrote (the simulator's log)
-may be replaced without ``overwrite``.
+may be replaced without ``overwrite``. :func:`write_file` replaces a file
+by renaming a new one over its name, so another name of the same file (a
+hard link) keeps its content.
+
+**Inputs** are compared by identity, not by name: the same file is the
+same path after resolving links and relative parts, or the same device and
+inode (a hard link, a bind mount). A folder is refused when an input of the
+command lies in one of the entries that would be removed.
 
 The usual sequence: :func:`claim_dir` (check, create or clear, mark), write,
 then :func:`record_dir` (list what is there now in the marker), in a
@@ -28,6 +35,7 @@ This module imports only the standard library.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
@@ -99,18 +107,69 @@ def _contents(folder: Path) -> set[str]:
     return found
 
 
-def check_dir(folder, command: str) -> set[str] | None:
+def same_file(a, b) -> bool:
+    """Whether the paths ``a`` and ``b`` name the same file: the same path once links
+    and relative parts are resolved, or the same device and inode (a hard link)."""
+    a, b = Path(a), Path(b)
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (followed through links) is ``folder`` or lies inside it."""
+    target, root = path.resolve(), folder.resolve()
+    return target == root or root in target.parents
+
+
+def _check_inputs_outside(folder: Path, entries: Iterable[str], inputs: Iterable, command: str):
+    """Refuse when an input of the command lies in an entry of ``folder`` to be removed."""
+    inputs = [Path(i) for i in inputs if i is not None]
+    if not inputs or not entries:
+        return
+    for given in inputs:
+        if same_file(given, folder):
+            raise OutputError(
+                f"refusing to write into {folder}: it is the input {given} of `{command}`; "
+                "nothing was changed. Give another folder"
+            )
+    for entry in entries:
+        path = folder / entry.rstrip("/")
+        for given in inputs:
+            inside = _within(given, path) if entry.endswith("/") else same_file(given, path)
+            if inside:
+                raise OutputError(
+                    f"refusing to write into {folder}: `{command}` would replace {path}, and "
+                    f"its input {given} is there; nothing was changed. Move the input out "
+                    "or give another folder"
+                )
+
+
+def check_dir(folder, command: str, inputs: Iterable = ()) -> set[str] | None:
     """Refuse ``folder`` unless ``command`` may write into it; change nothing.
 
     Returns ``None`` when the folder does not exist or is empty, else the
     entries the marker records (everything in the folder).
+
+    Parameters
+    ----------
+    folder : path-like
+    command : str
+        The command that writes the folder (recorded in its marker).
+    inputs : iterable of path-like
+        The command's input files and folders: none may lie in an entry
+        that writing the folder again would remove.
 
     Raises
     ------
     OutputError
         If ``folder`` is a file, or holds anything without a fedforest marker,
         or was made by another command, or holds entries the marker does not
-        list; the message names the folder and the reason.
+        list, or an input would be removed; the message names the folder and
+        the reason.
     """
     folder = Path(folder)
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
@@ -138,6 +197,7 @@ def check_dir(folder, command: str) -> set[str] | None:
             f"refusing to write into {folder}: it holds entries fedforest did not write there "
             f"({_shown(foreign)}); nothing was changed. Move them out or give another folder"
         )
+    _check_inputs_outside(folder, recorded, inputs, command)
     return recorded
 
 
@@ -161,16 +221,17 @@ def _remove_entries(folder: Path, entries: set[str]) -> None:
             path.rmdir()  # empty now: everything in it was listed
 
 
-def claim_dir(folder, command: str, clear: bool = True) -> Path:
+def claim_dir(folder, command: str, clear: bool = True, inputs: Iterable = ()) -> Path:
     """Make ``folder`` ready for ``command`` to write into; return it.
 
     The folder (and its parents) is created when missing. A folder that
     ``command`` made before has the entries its marker lists removed (with
-    ``clear``); everything else is refused by :func:`check_dir` first. The
-    folder is left marked, with no entries listed until :func:`record_dir`.
+    ``clear``); everything else is refused by :func:`check_dir` first (with
+    ``inputs``, the command's inputs). The folder is left marked, with no
+    entries listed until :func:`record_dir`.
     """
     folder = Path(folder)
-    recorded = check_dir(folder, command)
+    recorded = check_dir(folder, command, inputs)
     folder.mkdir(parents=True, exist_ok=True)
     if recorded and clear:
         _remove_entries(folder, recorded)
@@ -216,8 +277,8 @@ def check_file(
     overwrite : bool
         Replace an existing file (never an input, never a folder).
     inputs : iterable of path-like
-        The command's input files; ``path`` must not be one of them (compared
-        after resolving links and relative parts).
+        The command's input files; ``path`` must not be one of them
+        (:func:`same_file`: by resolved path, or by device and inode).
     create_folder : bool
         Create a missing folder instead of refusing.
     header : str, optional
@@ -232,11 +293,11 @@ def check_file(
     pathlib.Path
     """
     path = Path(path)
-    target = path.resolve()
     for given in inputs:
-        if given is not None and Path(given).resolve() == target:
+        if given is not None and same_file(given, path):
+            how = "" if Path(given).resolve() == path.resolve() else " (another name of it: a link)"
             raise OutputError(
-                f"{option} {path} is the input file {given}; refusing to overwrite an input"
+                f"{option} {path} is the input file {given}{how}; refusing to overwrite an input"
             )
     if path.is_dir():
         raise OutputError(f"{option} {path} is a folder; give a file name")
@@ -264,3 +325,53 @@ def _starts_with(path: Path, header: str) -> bool:
             return handle.readline().startswith(header)
     except OSError:
         return False
+
+
+def write_file(path, write, binary: bool = False) -> Path:
+    """Write the file ``path`` through ``write(handle)``, replacing it only once written.
+
+    The content goes to a new file in the same folder, which is then renamed
+    over ``path``: a failed write leaves ``path`` as it was, and another name
+    of the old file (a hard link) keeps the old content. Check ``path`` with
+    :func:`check_file` first.
+
+    Parameters
+    ----------
+    path : path-like
+    write : callable
+        Called with the open handle (text, UTF-8, or binary with ``binary``).
+    binary : bool
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    path = Path(path)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(
+            handle,
+            "wb" if binary else "w",
+            **({} if binary else {"encoding": "utf-8", "newline": ""}),
+        ) as out:
+            write(out)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (``os.umask``
+    sets it while it reads it, which other threads could see)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -14,7 +14,7 @@ def _elect(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..federation.offline import run_election
-    from ..outputs import check_file
+    from ..outputs import check_file, write_file
 
     if args.json:
         check_file(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
@@ -72,7 +72,7 @@ def _elect(args: argparse.Namespace) -> int:
             "tuning": out.tuning.to_dict() if out.tuning else None,
         }
         check_file(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
-        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+        write_file(args.json, lambda handle: handle.write(json.dumps(payload, indent=2) + "\n"))
         print(f"\nwritten: {args.json}")
     return 0
 

@@ -79,7 +79,7 @@ def _predict(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..model.model_files import load_model
-    from ..outputs import check_file
+    from ..outputs import check_file, write_file
     from ..prediction.classifier import PooledForestClassifier
     from ..vocabulary import TREE_SELECTION
 
@@ -163,7 +163,7 @@ def _predict(args: argparse.Namespace) -> int:
     out.insert(0, "prediction", clf.classes_[proba.argmax(axis=1)])
     if args.out:
         check_file(args.out, "--out", overwrite=args.overwrite, inputs=[args.data, args.model])
-        out.to_csv(args.out, index=False)
+        write_file(args.out, lambda handle: out.to_csv(handle, index=False))
         print(
             f"{len(out)} predictions written to {args.out} (strategy {strategy}; "
             f"{clf.diagnostics_.n_fallback} rows fell back to mp)"

@@ -345,7 +345,7 @@ def _report(args: argparse.Namespace) -> int:
     source = Path(args.results)
     results = read_results_file(source)  # a bad file is refused before any folder is touched
     out = Path(args.out) if args.out else source.parent / "report"
-    claim_dir(out, REPORT_COMMAND)
+    claim_dir(out, REPORT_COMMAND, inputs=[source])
     try:
         path = write_job_report(results, out, source=str(source))
     finally:

@@ -33,6 +33,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -552,7 +553,8 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
     out_path = None
     if out_dir is not None:
         # a new, empty or earlier experiment folder only; what the earlier run wrote is cleared
-        out_dir = outputs.claim_dir(out_dir, EXPERIMENT_COMMAND)
+        inputs = [*plan.site_files, *(d for d in plan.datasets if Path(d).is_file())]
+        out_dir = outputs.claim_dir(out_dir, EXPERIMENT_COMMAND, inputs=inputs)
         out_path = out_dir / "results.csv"
         try:
             return _run_tasks(plan, tasks, out_path)

@@ -75,7 +75,7 @@ def simulate(
     files = _check_site_files(site_files, ["server", *recipe.sites])
     workspace = Path(workspace)
     check_workspace(workspace, log_file)
-    outputs.claim_dir(workspace, SIMULATE_COMMAND)
+    outputs.claim_dir(workspace, SIMULATE_COMMAND, inputs=recipe_inputs(recipe))
     if files:
         env = _site_files_env(files, clients=recipe.sites, workspace_root=str(workspace.resolve()))
     else:
@@ -93,6 +93,12 @@ def simulate(
     finally:
         outputs.record_dir(workspace, SIMULATE_COMMAND)
     return workspace / recipe.name / "server" / "simulate_job"
+
+
+def recipe_inputs(recipe) -> list[Path]:
+    """The files a recipe was made from (its configuration folder and the sites' data
+    files): a folder the run writes must not hold them."""
+    return [recipe.config_dir, *(Path(s.data_path) for s in recipe.site_configs.values())]
 
 
 def _check_site_files(site_files, targets: list[str]) -> dict[str, dict[str, str]]:
@@ -213,8 +219,8 @@ def run_poc(recipe: FedForestRecipe, workspace, out_dir, timeout: float = 900) -
 
     workspace, out_dir = Path(workspace).resolve(), Path(out_dir).resolve()
     _separate(workspace, out_dir)
-    outputs.claim_dir(workspace, POC_COMMAND)
-    outputs.claim_dir(out_dir, POC_COMMAND)
+    outputs.claim_dir(workspace, POC_COMMAND, inputs=recipe_inputs(recipe))
+    outputs.claim_dir(out_dir, POC_COMMAND, inputs=recipe_inputs(recipe))
     saved = {k: os.environ.get(k) for k in ("NVFLARE_POC_WORKSPACE", "PATH")}
     os.environ["NVFLARE_POC_WORKSPACE"] = str(workspace)
     # the POC start scripts use the python3 on PATH: make it this environment's
@@ -274,7 +280,7 @@ def run_prod(
         )
     if missing:
         logger.warning("ProdEnv: %s not connected; the job runs without them", ", ".join(missing))
-    outputs.claim_dir(out_dir, PROD_COMMAND)
+    outputs.claim_dir(out_dir, PROD_COMMAND, inputs=recipe_inputs(recipe))
     try:
         env = ProdEnv(startup_kit_location=str(startup_kit), username=username, login_timeout=30)
         return _run_and_download(recipe, env, out_dir, timeout, "ProdEnv")

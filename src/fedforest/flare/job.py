@@ -296,14 +296,15 @@ def build_job(
     job_cfg, sites = load_configs(config_dir, data_checks)
     out_dir = Path(out_dir)
     folder = out_dir / job_cfg.name
-    outputs.check_dir(folder, BUILD_COMMAND)  # before anything is written
+    inputs = [config_dir, *(site.data_path for site in sites.values())]
+    outputs.check_dir(folder, BUILD_COMMAND, inputs)  # before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, _staging(out_dir) as staging:
         job = make_fed_job(job_cfg, sites, config_dir, Path(tmp), job_custom, ship_code)
         job.export_job(str(staging))
         built = staging / job_cfg.name
         outputs.record_dir(built, BUILD_COMMAND)
-        _replace_folder(folder, built)
+        _replace_folder(folder, built, inputs)
     logger.info("job %s written to %s (sites: %s)", job_cfg.name, folder, ", ".join(sites))
     return folder
 
@@ -318,12 +319,13 @@ def _staging(out_dir: Path):
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _replace_folder(folder: Path, built: Path) -> None:
-    """Move ``built`` to ``folder``; a previous build there is removed, file by listed file."""
+def _replace_folder(folder: Path, built: Path, inputs: list) -> None:
+    """Move ``built`` to ``folder``; a previous build there is removed, file by listed file
+    (refused when one of the build's ``inputs`` is in it)."""
     if not folder.exists():
         os.replace(built, folder)
         return
-    outputs.check_dir(folder, BUILD_COMMAND)  # again: it may have changed during the build
+    outputs.check_dir(folder, BUILD_COMMAND, inputs)  # again: it may have changed meanwhile
     keep = Path(tempfile.mkdtemp(prefix=f".{folder.name}.previous-", dir=folder.parent))
     old = keep / folder.name
     os.replace(folder, old)

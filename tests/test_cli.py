@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -895,3 +896,33 @@ def test_experiment_calibration_pooling_weights_and_auto_metric(tmp_path, capsys
         assert exit_.value.code == 2
         err = capsys.readouterr().err
         assert f"argument {option}: " in err and message in err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "a,b,b\n0.1,1,2\n0.2,3,4\n",
+            "column 'b' appears 2 times in the header (fields 2, 3); pandas would silently read "
+            "the second as 'b.1'; allowed: distinct column names",
+        ),
+        (
+            "a;b\n0.1;1\n0.2;3\n",
+            "the header is a single column 'a;b': the fields seem separated by ';'; allowed: a "
+            "comma-separated file",
+        ),
+        ("a,b\n1e39,1\n0.2,3\n", "column 'a' (data row 1: 1e+39) hold values that are infinite or"),
+        ("a,b\n0.1,1\n-inf,3\n", "column 'a' (data row 2: -inf) hold values that are infinite or"),
+        ("a,b\n0.1,1,7\n0.2,3\n", "line 2 has 3 field(s) but the header has 2"),
+    ],
+)
+def test_predict_refuses_rows_the_job_would_refuse_and_says_why(tmp_path, capsys, text, message):
+    model, _ = small_model(tmp_path)
+    data = tmp_path / "rows.csv"
+    data.write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the message is the only thing said: no raw warning
+        assert main(["predict", "--model", str(model), "--data", str(data)]) == 1
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Warning" not in err and "Traceback" not in err

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fedforest.experiments.datasets import (
+    Dataset,
+    check_dataset,
     class_floor,
     rows_per_class,
     validation_split_problem,
@@ -32,3 +35,27 @@ def test_the_class_floor_is_the_fewest_rows_that_split_with_every_class():
 def test_a_validation_share_that_leaves_no_training_rows_is_refused():
     with pytest.raises(ValueError, match="leaves no training rows"):
         class_floor(2, test_fraction=0.5, validation_fraction=0.5)
+
+
+def test_a_continuous_target_is_refused_as_a_measurement():
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(300, 3)), columns=["a", "b", "c"])
+    data = Dataset("cont", X, rng.normal(size=300), [])
+    with pytest.raises(ValueError) as info:
+        check_dataset(data, [3])
+    text = str(info.value)
+    assert text.startswith("dataset cont: the target holds non-integer numbers such as")
+    assert "a measurement, not a class label" in text and "--target" in text
+    assert "fewer sites" not in text
+
+
+def test_a_target_with_many_classes_is_named_briefly():
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(300, 3)), columns=["a", "b", "c"])
+    data = Dataset("many", X, rng.integers(0, 80, size=300), [])
+    with pytest.raises(ValueError) as info:
+        check_dataset(data, [3])
+    text = str(info.value)
+    assert len(text) < 700
+    assert "more classes (the rarest are shown;" in text and "is the target a class label?" in text
+    assert "too few rows of class" in text and " more. Use fewer sites" in text

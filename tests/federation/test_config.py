@@ -954,3 +954,38 @@ def test_a_site_whose_split_leaves_a_part_without_a_class_is_refused(tmp_path):
         job_config().check_against_sites(
             {"site-1": sites["site-1"]}, {"site-1": read_table(sites["site-1"])}
         )
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "lines"),
+    [
+        (
+            "job:\n  name: a\n  sites: [s1, s2]\nforest:\n  max_depth: 3\njob:\n  name: b\n",
+            "job",
+            (1, 6),
+        ),
+        ("job:\n  name: a\n  sites: [s1, s2]\n  name: b\n", "job.name", (2, 4)),
+        (
+            "job:\n  sites: [s1, s2]\nforest: {max_depth: 3, max_depth: 4}\n",
+            "forest.max_depth",
+            (3, 3),
+        ),
+    ],
+)
+def test_a_key_given_twice_in_a_yaml_file_is_named_with_its_lines(tmp_path, text, key, lines):
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        JobConfig.load(path)
+    assert str(info.value).startswith(
+        f"{path}: key '{key}' appears twice (lines {lines[0]} and {lines[1]}); allowed: each key once"
+    )
+
+
+def test_a_key_given_twice_in_a_site_yaml_is_refused_too(tmp_path):
+    path = tmp_path / "site-1.yaml"
+    path.write_text(
+        "site: site-1\ndata_path: d.csv\ntarget: y\nprivacy:\n  min_leaf_rows: 20\nprivacy:\n  min_leaf_rows: 1\n"
+    )
+    with pytest.raises(ConfigError, match="key 'privacy' appears twice \\(lines 4 and 6\\)"):
+        SiteConfig.load(path)

@@ -141,18 +141,24 @@ def rename_pairs(text: str) -> dict[str, str]:
 
 
 def read_csv(path, option: str):
-    """Read a CSV named by ``option``; refuse a missing, unreadable or empty file by name."""
+    """Read a CSV named by ``option``; refuse a missing, unreadable or empty file by name,
+    and what the job refuses in a data file (:func:`~fedforest.federation.tables.read_csv_checked`:
+    not UTF-8, ragged rows, the wrong separator, a duplicated column name)."""
     from pathlib import Path
 
-    import pandas as pd
+    from ..federation.tables import read_csv_checked
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{option}: no such CSV file: {path}")
+
+    def fail(what: str, allowed: str):
+        raise ValueError(f"{option} {path}: {what}; allowed: {allowed}")
+
     try:
-        frame = pd.read_csv(path)
-    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
-        raise ValueError(f"{option}: cannot read {path} as a CSV file: {err}") from err
+        frame = read_csv_checked(path, fail)
+    except OSError as err:
+        raise ValueError(f"{option}: cannot read {path}: {err}") from err
     if frame.empty:
         raise ValueError(f"{option}: {path} has no data rows")
     return frame

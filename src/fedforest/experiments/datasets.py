@@ -241,8 +241,17 @@ def check_dataset(
     """
     if data.X.shape[1] < 1:
         raise ValueError(f"dataset {data.name}: no feature column besides the target")
-    labels, counts = np.unique(np.asarray(data.y), return_counts=True)
-    found = ", ".join(f"{label}: {count}" for label, count in zip(labels, counts, strict=True))
+    y = np.asarray(data.y)
+    if y.dtype.kind == "f" and (y != np.round(y)).any():
+        example = float(y[y != np.round(y)][0])
+        raise ValueError(
+            f"dataset {data.name}: the target holds non-integer numbers such as {example!r} "
+            f"({len(np.unique(y))} distinct values in {len(y)} rows): a measurement, not a class "
+            "label. An experiment classifies: give a column of class labels (integers or text), "
+            "e.g. a measurement cut into bands, or check that --target names the right column"
+        )
+    labels, counts = np.unique(y, return_counts=True)
+    found = class_counts_text(labels, counts)
     if len(labels) < 2:
         raise ValueError(
             f"dataset {data.name}: the target has a single class ({found} rows); "
@@ -264,7 +273,7 @@ def check_dataset(
                 "its training, test"
                 f"{' and validation' if validation_fraction else ''} rows hold every class), "
                 f"which needs {need} rows of every class; too few rows of class "
-                f"{', '.join(short)}. Use fewer sites (--sites)"
+                f"{_first(short)}. Use fewer sites (--sites)"
                 f"{', a smaller --validation-fraction' if validation_fraction else ''} or more "
                 "rows"
             )
@@ -277,7 +286,7 @@ def check_dataset(
             f"dataset {data.name}: {len(data.y)} rows, class counts {{{found}}}; {most} sites "
             f"need at least {need} rows of every class ({per_site} per site, so that each "
             f"site's {1 - test_fraction:.0%}/{test_fraction:.0%} split leaves every class in "
-            f"its training and its test rows); too few rows of class {', '.join(short)}. "
+            f"its training and its test rows); too few rows of class {_first(short)}. "
             "Use fewer sites (--sites) or more rows"
         )
     if validation_fraction:
@@ -291,6 +300,37 @@ def check_dataset(
                 )
 
 
+#: At most this many classes are listed in a message; the others are counted.
+SHOWN_CLASSES = 10
+
+
+def class_counts_text(labels, counts) -> str:
+    """``label: count`` pairs for a message, the rarest classes first when there are more than
+    :data:`SHOWN_CLASSES` (the rest are counted, with a hint when the classes are many).
+
+    Examples
+    --------
+    >>> class_counts_text([0, 1], [90, 10])
+    '0: 90, 1: 10'
+    """
+    pairs = list(zip(labels, counts, strict=True))
+    if len(pairs) <= SHOWN_CLASSES:
+        return ", ".join(f"{label}: {count}" for label, count in pairs)
+    rare = sorted(pairs, key=lambda p: (p[1], str(p[0])))[:SHOWN_CLASSES]
+    return (
+        ", ".join(f"{label}: {count}" for label, count in rare)
+        + f", and {len(pairs) - SHOWN_CLASSES} more classes (the rarest are shown; "
+        f"{len(pairs)} classes in all: is the target a class label?)"
+    )
+
+
+def _first(labels: list[str]) -> str:
+    """Labels for a message: at most :data:`SHOWN_CLASSES`, the others counted."""
+    shown = ", ".join(labels[:SHOWN_CLASSES])
+    more = len(labels) - SHOWN_CLASSES
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
 def _check_natural_sites(
     data: Dataset, labels, test_fraction: float, validation_fraction: float | None
 ) -> None:
@@ -300,7 +340,7 @@ def _check_natural_sites(
     for site, rows in data.sites.rows.items():
         counts = np.array([(y[rows] == label).sum() for label in labels])
         if counts.min() < floor:
-            found = ", ".join(f"{lb}: {c}" for lb, c in zip(labels, counts, strict=True))
+            found = class_counts_text(labels, counts)
             raise ValueError(
                 f"site file {data.sites.files[site]}: class counts {{{found}}}; every site needs "
                 f"at least {floor} rows of every class of the sites' data (so that its training, "

@@ -119,6 +119,7 @@ from ..vocabulary import (
     TRACKING,
     VOTING,
 )
+from ..yaml_files import load_yaml
 from .splits import describe_short_classes, split_sizes
 from .tables import TableSummary, table_summary
 
@@ -249,7 +250,7 @@ def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
     try:
-        return yaml.safe_load(path.read_text())
+        return load_yaml(path.read_text(), str(path))
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from err
 

@@ -34,13 +34,12 @@ import pandas as pd
 
 from ..columns import as_level_strings, class_labels, column_kind, normalize_labels
 from ..errors import ConfigError
+from ..model.inputs import FLOAT32_MAX
 from ..model.payload_checks import MAX_LEVELS
 from ..validation import ConfigChecker
 
 #: The fewest rows a site needs to train, validate and test.
 MIN_ROWS = 10
-#: Trees split on float32 values; a larger magnitude becomes infinite.
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: How pandas names a column with an empty header field (a saved index).
 UNNAMED = re.compile(r"Unnamed: \d+(_level_\d+)?")
 _BOM = b"\xef\xbb\xbf"
@@ -147,6 +146,37 @@ class TableSummary:
     @property
     def n_rows(self) -> int:
         return len(self.target)
+
+
+def read_csv_checked(path, fail) -> pd.DataFrame:
+    """Read a CSV file with the file rules of :func:`read_table`, every column kept.
+
+    UTF-8 text, the same number of fields on every row, a comma separator
+    (a one-column header holding ``;``, a tab or ``|`` is refused as the
+    wrong separator) and distinct column names (pandas would read a second
+    ``bmi`` as ``bmi.1``). For tables that are not a site's data file, such
+    as the rows ``fedforest predict`` scores.
+
+    Parameters
+    ----------
+    path : path-like
+    fail : callable
+        ``fail(what, allowed)`` raises the caller's error, naming the file.
+
+    Returns
+    -------
+    DataFrame
+    """
+    path = Path(path)
+    text, header, _ = _read_csv_text(path, fail)
+    names = [h if h.strip() else f"Unnamed: {i}" for i, h in enumerate(header)]
+    _check_distinct(names, fail)
+    try:
+        frame = pd.read_csv(io.StringIO(text), low_memory=False)
+    except Exception as err:  # noqa: BLE001 - any parse error is reported the same way
+        fail(f"cannot be read as CSV ({err})", "a comma-separated file")
+    frame.columns = names
+    return frame
 
 
 def table_summary(site) -> TableSummary:

@@ -31,6 +31,7 @@ from .. import outputs, protocol
 from ..errors import ConfigError
 from ..federation.config import JobConfig, SiteConfig
 from ..federation.tables import check_data
+from ..yaml_files import load_yaml
 from . import tracking
 from .controller import FedForestController
 from .executor import FedForestExecutor
@@ -198,7 +199,7 @@ def make_fed_job(
     for name, site in sites.items():
         resolved = stage / name / SITE_FILE
         resolved.parent.mkdir(parents=True, exist_ok=True)
-        data = yaml.safe_load(Path(site.source).read_text())
+        data = load_yaml(Path(site.source).read_text(), site.source)
         data["data_path"] = site.data_path
         resolved.write_text(yaml.safe_dump(data, sort_keys=False))
         if swarm:

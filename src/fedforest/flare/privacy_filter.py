@@ -133,6 +133,7 @@ from ..privacy.policy import PrivacyPolicy, effective_policy
 from ..privacy.transforms import add_count_noise, enforce_min_leaf_rows, strip_surrogates
 from ..validation import PayloadReader
 from ..vocabulary import METRICS
+from ..yaml_files import load_yaml
 
 logger = logging.getLogger(__name__)
 
@@ -543,7 +544,7 @@ def _policy_from_file(policy_file) -> PrivacyPolicy:
             f"(a relative path is read from {Path.cwd()}); allowed: {allowed}"
         )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"), str(path))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise ConfigError(f"{path}: cannot be read as YAML ({err}); allowed: {allowed}") from None
     if not isinstance(data, Mapping) or "privacy" not in data:

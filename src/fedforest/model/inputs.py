@@ -7,6 +7,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+#: The largest magnitude a float32 holds: the trees split on float32 values.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 
 def to_global_matrix(
     X,
@@ -69,6 +72,7 @@ def to_global_matrix(
     Xg = np.full((frame.shape[0], len(names)), np.nan, dtype=np.float32)
     present = np.zeros(len(names), dtype=bool)
     bad: list[str] = []
+    out_of_range: list[str] = []
     for col, series in zip(cols, frame.columns, strict=True):
         j = index[col]
         present[j] = True
@@ -84,15 +88,25 @@ def to_global_matrix(
                 bad.append(col)
                 continue
             values = converted
-        Xg[:, j] = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        wide = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        beyond = ~(np.abs(wide) <= FLOAT32_MAX) & ~np.isnan(wide)
+        if beyond.any():
+            row = int(np.flatnonzero(beyond)[0])
+            out_of_range.append(f"{col!r} (data row {row + 1}: {wide[row]:g})")
+            continue
+        Xg[:, j] = wide
     if bad:
         raise ValueError(
             f"columns {bad} hold non-numeric values but are numeric features; "
             f"categorical features are {sorted(categories)}"
         )
-    if np.isinf(Xg).any():
-        cols_inf = [names[j] for j in np.flatnonzero(np.isinf(Xg).any(axis=0))]
-        raise ValueError(f"columns {cols_inf} hold infinite values")
+    if out_of_range:
+        raise ValueError(
+            f"column{'s' if len(out_of_range) > 1 else ''} {', '.join(out_of_range)} "
+            "hold values that are infinite or beyond float32's range; allowed: "
+            f"finite numbers of magnitude at most {FLOAT32_MAX:.7g} (the trees split on float32 "
+            "values): rescale the column, or leave the value empty to mark it missing"
+        )
     return Xg, present
 
 

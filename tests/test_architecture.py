@@ -26,6 +26,7 @@ LAYERS = {
     "metrics": 0,
     "outputs": 0,
     "columns": 0,
+    "yaml_files": 0,
     "model": 1,
     "prediction": 2,
     "election": 3,

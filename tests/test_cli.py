@@ -433,7 +433,7 @@ def test_options_that_do_not_fit_the_data_are_refused(tmp_path, capsys):
     assert "--data: no such CSV file" in capsys.readouterr().err
     (tmp_path / "bad.csv").write_bytes(b"\xff\xfe\x00garbage\x00\n\x00")
     assert main([*predict, str(tmp_path / "bad.csv")]) == 1
-    assert "--data: cannot read" in capsys.readouterr().err
+    assert "which are not UTF-8 text" in capsys.readouterr().err
     (tmp_path / "empty.csv").write_text("a,b\n")
     assert main([*predict, str(tmp_path / "empty.csv")]) == 1
     assert "has no data rows" in capsys.readouterr().err
@@ -926,3 +926,29 @@ def test_predict_refuses_rows_the_job_would_refuse_and_says_why(tmp_path, capsys
     err = capsys.readouterr().err
     assert message in err
     assert "Warning" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("header", ["A,b", " a ,b", "a,B "])
+def test_predict_refuses_a_column_that_only_looks_like_a_feature(tmp_path, capsys, header):
+    model, _ = small_model(tmp_path)
+    data = tmp_path / "rows.csv"
+    data.write_text(f"{header}\n0.1,1\n")
+    assert main(["predict", "--model", str(model), "--data", str(data)]) == 1
+    err = capsys.readouterr().err
+    column = next(c for c in header.split(",") if c not in ("a", "b"))
+    assert f"column {column!r} is not the model's feature {column.strip().lower()!r}" in err
+    assert "--rename" in err
+
+
+def test_predict_writes_no_device_and_follows_a_link_to_a_file(tmp_path, capsys):
+    model, data = small_model(tmp_path)
+    predict = ["predict", "--model", str(model), "--data", str(data), "--rename", "local_a=a"]
+    (tmp_path / "null").symlink_to("/dev/null")
+    assert main([*predict, "--out", str(tmp_path / "null"), "--overwrite"]) == 1
+    assert "is not a regular file" in capsys.readouterr().err
+    assert (tmp_path / "null").is_symlink()
+    (tmp_path / "real.csv").write_text("old\n")
+    (tmp_path / "link.csv").symlink_to(tmp_path / "real.csv")
+    assert main([*predict, "--out", str(tmp_path / "link.csv"), "--overwrite"]) == 0
+    assert (tmp_path / "link.csv").is_symlink()
+    assert (tmp_path / "real.csv").read_text().startswith("prediction,")

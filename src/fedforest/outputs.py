@@ -309,6 +309,11 @@ def check_file(
             raise OutputError(
                 f"{option} {path}: the folder {folder} does not exist or is not a folder"
             )
+    if path.exists() and not path.resolve().is_file():
+        raise OutputError(
+            f"{option} {path} is not a regular file (a device, a pipe or a socket); give the "
+            "name of a file to write"
+        )
     if path.exists() or path.is_symlink():
         if header is not None and not path.is_symlink() and _starts_with(path, header):
             return path
@@ -332,7 +337,8 @@ def write_file(path, write, binary: bool = False) -> Path:
 
     The content goes to a new file in the same folder, which is then renamed
     over ``path``: a failed write leaves ``path`` as it was, and another name
-    of the old file (a hard link) keeps the old content. Check ``path`` with
+    of the old file (a hard link) keeps the old content. A symbolic link is
+    followed: the file it points to is replaced. Check ``path`` with
     :func:`check_file` first.
 
     Parameters
@@ -347,6 +353,8 @@ def write_file(path, write, binary: bool = False) -> Path:
     pathlib.Path
     """
     path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(

@@ -124,6 +124,7 @@ def _predict(args: argparse.Namespace) -> int:
     if model["intersection"] is not None:
         known |= set(model["intersection"].feature_names)
     drop = [c for c in frame.columns if c not in known]
+    _refuse_near_misses(drop, known - set(frame.columns), args.data)
     if drop:
         print(
             f"ignoring columns the model does not use: {', '.join(map(str, drop))}", file=sys.stderr
@@ -203,3 +204,18 @@ def add_parser(sub) -> None:
     p.add_argument("--out", help="write predictions here instead of standard output")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=_predict)
+
+
+def _refuse_near_misses(ignored, absent, data) -> None:
+    """Refuse a column that would be ignored while its name differs from an absent feature
+    of the model only by case or surrounding spaces: the feature would silently be treated
+    as missing on every row."""
+    wanted = {str(name).strip().casefold(): name for name in absent}
+    for column in ignored:
+        feature = wanted.get(str(column).strip().casefold())
+        if feature is not None:
+            raise ValueError(
+                f"--data {data}: column {column!r} is not the model's feature {feature!r} (names "
+                "must match exactly, or the feature is missing on every row); allowed: the "
+                f"model's names: rename it in the file or with --rename '{column}={feature}'"
+            )

@@ -59,3 +59,15 @@ def test_a_target_with_many_classes_is_named_briefly():
     assert len(text) < 700
     assert "more classes (the rarest are shown;" in text and "is the target a class label?" in text
     assert "too few rows of class" in text and " more. Use fewer sites" in text
+
+
+@pytest.mark.parametrize("value", [1e39, -np.inf])
+def test_a_value_the_trees_cannot_split_on_is_refused_before_anything_runs(value):
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(300, 3)), columns=["a", "b", "c"])
+    X.loc[6, "b"] = value
+    data = Dataset("big", X, (X["a"] > 0).astype(int).to_numpy(), [])
+    with pytest.raises(
+        ValueError, match=r"dataset big: column 'b' holds .* \(row 7 of the table\)"
+    ):
+        check_dataset(data, [3])

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..model.inputs import FLOAT32_MAX
 from ..vocabulary import VALIDATION_METHODS
 from .partition import pairwise_jaccard
 
@@ -241,6 +242,7 @@ def check_dataset(
     """
     if data.X.shape[1] < 1:
         raise ValueError(f"dataset {data.name}: no feature column besides the target")
+    _check_float32(data)
     y = np.asarray(data.y)
     if y.dtype.kind == "f" and (y != np.round(y)).any():
         example = float(y[y != np.round(y)][0])
@@ -298,6 +300,20 @@ def check_dataset(
                     f"{', '.join(VALIDATION_METHODS)}), {problem} at {n} sites. Use fewer sites "
                     "(--sites), a smaller --validation-fraction or more rows"
                 )
+
+
+def _check_float32(data: Dataset) -> None:
+    """Refuse a feature value the trees cannot split on (infinite, or beyond float32)."""
+    values = data.X.to_numpy(dtype=np.float64, na_value=np.nan)
+    beyond = ~np.isnan(values) & ~(np.abs(values) <= FLOAT32_MAX)
+    if beyond.any():
+        row, col = (int(i[0]) for i in np.nonzero(beyond))
+        raise ValueError(
+            f"dataset {data.name}: column {data.X.columns[col]!r} holds {values[row, col]:g} "
+            f"(row {row + 1} of the table): infinite or beyond float32's range; allowed: finite "
+            f"numbers of magnitude at most {FLOAT32_MAX:.7g} (the trees split on float32 "
+            "values): rescale the column, or leave the value empty to mark it missing"
+        )
 
 
 #: At most this many classes are listed in a message; the others are counted.

@@ -21,7 +21,12 @@ process, the way a site would:
 * ``prepare_forest`` on its forest and on its intersection forest,
   with the site's training rows and the in-bag multiplicities of its
   scikit-learn forest (``bootstrap_weights``; the forest is refitted with the
-  same seed to read them, and checked to be the same forest);
+  same seed to read them, and checked to be the same forest). The ``k=5`` and
+  ``k=20`` settings prune forests grown to single-row leaves (post hoc); the
+  ``job default (k=5)`` setting is what a job's site sends when its YAML sets
+  no ``min_leaf_rows`` (``JOB_MIN_LEAF_ROWS``): as ``fit_site_models`` does in
+  a job, the site grows its forests with ``min_samples_leaf`` raised to
+  ``min_leaf_rows`` (the same seeds) and then runs ``prepare_forest``;
 * in DP mode, ``fit_dp_forest`` instead, with the budget split by
   ``dp_budget`` (half for the forest, half for the intersection forest), the
   policy's trees and depth (10 trees of depth 4, the defaults), the schema's
@@ -43,7 +48,24 @@ AUPRC). The leakage of the same runs is measured on what each site sends
 * the smallest leaf row count sent (``smallest_leaf_rows``; with count noise
   it is the rounded noisy count);
 * the rare levels disclosed: levels with fewer than 5 rows at a site that its
-  schema names (``disclosed_rare_levels``).
+  schema names (``disclosed_rare_levels``);
+* two membership-inference attacks on each site's forest as it leaves the
+  site (``membership_inference``): members are the site's training rows,
+  non-members as many of its held-out test rows (the same distribution, never
+  seen by the forest), drawn with a generator seeded by the repetition and the
+  site (the same rows under every setting). Each row is routed down every
+  sent tree on the site's own encoded columns (``route_leaves``). The
+  *confidence* attack scores a row by the forest's probability of its true
+  class (the mean of the leaf distributions, ``predict_proba``), the
+  *leaf-count* attack by the mean over trees of 1 / ``n_node_samples`` of the
+  leaf reached (the count as sent); each reports the ROC AUC of that score
+  against membership (``roc_auc_score``; 0.5: nothing learnt), as the mean over
+  sites and repetitions ± one standard error over repetitions. In fully grown
+  trees the leaf-count AUC is *below* 0.5: a tree's leaves are size-biased
+  towards the rows it was grown on, so members reach larger leaves than
+  non-members; the attack as stated then fails, and what the leaf counts leak
+  is the distance of its AUC from 0.5 (an attacker who learnt the direction
+  would get 1 - AUC).
 
 The count noise and the DP noise are seeded from the repetition so that the
 benchmark is reproducible. A real site must never do that (privacy.py: the
@@ -54,8 +76,9 @@ Usage::
     python benchmarks/bench_privacy.py [--out benchmarks/results] [--reps 10] [--jobs 2] [--quick]
 
 ``--quick``: 1 repetition, 20 trees per forest, 300 demo rows per site (about
-15 s). A full run (10 repetitions, 480 site-model sets scored on 9 strategies) takes
-4 to 5 minutes on 2 cores.
+15 s). A full run (10 repetitions, 520 site-model sets scored on 9 strategies) takes
+about 11 CPU-minutes: 12 minutes on 2 cores shared with other work, an estimated 6 to 7 on 2
+idle ones (the job-default setting trains every site a second time).
 
 Writes ``<out>/privacy.json`` and ``<out>/privacy.md``.
 """
@@ -77,6 +100,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.metrics import roc_auc_score
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "data_prep"))
@@ -97,6 +121,8 @@ from fedforest.federation.training import (  # noqa: E402
 )
 from fedforest.model.forest import PooledForest  # noqa: E402
 from fedforest.model.imputers import ImputerSet  # noqa: E402
+from fedforest.model.traversal import CompiledForest  # noqa: E402
+from fedforest.prediction.routing import average_leaves, route_leaves  # noqa: E402
 from fedforest.privacy.audit import (  # noqa: E402
     disclosed_rare_levels,
     smallest_leaf_rows,
@@ -107,6 +133,7 @@ from fedforest.privacy.levels import hide_rare_levels, rare_levels  # noqa: E402
 from fedforest.privacy.policy import (  # noqa: E402
     DEFAULT_DP_MAX_DEPTH,
     DEFAULT_DP_TREES,
+    JOB_MIN_LEAF_ROWS,
     PrivacyPolicy,
     dp_budget,
 )
@@ -164,6 +191,13 @@ DEMO_STEPS = {
 }
 #: The "step" grid of the S-500 sets: a quarter of the generating standard deviation.
 SYNTHETIC_STEP = 0.25
+#: The policy of a job's site whose YAML has no ``privacy:`` block, and that policy's block.
+JOB_DEFAULT = f"job default (k={JOB_MIN_LEAF_ROWS})"
+JOB_DEFAULT_PRIVACY = {"min_leaf_rows": JOB_MIN_LEAF_ROWS}
+#: Last entry of the seed of the membership-inference samples (with the repetition and site).
+MIA_SEED = 20250602
+#: The membership-inference attacks (``membership_inference``): true-class confidence, leaf size.
+MIA_ATTACKS = ("mia_conf", "mia_leaf")
 
 
 # =============================================================== settings
@@ -174,12 +208,21 @@ class Setting:
     name: str
     label: str
 
+    @property
+    def grows_leaves(self) -> bool:
+        """Whether the site grows its forests with ``min_samples_leaf`` raised to
+        ``min_leaf_rows``, as a job does (``fit_site_models``), before ``prepare_forest``; the
+        ``k=`` settings prune forests grown to single-row leaves, post hoc."""
+        return self.name == JOB_DEFAULT
+
     def block(self, dataset: str) -> dict:
         """The ``privacy:`` block (YAML shape) of this setting for ``dataset``."""
         demo = dataset == "Demo"
         kind, _, value = self.name.partition("=")
         if self.name == "baseline":
             return {}
+        if self.name == JOB_DEFAULT:
+            return dict(JOB_DEFAULT_PRIVACY)
         if kind == "k":
             return {"min_leaf_rows": int(value)}
         if self.name == "grid:digits2":
@@ -204,8 +247,8 @@ class Setting:
 
 SETTINGS = (
     Setting("baseline", "no policy (= k=1, count_noise_epsilon inf)"),
-    Setting("k=5", "min_leaf_rows: 5"),
-    Setting("k=20", "min_leaf_rows: 20"),
+    Setting("k=5", "min_leaf_rows: 5 (prepare_forest prunes trees grown with min_samples_leaf 1)"),
+    Setting("k=20", "min_leaf_rows: 20 (likewise, post hoc)"),
     Setting("grid:digits2", "threshold_grid: {significant_digits: 2}"),
     Setting("grid:step", f"threshold_grid: step {SYNTHETIC_STEP} (S-500) / clinical steps (Demo)"),
     Setting("noise=10", "count_noise_epsilon: 10"),
@@ -215,6 +258,13 @@ SETTINGS = (
     Setting("dp=5", f"dp_epsilon: 5 ({DP_TREES} trees, depth {DP_DEPTH})"),
     Setting("dp=1", f"dp_epsilon: 1 ({DP_TREES} trees, depth {DP_DEPTH})"),
     Setting(f"levels={RARE_ROWS}", f"min_level_rows: {RARE_ROWS}"),
+    # last: the noise seeds of the other settings follow their index, unchanged by this one
+    Setting(
+        JOB_DEFAULT,
+        f"a job's default (min_leaf_rows: {JOB_MIN_LEAF_ROWS} when the site's YAML sets none), "
+        f"as the job applies it: trees grown with min_samples_leaf {JOB_MIN_LEAF_ROWS}, then "
+        "prepare_forest",
+    ),
 )
 SETTING_NAMES = tuple(s.name for s in SETTINGS)
 
@@ -300,11 +350,13 @@ def prepare_sites(
     n_trees: int,
     min_level_rows: int = 0,
     imputer_cv: int | None = None,
+    min_samples_leaf: int = 1,
 ) -> tuple[GlobalSchema, dict[str, Site], int]:
     """Describe, join, encode, split and train every site.
 
     With ``min_level_rows`` each site first rewrites its rare levels
-    (``hide_rare_levels``). Returns the global schema, the sites and the
+    (``hide_rare_levels``); ``min_samples_leaf`` is the forests' (a job raises
+    it to ``min_leaf_rows``). Returns the global schema, the sites and the
     number of levels hidden over all sites.
     """
     hidden_count = 0
@@ -318,7 +370,7 @@ def prepare_sites(
         rewritten[site] = table
         described[site] = SiteSchema.from_frame(site, table, TARGET, listed)
     schema = GlobalSchema.build(list(described.values()))
-    forest_params = {"n_estimators": n_trees}
+    forest_params = {"n_estimators": n_trees, "min_samples_leaf": min_samples_leaf}
     sites = {}
     for k, (site, table) in enumerate(rewritten.items()):
         own = list(schema.site_columns[site])
@@ -450,6 +502,41 @@ def leakage(site: Site, sent: SiteModels, levels_sent: Mapping[str, Sequence[str
     return out
 
 
+def membership_inference(site: Site, forest: PooledForest) -> dict:
+    """AUC of two membership-inference attacks on ``forest``, the forest ``site`` sends.
+
+    Members: training rows of the site, non-members: as many of its held-out
+    test rows (the same distribution, never seen by the forest), both drawn
+    with a generator seeded by the site's seed (so every setting is attacked
+    on the same rows). Every row is routed down every tree on the site's own
+    encoded columns (the columns the forest splits on), as scikit-learn would.
+    ``mia_conf``: the score is the forest's probability of the row's true class
+    (the mean of the trees' leaf distributions, ``predict_proba``);
+    ``mia_leaf``: the mean over trees of ``1 / n_node_samples`` of the leaf
+    reached (as sent: under count noise the noisy count), small leaves
+    pointing at members. 0.5: the attack learns nothing.
+    """
+    rng = np.random.default_rng((site.seed, MIA_SEED))
+    n = min(len(site.X_train), len(site.X_test))
+    members = rng.choice(len(site.X_train), n, replace=False)
+    others = rng.choice(len(site.X_test), n, replace=False)
+    columns = list(forest.feature_names)
+    X = pd.concat([site.X_train.iloc[members], site.X_test.iloc[others]])[columns]
+    y = np.concatenate([np.asarray(site.y_train)[members], np.asarray(site.y_test)[others]])
+    is_member = np.repeat([1, 0], n)
+    cf = CompiledForest.build(forest)
+    leaves = route_leaves(cf, X.to_numpy(dtype=np.float32), np.arange(forest.n_trees), None)
+    proba, _ = average_leaves(cf, leaves, "soft")
+    truth = pd.Index(forest.classes).get_indexer(y)  # -1: a class the forest never saw
+    confidence = np.where(truth >= 0, proba[np.arange(len(y)), truth], 0.0)
+    smallness = (1.0 / np.maximum(forest.n_node_samples[leaves], 1)).mean(axis=0)
+    return {
+        "mia_rows": int(n),
+        "mia_conf": round(float(roc_auc_score(is_member, confidence)), 5),
+        "mia_leaf": round(float(roc_auc_score(is_member, smallness)), 5),
+    }
+
+
 # =============================================================== one repetition
 def run_task(
     dataset: str,
@@ -479,6 +566,11 @@ def run_task(
                     tables, categorical, rep, n_trees, level_rows, cv
                 )
             # else nothing to hide: the same tables and models
+        if setting.grows_leaves:
+            leaf = setting.block(dataset)["min_leaf_rows"]
+            schema, sites, hidden = prepare_sites(
+                tables, categorical, rep, n_trees, imputer_cv=cv, min_samples_leaf=leaf
+            )
         numeric = [f for f in schema.features if f not in schema.categories]
         policy = policy_for(setting, dataset, numeric)
         sent, site_seconds = {}, {}
@@ -507,6 +599,7 @@ def run_task(
                 "setting": setting.name,
                 "site": name,
                 "train_rows": int(len(site.X_train)),
+                "test_rows": int(len(site.X_test)),
                 "levels_hidden": int(hidden),
                 # bit for bit what the site sends without a policy
                 "same_as_baseline": _same_models(sent[name], base[1][name].models),
@@ -514,6 +607,7 @@ def run_task(
                 "auprc": {s: scores[s]["auprc"] for s in STRATEGIES},
             }
             row.update(leakage(site, sent[name], site.schema.levels))
+            row.update(membership_inference(site, sent[name].forest))
             rows.append(row)
         logger.debug("%s rep %d %s: %.1f s", dataset, rep, setting.name, time.perf_counter() - t0)
     for row in rows:
@@ -581,6 +675,9 @@ def summarize(rows: Sequence[dict]) -> dict:
     fewest rows any sent leaf describes, over every site and repetition
     (``smallest_leaf_mean``: the mean of each site's smallest). ``rare_levels``
     and ``nodes``: per repetition, summed over the sites, then averaged.
+    ``mia_conf`` / ``mia_leaf``: ``[mean, standard error]`` over repetitions of
+    the per-repetition mean AUC over sites (standard error ``None`` with one
+    repetition).
     """
     frame = pd.DataFrame(rows)
     out: dict = {}
@@ -588,6 +685,7 @@ def summarize(rows: Sequence[dict]) -> dict:
         reps = g["rep"].nunique()
         auprc = pd.DataFrame(list(g["auprc"]), index=g.index)
         per_rep = auprc.groupby(g["rep"]).mean()
+        mia = g.groupby("rep")[list(MIA_ATTACKS)].mean()
         n = int(g["thresholds"].sum())
         entry = {
             "reps": int(reps),
@@ -610,6 +708,9 @@ def summarize(rows: Sequence[dict]) -> dict:
             "policy_seconds_per_site": float(g["policy_seconds"].mean()),
             "same_as_baseline": bool(g["same_as_baseline"].all()),
         }
+        for attack in MIA_ATTACKS:
+            se = mia[attack].std(ddof=1) / math.sqrt(reps) if reps > 1 else None
+            entry[attack] = [float(mia[attack].mean()), None if se is None else float(se)]
         out.setdefault(dataset, {})[setting] = entry
     return out
 
@@ -652,7 +753,9 @@ def paired_delta(rows: Sequence[dict], setting: str, strategy: str) -> tuple[flo
 
 def overall(per_dataset: Mapping[str, Mapping[str, dict]], rows: Sequence[dict] = ()) -> dict:
     """Per setting: means over the datasets of the per-dataset figures, and the paired
-    difference to the baseline of mp and local (``delta``: ``[mean, standard error]``)."""
+    difference to the baseline of mp and local (``delta``: ``[mean, standard error]``).
+    The membership-inference AUCs are ``[mean, standard error]`` too: the mean over the
+    datasets and the standard error of that mean (datasets independent)."""
     settings = [s for s in SETTING_NAMES if any(s in d for d in per_dataset.values())]
     out = {}
     for setting in settings:
@@ -666,6 +769,10 @@ def overall(per_dataset: Mapping[str, Mapping[str, dict]], rows: Sequence[dict] 
             "rare_levels": float(sum(e["rare_levels"] for e in entries)),
             "nodes_per_rep": _mean([e["nodes_per_rep"] for e in entries]),
         }
+        for attack in MIA_ATTACKS:
+            means, ses = zip(*(e[attack] for e in entries), strict=True)
+            se = None if None in ses else math.sqrt(sum(v * v for v in ses)) / len(ses)
+            out[setting][attack] = [float(np.mean(means)), se]
     return out
 
 
@@ -675,6 +782,12 @@ def _d(pair) -> str:
         return "–"
     se = "" if math.isnan(pair[1]) else f" ± {pair[1]:.3f}"
     return f"{round(pair[0], 3) + 0.0:+.3f}{se}"  # + 0.0: no "-0.000"
+
+
+def _pm(pair) -> str:
+    """A ``[mean, standard error]`` pair as ``0.712 ± 0.010`` (without ± when unknown)."""
+    mean, se = pair
+    return _f(mean) if se is None else f"{_f(mean)} ± {_f(se)}"
 
 
 def _f(value, digits=3) -> str:
@@ -709,14 +822,28 @@ def markdown(bench: dict) -> str:
         "two values (44 and 46), so **mid (any)** stays high under a grid although the "
         "threshold no longer reveals a training value: read it as an upper bound.",
         "",
+        "Membership inference on each site's forest as it leaves the site (after the policy): "
+        "members are the site's training rows, non-members as many of its held-out test rows "
+        "(same distribution, never seen by the forest; seeded draws, the same rows for every "
+        "setting), each row routed down every tree on the site's own columns. **MIA conf.**: "
+        "ROC AUC of the forest's probability of the row's true class (`predict_proba` of the "
+        "sent trees) as the member score; **MIA leaf**: ROC AUC of the mean over trees of "
+        "1 / (rows of the leaf reached, as sent), small leaves pointing at members. 0.5: the "
+        "attacker learns nothing; 1: it tells every member apart. Mean over sites and "
+        "repetitions ± one standard error over repetitions. **MIA leaf** below 0.5: the "
+        "members reach *larger* leaves than the non-members (a tree's leaves are size-biased "
+        "towards the rows it was grown on, most visibly in fully grown trees), so the attack "
+        "as stated fails; the leak is the distance from 0.5 (an attacker who learnt the "
+        "direction would get 1 − AUC).",
+        "",
         "## Over all datasets (mean of the per-dataset means)",
         "",
         "Δ: the paired difference to the baseline (same splits and models), ± one standard "
         "error over repetitions.",
         "",
         "| setting | mp | Δ mp | local | Δ local | fpv | ss | intersection | mid (consec.) "
-        "| mid (any) | min leaf | rare lv. | nodes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| mid (any) | min leaf | rare lv. | nodes | MIA conf. | MIA leaf |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for setting, e in bench["overall"].items():
         a = e["auprc"]
@@ -726,7 +853,8 @@ def markdown(bench: dict) -> str:
             f"| {_d(delta.get('local'))} | {_f(a['fpv'])} | {_f(a['ss'])} "
             f"| {_f(a['intersection'])} | {_f(e['midpoint_share_consecutive'], 2)} "
             f"| {_f(e['midpoint_share_any'], 2)} | {e['smallest_leaf']} "
-            f"| {_f(e['rare_levels'], 1)} | {_f(e['nodes_per_rep'], 0)} |"
+            f"| {_f(e['rare_levels'], 1)} | {_f(e['nodes_per_rep'], 0)} "
+            f"| {_pm(e['mia_conf'])} | {_pm(e['mia_leaf'])} |"
         )
     lines += ["", "Settings:", ""]
     lines += [f"- `{name}`: {labels[name]}" for name in bench["overall"]]
@@ -736,8 +864,8 @@ def markdown(bench: dict) -> str:
             f"## {dataset}",
             "",
             "| setting | " + " | ".join(STRATEGIES) + " | mid (consec.) | mid (any) | min leaf "
-            "| rare lv. | nodes |",
-            "|---|" + "---|" * (len(STRATEGIES) + 5),
+            "| rare lv. | nodes | MIA conf. | MIA leaf |",
+            "|---|" + "---|" * (len(STRATEGIES) + 7),
         ]
         for setting, e in per.items():
             a = e["auprc"]
@@ -747,7 +875,8 @@ def markdown(bench: dict) -> str:
                 f"| {setting}{note} | "
                 + " | ".join(cells)
                 + f" | {_f(e['midpoint_share_consecutive'], 2)} | {_f(e['midpoint_share_any'], 2)}"
-                f" | {e['smallest_leaf']} | {_f(e['rare_levels'], 1)} | {_f(e['nodes_per_rep'], 0)} |"
+                f" | {e['smallest_leaf']} | {_f(e['rare_levels'], 1)} | {_f(e['nodes_per_rep'], 0)}"
+                f" | {_pm(e['mia_conf'])} | {_pm(e['mia_leaf'])} |"
             )
         notes = []
         sd = per.get("baseline", {}).get("auprc_sd", {})
@@ -818,8 +947,8 @@ def run(
             for setting in chosen:
                 e = per[setting]
                 logger.info(
-                    "%s %-13s AUPRC mp %.3f local %.3f | midpoints %s/%s, min leaf %d, "
-                    "rare levels %.1f, nodes %.0f",
+                    "%s %-17s AUPRC mp %.3f local %.3f | midpoints %s/%s, min leaf %d, "
+                    "rare levels %.1f, nodes %.0f | MIA AUC conf %.3f leaf %.3f",
                     dataset,
                     setting,
                     e["auprc"]["mp"],
@@ -829,6 +958,8 @@ def run(
                     e["smallest_leaf"],
                     e["rare_levels"],
                     e["nodes_per_rep"],
+                    e["mia_conf"][0],
+                    e["mia_leaf"][0],
                 )
 
     if jobs == 1:
@@ -933,21 +1064,22 @@ def _plain(value):
 
 
 def headline(bench: dict) -> str:
-    """The compact summary printed at the end: setting -> mean AUPRC of mp and local."""
+    """The compact summary printed at the end: setting -> mean AUPRC of mp and local,
+    leakage and membership-inference AUCs."""
     lines = [
         f"bench_privacy: {bench['seconds']:.0f} s, {bench['config']['reps']} repetitions, "
         f"datasets {', '.join(bench['config']['datasets'])}",
-        f"{'setting':<14} {'mp':>6} {'Δ mp':>16} {'local':>6} {'Δ local':>16} {'mid-c':>6} "
-        f"{'mid-a':>6} {'minleaf':>7} {'rare':>5} {'nodes':>7}",
+        f"{'setting':<18} {'mp':>6} {'Δ mp':>16} {'local':>6} {'Δ local':>16} {'mid-c':>6} "
+        f"{'mid-a':>6} {'minleaf':>7} {'rare':>5} {'nodes':>7} {'MIA conf':>8} {'MIA leaf':>8}",
     ]
     for setting, e in bench["overall"].items():
         delta = e.get("delta") or {}
         lines.append(
-            f"{setting:<14} {_f(e['auprc']['mp']):>6} {_d(delta.get('mp')):>16} "
+            f"{setting:<18} {_f(e['auprc']['mp']):>6} {_d(delta.get('mp')):>16} "
             f"{_f(e['auprc']['local']):>6} {_d(delta.get('local')):>16} "
             f"{_f(e['midpoint_share_consecutive'], 2):>6} {_f(e['midpoint_share_any'], 2):>6} "
             f"{e['smallest_leaf']:>7} {_f(e['rare_levels'], 1):>5} "
-            f"{_f(e['nodes_per_rep'], 0):>7}"
+            f"{_f(e['nodes_per_rep'], 0):>7} {_f(e['mia_conf'][0]):>8} {_f(e['mia_leaf'][0]):>8}"
         )
     return "\n".join(lines)
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from fedforest.federation.training import fit_site_models
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -22,11 +24,26 @@ def bench():
     return module
 
 
+@pytest.fixture(scope="module")
+def quick(bench):
+    """The ``--quick`` configuration (1 repetition, 20 trees, 300 demo rows) on every dataset,
+    for the settings whose membership-inference AUCs are compared."""
+    settings = ["baseline", bench.JOB_DEFAULT, "k=20"]
+    return bench.run(None, reps=1, jobs=1, n_trees=20, demo_rows=300, settings=settings)
+
+
 def by_setting(rows):
     out = {}
     for row in rows:
         out.setdefault(row["setting"], []).append(row)
     return out
+
+
+def assert_mia(rows):
+    """Both attack AUCs in [0, 1], on as many members as non-members (all test rows)."""
+    for r in rows:
+        assert 0 <= r["mia_conf"] <= 1 and 0 <= r["mia_leaf"] <= 1, r["setting"]
+        assert r["mia_rows"] == min(r["train_rows"], r["test_rows"]) > 0
 
 
 def test_every_setting_has_a_valid_policy(bench):
@@ -51,6 +68,7 @@ def test_synthetic_settings_change_what_is_sent(bench):
             assert set(r["auprc"]) == set(bench.STRATEGIES)
             assert all(0 <= v <= 1 for v in r["auprc"].values() if v is not None)
             assert r["rare_levels"] == 0  # S-500 levels have ~30 rows per site
+        assert_mia(site_rows)
     base = per["baseline"]
     assert all(r["same_as_baseline"] for r in base)
     assert not any(r["same_as_baseline"] for s in settings[1:] for r in per[s])
@@ -74,6 +92,7 @@ def test_demo_rare_levels_are_hidden_by_min_level_rows(bench):
     assert all(r["rare_levels"] == 0 for r in per["levels=5"])
     assert per["levels=5"][0]["levels_hidden"] > 0 and not per["levels=5"][0]["same_as_baseline"]
     assert all(r["trees"] == 2 * bench.DP_TREES for r in per["dp=1"])
+    assert_mia(rows)
 
 
 def test_run_writes_json_and_markdown(bench, tmp_path):
@@ -95,8 +114,60 @@ def test_run_writes_json_and_markdown(bench, tmp_path):
     assert len(saved["rows"]["values"]) == 2 * 2 * 3
     columns = saved["rows"]["columns"]
     assert "auprc_mp" in columns and "smallest_leaf" in columns
+    assert {"mia_conf", "mia_leaf", "mia_rows"} <= set(columns)
+    for setting in ("baseline", "k=20"):
+        for e in (saved["overall"][setting], saved["datasets"]["S-500-Num"][setting]):
+            for attack in ("mia_conf", "mia_leaf"):
+                mean, se = e[attack]
+                assert 0 <= mean <= 1 and se > 0  # two repetitions: a standard error
     assert all(len(v) == len(columns) for v in saved["rows"]["values"])
     text = (tmp_path / "privacy.md").read_text()
     assert "| setting | fpv | pr | mi | ipr | mp | ss | park | local | intersection |" in text
+    assert text.count("| MIA conf. | MIA leaf |") == 2  # the over-all table and S-500-Num's
+    assert "**MIA conf.**" in text and "**MIA leaf**" in text  # the legend
     assert "## S-500-Num" in text and "| k=20 |" in text
     assert "k=20" in bench.headline(result)
+
+
+def test_job_default_is_what_a_job_sends(bench):
+    """The job default setting sends exactly what ``fit_site_models`` sends in a job."""
+    setting = bench.get_settings([bench.JOB_DEFAULT])[0]
+    assert setting.grows_leaves and not bench.get_settings(["k=5"])[0].grows_leaves
+    k = setting.block("S-500-Mix")["min_leaf_rows"]
+    tables, categorical = bench.site_tables("S-500-Mix", 0)
+    schema, sites, _ = bench.prepare_sites(tables, categorical, 0, 4, min_samples_leaf=k)
+    policy = bench.policy_for(setting, "S-500-Mix", bench._numeric_columns("S-500-Mix"))
+    for site in sites.values():
+        sent = bench.outgoing(site, schema, policy, 0)
+        job = fit_site_models(
+            site.name,
+            site.X_train,
+            site.y_train,
+            site.own,
+            schema.shared,
+            schema.categories,
+            {"n_estimators": 4},  # min_samples_leaf 1: the job raises it to min_leaf_rows
+            random_state=site.seed,
+            intersection_columns=schema.shared,
+            imputer_cv=None,
+            privacy=policy,
+            classes=schema.classes,
+        )
+        assert bench._same_forest(sent.forest, job.forest)
+        assert bench._same_forest(sent.intersection, job.intersection)
+        assert bench.smallest_leaf_rows(sent.forest) >= k
+
+
+def test_membership_inference_on_the_quick_run(bench, quick):
+    overall = quick["overall"]
+    for e in [*overall.values(), *(s for d in quick["datasets"].values() for s in d.values())]:
+        assert all(0 <= e[a][0] <= 1 for a in ("mia_conf", "mia_leaf"))
+    base, job, k20 = (overall[s] for s in ("baseline", bench.JOB_DEFAULT, "k=20"))
+    # the forests fit their training rows: their true-class probability tells members apart
+    assert base["mia_conf"][0] > 0.7
+    assert all(d["baseline"]["mia_conf"][0] > 0.6 for d in quick["datasets"].values())
+    assert k20["mia_conf"][0] < job["mia_conf"][0] < base["mia_conf"][0]
+    # fully grown trees: a bootstrap member reaches larger leaves than a non-member (AUC
+    # below 0.5); leaves of at least 20 rows leave the leaf counts far less to go on
+    assert base["mia_leaf"][0] < 0.47
+    assert abs(k20["mia_leaf"][0] - 0.5) < abs(base["mia_leaf"][0] - 0.5)

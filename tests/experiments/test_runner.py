@@ -12,6 +12,7 @@ from fedforest.experiments.runner import (
     Dataset,
     ExperimentPlan,
     load_table,
+    prepare_repetition,
     run_experiment,
     run_repetition,
 )
@@ -253,6 +254,14 @@ def test_paper_methods_alone_keep_the_paper_protocol_bit_for_bit(wine):
     assert alone == mp_rows(["mp", "local", "node"])  # node needs no validation rows
     # with wmp, every forest is trained without the validation rows: other forests
     assert alone != mp_rows(["mp", "wmp"])
+
+
+def test_the_paper_protocol_applies_no_privacy_policy(wine):
+    """A job's site sends no node under 5 rows by default; the paper's protocol keeps the
+    trees as scikit-learn grew them, one-row leaves included."""
+    forest = prepare_repetition(wine, 3, 0.7, 0, n_estimators=5).pooled.forest
+    leaves = forest.children_left < 0
+    assert forest.n_node_samples[leaves].min() == 1
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from fedforest.federation.config import (
     split_sizes,
 )
 from fedforest.federation.tables import check_data, read_table
+from fedforest.privacy.policy import JOB_MIN_LEAF_ROWS, PrivacyPolicy
 from fedforest.vocabulary import METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -807,8 +808,30 @@ def test_report_metrics_false_in_either_file_wins(tmp_path, in_job, in_own_file,
 def test_a_site_without_privacy_block_has_the_default_policy():
     assert SITE_DEFAULTS["privacy"] is None
     cfg = SiteConfig.from_dict(site_dict(), "s.yaml")
-    assert cfg.privacy.is_default and cfg.local_privacy is None
+    # secure by default: no node of fewer than JOB_MIN_LEAF_ROWS rows, nothing else changed
+    assert (
+        cfg.privacy == PrivacyPolicy(min_leaf_rows=JOB_MIN_LEAF_ROWS) and cfg.local_privacy is None
+    )
     assert cfg.privacy_policy() is cfg.privacy
+
+
+def test_a_site_may_lower_the_default_knowingly_and_is_warned(caplog):
+    with caplog.at_level("WARNING", logger="fedforest.federation.config"):
+        cfg = SiteConfig.from_dict(site_dict(privacy={"min_leaf_rows": 1}), "site-1.yaml")
+    assert cfg.privacy.is_default  # the trees leave as trained
+    assert "site-1.yaml: privacy.min_leaf_rows is 1, below the default of 5" in caplog.text
+    assert "membership inference" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="fedforest.federation.config"):
+        for block in ({"min_leaf_rows": 5}, {"min_leaf_rows": 9}, {"min_level_rows": 3}):
+            cfg = SiteConfig.from_dict(site_dict(privacy=block), "site-1.yaml")
+            assert cfg.privacy.min_leaf_rows == block.get("min_leaf_rows", JOB_MIN_LEAF_ROWS)
+    assert caplog.text == ""
+
+
+def test_dp_mode_keeps_its_own_leaves():
+    block = {"dp_epsilon": 2.0, "feature_ranges": {"age": [0, 120]}}
+    assert SiteConfig.from_dict(site_dict(privacy=block), "s.yaml").privacy.min_leaf_rows == 1
 
 
 def test_the_privacy_block_of_the_site_yaml_is_read():
@@ -879,7 +902,8 @@ def test_the_sites_own_file_may_hold_a_privacy_block(tmp_path, site_yaml):
     base = SiteConfig.load(site_yaml)
     cfg = SiteConfig.load(site_yaml, override=override)
     assert cfg.data_path == base.data_path and cfg.source == base.source  # no data_path there
-    assert cfg.local_privacy.min_leaf_rows == 10 and cfg.privacy.is_default
+    assert cfg.local_privacy.min_leaf_rows == 10
+    assert cfg.privacy == PrivacyPolicy(min_leaf_rows=JOB_MIN_LEAF_ROWS)
     policy = cfg.privacy_policy()
     assert policy.min_leaf_rows == 10
     assert policy.source == f"{override} + {site_yaml}"

@@ -17,7 +17,7 @@ from fedforest.federation.job_results import RESULTS_FORMAT, RESULTS_VERSION
 from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
-from fedforest.privacy.policy import PrivacyPolicy
+from fedforest.privacy.policy import JOB_MIN_LEAF_ROWS, PrivacyPolicy
 
 ALL_FEATURES = [
     "activity",
@@ -151,8 +151,9 @@ def test_results_json(job):
     assert results["model"]["features"] == job.model["forest"]["feature_names"]
     assert results["model"]["nodes"] == int(job.model["forest"]["tree_start"][-1])
     assert results["model"]["bytes"] == payload_bytes(job.model) > 0
-    # no privacy block anywhere: every site reports the default policy
-    assert results["privacy"] == {s: PrivacyPolicy().to_dict() for s in SITES}
+    # no privacy block anywhere: every site reports the job's default policy
+    default = PrivacyPolicy(min_leaf_rows=JOB_MIN_LEAF_ROWS).to_dict()
+    assert results["privacy"] == dict.fromkeys(SITES, default)
 
 
 def test_phase_timings_and_payload_sizes_recorded(job):

@@ -35,6 +35,7 @@ from fedforest.model.forest import PooledForest
 from fedforest.model.model_files import load_model
 from fedforest.privacy.audit import check_forest, disclosed_rare_levels
 from fedforest.privacy.levels import OTHER_LEVEL
+from fedforest.privacy.policy import JOB_MIN_LEAF_ROWS, PrivacyPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "data_prep"))
@@ -726,16 +727,24 @@ def test_a_job_with_privacy_policies_completes_and_records_them(policy_job):
             assert row["auc"] is None or 0.0 <= row["auc"] <= 1.0
 
 
-def test_the_default_policy_changes_nothing(tmp_path, job):
+def test_the_default_policy_is_the_jobs_5_row_leaves(tmp_path, job):
     """Privacy blocks that state the defaults give the same run as no block at all."""
-    default = {"privacy": {"min_leaf_rows": 1, "min_level_rows": 0, "share": {"imputers": True}}}
+    default = {
+        "privacy": {
+            "min_leaf_rows": JOB_MIN_LEAF_ROWS,
+            "min_level_rows": 0,
+            "share": {"imputers": True},
+        }
+    }
     config, runners = make_job(
         tmp_path,
         site_changes=dict.fromkeys(SITES, default),
         local={"site-1": {"privacy": {"threshold_grid": None}}},
     )
     again = run_job(config, runners, tmp_path / "run")
-    assert all(r.policy.is_default for r in runners.values())
+    assert all(r.policy == PrivacyPolicy(min_leaf_rows=JOB_MIN_LEAF_ROWS) for r in runners.values())
+    for site in SITES:  # no node sent describes fewer rows
+        assert payload_forest(job.trained[site]).n_node_samples.min() >= JOB_MIN_LEAF_ROWS
     for name in ("describe", "votes", "trained", "model", "elected"):
         assert_payload_equal(getattr(job, name), getattr(again, name), name)
     for site in SITES:
@@ -827,10 +836,10 @@ def test_an_invalid_value_in_the_sites_own_file_names_that_file(tmp_path):
 
 
 def test_a_policy_is_logged_when_the_site_starts(tmp_path, caplog):
-    runner = hospital(tmp_path, {"privacy": {"min_leaf_rows": 4}})
+    runner = hospital(tmp_path, {"privacy": {"min_leaf_rows": 7}})
     with caplog.at_level("INFO", logger="fedforest.federation.site"):
         runner.load()
-    assert '"min_leaf_rows": 4' in caplog.text
+    assert '"min_leaf_rows": 7' in caplog.text
     assert str(tmp_path / "local" / LOCAL_OVERRIDE) in caplog.text
 
 

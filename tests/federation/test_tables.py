@@ -37,6 +37,12 @@ def small_csv(tmp_path) -> Path:
 
 
 def site_config(path: Path, **changes) -> SiteConfig:
+    """A site of the small tables below, too small for the default 5-row leaves: its
+    ``privacy`` block gets ``min_leaf_rows: 1`` unless it sets one (``privacy=None``: no
+    block, the default)."""
+    block = changes.get("privacy", {})
+    if isinstance(block, dict) and "min_leaf_rows" not in block and "dp_epsilon" not in block:
+        changes["privacy"] = {**block, "min_leaf_rows": 1}
     return SiteConfig.from_dict(site_dict(data_path=str(path), **changes), "site-1.yaml")
 
 
@@ -483,6 +489,11 @@ def test_the_privacy_block_is_checked_against_the_data_at_build(small_csv):
     assert_precise(info.value, "site-1.yaml", "privacy.min_leaf_rows", 4, "at most 3")
     assert "gives 6 training rows" in msg
     check_data(site_config(small_csv, privacy={"min_leaf_rows": 3}))
+    # the default 5-row leaves: the message says where to lower them
+    with pytest.raises(ConfigError) as info:
+        check_data(site_config(small_csv, privacy=None))
+    assert_precise(info.value, "site-1.yaml", "privacy.min_leaf_rows", 5, "at most 3")
+    assert "5 is the default when site-1.yaml sets none" in str(info.value)
     # the job's block must be applicable as it stands: every site would refuse to start
     with pytest.raises(ConfigError) as info:
         check_data(site_config(small_csv, privacy={"threshold_grid": {"steps": {"age": 1}}}))

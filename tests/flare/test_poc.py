@@ -1,51 +1,126 @@
-"""The same recipe in NVIDIA FLARE's POC mode (PocEnv): server and sites as separate processes."""
+"""The recipe in NVIDIA FLARE's POC mode (PocEnv): server and sites as separate processes.
+
+One POC deployment (module fixture) runs three jobs in turn: the demo job in
+server mode and in swarm mode, compared with the simulator's runs of the same
+configs, and a small swarm job in the privacy scope that site-1's own
+``local/privacy.json`` defines, where FLARE applies the scope (the simulator
+does not).
+"""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
-from flare_setup import DEMO_RUNS, write_configs
+from flare_setup import DEMO_RUNS, UNCALIBRATED, write_configs
 
 from fedforest.federation.config import JOB_STRATEGIES
-from fedforest.flare.environments import run_poc
+from fedforest.flare.environments import PocDeployment
 from fedforest.flare.recipe import FedForestRecipe
+from fedforest.model.model_files import load_model
 
 pytestmark = [pytest.mark.flare, pytest.mark.xdist_group(DEMO_RUNS)]
 SITES = ["site-1", "site-2", "site-3"]
+K = 25
+FILTER = "fedforest.flare.privacy_filter.PrivacyPolicyFilter"
 
 
-def test_poc_gives_the_simulators_results(tmp_path, demo_server_run):
-    configs = write_configs(tmp_path)  # the demo configs, as demo_server_run ran them
-    poc_dir = run_poc(FedForestRecipe(configs), tmp_path / "poc", tmp_path / "out", timeout=600)
-    poc = json.loads((poc_dir / "results.json").read_text())
-    assert poc["status"] == "finished" and poc["dropped_sites"] == {}
-    assert sorted(poc["metrics"]) == SITES
+def privacy_json(filters: list) -> str:
+    """A site's privacy scopes: ``fedforest`` with ``filters``; ``open`` (the default) empty."""
+    scopes = [{"name": "fedforest", "task_result_filters": filters}, {"name": "open"}]
+    return json.dumps({"scopes": scopes, "default_scope": "open"})
+
+
+@pytest.fixture(scope="module")
+def poc(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("poc")
+    scoped = write_configs(
+        tmp / "scoped",
+        rows=300,
+        job={"mode": "swarm"},
+        forest={"n_estimators": 8},
+        election={"auto_tune": False},
+        evaluation=UNCALIBRATED,
+    )
+    jobs = {
+        # the demo configs, as demo_server_run and demo_swarm_run ran them
+        "server": FedForestRecipe(write_configs(tmp / "server")),
+        "swarm": FedForestRecipe(write_configs(tmp / "swarm", job={"mode": "swarm"})),
+        "scoped": FedForestRecipe(scoped, scope="fedforest"),
+    }
+    site_1 = [{"path": FILTER, "args": {"min_leaf_rows": K, "share": {"surrogates": False}}}]
+    site_files = {
+        site: {"privacy.json": privacy_json(site_1 if site == "site-1" else [])} for site in SITES
+    }
+    ws = tmp / "ws"
+    with PocDeployment(SITES, ws, site_files=site_files) as deployment:
+        runs = {
+            name: deployment.run(recipe, tmp / f"out-{name}", timeout=600)
+            for name, recipe in jobs.items()
+        }
+    results = {name: json.loads((d / "results.json").read_text()) for name, d in runs.items()}
+    # each run is downloaded into <out>/<job id>/
+    job_ids = {name: d.relative_to(tmp / f"out-{name}").parts[0] for name, d in runs.items()}
+    return {"runs": runs, "results": results, "ws": ws, "job_ids": job_ids}
+
+
+def site_run_dir(poc, site: str, job: str):
+    """A site's own folder of one job in the POC workspace (<site>/<job id>/)."""
+    (found,) = [
+        d for d in poc["ws"].rglob(poc["job_ids"][job]) if d.is_dir() and d.parent.name == site
+    ]
+    return found
+
+
+def test_poc_gives_the_simulators_results(poc, demo_server_run):
+    run_dir, results = poc["runs"]["server"], poc["results"]["server"]
+    assert results["status"] == "finished" and results["dropped_sites"] == {}
+    assert sorted(results["metrics"]) == SITES
     for site in SITES:
-        assert set(poc["metrics"][site]) == set(JOB_STRATEGIES)
-    assert (poc_dir / "report.md").is_file()
+        assert set(results["metrics"][site]) == set(JOB_STRATEGIES)
+    assert (run_dir / "report.md").is_file()
     sim = demo_server_run.results
-    assert poc["metrics"] == sim["metrics"]  # the same seed gives the same results
-    assert poc["election"] == sim["election"] and poc["model"] == sim["model"]
+    assert results["metrics"] == sim["metrics"]  # the same seed gives the same results
+    assert results["election"] == sim["election"] and results["model"] == sim["model"]
 
 
-def test_poc_runs_swarm_mode_with_the_simulators_results(tmp_path, demo_swarm_run):
-    configs = write_configs(tmp_path, job={"mode": "swarm"})  # as demo_swarm_run ran them
-    poc_dir = run_poc(FedForestRecipe(configs), tmp_path / "poc", tmp_path / "out", timeout=600)
-    poc = json.loads((poc_dir / "results.json").read_text())
-    assert poc["mode"] == "swarm"
-    assert poc["status"] == "finished", poc.get("error")
-    assert poc["site_states"] == dict.fromkeys(SITES, "finished")
-    assert poc["dropped_sites"] == {} and poc["site_errors"] == {}
-    assert sorted(poc["metrics"]) == SITES
+def test_poc_runs_swarm_mode_with_the_simulators_results(poc, demo_swarm_run):
+    run_dir, results = poc["runs"]["swarm"], poc["results"]["swarm"]
+    assert results["mode"] == "swarm"
+    assert results["status"] == "finished", results.get("error")
+    assert results["site_states"] == dict.fromkeys(SITES, "finished")
+    assert results["dropped_sites"] == {} and results["site_errors"] == {}
+    assert sorted(results["metrics"]) == SITES
     for site in SITES:
-        assert set(poc["metrics"][site]) == set(JOB_STRATEGIES)
-    assert (poc_dir / "report.md").is_file()
-    assert not sorted(poc_dir.rglob("*.npz"))  # no model reached the server
+        assert set(results["metrics"][site]) == set(JOB_STRATEGIES)
+    assert (run_dir / "report.md").is_file()
+    assert not sorted(run_dir.rglob("*.npz"))  # no model reached the server
     sim = demo_swarm_run.results
     assert sim["status"] == "finished", sim.get("error")
-    assert poc["metrics"] == sim["metrics"]  # the same seed gives the same results
-    assert poc["model_digest"] == sim["model_digest"] and len(poc["model_digest"]) == 64
+    assert results["metrics"] == sim["metrics"]  # the same seed gives the same results
+    assert results["model_digest"] == sim["model_digest"] and len(results["model_digest"]) == 64
     # FLARE 2.9's POC runs in secure mode: private peer messages; the simulator does not
-    assert poc["peer_messages_encrypted"] == dict.fromkeys(SITES, True)
+    assert results["peer_messages_encrypted"] == dict.fromkeys(SITES, True)
     assert sim["peer_messages_encrypted"] == dict.fromkeys(SITES, False)
+
+
+def test_a_hospitals_privacy_scope_holds_in_swarm_mode(poc):
+    results = poc["results"]["scoped"]
+    assert results["mode"] == "swarm"
+    assert results["status"] == "finished", results.get("error")
+    assert results["site_states"] == dict.fromkeys(SITES, "finished")
+    # site-1's policy comes from its privacy scope alone, and its report says so
+    reported = results["privacy"]["site-1"]
+    assert reported["min_leaf_rows"] == K and reported["share"]["surrogates"] is False
+    assert results["privacy"]["site-2"]["min_leaf_rows"] < K
+    for site in ("site-2", "site-3"):  # the trees site-1 sent, as the other sites pooled them
+        (path,) = site_run_dir(poc, site, "scoped").rglob("pooled_model.npz")
+        forest = load_model(path)["forest"]
+        mine = np.isin(forest.tree_of_node, np.flatnonzero(forest.owner_mask("site-1")))
+        assert mine.any()
+        assert forest.n_node_samples[mine].min() >= K
+        assert not np.any(forest.surrogate_feature[mine] >= 0)
+        assert forest.n_node_samples[~mine].min() < K  # sites without a filter send as trained
+    log = "".join(p.read_text() for p in site_run_dir(poc, "site-1", "scoped").rglob("log*.txt"))
+    assert "goes through the 1 fedforest privacy filter(s) of its privacy scope 'fedforest'" in log

@@ -81,12 +81,20 @@ never loosen it. The job's block is checked when the job is built (its values,
 a threshold grid naming a categorical column, ``2 * min_leaf_rows`` against
 the training rows); both blocks and their combination are checked again when
 the site starts, against the site's table (:meth:`SiteConfig.check_privacy`).
+
+**Secure by default.** A site whose YAML sets no ``privacy.min_leaf_rows``
+(outside DP mode) sends no node that describes fewer than
+:data:`~fedforest.privacy.policy.JOB_MIN_LEAF_ROWS` (5) training rows: fully
+grown trees with one-row leaves tell who was in the training rows
+(membership inference). The site's YAML may set a lower value; the site then
+logs a warning when it loads the file.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import math
 import re
 from collections.abc import Mapping
@@ -102,7 +110,7 @@ from ..columns import column_kind
 from ..election.ballot import NORMALIZATIONS
 from ..errors import ConfigError
 from ..model.payload_checks import MAX_SEED
-from ..privacy.policy import PrivacyPolicy, effective_policy
+from ..privacy.policy import JOB_MIN_LEAF_ROWS, PrivacyPolicy, effective_policy
 from ..validation import ConfigChecker
 from ..vocabulary import (
     AGGREGATIONS,
@@ -122,6 +130,8 @@ from ..vocabulary import (
 from ..yaml_files import load_yaml
 from .splits import describe_short_classes, split_sizes
 from .tables import TableSummary, table_summary
+
+logger = logging.getLogger(__name__)
 
 LOCAL_OVERRIDE = "fedforest.yaml"
 
@@ -452,7 +462,7 @@ class SiteConfig:
             "validation_fraction", d["validation_fraction"], 0, 1, open_lo=True, open_hi=True
         )
         test = c.number("test_fraction", d["test_fraction"], 0, 1, open_lo=True, open_hi=True)
-        privacy = PrivacyPolicy.from_dict(d["privacy"], source)
+        privacy = _site_privacy(d["privacy"], source)
         c.boolean("report_metrics", d["report_metrics"])
         if d["calibration"] is not None:
             c.choice("calibration", d["calibration"], CALIBRATIONS)
@@ -594,9 +604,42 @@ class SiteConfig:
                 f"at most {n_train // 2} for site {self.site!r}: {self.source} gives {n_train} "
                 f"training rows ({len(frame)} rows minus validation_fraction "
                 f"{self.validation_fraction} and test_fraction {self.test_fraction}), and a "
-                "split needs min_leaf_rows rows on each side",
+                "split needs min_leaf_rows rows on each side"
+                + (
+                    f" ({JOB_MIN_LEAF_ROWS} is the default when {self.source} sets none: a "
+                    "site this small may set privacy.min_leaf_rows lower there, knowing that "
+                    "smaller leaves tell more about who was in its training rows)"
+                    if k == JOB_MIN_LEAF_ROWS
+                    else ""
+                ),
             )
         return policy
+
+
+def _site_privacy(block: Any, source: str) -> PrivacyPolicy:
+    """The ``privacy:`` block of a site's YAML, with the job's default ``min_leaf_rows``.
+
+    A block that sets no ``min_leaf_rows`` (or no block) gets
+    :data:`~fedforest.privacy.policy.JOB_MIN_LEAF_ROWS`, except in DP mode,
+    whose random trees and noisy counts are protected by the DP guarantee
+    (pruning them would only cost accuracy); a lower value set in the file is
+    kept, with a warning that says what it costs.
+    """
+    policy = PrivacyPolicy.from_dict(block, source)
+    if not isinstance(block, Mapping) or "min_leaf_rows" not in block:
+        if policy.dp:
+            return policy
+        return dataclasses.replace(policy, min_leaf_rows=JOB_MIN_LEAF_ROWS)
+    if policy.min_leaf_rows < JOB_MIN_LEAF_ROWS:
+        logger.warning(
+            "%s: privacy.min_leaf_rows is %d, below the default of %d: this site sends tree "
+            "nodes that describe fewer rows, which tell who was in its training rows "
+            "(membership inference); remove the key for the default",
+            source,
+            policy.min_leaf_rows,
+            JOB_MIN_LEAF_ROWS,
+        )
+    return policy
 
 
 def _scalar_label(value: Any) -> Any:

@@ -101,7 +101,9 @@ def recipe_inputs(recipe) -> list[Path]:
     return [recipe.config_dir, *(Path(s.data_path) for s in recipe.site_configs.values())]
 
 
-def _check_site_files(site_files, targets: list[str]) -> dict[str, dict[str, str]]:
+def _check_site_files(
+    site_files, targets: list[str], simulator: bool = True
+) -> dict[str, dict[str, str]]:
     """``site_files`` checked: known participants, plain file names, text contents."""
     if site_files is None:
         return {}
@@ -110,7 +112,7 @@ def _check_site_files(site_files, targets: list[str]) -> dict[str, dict[str, str
             f"site_files must map a site (or 'server') to {{file name: text}}, got "
             f"{type(site_files).__name__}"
         )
-    if site_files and not sys.platform.startswith("linux"):
+    if site_files and simulator and not sys.platform.startswith("linux"):
         raise ValueError("site_files needs the simulator to fork its processes: Linux only")
     out: dict[str, dict[str, str]] = {}
     for site, files in site_files.items():
@@ -215,27 +217,139 @@ def run_poc(recipe: FedForestRecipe, workspace, out_dir, timeout: float = 900) -
     workspace is accepted. The POC processes start with the ``python3`` of
     this environment and are stopped when the job ends.
     """
-    from nvflare.recipe import PocEnv
+    with PocDeployment(recipe.sites, workspace, inputs=recipe_inputs(recipe)) as poc:
+        return poc.run(recipe, out_dir, timeout=timeout)
 
-    workspace, out_dir = Path(workspace).resolve(), Path(out_dir).resolve()
-    _separate(workspace, out_dir)
-    outputs.claim_dir(workspace, POC_COMMAND, inputs=recipe_inputs(recipe))
-    outputs.claim_dir(out_dir, POC_COMMAND, inputs=recipe_inputs(recipe))
-    saved = {k: os.environ.get(k) for k in ("NVFLARE_POC_WORKSPACE", "PATH")}
-    os.environ["NVFLARE_POC_WORKSPACE"] = str(workspace)
-    # the POC start scripts use the python3 on PATH: make it this environment's
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{saved['PATH'] or ''}"
-    try:
-        env = _all_sites_poc_env(PocEnv)(clients=recipe.sites, num_clients=len(recipe.sites))
-        return _run_and_download(recipe, env, out_dir, timeout, "PocEnv")
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        outputs.record_dir(workspace, POC_COMMAND)
-        outputs.record_dir(out_dir, POC_COMMAND)
+
+class PocDeployment:
+    """FLARE's POC mode (``PocEnv``) started once, for one job or several in turn.
+
+    ``with PocDeployment(sites, workspace) as poc: poc.run(recipe, out_dir)``
+    prepares a fresh POC workspace for ``sites``, writes each site's own
+    ``local/`` files (``site_files``: ``{site: {file name: text}}``, such as a
+    ``privacy.json`` with the hospital's privacy scopes, or its
+    ``fedforest.yaml``), starts the server and the sites with the ``python3``
+    of this environment, and stops them on leaving the block. Each
+    :meth:`run` submits one job once every site is connected and downloads
+    its results. ``workspace`` is guarded as :func:`run_poc` says.
+
+    Parameters
+    ----------
+    sites : list of str
+        The POC clients (every job run in it uses these sites).
+    workspace : path
+        The POC workspace (``NVFLARE_POC_WORKSPACE``).
+    site_files : dict, optional
+        Files for each site's ``local/`` folder.
+    inputs : list of path, optional
+        Files the runs were made from: no folder written may hold them.
+    """
+
+    def __init__(self, sites, workspace, site_files=None, inputs=()):
+        self.sites = list(sites)
+        self.workspace = Path(workspace).resolve()
+        self.site_files = _check_site_files(site_files, self.sites, simulator=False)
+        self.inputs = list(inputs)
+        self.env = None
+        self._saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> PocDeployment:
+        from nvflare.recipe import PocEnv
+
+        outputs.claim_dir(self.workspace, POC_COMMAND, inputs=self.inputs)
+        self._saved = {k: os.environ.get(k) for k in ("NVFLARE_POC_WORKSPACE", "PATH")}
+        os.environ["NVFLARE_POC_WORKSPACE"] = str(self.workspace)
+        # the POC start scripts use the python3 on PATH: make it this environment's
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self._saved['PATH'] or ''}"
+        self.env = _shared_poc_env(_all_sites_poc_env(PocEnv), self.site_files)(
+            clients=self.sites, num_clients=len(self.sites)
+        )
+        return self
+
+    def run(self, recipe: FedForestRecipe, out_dir, timeout: float = 900) -> Path:
+        """Run one job in the deployment; return its server run folder under ``out_dir``."""
+        if self.env is None:
+            raise RuntimeError("PocDeployment.run is called inside its `with` block")
+        if sorted(recipe.sites) != sorted(self.sites):
+            raise ValueError(
+                f"the job's sites {sorted(recipe.sites)} are not the POC's {sorted(self.sites)}"
+            )
+        out_dir = Path(out_dir).resolve()
+        _separate(self.workspace, out_dir)
+        outputs.claim_dir(out_dir, POC_COMMAND, inputs=[*self.inputs, *recipe_inputs(recipe)])
+        try:
+            return _run_and_download(recipe, self.env, out_dir, timeout, "PocEnv")
+        finally:
+            outputs.record_dir(out_dir, POC_COMMAND)
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self.env is not None:
+                self.env.shut_down()
+        finally:
+            self.env = None
+            for key, value in self._saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            outputs.record_dir(self.workspace, POC_COMMAND)
+
+
+def _shared_poc_env(poc_env_class, site_files: dict[str, dict[str, str]]):
+    """A ``PocEnv`` that starts its services at the first job only, and stops at ``shut_down``.
+
+    FLARE's ``PocEnv`` prepares, starts and stops a POC for every job (a run's
+    ``get_result`` stops it); this one keeps it for the next job, and writes
+    ``site_files`` into each site's ``local/`` folder between preparing and
+    starting, where FLARE's client reads them (``privacy.json``: the site's
+    privacy scopes).
+    """
+    from nvflare.tool.poc.poc_commands import _start_poc, get_prod_dir, prepare_poc_provision
+
+    class SharedPocEnv(poc_env_class):
+        _started = False
+
+        def deploy(self, job):
+            if not self._started:
+                if self._check_poc_running():
+                    super().stop(clean_up=True)
+                prepare_poc_provision(
+                    clients=self.clients or [],
+                    number_of_clients=self.num_clients,
+                    workspace=self.poc_workspace,
+                    docker_image=self.docker_image,
+                    use_he=self.use_he,
+                    project_conf_path=self.project_conf_path,
+                    examples_dir=None,
+                )
+                prod = Path(get_prod_dir(self.poc_workspace))
+                for site, files in site_files.items():
+                    local = prod / site / "local"
+                    if not local.is_dir():
+                        raise RuntimeError(f"PocEnv: no local/ folder for {site!r} in {prod}")
+                    for name, text in files.items():
+                        (local / name).write_text(text, encoding="utf-8")
+                _start_poc(
+                    poc_workspace=self.poc_workspace,
+                    gpu_ids=self.gpu_ids,
+                    excluded=[self.username],
+                    services_list=[],
+                )
+                self._started = True
+                logger.info("PocEnv: POC services started for %s", self.clients)
+            return self._get_session_manager().submit_job(job)
+
+        def stop(self, clean_up: bool = False) -> None:
+            """Kept running for the next job (FLARE's run calls this after each job)."""
+
+        def shut_down(self) -> None:
+            """Stop the POC services (the workspace stays, with every job's logs)."""
+            if self._started:
+                super().stop(clean_up=False)
+                self._started = False
+
+    return SharedPocEnv
 
 
 def run_prod(

@@ -124,6 +124,7 @@ from ..federation.evaluation import read_site_metrics
 from ..federation.schema import SchemaError, SiteSchema
 from ..federation.server import SITE_MODEL_FIELDS
 from ..federation.site import DP_MASK_SCORE
+from ..federation.swarm import MAX_REASON, STATUS_FIELDS
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..model.model_files import read_feature_std
@@ -143,6 +144,8 @@ SOURCE = "PrivacyPolicyFilter"
 REFUSED = ReturnCode.TASK_RESULT_FILTER_ERROR
 #: The reply formats the filter knows, by task.
 REPLY_FORMATS = dict(protocol.REPLY_FORMAT)
+#: Swarm tasks a site answers with an acknowledgement only (no payload).
+SWARM_ACKS = (protocol.SWARM_CONFIG, protocol.SWARM_SHARE)
 
 
 class Refused(Exception):
@@ -249,6 +252,8 @@ class PrivacyPolicyFilter(Filter):
             if isinstance(message, str):
                 reply[protocol.ERROR] = message
             return reply
+        if task in SWARM_ACKS:
+            return _swarm_ack(shareable, task)
         extra = sorted(
             str(k) for k in shareable if k not in (protocol.PAYLOAD, ReservedHeaderKey.HEADERS)
         )
@@ -278,6 +283,8 @@ class PrivacyPolicyFilter(Filter):
                 "with a 'format')"
             )
         expected = REPLY_FORMATS.get(task) if task is not None else None
+        if task == protocol.SWARM_REPORT:
+            expected = protocol.SWARM_STATUS
         if not payload and task == protocol.VOTE:
             return payload  # the election is off: the site votes nothing
         fmt = payload.get("format")
@@ -308,6 +315,7 @@ class PrivacyPolicyFilter(Filter):
             protocol.MASK_SCORE: self._mask_score,
             protocol.SITE_MODELS: self._site_models,
             protocol.SITE_METRICS: self._metrics,
+            protocol.SWARM_STATUS: self._swarm_status,
         }
 
     def _check_rows(self, n_rows: int, what: str) -> None:
@@ -373,6 +381,27 @@ class PrivacyPolicyFilter(Filter):
         if reported != tightened.to_dict():
             notes.append("reported privacy policy tightened with the filter's")
         return {**payload, "privacy": tightened.to_dict()}
+
+    def _swarm_status(self, payload: dict, site, notes) -> dict:
+        """A swarm site's status: checked as the server reads it; metrics under k withheld.
+
+        The status is how the server knows the site is alive, so it is never
+        refused for its metrics: metrics the filter would refuse are withheld
+        (``metrics`` null, ``metrics_withheld`` true), and everything else in it
+        (state, phase, errors, participants, digest, timings) is no data.
+        """
+        r = PayloadReader(payload, protocol.SWARM_STATUS, site)
+        r.check_keys(STATUS_FIELDS)
+        self._check_site(r.read_string("site"), site)
+        metrics = r.get("metrics")
+        if metrics is None:
+            return payload
+        try:
+            metrics = self._metrics(metrics, site, notes)
+        except Refused as why:
+            notes.append(f"test metrics withheld from the status: {why}")
+            return {**payload, "metrics": None, "metrics_withheld": True}
+        return {**payload, "metrics": metrics}
 
     @property
     def enforced(self) -> PrivacyPolicy:
@@ -613,6 +642,50 @@ def _cut_between_codes(forest: PooledForest) -> tuple[PooledForest, int]:
     )
     out.threshold = arrays["threshold"]
     return out, moved
+
+
+def _swarm_ack(shareable: Shareable, task: str) -> Shareable:
+    """A swarm site's answer to the server's configuration or to a peer's message.
+
+    It carries no fedforest payload: nothing but its headers and, when the
+    site refused a peer's message, the reason (a text, cut to
+    :data:`~fedforest.federation.swarm.MAX_REASON` characters).
+    """
+    extra = sorted(
+        str(k) for k in shareable if k not in (protocol.ERROR, ReservedHeaderKey.HEADERS)
+    )
+    if extra:
+        raise Refused(
+            f"the {task!r} reply carries {extra}; a swarm site answers it with nothing but an "
+            "acknowledgement"
+        )
+    message = shareable.get(protocol.ERROR)
+    if message is not None:
+        if not isinstance(message, str):
+            raise Refused(
+                f"the {task!r} reply's {protocol.ERROR!r} is a {type(message).__name__}, not a text"
+            )
+        shareable[protocol.ERROR] = message[:MAX_REASON]
+    return shareable
+
+
+def policy_filters(filters) -> list[PrivacyPolicyFilter]:
+    """The :class:`PrivacyPolicyFilter` objects among FLARE filters (any other is skipped).
+
+    Recognised by class and module name as well as by type, since the
+    filter of a site's ``privacy.json`` comes from the fedforest installed
+    at the site, and the job's code from its ``custom/`` folder.
+    """
+    return [
+        f
+        for f in filters
+        if isinstance(f, PrivacyPolicyFilter)
+        or (
+            type(f).__name__ == PrivacyPolicyFilter.__name__
+            and type(f).__module__ == __name__
+            and callable(getattr(f, "filter_payload", None))
+        )
+    ]
 
 
 def _site_name(fl_ctx: FLContext) -> str | None:

@@ -26,6 +26,19 @@ FLARE encrypts them end to end between each pair of sites, so the relay
 forwards bytes it cannot read. The simulator is not secure mode: there they
 are not encrypted end to end. Each site logs and reports which applies.
 
+**A hospital's privacy scope.** FLARE applies a scope's task-result filters
+to a site's replies: in swarm mode its answers to the server (configuration,
+status) and to the other sites (acknowledgements), never the payloads it sends
+to the other sites, which leave as the data of its own peer tasks. So the site
+applies them itself: at start it takes every
+:class:`~fedforest.flare.privacy_filter.PrivacyPolicyFilter` of its job's
+scope (``local/privacy.json``), and passes every payload it computes (schema,
+vote, mask scores, trees, and its evaluation) through each of them, as FLARE
+passes a server-mode reply, before anything of it leaves. A payload a filter
+refuses is not sent: the site tells the others the reason and stops. The
+status replies go through the same filters in FLARE (test metrics a filter
+would refuse are withheld from the status).
+
 ccwf's ``ClientSideController`` itself is built around a persistor, a
 shareable generator and a learner of model weights, which a pooled forest
 does not have; the site class implements the same protocol (configure task,
@@ -41,7 +54,7 @@ from pathlib import Path
 
 from nvflare.apis.event_type import EventType
 from nvflare.apis.executor import Executor
-from nvflare.apis.fl_constant import FLContextKey, ReturnCode
+from nvflare.apis.fl_constant import FilterKey, FLContextKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.task_controller import Task, TaskController
 from nvflare.apis.shareable import Shareable, make_reply
@@ -62,6 +75,7 @@ from ..federation.swarm import (
     swarm_results,
 )
 from .executor import start_site
+from .privacy_filter import PrivacyPolicyFilter, Refused, policy_filters
 
 logger = logging.getLogger(__name__)
 
@@ -302,6 +316,7 @@ class FedForestSwarmExecutor(Executor, TaskController):
         self.engine = None
         self.workflow_id: str | None = None
         self.private_p2p = True
+        self.scope_filters: list[PrivacyPolicyFilter] = []
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ lifecycle
@@ -334,11 +349,23 @@ class FedForestSwarmExecutor(Executor, TaskController):
         except Exception as err:  # noqa: BLE001 - the other sites are told why, then it stops
             startup_error = f"{type(err).__name__}: {err}"
             logger.error("site %s cannot start: %s", site, startup_error)
+        self.scope_filters = scope_policy_filters(fl_ctx)
+        tasks = self
+        if self.scope_filters:
+            tasks = ScopeFilteredTasks(self, site, self.scope_filters)
+            logger.info(
+                "site %s: every payload it sends goes through the %d fedforest privacy filter(s) "
+                "of its privacy scope %r (policy %s)",
+                site,
+                len(self.scope_filters),
+                fl_ctx.get_prop(FLContextKey.EFFECTIVE_JOB_SCOPE_NAME),
+                "; ".join(str(f.policy.to_dict()) for f in self.scope_filters),
+            )
         self.mailbox = Mailbox(site, job.sites, job_digest(job))
         self.swarm = SwarmSite(
             job,
             site,
-            self if self.runner is not None else None,
+            tasks if self.runner is not None else None,
             self,
             self.mailbox,
             report_metrics=report,
@@ -475,6 +502,53 @@ class FedForestSwarmExecutor(Executor, TaskController):
             else:
                 out[target] = "refused" if reply.get(protocol.ERROR) else "delivered"
         return out
+
+
+class PrivacyRefusal(Exception):
+    """A payload a privacy filter of the site's scope does not let leave (the reason)."""
+
+
+def scope_policy_filters(fl_ctx: FLContext) -> list[PrivacyPolicyFilter]:
+    """The fedforest privacy filters of this job's privacy scope (its outgoing results)."""
+    scope = fl_ctx.get_prop(FLContextKey.SCOPE_OBJECT)
+    chains = getattr(scope, "task_result_filters", None)
+    if not isinstance(chains, dict):
+        return []
+    return policy_filters(chains.get(FilterKey.OUT) or [])
+
+
+class ScopeFilteredTasks:
+    """A swarm site's tasks with every payload passed through its scope's privacy filters.
+
+    What :class:`~fedforest.federation.swarm.SwarmSite` calls instead of the
+    executor: the payload of each task is what the site would reply to a
+    server, and each filter treats it as FLARE's filter chain treats that
+    reply (:meth:`~fedforest.flare.privacy_filter.PrivacyPolicyFilter.filter_payload`).
+    A refusal, or a failure of a filter, raises :class:`PrivacyRefusal`: the
+    site sends the others the reason instead of the payload and stops.
+    """
+
+    def __init__(self, executor, site: str, filters):
+        self.executor = executor
+        self.site = site
+        self.filters = list(filters)
+
+    def run_task(self, task_name: str, data: dict, save_dir=None) -> dict:
+        payload = self.executor.run_task(task_name, data, save_dir=save_dir)
+        for f in self.filters:
+            try:
+                payload = f.filter_payload(payload, self.site, task_name)
+            except Refused as why:
+                reason = f"privacy filter at {self.site} refused the {task_name!r} payload: {why}"
+                logger.warning("%s (policy: %s)", reason, f.policy.source)
+                raise PrivacyRefusal(reason) from None
+            except Exception as err:  # noqa: BLE001 - nothing leaves when a filter fails
+                logger.exception("privacy filter at %s failed on %r", self.site, task_name)
+                raise PrivacyRefusal(
+                    f"privacy filter at {self.site} refused the {task_name!r} payload: the "
+                    f"filter failed ({type(err).__name__}), so nothing was sent"
+                ) from None
+        return payload
 
 
 def _error(rc: str, message: str) -> Shareable:

@@ -46,6 +46,11 @@ from ..errors import ConfigError
 from ..model.payload_checks import MAX_NODE_SAMPLES
 from ..validation import ConfigChecker
 
+#: ``min_leaf_rows`` of a job's site that sets none: no node it sends describes fewer
+#: rows (:meth:`~fedforest.federation.config.SiteConfig.from_dict`). A policy read
+#: elsewhere (a FLARE filter's arguments, the site's own ``local/`` file, which only
+#: tightens) keeps 1 when unset, and the paper's experiment protocol sets no policy.
+JOB_MIN_LEAF_ROWS = 5
 #: The parts of a site's reply that ``share`` switches on and off.
 SHARE_KEYS = ("imputers", "feature_std", "surrogates", "intersection")
 #: Parts that are never shared in DP mode (they are computed without noise).

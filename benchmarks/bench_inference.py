@@ -50,7 +50,7 @@ from fedforest import (
     fit_imputers,
     fit_surrogates,
 )
-from fedforest.prediction.classifier import load_kernels
+from fedforest.prediction.engines import load_kernels
 from fedforest.prediction.strategies import STRATEGIES
 
 logger = logging.getLogger("bench_inference")

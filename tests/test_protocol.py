@@ -185,7 +185,7 @@ def test_every_older_version_has_an_upgrade():
         for version in range(1, current):
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
     assert protocol.FORMATS[protocol.SITE_METRICS] == 3
-    assert protocol.FORMATS[protocol.POOLED_FOREST] == 2
+    assert protocol.FORMATS[protocol.POOLED_FOREST] == 3
     assert protocol.FORMATS[protocol.MODEL] == 2
 
 
@@ -205,7 +205,7 @@ def test_version_1_pooled_forests_still_load(job):
     assert server.dropped == {}
     again = JobServer(job.config, schema=job.server.schema, election=job.server.election)
     expected = again.pool(copy.deepcopy(job.trained), want_intersection=True)
-    assert model["forest"]["version"] == 2
+    assert model["forest"]["version"] == 3
     assert_same_arrays(read_model(model)["forest"], read_model(expected)["forest"])
     # a model bundle (version 1) whose forests are version 1
     bundle = dict(copy.deepcopy(job.model), forest=v1_payload(read_model(job.model)["forest"]))

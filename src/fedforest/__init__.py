@@ -29,7 +29,9 @@ from .metrics import score, score_all
 from .model.forest import PooledForest
 from .model.imputers import Imputer, ImputerSet, fit_imputers
 from .model.surrogates import fit_surrogates
-from .prediction.classifier import PooledForestClassifier, PredictionDiagnostics, select_strategy
+from .prediction.classifier import PooledForestClassifier, select_strategy
+from .prediction.diagnostics import PredictionDiagnostics
+from .prediction.regressor import PooledForestRegressor
 from .vocabulary import STRATEGIES
 
 __version__ = "0.1.0"
@@ -42,6 +44,7 @@ __all__ = [
     "PayloadError",
     "PooledForest",
     "PooledForestClassifier",
+    "PooledForestRegressor",
     "PredictionDiagnostics",
     "SchemaError",
     "fit_imputers",

@@ -1,10 +1,11 @@
-"""Classification metrics used to compare strategies.
+"""Metrics used to compare strategies.
 
-Ranking metrics (AUPRC, AUC, MCC, accuracy; higher is better) and metrics of
-the probabilities themselves (Brier score, log-loss, expected calibration
-error; lower is better). A clinician acts on the risk, so a strategy that
-ranks well but reports another hospital's prevalence shows up in the second
-group only.
+Classification: ranking metrics (AUPRC, AUC, MCC, accuracy; higher is better)
+and metrics of the probabilities themselves (Brier score, log-loss, expected
+calibration error; lower is better). A clinician acts on the risk, so a
+strategy that ranks well but reports another hospital's prevalence shows up in
+the second group only. Regression (:func:`score_values`): RMSE and MAE (lower
+is better) and R² (scikit-learn's).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from sklearn.metrics import (
     average_precision_score,
     log_loss,
     matthews_corrcoef,
+    mean_absolute_error,
+    mean_squared_error,
+    r2_score,
     roc_auc_score,
 )
 
@@ -23,7 +27,7 @@ from sklearn.metrics import (
 # test sets, where scikit-learn's input validation costs more than the metric.
 from sklearn.preprocessing import label_binarize
 
-from .vocabulary import LOWER_IS_BETTER, METRICS
+from .vocabulary import LOWER_IS_BETTER, METRICS, REGRESSION_METRICS
 
 #: Bins of the reliability diagram and of ``ece``: equal widths on [0, 1].
 N_BINS = 10
@@ -37,6 +41,10 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
     # scikit-learn clips probabilities to the float64 epsilon: -log(2.2e-16) < 37
     "log_loss": (0.0, 40.0),
     "ece": (0.0, 1.0),
+    # regression: a site's target is read as float32
+    "rmse": (0.0, float(np.finfo(np.float32).max)),
+    "mae": (0.0, float(np.finfo(np.float32).max)),
+    "r2": (-float(np.finfo(np.float32).max), 1.0),
 }
 
 
@@ -254,3 +262,35 @@ def binary_mcc(actual, predicted) -> float:
 def score_all(y_true, proba, classes, metrics=METRICS) -> dict[str, float]:
     """Every metric in ``metrics`` as a dict."""
     return {m: score(m, y_true, proba, classes) for m in metrics}
+
+
+def score_values(metric: str, y_true, predicted) -> float:
+    """Score predicted numbers (regression): ``rmse``, ``mae`` or ``r2``.
+
+    scikit-learn's ``mean_squared_error`` (square-rooted), ``mean_absolute_error``
+    and ``r2_score``; R² is NaN when the target is constant (undefined).
+
+    Examples
+    --------
+    >>> score_values("rmse", [1.0, 2.0, 4.0], [1.0, 2.0, 2.0])
+    1.1547005383792515
+    """
+    if metric not in REGRESSION_METRICS:
+        raise ValueError(f"metric={metric!r} is not one of {list(REGRESSION_METRICS)}")
+    y_true = np.asarray(y_true, dtype=float)
+    predicted = np.asarray(predicted, dtype=float).reshape(-1)
+    if predicted.shape != y_true.shape:
+        raise ValueError(f"predicted has shape {predicted.shape}, expected {y_true.shape}")
+    if metric == "rmse":
+        return float(np.sqrt(mean_squared_error(y_true, predicted)))
+    if metric == "mae":
+        return float(mean_absolute_error(y_true, predicted))
+    if y_true.size < 2 or np.all(y_true == y_true[0]):
+        return float("nan")
+    return float(r2_score(y_true, predicted))
+
+
+def squared_errors(y_true, predicted) -> np.ndarray:
+    """Each row's squared error (their mean is the MSE; ``auto``'s per-row losses)."""
+    y_true = np.asarray(y_true, dtype=float)
+    return (np.asarray(predicted, dtype=float).reshape(-1) - y_true) ** 2

@@ -49,7 +49,7 @@ SWARM_STATUS = "fedforest/swarm-status"
 #: Current version of every payload format.
 FORMATS: dict[str, int] = {
     # 2: compact trees (preorder leaf bits, float32 thresholds + refinement, leaf counts)
-    POOLED_FOREST: 2,
+    POOLED_FOREST: 3,
     IMPUTERS: 1,
     SITE_SCHEMA: 1,
     GLOBAL_SCHEMA: 1,
@@ -92,9 +92,15 @@ def _model_v1(payload: Mapping) -> dict:
     return {**payload, "deployment": None}
 
 
+def _pooled_forest_v2(payload: Mapping) -> dict:
+    """``fedforest/pooled-forest`` version 2 -> 3: classification trees (3 names the task)."""
+    return {**payload, "task": "classification"}
+
+
 #: Readers of older versions: ``(format, version) -> function(payload) -> payload``
 #: in the next version's layout.
 UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
+    (POOLED_FOREST, 2): _pooled_forest_v2,
     (SITE_METRICS, 1): _site_metrics_v1,
     (SITE_METRICS, 2): _site_metrics_v2,
     (MODEL, 1): _model_v1,

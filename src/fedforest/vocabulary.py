@@ -8,6 +8,8 @@ nothing from fedforest.
 
 from __future__ import annotations
 
+#: What a forest predicts (``job.task``): a class, or a number.
+TASKS = ("classification", "regression")
 #: Missing-split strategies of :class:`fedforest.PooledForestClassifier`.
 STRATEGIES = ("fpv", "pr", "mi", "ipr", "mp", "ss", "node", "wmp", "park", "local")
 #: Strategies that keep a subset of the trees and route missing values as scikit-learn does.
@@ -37,8 +39,13 @@ RANKING_METRICS = ("auprc", "auc", "mcc", "accuracy")
 CALIBRATION_METRICS = ("brier", "log_loss", "ece")
 #: Classification metrics (:func:`fedforest.score`).
 METRICS = (*RANKING_METRICS, *CALIBRATION_METRICS)
+#: Regression metrics (:func:`fedforest.metrics.score_values`): root mean squared error and
+#: mean absolute error (lower is better), and the coefficient of determination.
+REGRESSION_METRICS = ("rmse", "mae", "r2")
 #: Metrics where a lower value is better.
-LOWER_IS_BETTER = CALIBRATION_METRICS
+LOWER_IS_BETTER = (*CALIBRATION_METRICS, "rmse", "mae")
+#: What ``auto`` and ``wmp`` minimise on a regression site's validation rows (squared error).
+REGRESSION_AUTO_METRIC = "rmse"
 #: Metrics ``auto`` (strategy and calibration choice) can optimise.
 AUTO_METRICS = ("log_loss", "brier", *RANKING_METRICS)
 #: What ``auto`` optimises by default: a proper scoring rule, so that it sees calibration.

@@ -62,21 +62,23 @@ def test_a_saved_version_1_model_loads_and_predicts_exactly_as_before(saved):
 
 
 def test_version_1_is_read_by_its_own_reader(saved):
-    assert protocol.FORMATS[protocol.POOLED_FOREST] == 2
+    assert protocol.FORMATS[protocol.POOLED_FOREST] == 3
     assert protocol.UPGRADES[(protocol.POOLED_FOREST, 1)] is forest_v1.upgrade
     upgraded = forest_v1.upgrade(saved["forest"])
-    assert upgraded["version"] == 2
+    assert upgraded["version"] == 2  # the version 2 layout; the version 2 reader then adds the task
     assert set(upgraded) == {"format", "version", *forest_format.PAYLOAD_FIELDS}
     # the upgrade keeps every distribution as float64 (it does not search for counts)
     assert upgraded["value_trees"].tolist() == list(range(10))
 
 
-def test_an_upgraded_forest_is_sent_on_as_version_2(saved, tmp_path):
+def test_an_upgraded_forest_is_sent_on_as_the_current_version(saved, tmp_path):
     forest = PooledForest.from_payload(saved["forest"], SENDER)
+    assert forest.task == "classification"
     payload = forest.to_payload()
-    assert payload["version"] == 2 and payload["value_trees"].size == 0  # counts found
+    assert payload["version"] == 3 and payload["value_trees"].size == 0  # counts found
+    assert payload["task"] == "classification"
     assert_same_arrays(PooledForest.from_payload(payload), forest)
-    # a model saved again holds version 2 and is smaller
+    # a model saved again holds the current version and is smaller
     model = read_model(saved, SENDER)
     bundle = dict(saved, forest=model["forest"].to_payload())
     bundle["intersection"] = model["intersection"].to_payload()

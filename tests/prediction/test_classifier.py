@@ -10,7 +10,7 @@ from scipy.special import expit
 from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import Imputer, ImputerSet, PooledForest, PooledForestClassifier
-from fedforest.prediction import classifier as classifier_module
+from fedforest.prediction import pooled as classifier_module
 from fedforest.prediction.strategies import STRATEGIES
 
 NAMES = ["a", "b", "c"]

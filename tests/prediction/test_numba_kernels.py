@@ -15,8 +15,8 @@ from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import PooledForest, PooledForestClassifier, fit_imputers, fit_surrogates
 from fedforest.model import traversal
-from fedforest.prediction import classifier as classifier_module
 from fedforest.prediction import engines as engines_module
+from fedforest.prediction import pooled as classifier_module
 from fedforest.prediction import routing
 from fedforest.prediction.strategies import STRATEGIES
 

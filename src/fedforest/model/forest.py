@@ -1,9 +1,10 @@
 """Portable pooled forests: trees in a global feature space, addressed by name.
 
-A :class:`PooledForest` holds any number of binary classification trees as flat
-numpy arrays (one entry per node, trees stored one after the other), together
-with the global feature names, the class labels, the site that trained each tree
-and, optionally, one surrogate split per node. It is what sites exchange: it
+A :class:`PooledForest` holds any number of binary classification or regression
+trees as flat numpy arrays (one entry per node, trees stored one after the
+other), together with the global feature names, the class labels (for
+classification), the site that trained each tree and, optionally, one
+surrogate split per node. It is what sites exchange: it
 converts to and from a payload made only of numpy arrays and plain values, and
 every payload is validated before use.
 """
@@ -17,6 +18,7 @@ import numpy as np
 
 from .. import protocol
 from ..validation import PayloadReader
+from ..vocabulary import TASKS
 from . import forest_edit, forest_format, forest_v1
 from .payload_checks import MAX_CLASSES, MAX_FEATURES, MAX_LEVELS, MAX_TREES, plain_labels
 
@@ -62,6 +64,7 @@ class PooledForest:
         Global feature names; node ``feature`` values index into this list.
     classes : array-like
         Class labels (str or int); columns of ``value`` follow this order.
+        Empty for regression trees.
     owners : sequence of str
         Site names; ``tree_owner`` indexes into this list.
     tree_start : ndarray of shape (n_trees + 1,)
@@ -80,14 +83,18 @@ class PooledForest:
         Learned direction of a missing value (used where ``saw_missing``).
     saw_missing : ndarray of shape (n_nodes,)
         Whether the node saw a missing value for its feature in training.
-    value : ndarray of shape (n_nodes, n_classes)
-        Class distribution at each node (rows sum to one).
+    value : ndarray of shape (n_nodes, n_classes) or (n_nodes, 1)
+        Class distribution at each node (rows sum to one); for regression
+        trees, the mean target of the node's training rows.
     categories : mapping of str to list of str, optional
         Levels of the categorical features; level ``k`` is coded as ``k``.
     surrogate_feature, surrogate_threshold, surrogate_left_le, surrogate_agreement :
         ndarray of shape (n_nodes,), optional
         One surrogate split per node (``surrogate_feature == -1``: none). A row
         goes left when ``(x_s <= t_s) == surrogate_left_le``.
+    task : {"classification", "regression"}, default "classification"
+        What the trees predict: class distributions (``RandomForestClassifier``)
+        or means (``RandomForestRegressor``).
 
     Examples
     --------
@@ -124,7 +131,11 @@ class PooledForest:
         surrogate_threshold=None,
         surrogate_left_le=None,
         surrogate_agreement=None,
+        task: str = "classification",
     ):
+        if task not in TASKS:
+            raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
+        self.task = task
         self.feature_names = list(feature_names)
         self.classes = np.asarray(classes)
         self.owners = list(owners)
@@ -159,10 +170,11 @@ class PooledForest:
         lengths["value"] = self.value.shape[0]
         if len(set(lengths.values())) != 1:
             raise ValueError(f"node arrays differ in length: {lengths}")
-        if self.value.ndim != 2 or self.value.shape[1] != len(self.classes):
-            raise ValueError(
-                f"value has shape {self.value.shape}, expected (n_nodes, {len(self.classes)})"
-            )
+        width = 1 if task == "regression" else len(self.classes)
+        if task == "regression" and len(self.classes):
+            raise ValueError("regression trees have no classes (classes must be empty)")
+        if self.value.ndim != 2 or self.value.shape[1] != width:
+            raise ValueError(f"value has shape {self.value.shape}, expected (n_nodes, {width})")
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -182,8 +194,28 @@ class PooledForest:
 
     @property
     def n_classes(self) -> int:
-        """Number of classes."""
+        """Number of classes (0 for regression trees)."""
         return len(self.classes)
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether the trees predict a number (``task == "regression"``)."""
+        return self.task == "regression"
+
+    @property
+    def n_outputs(self) -> int:
+        """Columns of ``value``: the classes, or 1 (the mean) for regression trees."""
+        return int(self.value.shape[1])
+
+    def _same_kind(self) -> dict:
+        """What a forest derived from this one keeps: names, classes, owners, levels, task."""
+        return {
+            "feature_names": self.feature_names,
+            "classes": self.classes,
+            "owners": self.owners,
+            "categories": self.categories,
+            "task": self.task,
+        }
 
     @property
     def is_categorical(self) -> np.ndarray:
@@ -258,12 +290,13 @@ class PooledForest:
         X=None,
         categories: Mapping[str, Sequence[str]] | None = None,
     ) -> PooledForest:
-        """Convert a fitted scikit-learn ``RandomForestClassifier``.
+        """Convert a fitted scikit-learn ``RandomForestClassifier`` or ``RandomForestRegressor``.
 
         Parameters
         ----------
-        rf : RandomForestClassifier or ExtraTreesClassifier
-            A fitted single-output forest.
+        rf : RandomForestClassifier, RandomForestRegressor, or their ExtraTrees
+            A fitted single-output forest. A regressor gives regression trees
+            (``task="regression"``, ``value`` the node means).
         feature_names : sequence of str
             Global name of each column ``rf`` was trained on, in order.
         owner : str
@@ -302,7 +335,9 @@ class PooledForest:
         unknown = sorted(set(categories) - set(feature_names))
         if unknown:
             raise ValueError(f"categories names features the forest does not have: {unknown}")
-        plain_labels(rf.classes_)
+        regression = not hasattr(rf, "classes_")
+        classes = np.zeros(0) if regression else rf.classes_
+        plain_labels(classes)
 
         starts = [0]
         parts: dict[str, list[np.ndarray]] = {k: [] for k in ("l", "r", "f", "t", "n", "m", "v")}
@@ -319,9 +354,10 @@ class PooledForest:
                 np.zeros(t.node_count, bool) if mgl is None else np.asarray(mgl).astype(bool)
             )
             value = t.value[:, 0, :].astype(np.float64)
-            sums = value.sum(axis=1, keepdims=True)
-            if not np.allclose(sums, 1.0):
-                value = value / np.where(sums > 0, sums, 1.0)
+            if not regression:
+                sums = value.sum(axis=1, keepdims=True)
+                if not np.allclose(sums, 1.0):
+                    value = value / np.where(sums > 0, sums, 1.0)
             parts["v"].append(value)
             starts.append(starts[-1] + t.node_count)
         feature = np.concatenate(parts["f"])
@@ -330,9 +366,11 @@ class PooledForest:
         if X is not None:
             saw |= _nodes_that_saw_missing(rf, X, starts)
         n_nodes = starts[-1]
+        width = 1 if regression else len(classes)
         return cls(
             feature_names=feature_names,
-            classes=rf.classes_,
+            classes=classes,
+            task="regression" if regression else "classification",
             owners=[str(owner)],
             categories=categories,
             tree_start=np.asarray(starts),
@@ -344,7 +382,7 @@ class PooledForest:
             n_node_samples=np.concatenate(parts["n"]),
             missing_left=np.concatenate(parts["m"]),
             saw_missing=saw,
-            value=np.concatenate(parts["v"]) if n_nodes else np.zeros((0, len(rf.classes_))),
+            value=np.concatenate(parts["v"]) if n_nodes else np.zeros((0, width)),
         )
 
     @classmethod
@@ -365,6 +403,11 @@ class PooledForest:
         forests = list(forests)
         if not forests:
             raise ValueError("concat needs at least one forest")
+        tasks = sorted({f.task for f in forests})
+        if len(tasks) > 1:
+            raise ValueError(
+                f"forests mix tasks {tasks}: classification and regression trees cannot be pooled"
+            )
         names: list[str] = []
         for f in forests:
             names.extend(n for n in f.feature_names if n not in names)
@@ -404,10 +447,13 @@ class PooledForest:
                 if k in ("feature", "surrogate_feature"):
                     arr = fmap[arr]  # -1 maps to the trailing -1
                 fields[k].append(arr)
-            cmap = np.searchsorted(classes, f.classes)
-            v = np.zeros((f.n_nodes, len(classes)))
-            v[:, cmap] = f.value
-            values.append(v)
+            if f.is_regression:
+                values.append(f.value)
+            else:
+                cmap = np.searchsorted(classes, f.classes)
+                v = np.zeros((f.n_nodes, len(classes)))
+                v[:, cmap] = f.value
+                values.append(v)
             omap = np.array([owners.index(o) for o in f.owners], dtype=np.int32)
             tree_owner.append(omap[f.tree_owner])
             starts.append(f.tree_start[1:] + offset)
@@ -417,6 +463,7 @@ class PooledForest:
             classes=classes,
             owners=owners,
             categories=categories,
+            task=tasks[0],
             tree_start=np.concatenate(starts),
             tree_owner=np.concatenate(tree_owner),
             value=np.concatenate(values),
@@ -431,10 +478,7 @@ class PooledForest:
         node_mask = mask[self.tree_of_node]
         sizes = np.diff(self.tree_start)[mask]
         return PooledForest(
-            feature_names=self.feature_names,
-            classes=self.classes,
-            owners=self.owners,
-            categories=self.categories,
+            **self._same_kind(),
             tree_start=np.concatenate([[0], np.cumsum(sizes)]),
             tree_owner=self.tree_owner[mask],
             value=self.value[node_mask],
@@ -464,10 +508,7 @@ class PooledForest:
         fields["value"] = self.value
         fields.update(arrays)
         return PooledForest(
-            feature_names=self.feature_names,
-            classes=self.classes,
-            owners=self.owners,
-            categories=self.categories,
+            **self._same_kind(),
             tree_start=self.tree_start,
             tree_owner=self.tree_owner,
             **fields,
@@ -519,10 +560,7 @@ class PooledForest:
         out["surrogate_left_le"][made] = True
         out["surrogate_agreement"][made] = 0.0
         return PooledForest(
-            feature_names=self.feature_names,
-            classes=self.classes,
-            owners=self.owners,
-            categories=self.categories,
+            **self._same_kind(),
             tree_start=starts,
             tree_owner=self.tree_owner[keep_tree],
             value=self.value[src],
@@ -543,16 +581,20 @@ class PooledForest:
         threshold,
         missing_left,
         categories: Mapping[str, Sequence[str]] | None = None,
+        task: str = "classification",
     ) -> PooledForest:
         """One site's trees given by their structure alone, before any row is counted.
 
         Every node gets one row (``n_node_samples``), a uniform class
-        distribution and ``saw_missing`` false; set the counts with
-        :meth:`with_arrays`. The arguments are those of the constructor.
+        distribution (regression: a mean of 0) and ``saw_missing`` false; set
+        the counts with :meth:`with_arrays`. The arguments are those of the
+        constructor.
         """
         n_nodes = len(feature)
         k = len(classes)
+        value = np.zeros((n_nodes, 1)) if task == "regression" else np.full((n_nodes, k), 1.0 / k)
         return cls(
+            task=task,
             feature_names=feature_names,
             classes=np.asarray(classes),
             owners=[str(owner)],
@@ -566,15 +608,16 @@ class PooledForest:
             n_node_samples=np.ones(n_nodes, np.int64),
             missing_left=missing_left,
             saw_missing=np.zeros(n_nodes, bool),
-            value=np.full((n_nodes, k), 1.0 / k),
+            value=value,
         )
 
     # ------------------------------------------------------------ payload
     def to_payload(self) -> dict:
         """The forest as a dict of numpy arrays and plain values (no pickle).
 
-        The layout is version 2 of ``fedforest/pooled-forest``
-        (:mod:`fedforest.model.forest_format`, architecture.md section 3):
+        The layout is version 3 of ``fedforest/pooled-forest``
+        (:mod:`fedforest.model.forest_format`, architecture.md section 3;
+        version 2 with the ``task``):
         about 8 bytes per node instead of version 1's 63, and lossless: every
         array comes back from :meth:`from_payload` bit for bit (thresholds of
         leaves and surrogate fields of nodes without a surrogate, which mean
@@ -590,6 +633,7 @@ class PooledForest:
         return {
             "format": FORMAT,
             "version": VERSION,
+            "task": self.task,
             **forest_format.encode(
                 {
                     "feature_names": self.feature_names,
@@ -600,7 +644,8 @@ class PooledForest:
                     "tree_owner": self.tree_owner,
                     "value": self.value,
                     **fields,
-                }
+                },
+                counts=not self.is_regression,  # means are not ratios of counts
             ),
         }
 
@@ -635,10 +680,17 @@ class PooledForest:
             Nothing else is raised.
         """
         r = PayloadReader(payload, FORMAT, sender, where)
-        r.check_keys(set(forest_format.PAYLOAD_FIELDS))
+        r.check_keys({*forest_format.PAYLOAD_FIELDS, "task"})
+        task = r.read_choice("task", TASKS)
         names = r.read_str_list("feature_names", MAX_FEATURES)
         owners = r.read_str_list("owners", MAX_TREES)
-        classes = r.read_labels("classes", MAX_CLASSES)
+        if task == "regression":
+            given = r.get("classes")
+            if not isinstance(given, (list, tuple)) or given:
+                r.refuse("classes", given, "an empty list (regression trees have no classes)")
+            classes = []
+        else:
+            classes = r.read_labels("classes", MAX_CLASSES)
         cats = {}
         for k, levels in r.read_mapping("categories", MAX_FEATURES).items():
             if k not in names:
@@ -654,10 +706,12 @@ class PooledForest:
             n_classes=len(classes),
             n_owners=len(owners),
             n_levels=levels,
+            regression=task == "regression",
         )
         return cls(
+            task=task,
             feature_names=names,
-            classes=np.asarray(classes),
+            classes=np.zeros(0) if task == "regression" else np.asarray(classes),
             owners=owners,
             categories=cats,
             **arrays,
@@ -666,7 +720,9 @@ class PooledForest:
     def __repr__(self) -> str:
         return (
             f"PooledForest(n_trees={self.n_trees}, n_nodes={self.n_nodes}, "
-            f"n_features={self.n_features}, classes={plain_labels(self.classes)}, "
+            f"n_features={self.n_features}, "
+            + ("task='regression', " if self.is_regression else "")
+            + f"classes={plain_labels(self.classes)}, "
             f"owners={self.owners})"
         )
 

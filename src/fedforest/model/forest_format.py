@@ -1,4 +1,9 @@
-"""The pooled-forest payload, version 2: compact, and lossless for predictions.
+"""The pooled-forest payload, versions 2 and 3: compact, and lossless for predictions.
+
+Version 3 is version 2 with a ``task`` field: ``classification`` (every
+version 2 payload) or ``regression``, whose trees carry one ``value`` column,
+the node means, sent as float64 for every tree (``value_trees`` lists them all;
+there are no leaf counts).
 
 Version 1 sent every in-memory node array as it is (about 63 bytes per node
 with surrogates). Version 2 sends the same trees in about 8 bytes per node
@@ -92,6 +97,9 @@ PAYLOAD_FIELDS = (
     "surrogate_agreement",
 )
 
+#: Largest absolute node mean of a regression tree (float32's range: a site's table is read as
+#: float32, and a sum of such means over a forest stays finite in float64).
+MAX_MEAN = float(np.finfo(np.float32).max)
 #: Largest class count of a leaf, and largest sum of a leaf's class counts.
 MAX_LEAF_COUNT = 2**31 - 1
 #: Bounds of the writer's search for leaf counts (beyond them a tree is sent as float64).
@@ -494,9 +502,15 @@ def encode(fields: Mapping[str, Any], *, counts: bool = True) -> dict:
 
 # ---------------------------------------------------------------- reading
 def decode(
-    r: PayloadReader, *, n_features: int, n_classes: int, n_owners: int, n_levels: np.ndarray
+    r: PayloadReader,
+    *,
+    n_features: int,
+    n_classes: int,
+    n_owners: int,
+    n_levels: np.ndarray,
+    regression: bool = False,
 ) -> dict:
-    """Read and check the trees of a version 2 payload; return the in-memory arrays.
+    """Read and check the trees of a version 2 or 3 payload; return the in-memory arrays.
 
     Parameters
     ----------
@@ -506,6 +520,10 @@ def decode(
         Lengths of those lists.
     n_levels : ndarray of int
         Levels of each feature (0 for a numeric one).
+    regression : bool, default False
+        Regression trees (version 3, ``task: regression``): one ``value``
+        column, the node means, sent as float64 for every tree (finite, within
+        float32's range), and no leaf counts.
 
     Returns
     -------
@@ -550,9 +568,15 @@ def decode(
     explicit_tree[value_trees] = True
     explicit = np.repeat(explicit_tree, sizes)
     counted_leaf = is_leaf & ~explicit
-    value_rows = r.read_array("value", "f", 2, int(explicit.sum()), width=n_classes, lo=0, hi=1)
+    if regression and not explicit.all():
+        r.fail("field 'value_trees' must list every tree: regression trees send their means")
+    width = 1 if regression else n_classes
+    bound = MAX_MEAN if regression else 1
+    value_rows = r.read_array(
+        "value", "f", 2, int(explicit.sum()), width=width, lo=-bound if regression else 0, hi=bound
+    )
     leaf_count = r.read_array(
-        "leaf_counts", "i", 2, int(counted_leaf.sum()), width=n_classes, lo=0, hi=MAX_LEAF_COUNT
+        "leaf_counts", "i", 2, int(counted_leaf.sum()), width=width, lo=0, hi=MAX_LEAF_COUNT
     )
     totals = leaf_count.sum(axis=1)
     if np.any((totals < 1) | (totals > MAX_LEAF_COUNT)):
@@ -579,10 +603,10 @@ def decode(
             "fields 'leaf_samples' and 'samples_delta' give internal nodes n_node_samples "
             f"outside [1, {MAX_NODE_SAMPLES}]"
         )
-    value = np.zeros((n, n_classes))
+    value = np.zeros((n, width))
     value[explicit] = value_rows
     if not explicit.all():
-        counts = np.zeros((n, n_classes), dtype=np.int64)
+        counts = np.zeros((n, width), dtype=np.int64)
         counts[counted_leaf] = leaf_count
         value[~explicit] = _values_from_counts(counts, end, ~explicit)
     nodes = inner[has]
@@ -610,11 +634,13 @@ def decode(
         "surrogate_left_le": surrogate_left_le,
         "surrogate_agreement": surrogate_agreement,
     }
-    check_tree_arrays(r, tree_start, arrays, n_levels)
+    check_tree_arrays(r, tree_start, arrays, n_levels, regression=regression)
     return {"tree_start": tree_start, "tree_owner": tree_owner, **arrays}
 
 
-def check_tree_arrays(r: PayloadReader, tree_start, a: Mapping, n_levels: np.ndarray) -> None:
+def check_tree_arrays(
+    r: PayloadReader, tree_start, a: Mapping, n_levels: np.ndarray, regression: bool = False
+) -> None:
     """Refuse trees that are not well-formed binary trees in depth-first order.
 
     The rules every reader applies to the in-memory arrays (version 1 to its
@@ -671,7 +697,10 @@ def check_tree_arrays(r: PayloadReader, tree_start, a: Mapping, n_levels: np.nda
         r.fail("field 'n_node_samples' has a child with more training rows than its parent")
     value = a["value"]
     # every node's row, not only the leaves': the node strategy predicts with internal ones
-    if np.any(np.abs(value.sum(axis=1) - 1.0) > 1e-6):
+    if regression:
+        if not np.all(np.abs(value) <= MAX_MEAN):
+            r.fail(f"field 'value' must hold finite node means within +-{MAX_MEAN:g}")
+    elif np.any(np.abs(value.sum(axis=1) - 1.0) > 1e-6):
         r.fail(
             "field 'value' must hold a class distribution (non-negative, summing to 1) at "
             "every node, leaves and internal nodes alike"

@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..metrics import squared_errors
+
 logger = logging.getLogger(__name__)
 
 #: Guess weights a site chooses from on its validation rows.
@@ -120,7 +122,7 @@ def fit_guess_weight(
     classes,
     candidates: Sequence[float] = GUESS_WEIGHTS,
 ) -> tuple[float, dict[float, float]]:
-    """The guess weight with the lowest Brier score on validation rows.
+    """The guess weight with the lowest Brier score (regression: squared error) on validation rows.
 
     Parameters
     ----------
@@ -128,8 +130,9 @@ def fit_guess_weight(
         As for :func:`weighted_marginal`, on the validation rows.
     y : array-like of shape (n_rows,)
         The validation labels.
-    classes : array-like
-        Column order of the probabilities.
+    classes : array-like or None
+        Column order of the probabilities; ``None`` for regression (one
+        column, the prediction), scored by the mean squared error.
     candidates : sequence of float, default=GUESS_WEIGHTS
 
     Returns
@@ -154,14 +157,19 @@ def fit_guess_weight(
     y = np.asarray(y)
     if y.size == 0:
         raise ValueError("strategy 'wmp' fits its guess weight on validation rows; none given")
-    scores = {
-        float(w): brier_score(y, weighted_marginal(p_certain, n_certain, p_mp, n_trees, w), classes)
-        for w in candidates
-    }
+
+    def error(w):
+        predicted = weighted_marginal(p_certain, n_certain, p_mp, n_trees, w)
+        if classes is None:  # regression: the mean squared error
+            return float(np.mean(squared_errors(y, predicted)))
+        return brier_score(y, predicted, classes)
+
+    scores = {float(w): error(w) for w in candidates}
     best = min(scores, key=lambda w: (scores[w], -w))
     logger.info(
-        "wmp: guess weight %g (validation Brier %s)",
+        "wmp: guess weight %g (validation %s %s)",
         best,
+        "Brier" if classes is not None else "squared error",
         ", ".join(f"{w:g}: {s:.4f}" for w, s in scores.items()),
     )
     return best, scores

@@ -1,0 +1,215 @@
+"""Regression with a pooled forest at a site that may lack some of its features."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import numpy as np
+from sklearn.base import RegressorMixin
+
+from ..metrics import score_values, squared_errors
+from ..model.forest import PooledForest
+from ..vocabulary import REGRESSION_AUTO_METRIC
+from .calibration import choose_variant
+from .pooled import PooledForestBase
+from .selection import CANDIDATE_PREFERENCE, check_candidates, default_candidates
+from .weighting import check_guess_weight, fit_guess_weight
+
+logger = logging.getLogger(__name__)
+
+
+class PooledForestRegressor(RegressorMixin, PooledForestBase):
+    """Predict a number with pooled regression trees, resolving splits on unavailable features.
+
+    The regression counterpart of :class:`~fedforest.PooledForestClassifier`,
+    with the same strategies (``fpv``, ``pr``, ``mi``, ``ipr``, ``mp``,
+    ``ss``, ``node``, ``wmp``, ``park``, ``local``, ``intersection``,
+    ``auto``) and the same engines. A tree's prediction is the mean target of
+    the leaf a row reaches; where the strategies average class distributions,
+    they average these means:
+
+    ========== ============================================================
+    ``fpv``    the mean of the trees that reach a leaf without guessing
+    ``pr``     as ``fpv`` above ``depth_threshold``, a random branch
+               (P(right) = N_right / N_node) below it
+    ``mi``     the imputed value routes the row
+    ``ipr``    a random branch with the imputer's probabilities
+    ``mp``     every reachable leaf's mean, weighted by the probability of
+               reaching it (the ``ipr`` probabilities, or N_right / N_node):
+               the expected leaf value
+    ``ss``     the node's surrogate split
+    ``node``   stop at the node: the mean of its training rows is the tree's
+               prediction
+    ``wmp``    ``mp`` with trees that guessed weighted ``guess_weight``
+               (fitted on validation rows by squared error)
+    ``park``, ``local``, ``intersection``: as for the classifier
+    ``auto``   the candidate with the lowest validation RMSE (ties within one
+               standard error of the per-row squared errors: the preferred)
+    ========== ============================================================
+
+    With every feature present, every strategy gives
+    ``RandomForestRegressor.predict`` of the same trees, bit for bit.
+
+    Parameters
+    ----------
+    forest : PooledForest
+        Pooled regression trees (``forest.task == "regression"``).
+    strategy : str, default="mp"
+    imputers : ImputerSet, optional
+    feature_std : mapping of str to float, optional
+    depth_threshold : int, default=2
+    site : str, optional
+        This site's name as in ``forest.owners`` (``park``, ``local``).
+    random_state : int, numpy Generator or None, default=None
+    auto_candidates : sequence of str, optional
+        Strategies tried by ``strategy="auto"`` (default: all that apply).
+    engine : {"auto", "numba", "numpy"}, default="auto"
+    guess_weight : float in [0, 1] or "auto", default="auto"
+    owner_weights : mapping of str to float, optional
+    intersection : PooledForest, optional
+        The intersection forest (regression trees on the shared columns).
+
+    The parameters mean what they mean for
+    :class:`~fedforest.PooledForestClassifier`; a regressor has no classes,
+    no voting (tree means are averaged) and no calibration.
+
+    Attributes
+    ----------
+    strategy_ : str
+        The strategy in use (set by :meth:`fit`; for ``auto``, the winner).
+    selection_scores_ : dict
+        Validation RMSE per candidate (``auto`` only).
+    runner_up_ : str or None
+        The second best candidate (``auto`` only).
+    guess_weight_ : float
+        The guess weight in use (``wmp`` only).
+    guess_weight_scores_ : dict
+        Validation mean squared error per candidate guess weight.
+    diagnostics_ : PredictionDiagnostics
+        Details of the last :meth:`predict` call.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> from fedforest import PooledForest, PooledForestRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
+    >>> y = 2 * X["a"] - X["c"] + rng.normal(scale=0.1, size=200)
+    >>> rf = RandomForestRegressor(n_estimators=20, random_state=0).fit(X, y)
+    >>> forest = PooledForest.from_sklearn(rf, ["a", "b", "c"], owner="site-1")
+    >>> reg = PooledForestRegressor(forest, strategy="mp")
+    >>> reg.predict(X[["a", "b"]]).shape   # column "c" is not available here
+    (200,)
+    >>> bool(np.array_equal(reg.predict(X), rf.predict(X)))
+    True
+    """
+
+    task = "regression"
+
+    def __init__(
+        self,
+        forest: PooledForest,
+        strategy: str = "mp",
+        imputers=None,
+        feature_std: Mapping[str, float] | None = None,
+        depth_threshold: int = 2,
+        site: str | None = None,
+        random_state=None,
+        auto_candidates=None,
+        engine: str = "auto",
+        guess_weight="auto",
+        owner_weights: Mapping[str, float] | None = None,
+        intersection: PooledForest | None = None,
+    ):
+        self.forest = forest
+        self.strategy = strategy
+        self.imputers = imputers
+        self.feature_std = feature_std
+        self.depth_threshold = depth_threshold
+        self.site = site
+        self.random_state = random_state
+        self.auto_candidates = auto_candidates
+        self.engine = engine
+        self.guess_weight = guess_weight
+        self.owner_weights = owner_weights
+        self.intersection = intersection
+
+    def fit(self, X=None, y=None):
+        """Validate the parameters; fit what ``auto`` and ``wmp`` choose on validation rows.
+
+        The pooled forest is already trained: ``fit`` trains nothing. For
+        ``auto`` it scores every candidate on the validation rows ``X``, ``y``
+        by RMSE and keeps the best; for ``wmp`` with ``guess_weight="auto"`` it
+        fits the guess weight by the mean squared error.
+
+        Parameters
+        ----------
+        X : DataFrame, optional
+            Validation rows (required for ``auto`` and a fitted ``wmp``).
+        y : array-like, optional
+            Their targets.
+
+        Returns
+        -------
+        self
+        """
+        if self.strategy == "auto":
+            y = self._targets(X, y, 'strategy="auto"')
+            candidates = self.auto_candidates
+            if candidates is None:
+                candidates = default_candidates(self.forest.owners, self.site)
+                if self.intersection is not None:
+                    candidates = [*candidates, "intersection"]
+            predictions = {
+                name: self._predict_values(X, name)[0][:, 0]
+                for name in check_candidates(candidates)
+            }
+            scores = {n: score_values(REGRESSION_AUTO_METRIC, y, p) for n, p in predictions.items()}
+            losses = {n: squared_errors(y, p) for n, p in predictions.items()}
+            for name, value in scores.items():
+                logger.info("candidate %s: validation rmse = %.4f", name, value)
+            best, runner_up = choose_variant(
+                scores, REGRESSION_AUTO_METRIC, CANDIDATE_PREFERENCE, losses
+            )
+            self.strategy_, self.runner_up_, self.selection_scores_ = best, runner_up, scores
+            return self
+        self._validate(self.strategy)
+        if self.strategy == "wmp":
+            weight = check_guess_weight(self.guess_weight)
+            if weight == "auto":
+                y = self._targets(X, y, 'strategy="wmp" with guess_weight="auto"')
+                parts = self._wmp_parts(X)
+                weight, self.guess_weight_scores_ = fit_guess_weight(*parts[:4], y, None)
+            self.guess_weight_ = weight
+        self.strategy_ = self.strategy
+        return self
+
+    @staticmethod
+    def _targets(X, y, what: str) -> np.ndarray:
+        if X is None or y is None:
+            raise ValueError(f"{what} needs fit(X_val, y_val) with validation rows")
+        y = np.asarray(y, dtype=float)
+        if len(y) != len(X):
+            raise ValueError(f"fit: X has {len(X)} rows but y has {len(y)} targets")
+        if not np.isfinite(y).all():
+            raise ValueError("fit: y has missing or infinite targets")
+        return y
+
+    def predict(self, X) -> np.ndarray:
+        """The predicted number of every row.
+
+        Parameters
+        ----------
+        X : DataFrame or ndarray of shape (n_rows, n_columns)
+            DataFrame columns are matched by name and may be any subset of the
+            forest's features; an ndarray must have every feature in
+            ``forest.feature_names`` order.
+
+        Returns
+        -------
+        ndarray of shape (n_rows,)
+        """
+        values, self.diagnostics_ = self._predict_values(X, self._strategy_in_use())
+        return values[:, 0]

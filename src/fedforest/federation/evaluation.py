@@ -10,10 +10,11 @@ import numpy as np
 import pandas as pd
 
 from .. import protocol
-from ..metrics import METRIC_RANGES, N_BINS, calibration_bins, score_all
+from ..metrics import METRIC_RANGES, N_BINS, calibration_bins, score_all, score_values
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..prediction.classifier import PooledForestClassifier
+from ..prediction.regressor import PooledForestRegressor
 from ..prediction.selection import CANDIDATES, default_candidates
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader, describe
@@ -85,20 +86,31 @@ def evaluate_strategies(
 
     ``models``, when given, receives every fitted classifier by strategy
     (what a site deploys is taken from it).
+
+    Regression trees (``forest.task == "regression"``) are scored with
+    :class:`~fedforest.PooledForestRegressor` by the regression ``metrics``
+    (:data:`~fedforest.vocabulary.REGRESSION_METRICS`); ``classes``,
+    ``voting``, ``auto_metric`` and ``calibration`` do not apply (``auto``
+    chooses by validation RMSE), and a row has no calibration bins.
     """
-    classes = np.asarray(classes)
+    regression = forest.is_regression
+    classes = None if regression else np.asarray(classes)
+    if regression and calibration != "none":
+        raise ValueError(
+            f"calibration={calibration!r}: regression predictions are not calibrated; use 'none'"
+        )
     known = set(forest.feature_names) | set(intersection.feature_names if intersection else ())
     common = dict(
         imputers=imputers,
         feature_std=feature_std,
-        voting=voting,
         depth_threshold=depth_threshold,
         site=site,
         random_state=random_state,
-        calibration=calibration,
         owner_weights=owner_weights,
         intersection=intersection,
     )
+    if not regression:
+        common.update(voting=voting, calibration=calibration)
     results: dict[str, dict] = {}
     # the pooled forest's predictions of these two tables, shared by every classifier below
     # (same forest and settings): a strategy's own row, auto's candidates and its chosen
@@ -118,9 +130,11 @@ def evaluate_strategies(
             row.update(rows=int(len(X_test)), mean_trees_kept=0.0, fallback_rows=0)
             results[strategy] = row
             continue
-        clf = PooledForestClassifier(forest, strategy=strategy, **common)
+        Estimator = PooledForestRegressor if regression else PooledForestClassifier
+        clf = Estimator(forest, strategy=strategy, **common)
         if strategy == "auto":
-            clf.auto_metric = auto_metric
+            if not regression:
+                clf.auto_metric = auto_metric
             clf.auto_candidates = default_candidates(forest.owners, site) + (
                 ["intersection"] if intersection is not None else []
             )
@@ -132,7 +146,7 @@ def evaluate_strategies(
         if strategy == "auto":
             extra = {
                 "chosen": clf.strategy_,
-                "chosen_calibration": clf.calibrator_.method,
+                "chosen_calibration": "none" if regression else clf.calibrator_.method,
                 "runner_up": clf.runner_up_,
                 "validation": {k: _finite(v) for k, v in clf.selection_scores_.items()},
             }
@@ -141,15 +155,19 @@ def evaluate_strategies(
         if models is not None:
             models[strategy] = clf
         # auto predicts with its chosen strategy: the memo gives that strategy's own prediction
-        proba = clf.predict_proba(X_use)
+        if regression:
+            predicted = clf.predict(X_use)
+            row = {m: _finite(score_values(m, y_test, predicted)) for m in metrics}
+        else:
+            proba = clf.predict_proba(X_use)
+            row = {k: _finite(v) for k, v in score_all(y_test, proba, classes, metrics).items()}
         diag = clf.diagnostics_
-        row = {k: _finite(v) for k, v in score_all(y_test, proba, classes, metrics).items()}
         row.update(
             rows=int(len(X_use)),
             mean_trees_kept=float(np.mean(diag.trees_kept)),
             fallback_rows=int(diag.n_fallback),
             calibration=clf.calibrator_.method if hasattr(clf, "calibrator_") else "none",
-            bins=calibration_bins(y_test, proba, classes),
+            bins=None if regression else calibration_bins(y_test, proba, classes),
             **extra,
         )
         results[strategy] = row

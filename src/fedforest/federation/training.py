@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet, fit_imputers
@@ -49,7 +49,7 @@ from ..model.surrogates import fit_surrogates
 from ..privacy.dp_forest import fit_dp_forest
 from ..privacy.policy import PrivacyPolicy, dp_budget
 from ..privacy.transforms import bootstrap_weights, enforce_min_leaf_rows, prepare_forest
-from ..vocabulary import POOLING_WEIGHTS
+from ..vocabulary import POOLING_WEIGHTS, TASKS
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ def fit_site_models(
     imputer_cv: int | None = 3,
     privacy: PrivacyPolicy | None = None,
     classes: Sequence | None = None,
+    task: str = "classification",
 ) -> SiteModels:
     """Train a site's forest on ``own`` columns, with surrogates, imputers and std.
 
@@ -91,7 +92,12 @@ def fit_site_models(
     applied to everything returned, as the module docstring says: the result
     is what the site may send. ``classes`` (the global schema's) are the
     classes of DP trees (their leaves then cover every class of the job).
+    ``task="regression"`` trains ``RandomForestRegressor`` forests (numeric
+    ``y_train``); everything else is the same.
     """
+    if task not in TASKS:
+        raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
+    Forest = RandomForestRegressor if task == "regression" else RandomForestClassifier
     policy = PrivacyPolicy() if privacy is None else privacy
     own, shared = list(own), [c for c in shared if c in own]
     cats = {c: list(categories[c]) for c in own if c in categories}
@@ -109,12 +115,13 @@ def fit_site_models(
             random_state,
             intersection_columns,
             classes,
+            task,
         )
     params = dict(forest_params)
     k = policy.min_leaf_rows
     if k > 1 and params.get("min_samples_leaf", 1) < k:
         params["min_samples_leaf"] = k  # leaves of at least k rows from the start
-    rf = RandomForestClassifier(**params, random_state=random_state, n_jobs=1)
+    rf = Forest(**params, random_state=random_state, n_jobs=1)
     rf.fit(X.to_numpy(dtype=np.float32), y_train)
     forest = PooledForest.from_sklearn(rf, own, owner=site, X=X, categories=cats)
     imputers = ImputerSet([])
@@ -145,7 +152,7 @@ def fit_site_models(
     if intersection_columns and policy.share["intersection"]:
         common = list(intersection_columns)
         Xc = X_train[common]
-        rf_i = RandomForestClassifier(**params, random_state=random_state, n_jobs=1)
+        rf_i = Forest(**params, random_state=random_state, n_jobs=1)
         rf_i.fit(Xc.to_numpy(dtype=np.float32), y_train)
         inter = PooledForest.from_sklearn(
             rf_i,
@@ -179,6 +186,7 @@ def _fit_dp_models(
     random_state,
     intersection_columns: Sequence[str] | None,
     classes: Sequence | None,
+    task: str = "classification",
 ) -> SiteModels:
     """DP mode: random trees with noisy counts; nothing else computed from the rows.
 

@@ -6,9 +6,14 @@ the outcome; each hospital measures it through different private columns
 blood pressure, smoking) carry only part of the signal. Site 2 calls its
 glucose column ``glucose_mg_dl``; its YAML renames it to the global ``glucose``.
 
+With ``--task regression`` the outcome is a number instead of a yes/no event:
+the length of stay in days, driven by the same latent state and columns (the
+regression demo, ``make demo-regression``).
+
 Usage::
 
     python data_prep/make_demo_data.py --out demo_data [--rows 1000] [--seed 0]
+    python data_prep/make_demo_data.py --out demo_data_regression --task regression
 """
 
 from __future__ import annotations
@@ -38,8 +43,14 @@ SITE_COLUMNS = {
 LOCAL_NAMES = {"site-2": {"glucose": "glucose_mg_dl"}}
 
 
-def make_population(n: int, rng: np.random.Generator) -> pd.DataFrame:
-    """All columns for ``n`` patients, and the outcome."""
+#: What the outcome is (``--task``): a yes/no event, or the length of stay in days.
+TASKS = ("classification", "regression")
+
+
+def make_population(
+    n: int, rng: np.random.Generator, task: str = "classification"
+) -> pd.DataFrame:
+    """All columns for ``n`` patients, and the outcome (an event, or days in hospital)."""
     metabolic = rng.normal(size=n)
     age = np.clip(rng.normal(55, 12, n), 20, 90)
     bmi = 27 + 2.0 * metabolic + rng.normal(0, 3.5, n)
@@ -66,11 +77,17 @@ def make_population(n: int, rng: np.random.Generator) -> pd.DataFrame:
         - 0.4 * (activity == "high")
         - 0.3
     )
-    frame["outcome"] = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+    if task == "regression":  # days in hospital: longer with the same risk factors
+        days = np.exp(1.4 + 0.35 * logit + 0.01 * (age - 55) + rng.normal(0, 0.25, n))
+        frame["outcome"] = days.round(1)
+    else:
+        frame["outcome"] = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
     return frame
 
 
-def make_demo_data(out: Path, rows: int = 1000, seed: int = 0) -> dict[str, Path]:
+def make_demo_data(
+    out: Path, rows: int = 1000, seed: int = 0, task: str = "classification"
+) -> dict[str, Path]:
     """Write one CSV per site into ``out``; return their paths.
 
     ``out`` must be new, empty, or written by this script before and hold
@@ -85,11 +102,13 @@ def make_demo_data(out: Path, rows: int = 1000, seed: int = 0) -> dict[str, Path
         )
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed={seed!r} must be an integer >= 0")
+    if task not in TASKS:
+        raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
     rng = np.random.default_rng(seed)
     frames = {}
     for site, cols in SITE_COLUMNS.items():
-        frame = make_population(rows, rng)[cols + ["outcome"]]
-        if frame["outcome"].nunique() < 2:
+        frame = make_population(rows, rng, task)[cols + ["outcome"]]
+        if task == "classification" and frame["outcome"].nunique() < 2:
             raise ValueError(
                 f"{site}: with rows={rows} and seed={seed} every outcome is "
                 f"{frame['outcome'].iloc[0]}; the job drops a site with one class. Use more rows"
@@ -120,10 +139,16 @@ def main(argv=None) -> None:
         "--rows", type=integer(MIN_ROWS), default=1000, help=f"rows per site (>= {MIN_ROWS})"
     )
     parser.add_argument("--seed", type=integer(0), default=0, help="an integer >= 0")
+    parser.add_argument(
+        "--task",
+        choices=TASKS,
+        default="classification",
+        help="the outcome: a yes/no event (classification) or days in hospital (regression)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        make_demo_data(args.out, args.rows, args.seed)
+        make_demo_data(args.out, args.rows, args.seed, args.task)
     except (ValueError, OSError) as err:
         parser.error(str(err))
 

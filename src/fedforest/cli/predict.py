@@ -56,14 +56,11 @@ def _choice(args: argparse.Namespace, deployed, model_path):
             "strategy and calibrator were chosen on that site's rows; leave --site out"
         )
     site = deployed["site"]
-    calibrator = deployed["calibrator"]
+    calibrator = deployed["calibrator"]  # None for regression trees (a number is not calibrated)
     if args.strategy is None or args.strategy == deployed["strategy"]:
         strategy = deployed["strategy"]
-        print(
-            f"strategy {strategy}, calibration {calibrator.method}: chosen by the job for "
-            f"site {site}",
-            file=sys.stderr,
-        )
+        how = "" if calibrator is None else f", calibration {calibrator.method}"
+        print(f"strategy {strategy}{how}: chosen by the job for site {site}", file=sys.stderr)
         return strategy, calibrator, site
     print(
         f"strategy {args.strategy} (--strategy), uncalibrated: the job chose "
@@ -81,6 +78,7 @@ def _predict(args: argparse.Namespace) -> int:
     from ..model.model_files import load_model
     from ..outputs import check_file, write_file
     from ..prediction.classifier import PooledForestClassifier
+    from ..prediction.regressor import PooledForestRegressor
     from ..vocabulary import TREE_SELECTION
 
     if args.out:  # before any work: never an input, never an existing file unless --overwrite
@@ -144,24 +142,27 @@ def _predict(args: argparse.Namespace) -> int:
             guess_weight = _guess_weight(args, model_path)
     else:
         guess_weight = "auto"
-    clf = PooledForestClassifier(
-        forest,
+    common = dict(
         strategy=strategy,
         guess_weight=guess_weight,
         imputers=model["imputers"],
         feature_std=model["feature_std"],
         depth_threshold=settings.get("depth_threshold", 2),
-        voting=settings.get("voting", "soft"),
         site=args.site,
         random_state=args.seed if args.seed is not None else settings.get("seed"),
         owner_weights=settings.get("owner_weights"),
         intersection=model["intersection"],
     )
-    proba = clf.predict_proba(X)
-    if calibrator is not None:
-        proba = calibrator.transform(proba)
-    out = pd.DataFrame(proba, columns=[f"p_{c}" for c in clf.classes_], index=frame.index)
-    out.insert(0, "prediction", clf.classes_[proba.argmax(axis=1)])
+    if forest.is_regression:  # the task comes with the model: one column, the number
+        clf = PooledForestRegressor(forest, **common)
+        out = pd.DataFrame({"prediction": clf.predict(X)}, index=frame.index)
+    else:
+        clf = PooledForestClassifier(forest, voting=settings.get("voting", "soft"), **common)
+        proba = clf.predict_proba(X)
+        if calibrator is not None:
+            proba = calibrator.transform(proba)
+        out = pd.DataFrame(proba, columns=[f"p_{c}" for c in clf.classes_], index=frame.index)
+        out.insert(0, "prediction", clf.classes_[proba.argmax(axis=1)])
     if args.out:
         check_file(args.out, "--out", overwrite=args.overwrite, inputs=[args.data, args.model])
         write_file(args.out, lambda handle: out.to_csv(handle, index=False))

@@ -19,6 +19,8 @@ The job file (``site_configs/job.yaml``)::
                                         # metrics and the tuning history to FLARE's tracking
       mode: server                      # server: the server runs the phases and pools;
                                         # swarm: the sites exchange everything with each other
+      task: classification              # or regression: a continuous target (regression
+                                        # trees; metrics rmse, mae, r2; no calibration)
     evaluation:
       strategies: [fpv, pr, mi, ipr, mp, ss, node, wmp, park, local, intersection, auto]
       voting: soft
@@ -123,7 +125,10 @@ from ..vocabulary import (
     PHASES,
     POOLING_WEIGHTS,
     RANKING_METRICS,
+    REGRESSION_AUTO_METRIC,
+    REGRESSION_METRICS,
     SELECTORS,
+    TASKS,
     TRACKING,
     VOTING,
 )
@@ -145,6 +150,7 @@ JOB_DEFAULTS: dict[str, Any] = {
         "wait_after_min": None,
         "tracking": "none",
         "mode": "server",
+        "task": "classification",
     },
     "evaluation": {
         "strategies": [
@@ -285,6 +291,7 @@ class JobConfig:
     election: dict[str, Any]
     tracking: str = "none"
     mode: str = "server"
+    task: str = "classification"
     calibration: str = "auto"
     pooling_weights: str = "equal"
     source: str = "job.yaml"
@@ -326,6 +333,10 @@ class JobConfig:
                 "none when job.mode is swarm (tracking sends every site's metrics and the "
                 "election to the server, which swarm mode keeps from it)",
             )
+        c.choice("job.task", job["task"], TASKS)
+        regression = job["task"] == "regression"
+        if regression:
+            _regression_defaults(c, data, ev, el)
         strategies = c.str_list("evaluation.strategies", ev["strategies"], JOB_STRATEGIES)
         if not strategies:
             c.fail(
@@ -333,10 +344,15 @@ class JobConfig:
             )
         c.choice("evaluation.voting", ev["voting"], VOTING)
         c.integer("evaluation.depth_threshold", ev["depth_threshold"], 0)
-        metrics = c.str_list("evaluation.metrics", ev["metrics"], METRICS)
+        allowed_metrics = REGRESSION_METRICS if regression else METRICS
+        metrics = c.str_list("evaluation.metrics", ev["metrics"], allowed_metrics)
         if not metrics:
-            c.fail("evaluation.metrics", metrics, "at least one of " + ", ".join(METRICS))
-        c.choice("evaluation.auto_metric", ev["auto_metric"], AUTO_METRICS)
+            c.fail("evaluation.metrics", metrics, "at least one of " + ", ".join(allowed_metrics))
+        c.choice(
+            "evaluation.auto_metric",
+            ev["auto_metric"],
+            (REGRESSION_AUTO_METRIC,) if regression else AUTO_METRICS,
+        )
         c.choice("evaluation.calibration", ev["calibration"], CALIBRATIONS)
         c.choice("pooling.weights", pooling["weights"], POOLING_WEIGHTS)
         c.integer("forest.n_estimators", forest["n_estimators"], 1, 10_000)
@@ -364,7 +380,9 @@ class JobConfig:
         c.choice("election.aggregation", el["aggregation"], AGGREGATIONS)
         c.choice("election.normalization", el["normalization"], NORMALIZATIONS)
         c.str_list("election.always_keep", el["always_keep"])
-        c.choice("election.metric", el["metric"], RANKING_METRICS)
+        c.choice(
+            "election.metric", el["metric"], REGRESSION_METRICS if regression else RANKING_METRICS
+        )
         return cls(
             name=job["name"],
             sites=sites,
@@ -384,6 +402,7 @@ class JobConfig:
             election=dict(el),
             tracking=job["tracking"],
             mode=job["mode"],
+            task=job["task"],
             calibration=ev["calibration"],
             pooling_weights=pooling["weights"],
             source=source,
@@ -425,9 +444,18 @@ class SiteConfig:
     report_metrics: bool = True
     #: This site's calibration (``None``: the job's ``evaluation.calibration``).
     calibration: str | None = None
+    #: The job's ``job.task`` (set by the job, not a key of the site's file): what the
+    #: target column holds, class labels or numbers.
+    task: str = "classification"
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "site.yaml", base_dir: Path | None = None):
+    def from_dict(
+        cls,
+        data: Any,
+        source: str = "site.yaml",
+        base_dir: Path | None = None,
+        task: str = "classification",
+    ):
         c = _Checker(source)
         d = c.merge(data, SITE_DEFAULTS)
         for key in ("site", "data_path", "target"):
@@ -466,6 +494,23 @@ class SiteConfig:
         c.boolean("report_metrics", d["report_metrics"])
         if d["calibration"] is not None:
             c.choice("calibration", d["calibration"], CALIBRATIONS)
+        if task not in TASKS:
+            raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
+        if task == "regression":
+            if d["calibration"] not in (None, "none"):
+                c.fail(
+                    "calibration",
+                    d["calibration"],
+                    "none or null in a regression job (job.task: regression predicts a number, "
+                    "which is not calibrated)",
+                )
+            if label_map:
+                c.fail(
+                    "label_map",
+                    d["label_map"],
+                    "{} in a regression job (job.task: regression: the target holds numbers, "
+                    "not class labels)",
+                )
         if val + test >= 0.9:
             c.fail(
                 "validation_fraction",
@@ -491,14 +536,20 @@ class SiteConfig:
             privacy=privacy,
             report_metrics=d["report_metrics"],
             calibration=d["calibration"],
+            task=task,
         )
 
     @classmethod
-    def load(cls, path, override: Path | None = None) -> SiteConfig:
-        """Load a site file; a site-owned ``override`` file may set the :data:`OVERRIDE_KEYS`."""
+    def load(
+        cls, path, override: Path | None = None, task: str = "classification"
+    ) -> SiteConfig:
+        """Load a site file; a site-owned ``override`` file may set the :data:`OVERRIDE_KEYS`.
+
+        ``task`` is the job's ``job.task``.
+        """
         path = Path(path)
         data = _read_yaml(path)
-        config = cls.from_dict(data, str(path), base_dir=path.parent)
+        config = cls.from_dict(data, str(path), base_dir=path.parent, task=task)
         if override is not None and Path(override).is_file():
             config = config.with_override(Path(override))
         return config
@@ -616,6 +667,47 @@ class SiteConfig:
         return policy
 
 
+def _regression_defaults(c: ConfigChecker, data: Any, ev: dict, el: dict) -> None:
+    """``job.task: regression``: the defaults a regression job needs, and what it refuses.
+
+    The keys a file leaves out get the regression defaults (every regression
+    metric; ``auto`` by RMSE; no calibration; the election scores masks by
+    RMSE). Keys set to what only classification has are refused, naming the
+    task.
+    """
+    given = data if isinstance(data, Mapping) else {}
+    ev_given = given.get("evaluation") if isinstance(given.get("evaluation"), Mapping) else {}
+    el_given = given.get("election") if isinstance(given.get("election"), Mapping) else {}
+    why = "for job.task: regression"
+    if "metrics" not in ev_given:
+        ev["metrics"] = list(REGRESSION_METRICS)
+    if "auto_metric" not in ev_given:
+        ev["auto_metric"] = REGRESSION_AUTO_METRIC
+    if "metric" not in el_given:
+        el["metric"] = REGRESSION_AUTO_METRIC
+    if "calibration" not in ev_given:
+        ev["calibration"] = "none"
+    elif ev["calibration"] != "none":
+        c.fail(
+            "evaluation.calibration",
+            ev["calibration"],
+            f"none {why} (calibration maps class probabilities; a predicted number is not one)",
+        )
+    if ev.get("voting") == "hard":
+        c.fail(
+            "evaluation.voting",
+            "hard",
+            f"soft {why} (trees' predictions are averaged; there are no votes to count)",
+        )
+    bad = [m for m in ev["metrics"] if isinstance(m, str) and m in METRICS]
+    if bad:
+        c.fail(
+            "evaluation.metrics",
+            ev["metrics"],
+            f"regression metrics {', '.join(REGRESSION_METRICS)} {why} ({bad} score classes)",
+        )
+
+
 def _site_privacy(block: Any, source: str) -> PrivacyPolicy:
     """The ``privacy:`` block of a site's YAML, with the job's default ``min_leaf_rows``.
 
@@ -688,7 +780,7 @@ def _check_selector_params(c: ConfigChecker, selector: str, params: Mapping) -> 
 # --------------------------------------------------------------------------- job x sites
 def _check_classes_in_every_part(job: JobConfig, site: SiteConfig, summary: TableSummary) -> None:
     """Refuse a table whose split (with the job's seed) leaves a part without a class."""
-    if len(np.unique(summary.target)) < 2:
+    if job.task == "regression" or len(np.unique(summary.target)) < 2:
         return  # the single-class rule of the data checks names this case
     why = describe_short_classes(
         summary.target, site.validation_fraction, site.test_fraction, job.seed

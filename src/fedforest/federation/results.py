@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..privacy.policy import PrivacyPolicy
-from ..vocabulary import METRICS
+from ..vocabulary import METRICS, REGRESSION_METRICS
 from .job_results import JobResults, as_results
 
 #: The narrowest column of the command line's table: labels column, then each value column.
@@ -155,13 +155,17 @@ METRIC_LABELS = {
     "brier": "Brier",
     "log_loss": "log-loss",
     "ece": "ECE",
+    "rmse": "RMSE",
+    "mae": "MAE",
+    "r2": "R²",
 }
 
 
 def _metrics_of(r: JobResults) -> list[str]:
-    """The metrics the rows carry, in :data:`~fedforest.vocabulary.METRICS` order."""
+    """The metrics the rows carry, in :data:`~fedforest.vocabulary.METRICS` order (then the
+    regression metrics)."""
     present = {k for per in r.metrics.values() for row in per.values() for k in row}
-    return [m for m in METRICS if m in present]
+    return [m for m in (*METRICS, *REGRESSION_METRICS) if m in present]
 
 
 def _strategy_label(strategy: str, row: Mapping) -> str:
@@ -194,6 +198,8 @@ def _metric_tables(r: JobResults) -> list[str]:
             "and MCC threshold the (calibrated) probabilities at the most probable class.",
             "",
         ]
+    if any(m in metrics for m in ("rmse", "mae")):
+        lines += ["RMSE and MAE: lower is better (in the target's unit); R²: higher is better.", ""]
     extra = ["calibration"] if calibrated else []
     for site, per in r.metrics.items():
         header = ["strategy", *labels, *extra, "trees kept", "fallback rows"]
@@ -264,17 +270,26 @@ def results_table(results: JobResults | Mapping) -> str:
     for site, why in r.dropped_sites.items():
         lines.append(f"dropped {site}: {why}")
     sites = sorted(r.metrics)
-    if sites:
+    regression = sites and any(
+        "rmse" in r.metrics[s].get(x, {}) for s in sites for x in r.strategies
+    )
+    if regression:
+        lines += [
+            "",
+            "RMSE on each site's test rows (lower is better)",
+            *_site_table(r, sites, "rmse"),
+        ]
+    elif sites:
         lines += ["", "AUPRC on each site's test rows", *_site_table(r, sites, "auprc")]
         if any("brier" in r.metrics[s].get(x, {}) for s in sites for x in r.strategies):
             lines += ["", "Brier score (lower is better)", *_site_table(r, sites, "brier")]
-        chosen = {
-            s: _strategy_label("auto", r.metrics[s]["auto"]).removeprefix("auto → ")
-            for s in sites
-            if r.metrics[s].get("auto", {}).get("chosen")
-        }
-        for site, what in chosen.items():
-            lines.append(f"{site} deploys {what}")
+    chosen = {
+        s: _strategy_label("auto", r.metrics[s]["auto"]).removeprefix("auto → ")
+        for s in sites
+        if r.metrics[s].get("auto", {}).get("chosen")
+    }
+    for site, what in chosen.items():
+        lines.append(f"{site} deploys {what}")
     timings = r.phase_seconds
     if timings and all(isinstance(v, Mapping) for v in timings.values()):  # per site (swarm)
         for site, per in timings.items():

@@ -68,12 +68,14 @@ class SiteSchema:
         frame: pd.DataFrame,
         target: str,
         categorical: Sequence[str] = (),
+        task: str = "classification",
     ) -> SiteSchema:
         """Describe a site's table (already renamed to global column names).
 
         Columns listed in ``categorical`` and every non-numeric column are
         categorical; their levels are the distinct non-missing values as
-        strings.
+        strings. A regression target (``task="regression"``) has no classes:
+        ``classes`` is empty, and nothing about the target's values is sent.
         """
         if target not in frame.columns:
             raise SchemaError(
@@ -104,7 +106,8 @@ class SiteSchema:
             raise SchemaError(
                 f"site {site!r}: target column {target!r} has {int(y.isna().sum())} missing values"
             )
-        return cls(site, columns, kinds, levels, class_labels(y), int(frame.shape[0]))
+        classes = [] if task == "regression" else class_labels(y)
+        return cls(site, columns, kinds, levels, classes, int(frame.shape[0]))
 
     def to_payload(self) -> dict:
         return {

@@ -135,7 +135,13 @@ class JobServer:
                 s = SiteSchema.from_payload(payload, sender=site)
                 if s.site != site:
                     raise PayloadError(f"it says it is site {s.site!r}", sender=site)
-                if len(s.classes) < 2:
+                if self.config.task == "regression":
+                    if s.classes:
+                        raise SchemaError(
+                            f"site {site!r} describes class labels {s.classes}, but this job "
+                            "predicts a number (job.task: regression)"
+                        )
+                elif len(s.classes) < 2:
                     raise SchemaError(
                         f"site {site!r} has a single class {s.classes}; its target needs at "
                         "least two classes"
@@ -341,6 +347,11 @@ class JobServer:
                     f"but the schema has {self.schema.categories.get(name)}",
                     sender=site,
                 )
+        if forest.task != self.config.task:
+            raise PayloadError(
+                f"it sent {forest.task} trees, but this job's task is {self.config.task}",
+                sender=site,
+            )
         if not set(forest.classes.tolist()) <= set(self.schema.classes):
             raise PayloadError(
                 f"its trees have classes {forest.classes.tolist()}, "

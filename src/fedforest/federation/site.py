@@ -46,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .. import protocol
@@ -80,14 +81,17 @@ def site_vote(
     categorical: Sequence[str] = (),
     params: Mapping | None = None,
     random_state=None,
+    task: str = "classification",
 ) -> SiteVote:
     """Run a site's selector on its encoded training rows and wrap the result."""
-    classes = pd.Series(y).nunique()
-    if classes < 2:
+    distinct = pd.Series(y).nunique()
+    if distinct < 2:
+        what = "value" if task == "regression" else "class"
         raise ValueError(
-            f"site {site!r}: the target has a single class ({pd.Series(y).iloc[0]!r}); a site "
-            "needs at least two classes to select features"
+            f"site {site!r}: the target has a single {what} ({pd.Series(y).iloc[0]!r}); a site "
+            f"needs at least two {what}s to select features"
         )
+    extra = {"task": task} if task == "regression" else {}
     sel = select_features(
         X,
         y,
@@ -95,6 +99,7 @@ def site_vote(
         categorical=[c for c in categorical if c in X.columns],
         params=params,
         random_state=random_state,
+        **extra,
     )
     logger.info(
         "site %s: %s kept %d of %d columns", site, method, int(sel.mask.sum()), len(sel.features)
@@ -112,10 +117,11 @@ def deployment(fitted: Mapping) -> dict | None:
     clf = fitted.get("auto")
     if clf is None:
         return None
+    calibrator = getattr(clf, "calibrator_", None)  # a regressor has none
     return {
         "site": clf.site,
         "strategy": clf.strategy_,
-        "calibrator": clf.calibrator_.to_payload(),
+        "calibrator": None if calibrator is None else calibrator.to_payload(),
         "guess_weight": None,
     }
 
@@ -292,19 +298,39 @@ class SiteRunner:
         if self.frame is None:
             self.load()
         return SiteSchema.from_frame(
-            self.site, self.frame, self.config.target, self.config.categorical
+            self.site, self.frame, self.config.target, self.config.categorical, self.task
         ).to_payload()
+
+    @property
+    def task(self) -> str:
+        """The job's task (``classification`` or ``regression``)."""
+        return self.config.task
+
+    @property
+    def regression(self) -> bool:
+        return self.config.task == "regression"
 
     def set_schema(self, payload: Mapping) -> None:
         """Receive the global schema; encode the table and split it."""
         self.schema = GlobalSchema.from_payload(payload, sender="server")
         if self.site not in self.schema.site_columns:
             raise ValueError(f"the global schema does not list site {self.site!r}")
+        if self.regression != (not self.schema.classes):
+            raise ValueError(
+                f"the global schema has classes {self.schema.classes}, but this site's job is "
+                f"a {self.task} job"
+            )
         X = self.schema.encode(self.frame, self.schema.site_columns[self.site])
-        y = normalize_labels(self.frame[self.config.target])
+        target = self.frame[self.config.target]
+        y = target.to_numpy(dtype=np.float64) if self.regression else normalize_labels(target)
         (self.X_train, self.X_val, self.X_test, self.y_train, self.y_val, self.y_test) = (
             split_site_rows(
-                X, y, self.config.validation_fraction, self.config.test_fraction, self.random_state
+                X,
+                y,
+                self.config.validation_fraction,
+                self.config.test_fraction,
+                self.random_state,
+                stratify=not self.regression,
             )
         )
         logger.info(
@@ -339,6 +365,7 @@ class SiteRunner:
             list(self.schema.categories),
             params,
             self.random_state,
+            task=self.task,
         )
         index = {f: i for i, f in enumerate(self.schema.features)}
         return vote.to_payload(index)
@@ -362,6 +389,7 @@ class SiteRunner:
                 self.schema.classes,
                 metric,
                 random_state=self.random_state,
+                **({"task": "regression"} if self.regression else {}),
             )
         return {
             "format": protocol.MASK_SCORE,
@@ -417,6 +445,7 @@ class SiteRunner:
             intersection_columns=list(self.schema.shared) if intersection else None,
             privacy=self.policy,
             classes=self.schema.classes,
+            task=self.task,
         )
         out = {
             "format": protocol.SITE_MODELS,
@@ -460,6 +489,8 @@ class SiteRunner:
         """
         parts = read_model(model, sender="server")
         calibration = self.config.calibration or calibration
+        if self.regression:
+            calibration = "none"
         fitted: dict = {}
         results = evaluate_strategies(
             parts["forest"],

@@ -39,27 +39,41 @@ MIN_CLASS_ROWS_PER_PART = 1
 PARTS = ("training", "validation", "test")
 
 
-def split_validation(X: pd.DataFrame, y, fraction: float, random_state=None):
-    """Stratified split off ``fraction`` of the rows (plain split when a class is too rare)."""
+def split_validation(
+    X: pd.DataFrame, y, fraction: float, random_state=None, stratify: bool = True
+):
+    """Split off ``fraction`` of the rows, stratified by class (plain split when a class is
+    too rare, or with ``stratify=False``: a regression target)."""
     y = np.asarray(y)
-    _, counts = np.unique(y, return_counts=True)
-    stratify = y if counts.min() >= 2 else None
-    return train_test_split(X, y, test_size=fraction, stratify=stratify, random_state=random_state)
+    by = None
+    if stratify:
+        _, counts = np.unique(y, return_counts=True)
+        by = y if counts.min() >= 2 else None
+    return train_test_split(X, y, test_size=fraction, stratify=by, random_state=random_state)
 
 
 def split_site_rows(
-    X: pd.DataFrame, y, validation_fraction: float, test_fraction: float, random_state=None
+    X: pd.DataFrame,
+    y,
+    validation_fraction: float,
+    test_fraction: float,
+    random_state=None,
+    stratify: bool = True,
 ):
     """A site's training, validation and test rows, as the job splits them.
+
+    ``stratify=False`` for a regression target (a plain random split).
 
     Returns
     -------
     tuple
         ``(X_train, X_val, X_test, y_train, y_val, y_test)``.
     """
-    rest_X, X_test, rest_y, y_test = split_validation(X, y, test_fraction, random_state)
+    rest_X, X_test, rest_y, y_test = split_validation(X, y, test_fraction, random_state, stratify)
     val_share = validation_fraction / (1 - test_fraction)
-    X_train, X_val, y_train, y_val = split_validation(rest_X, rest_y, val_share, random_state)
+    X_train, X_val, y_train, y_val = split_validation(
+        rest_X, rest_y, val_share, random_state, stratify
+    )
     return X_train, X_val, X_test, y_train, y_val, y_test
 
 

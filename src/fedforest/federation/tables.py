@@ -66,6 +66,9 @@ def check_data(site) -> list[str]:
         columns are not in it, or the privacy block does not fit it.
     """
     frame = read_table(site)
+    if getattr(site, "task", "classification") == "regression":
+        site.check_privacy(frame, complete=False)
+        return list(frame.columns)
     classes = class_labels(frame[site.target])
     if len(classes) < 2:
         _data_error(
@@ -353,8 +356,47 @@ def _check_values(
     return series
 
 
+def _numeric_target(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> pd.DataFrame:
+    """``job.task: regression``: the target holds a finite number on every row."""
+    y = frame[site.target]
+    what = f"target column {site.target!r}"
+    missing = y.isna()
+    if missing.any():
+        _data_error(
+            site,
+            f"{what} has {int(missing.sum())} missing value(s) ({_where(y, missing, lines)})",
+            "a number on every row (remove the rows without an outcome)",
+        )
+    if y.dtype == bool or not pd.api.types.is_numeric_dtype(y.dtype):
+        text = pd.to_numeric(y, errors="coerce").isna() if y.dtype != bool else y.notna()
+        example = y[text].iloc[0] if text.any() else y.iloc[0]
+        _data_error(
+            site,
+            f"{what} holds {example!r} ({_where(y, pd.Series(text, index=y.index), lines)}): a "
+            "class label, not a number, and job.task is regression",
+            "numbers in a regression job; for class labels set job.task: classification in "
+            "job.yaml",
+        )
+    values = y.to_numpy(dtype=np.float64)
+    distinct = np.unique(values)
+    if distinct.size <= 2:
+        _data_error(
+            site,
+            f"{what} holds only the values {distinct.tolist()}: an outcome with two values is "
+            "a class label, and job.task is regression",
+            "a number with more than two distinct values in a regression job; for a yes/no "
+            "outcome set job.task: classification in job.yaml",
+        )
+    frame = frame.copy()
+    frame[site.target] = values
+    return frame
+
+
 def _apply_label_map(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> pd.DataFrame:
-    """Check the target holds class labels; map them with ``label_map``."""
+    """Check the target holds class labels (numbers, for regression); map them with
+    ``label_map``."""
+    if getattr(site, "task", "classification") == "regression":
+        return _numeric_target(site, frame, lines)
     c = ConfigChecker(site.source)
     y = frame[site.target]
     what = f"target column {site.target!r}"
@@ -373,7 +415,8 @@ def _apply_label_map(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> 
                 f"{what} holds non-integer numbers such as {float(y[fractional].iloc[0])!r} "
                 f"({_where(y, pd.Series(fractional, index=y.index), lines)}): a measurement, "
                 "not a class label",
-                "class labels (integers or text): is 'target' the right column?",
+                "class labels (integers or text): is 'target' the right column? To predict "
+                "the number itself, set job.task: regression in job.yaml",
             )
     labels = normalize_labels(y)
     present = sorted(set(labels.tolist()))

@@ -23,16 +23,20 @@ from nvflare.apis.signal import Signal
 from .. import protocol
 from ..federation.config import LOCAL_OVERRIDE, SiteConfig
 from ..federation.site import SiteRunner
+from ..vocabulary import TASKS
 from .tracking import find_writer, site_metric_records, write_records
 
 logger = logging.getLogger(__name__)
 
 
-def start_site(fl_ctx: FLContext, site_config: str) -> tuple[SiteRunner, Path]:
+def start_site(
+    fl_ctx: FLContext, site_config: str, task: str = "classification"
+) -> tuple[SiteRunner, Path]:
     """Load this site's configuration and table; return its runner and run folder.
 
     The site YAML is read from the app's config folder, with the site-owned
-    ``local/fedforest.yaml`` applied (:data:`~fedforest.federation.config.LOCAL_OVERRIDE`).
+    ``local/fedforest.yaml`` applied (:data:`~fedforest.federation.config.LOCAL_OVERRIDE`);
+    ``task`` is the job's ``job.task``.
 
     Raises
     ------
@@ -45,7 +49,7 @@ def start_site(fl_ctx: FLContext, site_config: str) -> tuple[SiteRunner, Path]:
     run_dir = Path(workspace.get_run_dir(job_id))
     path = Path(workspace.get_app_config_dir(job_id)) / site_config
     override = Path(workspace.get_file_path_in_site_config(LOCAL_OVERRIDE))
-    config = SiteConfig.load(path, override=override)
+    config = SiteConfig.load(path, override=override, task=task)
     if f"(data_path from {override})" in config.source:
         logger.info("site %s: data path taken from its own %s", site, override)
     if config.local_privacy is not None:
@@ -73,10 +77,22 @@ class FedForestExecutor(Executor):
         Id of the FLARE log writer component (``TBWriter`` or ``MLflowWriter``)
         the site's test metrics are written through after ``evaluate``; empty
         (the default, ``job.tracking: none``): no tracking.
+    task : {"classification", "regression"}
+        The job's ``job.task``: what the site's target column holds.
     """
 
-    def __init__(self, site_config: str = "fedforest_site.yaml", log_writer_id: str = ""):
+    def __init__(
+        self,
+        site_config: str = "fedforest_site.yaml",
+        log_writer_id: str = "",
+        task: str = "classification",
+    ):
         super().__init__()
+        if task not in TASKS:
+            raise ValueError(
+                f"task={task!r} must be one of {list(TASKS)} (job.task); rebuild the job with "
+                "`fedforest job build`"
+            )
         if not isinstance(site_config, str) or not site_config:
             raise ValueError(
                 f"site_config={site_config!r} must be the file name of the site YAML in the "
@@ -89,6 +105,7 @@ class FedForestExecutor(Executor):
             )
         self.site_config = site_config
         self.log_writer_id = log_writer_id
+        self.task = task
         self.writer = None
         self.runner: SiteRunner | None = None
         self.startup_error: str | None = None
@@ -100,7 +117,7 @@ class FedForestExecutor(Executor):
         site = fl_ctx.get_identity_name()
         self.writer = find_writer(fl_ctx, self.log_writer_id, f"site {site}")
         try:
-            self.runner, self.run_dir = start_site(fl_ctx, self.site_config)
+            self.runner, self.run_dir = start_site(fl_ctx, self.site_config, self.task)
         except Exception as err:  # noqa: BLE001 - any start-up failure stops this site
             # Reply to every task with the reason instead of dying silently: the server
             # then names this site and the exact error, and goes on if min_sites allows.

@@ -64,7 +64,7 @@ def load_configs(config_dir, data_checks: bool = True) -> tuple[JobConfig, dict[
                 f"{job.source}: key 'job.sites' lists {name!r} but {path} does not exist; "
                 "allowed: sites that have a YAML file in " + str(config_dir)
             )
-        site = SiteConfig.load(path)
+        site = SiteConfig.load(path, task=job.task)
         if site.site != name:
             raise ConfigError(
                 f"{path}: key 'site' is {site.site!r}; allowed: {name!r} (the file name)"
@@ -210,7 +210,7 @@ def make_fed_job(
             job.add_file_to(str(stage / JOB_FILE), name, app_folder_type="config")
         else:
             executor = overrides.get(name) or FedForestExecutor(
-                site_config=SITE_FILE, log_writer_id=writer_id
+                site_config=SITE_FILE, log_writer_id=writer_id, task=job_cfg.task
             )
             job.to(executor, name, tasks=list(protocol.TASKS))
         for component_id, component in tracking.site_components(job_cfg.tracking).items():

@@ -368,10 +368,15 @@ def _read_deployment(r: PayloadReader, forest, intersection) -> dict | None:
         d.fail("field 'strategy' is 'intersection' but the model has no intersection forest")
     if strategy in ("park", "local") and site not in forest.owners:
         d.fail(f"field 'strategy' is {strategy!r} but site {site!r} trained no tree of the forest")
-    try:
-        calibrator = Calibrator.from_payload(d.get("calibrator"), forest.classes, "calibrator")
-    except ValueError as err:
-        d.fail(f"field {err}")
+    if forest.is_regression:  # a number is not calibrated
+        if d.get("calibrator") is not None:
+            d.fail("field 'calibrator' must be null for regression trees")
+        calibrator = None
+    else:
+        try:
+            calibrator = Calibrator.from_payload(d.get("calibrator"), forest.classes, "calibrator")
+        except ValueError as err:
+            d.fail(f"field {err}")
     weight = d.get("guess_weight")
     if weight is not None:
         weight = d.number("guess_weight", weight, 0.0, 1.0)

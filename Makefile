@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format bench bench-job bench-scale bench-experiment bench-quality bench-ideas demo demo-data job poc clean
+.PHONY: install test lint format bench bench-job bench-scale bench-experiment bench-quality bench-ideas demo demo-data demo-regression demo-data-regression job poc clean
 
 # uv (from PyPI) installs the same requirements as pip, several times faster (compiling the
 # bytecode up front, as pip does, so that every FLARE process starts from it); pip is the
@@ -61,12 +61,21 @@ job: demo-data
 demo: job
 	$(VENV)/bin/fedforest job simulate --config site_configs --workspace workspaces/demo
 
+demo-data-regression: $(STAMP)
+	$(PY) data_prep/make_demo_data.py --task regression --out demo_data_regression
+
+# The regression demo: the three hospitals predict the length of stay (job.task: regression,
+# site_configs/regression/), in FLARE's SimEnv. `make demo` stays the classification demo.
+demo-regression: demo-data-regression
+	$(VENV)/bin/fedforest job simulate --config site_configs/regression \
+		--workspace workspaces/demo-regression
+
 # The same recipe in FLARE's PocEnv: server and sites as separate processes.
 poc: demo-data
 	$(VENV)/bin/fedforest job poc --config site_configs --workspace /tmp/fedforest-poc --out workspaces/poc
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info workspaces demo_data jobs/fedforest-demo
+	rm -rf $(VENV) .pytest_cache build *.egg-info workspaces demo_data demo_data_regression jobs/fedforest-demo
 
 # Production mode, tested on one machine: provisions deploy/project.yml into a fresh
 # workspace, starts the server and the 3 sites from their startup kits (site-2 keeps its

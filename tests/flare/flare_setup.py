@@ -30,18 +30,25 @@ UNCALIBRATED = {"calibration": "none"}
 
 
 def write_configs(
-    folder: Path, rows: int = 400, copies: dict[str, str] | None = None, **job_overrides
+    folder: Path,
+    rows: int = 400,
+    copies: dict[str, str] | None = None,
+    task: str = "classification",
+    **job_overrides,
 ) -> Path:
     """Demo data for three sites and a small, fast job config; returns the config folder.
 
     ``copies`` adds sites: ``{new name: demo site}`` gives the new site a copy of that
     demo site's YAML and data file (the job's ``sites`` list grows accordingly).
+    ``task="regression"``: the regression demo (``site_configs/regression``, the length
+    of stay as the target).
     """
     data = folder / "data"
-    make_demo_data(data, rows=rows, seed=1)
+    make_demo_data(data, rows=rows, seed=1, task=task)
     configs = folder / "site_configs"
     configs.mkdir(parents=True)
-    job = yaml.safe_load((ROOT / "site_configs" / "job.yaml").read_text())
+    shipped = ROOT / "site_configs" / ("regression" if task == "regression" else "")
+    job = yaml.safe_load((shipped / "job.yaml").read_text())
     job["forest"]["n_estimators"] = 30
     job["election"]["tuning_rounds"] = 3
     for section, values in job_overrides.items():
@@ -50,7 +57,7 @@ def write_configs(
     job["job"]["sites"] = list(sites)
     (configs / "job.yaml").write_text(yaml.safe_dump(job))
     for site, template in sites.items():
-        cfg = yaml.safe_load((ROOT / "site_configs" / f"{template}.yaml").read_text())
+        cfg = yaml.safe_load((shipped / f"{template}.yaml").read_text())
         cfg["site"] = site
         cfg["data_path"] = str(data / f"{template}.csv")
         (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))

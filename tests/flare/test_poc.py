@@ -1,10 +1,10 @@
 """The recipe in NVIDIA FLARE's POC mode (PocEnv): server and sites as separate processes.
 
-One POC deployment (module fixture) runs three jobs in turn: the demo job in
+One POC deployment (module fixture) runs four jobs in turn: the demo job in
 server mode and in swarm mode, compared with the simulator's runs of the same
-configs, and a small swarm job in the privacy scope that site-1's own
+configs; a small swarm job in the privacy scope that site-1's own
 ``local/privacy.json`` defines, where FLARE applies the scope (the simulator
-does not).
+does not); and a small regression job (``job.task: regression``) in swarm mode.
 """
 
 from __future__ import annotations
@@ -43,11 +43,20 @@ def poc(tmp_path_factory):
         election={"auto_tune": False},
         evaluation=UNCALIBRATED,
     )
+    regression = write_configs(
+        tmp / "regression",
+        rows=300,
+        task="regression",
+        job={"mode": "swarm"},
+        forest={"n_estimators": 8},
+        election={"auto_tune": False},
+    )
     jobs = {
         # the demo configs, as demo_server_run and demo_swarm_run ran them
         "server": FedForestRecipe(write_configs(tmp / "server")),
         "swarm": FedForestRecipe(write_configs(tmp / "swarm", job={"mode": "swarm"})),
         "scoped": FedForestRecipe(scoped, scope="fedforest"),
+        "regression": FedForestRecipe(regression),
     }
     site_1 = [{"path": FILTER, "args": {"min_leaf_rows": K, "share": {"surrogates": False}}}]
     site_files = {
@@ -124,3 +133,17 @@ def test_a_hospitals_privacy_scope_holds_in_swarm_mode(poc):
         assert forest.n_node_samples[~mine].min() < K  # sites without a filter send as trained
     log = "".join(p.read_text() for p in site_run_dir(poc, "site-1", "scoped").rglob("log*.txt"))
     assert "goes through the 1 fedforest privacy filter(s) of its privacy scope 'fedforest'" in log
+
+
+def test_a_regression_job_runs_in_swarm_mode(poc):
+    results = poc["results"]["regression"]
+    assert results["mode"] == "swarm"
+    assert results["status"] == "finished", results.get("error")
+    assert results["site_states"] == dict.fromkeys(SITES, "finished")
+    assert len(results["model_digest"]) == 64  # every site pooled the same regression trees
+    for site in SITES:
+        per = results["metrics"][site]
+        assert set(per) == set(JOB_STRATEGIES)
+        assert all(row["rmse"] > 0 and row["bins"] is None for row in per.values())
+        (path,) = site_run_dir(poc, site, "regression").rglob("pooled_model.npz")
+        assert load_model(path)["forest"].task == "regression"

@@ -178,3 +178,31 @@ def test_a_slow_site_is_kept_and_one_past_its_timeout_is_dropped_with_the_reason
         "train: no reply within the train timeout of 6.5 s"
     )
     assert 6.5 <= results["phase_seconds"]["train"] < 20
+
+
+def test_a_regression_job_runs_in_the_simulator(tmp_path):
+    """``job.task: regression``: the regression demo's configs, small: every strategy scored
+    by RMSE, MAE and R² at every site, and each site keeps a regression model to predict
+    with."""
+    configs = write_configs(
+        tmp_path, rows=300, task="regression", forest={"n_estimators": 10},
+        election={"tuning_rounds": 2},
+    )  # fmt: skip
+    results, run_dir, ws = run(configs, tmp_path)
+    assert results["status"] == "finished", results.get("error")
+    assert results["dropped_sites"] == {}
+    assert sorted(results["metrics"]) == SITES
+    for site in SITES:
+        per = results["metrics"][site]
+        assert set(per) == set(JOB_STRATEGIES)
+        for strategy, row in per.items():
+            assert set(row) >= {"rmse", "mae", "r2"} and row["rmse"] > 0, (site, strategy)
+            assert row["calibration"] == "none" and row["bins"] is None
+        assert per["auto"]["chosen"] in per
+        saved = load_model(ws / site / "simulate_job" / "pooled_model.npz")
+        assert saved["forest"].task == "regression" and saved["forest"].n_classes == 0
+        assert saved["deployment"]["calibrator"] is None
+    assert results["schema"]["classes"] == []
+    assert results["election"]["selected"]
+    report = (run_dir / "report.md").read_text()
+    assert "| strategy | RMSE | MAE | R² |" in report

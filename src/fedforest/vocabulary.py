@@ -57,7 +57,16 @@ CALIBRATION_METHODS = ("none", "prior", "sigmoid", "isotonic")
 #: How the pooled forest weighs each site's trees (``pooling.weights``).
 POOLING_WEIGHTS = ("equal", "rows")
 #: Local feature selectors a site can run before the election.
-SELECTORS = ("lasso", "elastic_net", "mutual_info", "random_forest", "f_classif", "chi2", "none")
+SELECTORS = (
+    "lasso",
+    "elastic_net",
+    "mutual_info",
+    "random_forest",
+    "f_classif",
+    "f_regression",
+    "chi2",
+    "none",
+)
 #: Site weights in the election.
 AGGREGATIONS = ("weighted", "uniform")
 #: Kinds of feature (and of imputer).

@@ -9,19 +9,23 @@ import pandas as pd
 import pytest
 
 from fedforest.election.selectors import (
+    CLASSIFICATION_SELECTORS,
+    REGRESSION_SELECTORS,
     SELECTORS,
     LocalSelection,
     SelectorParamError,
+    SelectorTaskError,
     check_params,
     default_params,
     select_features,
+    selectors_for,
 )
 
 SIGNAL = ["s0", "s1", "s2", "s3", "cat"]
 NUMERIC_SIGNAL = ["s0", "s1", "s2", "s3"]
 NOISE = ["n0", "n1", "n2", "n3", "n4", "ncat"]
 CATEGORICAL = ["cat", "ncat"]
-METHODS = [m for m in SELECTORS if m != "none"]
+METHODS = [m for m in CLASSIFICATION_SELECTORS if m != "none"]
 #: Most noise columns a method may select on the synthetic table.
 MAX_NOISE = {
     "lasso": 3,
@@ -205,7 +209,7 @@ def test_constant_and_single_level_columns_score_zero():
 # --------------------------------------------------------------------------- missing values
 
 
-@pytest.mark.parametrize("method", SELECTORS)
+@pytest.mark.parametrize("method", CLASSIFICATION_SELECTORS)
 def test_nan_values_are_accepted(table, method):
     X, y = table
     rng = np.random.default_rng(1)
@@ -244,7 +248,7 @@ def test_default_params_are_reported(table):
     assert run(table, "mutual_info").params["threshold"] == "mean"
     rf = run(table, "random_forest").params
     assert rf["n_estimators"] == 100 and rf["importance"] == "impurity"
-    for method in SELECTORS:
+    for method in CLASSIFICATION_SELECTORS:
         assert run(table, method).params == default_params(method)
 
 
@@ -381,3 +385,235 @@ def test_check_params_is_the_validation_select_features_runs():
     assert str(info.value).startswith("unknown parameter 'C' for selector 'f_classif'")
     with pytest.raises(ValueError, match="is not one of"):
         check_params("magic", {})
+
+
+# --------------------------------------------------------------------------- regression
+
+#: Friedman #1 columns: s2 enters as 20 * (s2 - 0.5)^2, a U shape that a linear
+#: selector cannot see; the others (and ``cat``) have a linear part.
+REG_SIGNAL = ["s0", "s1", "s2", "s3", "s4", "cat"]
+REG_LINEAR = ["s0", "s1", "s3", "s4", "cat"]
+#: The strongest signals: every method keeps them (the mean threshold of
+#: ``mutual_info`` and ``random_forest`` may drop the weak s2 and s4).
+REG_STRONG = ["s0", "s1", "s3", "cat"]
+REG_NOISE = ["n0", "n1", "n2", "n3", "n4", "ncat"]
+FAST_FOREST = {"n_estimators": 30}
+
+
+def make_regression_table(seed: int = 0, n: int = 400) -> tuple[pd.DataFrame, np.ndarray]:
+    """scikit-learn's Friedman #1 (s0..s4 informative, n0..n4 uniform noise) plus
+    a categorical signal ``cat`` (3 levels, effects -4, 0, 4) and a categorical
+    noise column ``ncat`` (4 levels)."""
+    from sklearn.datasets import make_friedman1
+
+    values, y = make_friedman1(n_samples=n, n_features=10, noise=1.0, random_state=seed)
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(values[:, :5], columns=[f"s{i}" for i in range(5)])
+    X["cat"] = rng.integers(0, 3, size=n)
+    for i in range(5):
+        X[f"n{i}"] = values[:, 5 + i]
+    X["ncat"] = rng.integers(0, 4, size=n)
+    return X, y + np.array([-4.0, 0.0, 4.0])[X["cat"]]
+
+
+@pytest.fixture(scope="module")
+def reg_table() -> tuple[pd.DataFrame, np.ndarray]:
+    return make_regression_table()
+
+
+def run_reg(reg_table, method, **kwargs) -> LocalSelection:
+    X, y = reg_table
+    kwargs.setdefault("random_state", 0)
+    return select_features(X, y, method, categorical=CATEGORICAL, task="regression", **kwargs)
+
+
+#: method, params, the columns that must score above every noise column, the
+#: columns that must be selected, most noise columns selected.
+REGRESSION_CASES = [
+    ("lasso", None, REG_LINEAR, REG_LINEAR, 1),
+    ("elastic_net", None, REG_LINEAR, REG_LINEAR, 6),  # the L2 part keeps tiny coefficients
+    ("f_regression", None, REG_LINEAR, REG_LINEAR, 1),
+    ("mutual_info", None, REG_STRONG, REG_STRONG, 1),
+    ("random_forest", FAST_FOREST, REG_SIGNAL, REG_STRONG, 0),
+    (
+        "random_forest",
+        {**FAST_FOREST, "importance": "permutation", "n_repeats": 2},
+        REG_STRONG,
+        ["s1", "s3", "cat"],
+        0,
+    ),
+]
+
+
+@pytest.mark.parametrize("method, params, above_noise, kept, max_noise", REGRESSION_CASES)
+def test_regression_selectors_find_the_informative_columns(
+    reg_table, method, params, above_noise, kept, max_noise
+):
+    sel = run_reg(reg_table, method, params=params)
+    assert sel.method == method and sel.features == list(reg_table[0].columns)
+    assert np.all(np.isfinite(sel.scores)) and np.all(sel.scores >= 0)
+    scores = scores_of(sel)
+    top_noise = max(scores[f] for f in REG_NOISE)
+    assert all(scores[f] > top_noise for f in above_noise), (method, scores)
+    assert set(kept) <= set(sel.selected), (method, sel.selected, scores)
+    noise = [f for f in sel.selected if f in REG_NOISE]
+    assert len(noise) <= max_noise, (method, noise)
+
+
+def test_regression_selector_lists():
+    assert "f_regression" in SELECTORS
+    assert selectors_for("regression") == REGRESSION_SELECTORS
+    assert selectors_for("classification") == CLASSIFICATION_SELECTORS
+    assert set(REGRESSION_SELECTORS) | set(CLASSIFICATION_SELECTORS) == set(SELECTORS)
+    assert {"chi2", "f_classif"}.isdisjoint(REGRESSION_SELECTORS)
+    assert "f_regression" not in CLASSIFICATION_SELECTORS
+    with pytest.raises(ValueError, match=r"task='ordinal' is not one of \['classification'"):
+        selectors_for("ordinal")
+
+
+def test_regression_none_and_params_are_the_classification_ones(reg_table):
+    sel = run_reg(reg_table, "none")
+    assert sel.mask.all() and np.all(sel.scores == 1.0) and sel.params == {}
+    assert run_reg(reg_table, "f_regression").params == {"alpha": 0.05}
+    assert default_params("f_regression") == {"alpha": 0.05}
+    for method in ("lasso", "elastic_net", "mutual_info"):
+        assert run_reg(reg_table, method).params == default_params(method)
+
+
+def test_regression_lasso_strength_is_c_and_the_target_unit_does_not_matter(reg_table):
+    X, y = reg_table
+    default = run_reg(reg_table, "lasso")
+    strong = run_reg(reg_table, "lasso", params={"C": 0.01})  # 10x the penalty
+    assert strong.mask.sum() < default.mask.sum()
+    assert set(strong.selected) <= set(default.selected)
+    # the target is standardized: days or hours of stay give the same selection
+    hours = select_features(X, 24 * y + 100, "lasso", categorical=CATEGORICAL, task="regression")
+    np.testing.assert_allclose(hours.scores, default.scores, atol=1e-6)
+    assert hours.selected == default.selected
+
+
+def test_regression_lasso_keeps_best_feature_when_nothing_selected(reg_table, caplog):
+    with caplog.at_level(logging.WARNING, logger="fedforest.election.selectors"):
+        sel = run_reg(reg_table, "lasso", params={"C": 1e-4})
+    assert sel.mask.sum() == 1 and sel.selected[0] in REG_LINEAR
+    assert "selected no feature" in caplog.text
+
+
+def test_regression_f_regression_is_deterministic_and_alpha_selects(reg_table):
+    default = run_reg(reg_table, "f_regression")
+    strict = run_reg(reg_table, "f_regression", params={"alpha": 1e-12}, random_state=5)
+    np.testing.assert_array_equal(strict.scores, default.scores)
+    assert strict.mask.sum() < default.mask.sum()
+    p = 10.0**-default.scores
+    assert default.mask.tolist() == (p < 0.05).tolist()
+
+
+@pytest.mark.parametrize("method, params", [("mutual_info", None), ("random_forest", FAST_FOREST)])
+def test_regression_same_random_state_same_result(reg_table, method, params):
+    a = run_reg(reg_table, method, params=params, random_state=7)
+    b = run_reg(reg_table, method, params=params, random_state=7)
+    np.testing.assert_array_equal(a.scores, b.scores)
+    np.testing.assert_array_equal(a.mask, b.mask)
+
+
+def test_regression_categorical_is_nominal_for_f_regression():
+    # only level 1 of ``mid`` matters: invisible to a linear test of the codes
+    rng = np.random.default_rng(11)
+    n = 300
+    X = pd.DataFrame({"mid": rng.integers(0, 3, size=n), "n0": rng.normal(size=n)})
+    y = 2.0 * (X["mid"] == 1) + rng.normal(size=n)
+    as_numeric = select_features(X, y, "f_regression", task="regression")
+    as_categorical = select_features(X, y, "f_regression", categorical=["mid"], task="regression")
+    assert as_categorical.selected == ["mid"]
+    assert as_categorical.scores[0] > 10 * max(as_numeric.scores[0], 1.0)
+    for method in ("lasso", "mutual_info"):
+        sel = select_features(X, y, method, categorical=["mid"], task="regression", random_state=0)
+        assert sel.scores[0] == sel.scores.max(), method
+
+
+def test_regression_constant_columns_score_zero_and_nan_is_accepted():
+    rng = np.random.default_rng(5)
+    n = 200
+    X = pd.DataFrame(
+        {"x": rng.normal(size=n), "const": np.full(n, 3.0), "onelevel": np.zeros(n, dtype=int)}
+    )
+    y = 2.0 * X["x"] + 0.5 * rng.normal(size=n)
+    X.loc[X.index[:20], "x"] = np.nan
+    X["empty"] = np.nan
+    for method in REGRESSION_SELECTORS:
+        params = FAST_FOREST if method == "random_forest" else None
+        sel = select_features(
+            X, y, method, categorical=["onelevel"], params=params, task="regression", random_state=0
+        )
+        assert np.all(np.isfinite(sel.scores)) and np.all(sel.scores >= 0), method
+        if method != "none":
+            assert sel.selected == ["x"], (method, sel.selected)
+            assert np.all(sel.scores[1:] == 0.0), (method, sel.scores)
+
+
+@pytest.mark.parametrize(
+    "method, task, match",
+    [
+        (
+            "chi2",
+            "regression",
+            r"selector 'chi2' scores class counts .* classification target; selectors for "
+            r"task='regression': \['lasso', 'elastic_net', 'mutual_info', 'random_forest', "
+            r"'f_regression', 'none'\]",
+        ),
+        ("f_classif", "regression", r"selector 'f_classif' .* use 'f_regression'"),
+        ("f_regression", "classification", r"selector 'f_regression' .* use 'f_classif'"),
+    ],
+)
+def test_selector_for_the_wrong_task_is_refused(reg_table, table, method, task, match):
+    X, y = reg_table if task == "regression" else table
+    with pytest.raises(SelectorTaskError, match=match) as info:
+        select_features(X, y, method, categorical=CATEGORICAL, task=task)
+    assert (info.value.method, info.value.task) == (method, task)
+    assert info.value.allowed == selectors_for(task)
+    with pytest.raises(SelectorTaskError, match=match):
+        check_params(method, None, task=task)
+
+
+def test_check_params_with_and_without_task():
+    assert check_params("f_regression", {"alpha": 0.01}) == {"alpha": 0.01}
+    assert check_params("f_regression", None, task="regression") == {"alpha": 0.05}
+    assert check_params("chi2", None) == {"alpha": 0.05}  # task unknown: parameters only
+    assert check_params("lasso", {"C": 2}, task="regression")["C"] == 2.0
+    with pytest.raises(SelectorParamError, match=r"parameter 'alpha' of selector 'f_regression'"):
+        check_params("f_regression", {"alpha": 2.0}, task="regression")
+    with pytest.raises(SelectorParamError, match=r"unknown parameter 'C' for selector 'f_reg"):
+        check_params("f_regression", {"C": 1.0})
+    with pytest.raises(ValueError, match=r"task='survival' is not one of"):
+        check_params("lasso", None, task="survival")
+
+
+@pytest.mark.parametrize(
+    "make_y, match",
+    [
+        (lambda y: np.full(len(y), 4.0), r"target is constant \(every value is 4\.0\)"),
+        (lambda y: y > y.mean(), "holds booleans; task='regression' needs numbers"),
+        (lambda y: np.where(y > y.mean(), "long", "short"), "must hold numbers"),
+        (lambda y: np.array([*y[:-1], "x"], dtype=object), r"must hold numbers.*'x'"),
+        (lambda y: np.r_[y[:-1], np.inf], "infinite values"),
+        (lambda y: np.r_[y[:-1], np.nan], "missing values"),
+    ],
+)
+def test_invalid_regression_targets(reg_table, make_y, match):
+    X, y = reg_table
+    with pytest.raises(ValueError, match=match):
+        select_features(X, make_y(y), "f_regression", task="regression")
+
+
+def test_regression_accepts_an_integer_or_object_target(reg_table):
+    X, y = reg_table
+    days = np.round(y).astype(int)
+    a = select_features(X, days, "f_regression", task="regression")
+    b = select_features(X, pd.Series(days, dtype=object), "f_regression", task="regression")
+    np.testing.assert_array_equal(a.scores, b.scores)
+
+
+def test_unknown_task_is_refused(table):
+    X, y = table
+    with pytest.raises(ValueError, match=r"task='Regression' is not one of"):
+        select_features(X, y, "lasso", task="Regression")

@@ -97,3 +97,171 @@ def test_score_mask_uses_only_the_sites_columns_and_falls_back_to_priors():
     assert good > 0.9
     none = score_mask(X[tr], y[tr], X[va], y[va], ["other_site_col"], [0, 1], "auc")
     assert none == pytest.approx(0.5)
+
+
+# --------------------------------------------------------------------------- regression
+
+
+def friedman_sites(n_sites: int = 2, n: int = 300):
+    """Sites of Friedman #1 (s0..s4 informative, n0..n4 noise), 200 training + 100 validation
+    rows each; the second site lacks n4."""
+    from sklearn.datasets import make_friedman1
+
+    sites = []
+    for k in range(n_sites):
+        values, y = make_friedman1(n_samples=n, n_features=10, noise=0.5, random_state=k)
+        names = [f"s{i}" for i in range(5)] + [f"n{i}" for i in range(5)]
+        X = pd.DataFrame(values, columns=names)
+        if k == 1:
+            X = X.drop(columns="n4")
+        sites.append((X[:200], y[:200], X[200:], y[200:]))
+    return sites
+
+
+def test_score_mask_regression_informative_columns_give_a_lower_rmse():
+    X_tr, y_tr, X_va, y_va = friedman_sites(1)[0]
+    kw = dict(task="regression", n_estimators=30, random_state=0)
+    signal = score_mask(X_tr, y_tr, X_va, y_va, ["s0", "s1", "s3", "other_site_col"], None, **kw)
+    noise = score_mask(X_tr, y_tr, X_va, y_va, ["n0", "n1", "n2"], (), **kw)
+    assert signal < 0.7 * noise
+    # the default metric is rmse; none of the site's columns: the training mean
+    constant = score_mask(X_tr, y_tr, X_va, y_va, ["other_site_col"], None, task="regression")
+    assert constant == pytest.approx(np.sqrt(np.mean((y_va - y_tr.mean()) ** 2)))
+    assert noise < 1.2 * constant
+    mae = score_mask(X_tr, y_tr, X_va, y_va, ["s0", "s1", "s3"], None, "mae", **kw)
+    assert 0 < mae < signal  # mae <= rmse
+    r2 = score_mask(X_tr, y_tr, X_va, y_va, ["s0", "s1", "s3"], None, "r2", **kw)
+    assert 0.5 < r2 <= 1.0
+    again = score_mask(X_tr, y_tr, X_va, y_va, ["s0", "s1", "s3", "other_site_col"], None, **kw)
+    assert again == signal  # random_state fixes the forest
+
+
+def test_score_mask_regression_constant_validation_target_r2_is_zero():
+    X_tr, y_tr, X_va, _ = friedman_sites(1)[0]
+    y_va = np.full(len(X_va), 3.0)
+    r2 = score_mask(X_tr, y_tr, X_va, y_va, ["s0"], None, "r2", task="regression", n_estimators=5)
+    assert r2 == 0.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(metric="auprc"), r"metric='auprc' \(a classification metric\) cannot score a regr"),
+        (dict(metric="rsme"), r"metric='rsme' cannot score .*\['rmse', 'mae', 'r2'\]"),
+        (dict(task="ranking"), r"task='ranking' is not one of \['classification', 'regression'\]"),
+        (dict(y_val="bools"), "y_val holds booleans"),
+        (dict(y_train="short"), "y_train has 199 values but X_train has 200 rows"),
+        (dict(y_train="nan"), r"y_train \(target\) contains missing values"),
+    ],
+)
+def test_score_mask_regression_refusals(kwargs, match):
+    X_tr, y_tr, X_va, y_va = friedman_sites(1)[0]
+    y_tr = {"short": y_tr[:-1], "nan": np.r_[np.nan, y_tr[1:]]}.get(kwargs.pop("y_train", ""), y_tr)
+    y_va = y_va > 10 if kwargs.pop("y_val", "") == "bools" else y_va
+    kwargs.setdefault("task", "regression")
+    with pytest.raises(ValueError, match=match):
+        score_mask(X_tr, y_tr, X_va, y_va, ["s0"], None, n_estimators=5, **kwargs)
+
+
+def test_hill_climb_minimises_a_lower_is_better_metric():
+    ballot = ballot_with_disputed()
+
+    def rmse(features):
+        return 1.0 + abs(len(features) - 9)  # lowest at core + 8 disputed (fd = 0.4)
+
+    result = hill_climb(ballot, rmse, start=0.1, rounds=8, metric="rmse")
+    assert len(result.election.selected) == 9 and result.score == 1.0
+    assert result.score == min(h.score for h in result.history)
+    # the same search on the negated score, maximised, takes the same steps
+    mirror = hill_climb(ballot, lambda f: -rmse(f), start=0.1, rounds=8)
+    assert [h.freedom_degree for h in mirror.history] == [h.freedom_degree for h in result.history]
+    assert mirror.freedom_degree == result.freedom_degree
+    # without the metric, an RMSE would be maximised: the worst mask wins
+    wrong = hill_climb(ballot, rmse, start=0.1, rounds=8)
+    assert wrong.score == max(h.score for h in wrong.history) > 1.0
+
+
+def test_hill_climb_tolerance_counts_upwards_for_a_lower_is_better_metric():
+    ballot = ballot_with_disputed()
+
+    def rmse(features):
+        return 2.0 - 0.001 * (len(features) > 5)  # larger masks are (barely) better
+
+    within = hill_climb(ballot, rmse, start=0.5, rounds=5, tolerance=0.005, metric="rmse")
+    assert len(within.election.selected) == min(h.n_features for h in within.history)
+    strict = hill_climb(ballot, rmse, start=0.5, rounds=5, metric="rmse")
+    assert len(strict.election.selected) > 5 and strict.score == pytest.approx(1.999)
+
+
+def test_hill_climb_refuses_an_unknown_metric():
+    with pytest.raises(ValueError, match=r"metric='RMSE' must be None or one of \['auprc'"):
+        hill_climb(ballot_with_disputed(), lambda f: 0.0, metric="RMSE")
+
+
+def test_regression_tuning_chooses_the_mask_with_the_lowest_pooled_rmse():
+    from fedforest.election.tuning import pool_scores
+
+    sites = friedman_sites(2)
+    core = ["s0", "s1", "s3", "s4"]
+    # site-0 keeps the core; site-1 keeps all its columns and ranks the disputed ones
+    # s2 (informative, a U shape) first, then the noise: k disputed kept = core + s2 + noise
+    cols_1 = list(sites[1][0].columns)
+    order = ["s2", "n0", "n1", "n2", "n3"]
+    scores_1 = [10.0 if c in core else 5.0 - order.index(c) for c in cols_1]
+    cols_0 = list(sites[0][0].columns)
+    votes = [
+        SiteVote("site-0", cols_0, [c in core for c in cols_0], [float(c in core) for c in cols_0], 200),
+        SiteVote("site-1", cols_1, np.ones(len(cols_1), bool), scores_1, 200),
+    ]  # fmt: skip
+    ballot = Ballot(votes)
+    assert ballot.count(0.0).selected == core
+    seen = {}
+
+    def score(features):
+        per_site = [
+            score_mask(X_tr, y_tr, X_va, y_va, features, None, task="regression",
+                       n_estimators=20, random_state=0)
+            for X_tr, y_tr, X_va, y_va in sites
+        ]  # fmt: skip
+        seen[tuple(features)] = pool_scores("rmse", per_site, [len(s[2]) for s in sites])
+        return seen[tuple(features)]
+
+    result = hill_climb(ballot, score, start=0.0, rounds=6, metric="rmse")
+    assert result.election.selected == sorted([*core, "s2"])
+    assert result.score == min(seen.values())
+    assert result.score < score(core) and result.score < score(ballot.count(1.0).selected)
+    assert score(["n0", "n1", "n2"]) > 1.5 * result.score
+
+
+def test_a_ballot_of_regression_selections():
+    from fedforest.election.selectors import select_features
+
+    votes = []
+    for k, (X_tr, y_tr, _, _) in enumerate(friedman_sites(2)):
+        sel = select_features(X_tr, y_tr, "f_regression", task="regression")
+        votes.append(SiteVote(f"site-{k}", sel.features, sel.mask, sel.scores, len(X_tr)))
+    for normalization in ("all", "selected"):
+        result = Ballot(votes, normalization=normalization).count(0.0)
+        assert {"s0", "s1", "s3", "s4"} <= set(result.selected), normalization
+        assert set(result.selected) <= set(result.union)
+
+
+def test_pool_scores():
+    from fedforest.election.tuning import pool_scores
+
+    rng = np.random.default_rng(0)
+    errors = [rng.normal(size=50), 3 * rng.normal(size=150)]
+    rmse = [float(np.sqrt(np.mean(e**2))) for e in errors]
+    pooled = float(np.sqrt(np.mean(np.concatenate(errors) ** 2)))
+    assert pool_scores("rmse", rmse, [50, 150]) == pytest.approx(pooled)
+    assert pool_scores("mae", [1.0, 2.0], [50, 150]) == pytest.approx(1.75)
+    assert pool_scores(None, [0.5, 0.9], [1, 3]) == pytest.approx(0.8)
+    assert pool_scores("auprc", [0.5, 0.9], [1, 3]) == float(np.average([0.5, 0.9], weights=[1, 3]))
+    with pytest.raises(ValueError, match="same length"):
+        pool_scores("rmse", [1.0], [1, 2])
+    with pytest.raises(ValueError, match="finite"):
+        pool_scores("rmse", [np.nan], [1])
+    with pytest.raises(ValueError, match="n_rows must be >= 1"):
+        pool_scores("rmse", [1.0], [0])
+    with pytest.raises(ValueError, match="metric='accuracy!'"):
+        pool_scores("accuracy!", [1.0], [1])

@@ -7,8 +7,9 @@ normalises each site's scores (over all its columns, or over the ones it
 selected: ``election.normalization``) and averages them across sites, so a
 score here is always finite, ``>= 0`` and larger means "more useful".
 
-Methods and their defaults (every default can be overridden through
-``params``; the effective values are returned in :attr:`LocalSelection.params`):
+Methods and their defaults for a classification target (every default can
+be overridden through ``params``; the effective values are returned in
+:attr:`LocalSelection.params`; regression targets: see "Regression" below):
 
 =================  ========================================  ===========================
 method             score (selected if)                       defaults (``params``)
@@ -90,8 +91,45 @@ score 0.
 When ``lasso`` or ``elastic_net`` select nothing, the single best column is
 kept (largest score, or, when every coefficient is 0, the column whose
 gradient at the intercept-only model is largest, i.e. the first one to enter
-the regularisation path) and a warning is logged. ``f_classif`` and ``chi2``
-may legitimately select nothing (no test is significant).
+the regularisation path) and a warning is logged. ``f_classif``,
+``f_regression`` and ``chi2`` may legitimately select nothing (no test is
+significant).
+
+Regression
+----------
+With ``task="regression"`` the target is a number (finite, not constant) and
+the selectors are :data:`REGRESSION_SELECTORS`; their parameters, defaults
+and selection rules are the classification ones (a site's ``selector_params``
+mean the same under both tasks):
+
+=================  ==========================================================
+method             score, with a numeric target
+=================  ==========================================================
+``lasso``          ``|coef|`` of scikit-learn ``Lasso`` on the standardized
+                   design and the standardized target, with
+                   ``alpha = 1 / (C * n_rows)``: the logistic regression's
+                   objective ``C * sum(loss) + |w|_1`` with the squared error
+                   (``loss = (y - Xw)^2 / 2``) as the loss, so ``C`` is the
+                   inverse regularisation strength in both tasks
+``elastic_net``    same with ``ElasticNet`` (``l1_ratio`` as above)
+``mutual_info``    ``mutual_info_regression``, categorical columns as
+                   ``discrete_features``
+``random_forest``  ``RandomForestRegressor`` importance; ``"permutation"``
+                   on a plain (not stratified) held-out split, scored by R²
+``f_regression``   ``-log10(p)``: numeric columns scikit-learn's
+                   ``f_regression`` (F test of the linear correlation);
+                   categorical columns a one-way ANOVA F test of the target
+                   across the column's levels (``p < alpha``, default 0.05)
+``none``           ``1.0`` for every column (always)
+=================  ==========================================================
+
+``chi2`` scores class counts and ``f_classif`` compares classes: both are
+refused for a regression target (:class:`SelectorTaskError`), as is
+``f_regression`` for a classification one. Standardizing the target makes
+``C`` independent of its unit (days or hours of stay). A linear selector or
+``f_regression`` sees only the linear part of a column's effect: a column
+whose effect is symmetric (a U shape) can score 0; ``mutual_info`` and
+``random_forest`` see it.
 """
 
 from __future__ import annotations
@@ -109,16 +147,17 @@ from typing import Any, NoReturn
 import numpy as np
 import pandas as pd
 from scipy.stats import chi2_contingency
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import chi2 as sk_chi2
 from sklearn.feature_selection import f_classif as sk_f_classif
-from sklearn.feature_selection import mutual_info_classif
+from sklearn.feature_selection import f_regression as sk_f_regression
+from sklearn.feature_selection import mutual_info_classif, mutual_info_regression
 from sklearn.inspection import permutation_importance
-from sklearn.linear_model import LogisticRegression
+from sklearn.linear_model import ElasticNet, Lasso, LogisticRegression
 from sklearn.model_selection import train_test_split
 
-from ..vocabulary import SELECTORS
+from ..vocabulary import SELECTORS, TASKS
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +179,31 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
         "threshold": "mean",
     },
     "f_classif": {"alpha": 0.05},
+    "f_regression": {"alpha": 0.05},
     "chi2": {"alpha": 0.05},
     "none": {},
+}
+
+#: Selectors a classification target can use (every one but ``f_regression``).
+CLASSIFICATION_SELECTORS = tuple(m for m in SELECTORS if m != "f_regression")
+#: Selectors a regression target can use (not ``f_classif`` or ``chi2``, which need classes).
+REGRESSION_SELECTORS = tuple(m for m in SELECTORS if m not in ("f_classif", "chi2"))
+_TASK_SELECTORS = {"classification": CLASSIFICATION_SELECTORS, "regression": REGRESSION_SELECTORS}
+#: Why a selector cannot serve a task, and what to use instead.
+_WRONG_TASK = {
+    ("chi2", "regression"): (
+        "scores class counts (a chi-square test of each column's sum per class), so it needs "
+        "a classification target"
+    ),
+    ("f_classif", "regression"): (
+        "compares a column across classes (ANOVA F test), so it needs a classification target; "
+        "use 'f_regression' (the same p-value scores, from the F test of a linear correlation)"
+    ),
+    ("f_regression", "classification"): (
+        "tests a column's linear correlation with a numeric target, so it needs "
+        "task='regression'; use 'f_classif' (the same p-value scores, from an ANOVA F test "
+        "across the classes)"
+    ),
 }
 
 _IMPORTANCES = ("impurity", "permutation")
@@ -208,6 +270,29 @@ def default_params(method: str) -> dict[str, Any]:
     return dict(_DEFAULTS[method])
 
 
+def selectors_for(task: str) -> tuple[str, ...]:
+    """Return the selectors a target of ``task`` can use.
+
+    Parameters
+    ----------
+    task : {"classification", "regression"}
+        One of :data:`fedforest.vocabulary.TASKS`.
+
+    Returns
+    -------
+    tuple of str
+        :data:`CLASSIFICATION_SELECTORS` or :data:`REGRESSION_SELECTORS`, in
+        the order of :data:`SELECTORS`.
+
+    Examples
+    --------
+    >>> selectors_for("regression")
+    ('lasso', 'elastic_net', 'mutual_info', 'random_forest', 'f_regression', 'none')
+    """
+    _check_task(task)
+    return _TASK_SELECTORS[task]
+
+
 def select_features(
     X: pd.DataFrame,
     y: Any,
@@ -216,6 +301,7 @@ def select_features(
     categorical: Sequence[str] = (),
     params: Mapping[str, Any] | None = None,
     random_state: int | np.random.RandomState | None = None,
+    task: str = "classification",
 ) -> LocalSelection:
     """Run a local feature selector on one site's table.
 
@@ -225,10 +311,13 @@ def select_features(
         Feature columns only, numeric dtype. Categorical columns hold integer
         codes ``0..K-1``. NaN marks a missing value.
     y : array-like, shape (n_rows,)
-        Class labels, aligned with ``X`` by position. At least two classes,
-        no missing values.
+        The target, aligned with ``X`` by position, no missing values.
+        Classification: class labels, at least two classes. Regression:
+        finite numbers (not booleans) that are not all equal.
     method : str
-        One of :data:`SELECTORS`.
+        One of :func:`selectors_for` ``(task)``: a method of
+        :data:`SELECTORS` that the task cannot use raises
+        :class:`SelectorTaskError`.
     categorical : sequence of str, default ()
         Names of the categorical columns of ``X``.
     params : mapping, optional
@@ -238,6 +327,8 @@ def select_features(
         Seed of every random choice (``saga`` shuffling, nearest-neighbour
         noise of ``mutual_info``, the forest, the held-out split and the
         permutations). Pass an int for reproducible results.
+    task : {"classification", "regression"}, default "classification"
+        What ``y`` is (see "Regression" in the module docstring).
 
     Returns
     -------
@@ -246,11 +337,16 @@ def select_features(
 
     Raises
     ------
+    SelectorTaskError
+        ``method`` cannot serve ``task`` (``chi2`` or ``f_classif`` for a
+        regression target, ``f_regression`` for a classification one); the
+        message names the selector to use instead.
     ValueError
-        Unknown method or parameter, invalid parameter value, empty ``X``,
-        ``X`` and ``y`` of different lengths, a single class in ``y``, missing
-        values in ``y``, non-numeric or infinite values in ``X``, unknown or
-        invalid categorical columns.
+        Unknown method, task or parameter, invalid parameter value, empty
+        ``X``, ``X`` and ``y`` of different lengths, a single class in ``y``
+        (classification), a non-numeric, infinite or constant ``y``
+        (regression), missing values in ``y``, non-numeric or infinite values
+        in ``X``, unknown or invalid categorical columns.
 
     Examples
     --------
@@ -265,10 +361,17 @@ def select_features(
     {'alpha': 0.05}
     >>> select_features(X, y, "lasso", params={"C": 0.5}).params["C"]
     0.5
+
+    A numeric target (``task="regression"``):
+
+    >>> stay = 3 * X["signal"] + rng.normal(size=200)
+    >>> select_features(X, stay, "f_regression", task="regression").selected
+    ['signal']
     """
     _check_method(method)
+    _check_method_task(method, task)
     effective = _resolve_params(method, params)
-    data = _prepare(X, y, categorical)
+    data = _prepare(X, y, categorical, task)
 
     if method == "none":
         scores = np.ones(data.n_features)
@@ -283,18 +386,20 @@ def select_features(
         mask = _relative_mask(scores, effective["threshold"], method)
     elif method == "f_classif":
         scores, mask = _f_classif(data, effective)
+    elif method == "f_regression":
+        scores, mask = _f_regression(data, effective)
     else:  # chi2
         scores, mask = _chi2(data, effective)
 
     scores = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
     scores = np.maximum(scores, 0.0) + 0.0  # also turns -0.0 into 0.0
     logger.info(
-        "selector %s: %d of %d features selected (%d rows, %d classes)",
+        "selector %s: %d of %d features selected (%d rows, %s)",
         method,
         int(mask.sum()),
         data.n_features,
         data.n_rows,
-        len(data.classes),
+        "regression" if data.regression else f"{len(data.classes)} classes",
     )
     return LocalSelection(
         features=list(data.names),
@@ -311,6 +416,33 @@ def select_features(
 def _check_method(method: Any) -> None:
     if not isinstance(method, str) or method not in SELECTORS:
         raise ValueError(f"selector {method!r} is not one of {list(SELECTORS)}")
+
+
+def _check_task(task: Any) -> None:
+    if not isinstance(task, str) or task not in TASKS:
+        raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
+
+
+class SelectorTaskError(ValueError):
+    """A selector that cannot serve the job's task (``chi2`` for a regression target, ...).
+
+    Besides the message, it carries the ``method``, the ``task`` and the
+    selectors the task can use (``allowed``, a tuple).
+    """
+
+    def __init__(self, method: str, task: str):
+        self.method, self.task = method, task
+        self.allowed = _TASK_SELECTORS[task]
+        super().__init__(
+            f"selector {method!r} {_WRONG_TASK[method, task]}; selectors for task={task!r}: "
+            f"{list(self.allowed)}"
+        )
+
+
+def _check_method_task(method: str, task: Any) -> None:
+    _check_task(task)
+    if method not in _TASK_SELECTORS[task]:
+        raise SelectorTaskError(method, task)
 
 
 class SelectorParamError(ValueError):
@@ -332,22 +464,55 @@ class SelectorParamError(ValueError):
         super().__init__(message)
 
 
-def check_params(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+def check_params(
+    method: str, params: Mapping[str, Any] | None, task: str | None = None
+) -> dict[str, Any]:
     """Validate a selector's parameters; return them with the defaults filled in.
 
     This is the validation :func:`select_features` runs; configuration code
     calls it to refuse a site's ``selector_params`` before any data is read.
+    A selector's parameters and their ranges are the same for both tasks, so
+    they are checked whether or not the task is known; a known ``task`` also
+    refuses a selector that cannot serve it.
+
+    Parameters
+    ----------
+    method : str
+        One of :data:`SELECTORS`.
+    params : mapping or None
+        Overrides of the defaults.
+    task : {"classification", "regression"} or None, default None
+        The job's task, when known. ``None`` checks the parameters only (as
+        before tasks existed).
+
+    Returns
+    -------
+    dict
+        The effective parameters.
 
     Raises
     ------
     ValueError
-        If ``method`` is not one of :data:`SELECTORS` or ``params`` is not a
-        mapping.
+        If ``method`` is not one of :data:`SELECTORS`, ``task`` is not one of
+        :data:`fedforest.vocabulary.TASKS` or ``params`` is not a mapping.
+    SelectorTaskError
+        If ``task`` is given and ``method`` cannot serve it.
     SelectorParamError
         If a key is unknown to the selector or a value is out of range; it
         names the key, the value and what is allowed.
+
+    Examples
+    --------
+    >>> check_params("f_regression", {"alpha": 0.01}, task="regression")
+    {'alpha': 0.01}
+    >>> check_params("chi2", None, task="regression")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fedforest.election.selectors.SelectorTaskError: selector 'chi2' scores class counts ...
     """
     _check_method(method)
+    if task is not None:
+        _check_method_task(method, task)
     return _resolve_params(method, params)
 
 
@@ -431,8 +596,9 @@ class _Data:
     names: list[str]
     X: np.ndarray  # float64, NaN = missing
     is_cat: np.ndarray  # bool per column
-    y: np.ndarray  # class index 0..n_classes-1
-    classes: np.ndarray
+    y: np.ndarray  # class index 0..n_classes-1, or the float64 target (regression)
+    classes: np.ndarray  # empty for regression
+    regression: bool = False
 
     @property
     def n_rows(self) -> int:
@@ -443,7 +609,7 @@ class _Data:
         return self.X.shape[1]
 
 
-def _prepare(X: Any, y: Any, categorical: Sequence[str]) -> _Data:
+def _prepare(X: Any, y: Any, categorical: Sequence[str], task: str = "classification") -> _Data:
     if not isinstance(X, pd.DataFrame):
         raise ValueError(f"X must be a pandas DataFrame, got {type(X).__name__}")
     if X.shape[1] == 0:
@@ -470,12 +636,23 @@ def _prepare(X: Any, y: Any, categorical: Sequence[str]) -> _Data:
         raise ValueError(f"y has {len(y_arr)} values but X has {X.shape[0]} rows")
     if pd.isna(y_arr).any():
         raise ValueError("y (target) contains missing values")
-    classes, y_idx = np.unique(y_arr, return_inverse=True)
-    if len(classes) < 2:
-        raise ValueError(
-            f"target has a single class ({classes.tolist()}); "
-            "feature selection needs at least two classes"
-        )
+    regression = task == "regression"
+    if regression:
+        target = _numeric_target(y_arr, "y")
+        if np.ptp(target) == 0:
+            raise ValueError(
+                f"target is constant (every value is {float(target[0])!r}); feature selection for "
+                "task='regression' needs a target that varies"
+            )
+        classes = np.zeros(0)
+    else:
+        classes, y_idx = np.unique(y_arr, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(
+                f"target has a single class ({classes.tolist()}); "
+                "feature selection needs at least two classes"
+            )
+        target = y_idx.astype(np.intp)
 
     if isinstance(categorical, str):
         categorical = [categorical]
@@ -500,7 +677,38 @@ def _prepare(X: Any, y: Any, categorical: Sequence[str]) -> _Data:
                 f"categorical column {names[j]!r} must hold integer codes 0..K-1; "
                 f"found {bad[:3].tolist()}"
             )
-    return _Data(names=names, X=values, is_cat=is_cat, y=y_idx.astype(np.intp), classes=classes)
+    return _Data(
+        names=names, X=values, is_cat=is_cat, y=target, classes=classes, regression=regression
+    )
+
+
+def _numeric_target(y: Any, name: str) -> np.ndarray:
+    """A regression target as float64: numbers only (no booleans), finite, no missing value."""
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if pd.isna(arr).any():
+        raise ValueError(f"{name} (target) contains missing values")
+    if arr.dtype.kind == "b":
+        raise ValueError(
+            f"{name} holds booleans; task='regression' needs numbers (a yes/no target is "
+            "task='classification')"
+        )
+    if arr.dtype.kind == "O":
+        bad = [v for v in arr.tolist() if isinstance(v, bool) or not isinstance(v, numbers.Real)]
+        if bad:
+            raise ValueError(f"{name} must hold numbers for task='regression'; found {bad[:3]!r}")
+    elif arr.dtype.kind not in "iuf":
+        raise ValueError(
+            f"{name} must hold numbers for task='regression', got dtype {arr.dtype} "
+            f"(e.g. {arr[:3].tolist()!r})"
+        )
+    values = arr.astype(np.float64)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name} (target) contains infinite values")
+    return values
 
 
 # --------------------------------------------------------------------------- helpers
@@ -613,16 +821,31 @@ def _linear(
 ) -> tuple[np.ndarray, np.ndarray]:
     design, owner = _design(data, _filled(data), numeric="standard")
     l1_ratio = 1.0 if method == "lasso" else params["l1_ratio"]
-    model = LogisticRegression(
-        C=params["C"],
-        solver="saga",
-        max_iter=params["max_iter"],
-        tol=params["tol"],
-        random_state=random_state,
-        **_penalty_kwargs(l1_ratio),
-    )
-    with _silence_convergence(f"selector {method!r} (saga)"):
-        model.fit(design, data.y)
+    if data.regression:
+        # C * sum((y - Xw)^2 / 2) + penalty(w), as LogisticRegression's C * sum(log-loss) +
+        # penalty(w), is scikit-learn's 1/(2n) * |y - Xw|^2 + alpha * penalty(w) with
+        # alpha = 1 / (C n). The target is standardized so that C does not depend on its unit.
+        target = (data.y - data.y.mean()) / data.y.std()
+        alpha = 1.0 / (params["C"] * data.n_rows)
+        common = {"alpha": alpha, "max_iter": params["max_iter"], "tol": params["tol"]}
+        if method == "lasso":
+            model: Any = Lasso(**common)
+        else:
+            model = ElasticNet(l1_ratio=l1_ratio, **common)
+        solver = "coordinate descent"
+    else:
+        target = data.y
+        model = LogisticRegression(
+            C=params["C"],
+            solver="saga",
+            max_iter=params["max_iter"],
+            tol=params["tol"],
+            random_state=random_state,
+            **_penalty_kwargs(l1_ratio),
+        )
+        solver = "saga"
+    with _silence_convergence(f"selector {method!r} ({solver})"):
+        model.fit(design, target)
     coef = np.abs(np.atleast_2d(model.coef_)).max(axis=0)
     scores = _max_by_owner(coef, owner, data.n_features)
     mask = scores > params["threshold"]
@@ -631,10 +854,15 @@ def _linear(
             best = int(np.argmax(scores))
             how = "largest |coef|"
         else:
-            # Gradient of the log-likelihood at the intercept-only model: the
-            # column with the largest one is the first to enter the L1 path.
-            onehot = (data.y[:, None] == np.arange(len(data.classes))[None, :]).astype(float)
-            grad = np.abs(design.T @ (onehot - onehot.mean(axis=0))).max(axis=1)
+            # Gradient of the log-likelihood (regression: of the squared error) at the
+            # intercept-only model: the column with the largest one is the first to enter
+            # the L1 path.
+            if data.regression:
+                residual = target[:, None]  # standardized: the intercept-only residual
+            else:
+                onehot = (data.y[:, None] == np.arange(len(data.classes))[None, :]).astype(float)
+                residual = onehot - onehot.mean(axis=0)
+            grad = np.abs(design.T @ residual).max(axis=1)
             best = int(np.argmax(_max_by_owner(grad, owner, data.n_features)))
             how = "all coefficients are 0; first to enter the regularisation path"
         mask[best] = True
@@ -651,17 +879,29 @@ def _linear(
 
 
 def _mutual_info(data: _Data, params: dict[str, Any], random_state: Any) -> np.ndarray:
-    return mutual_info_classif(
-        _filled(data),
+    filled = _filled(data)
+    if not data.regression:
+        return mutual_info_classif(
+            filled,
+            data.y,
+            discrete_features=data.is_cat.copy(),
+            n_neighbors=params["n_neighbors"],
+            random_state=random_state,
+        )
+    scores = mutual_info_regression(
+        filled,
         data.y,
         discrete_features=data.is_cat.copy(),
         n_neighbors=params["n_neighbors"],
         random_state=random_state,
     )
+    # A constant column carries no information; the estimator can leave rounding noise (1e-16).
+    return np.where(np.ptp(filled, axis=0) > 0, scores, 0.0)
 
 
 def _random_forest(data: _Data, params: dict[str, Any], random_state: Any) -> np.ndarray:
-    model = RandomForestClassifier(
+    Forest = RandomForestRegressor if data.regression else RandomForestClassifier
+    model = Forest(
         n_estimators=params["n_estimators"],
         max_depth=params["max_depth"],
         min_samples_leaf=params["min_samples_leaf"],
@@ -671,6 +911,12 @@ def _random_forest(data: _Data, params: dict[str, Any], random_state: Any) -> np
         model.fit(data.X, data.y)
         return np.asarray(model.feature_importances_, dtype=np.float64)
 
+    if data.regression:
+        # No classes to stratify on; the held-out rows are scored by R² (the regressor's score).
+        X_tr, X_te, y_tr, y_te = train_test_split(
+            data.X, data.y, test_size=params["test_size"], random_state=random_state
+        )
+        return _permutation_scores(model, X_tr, X_te, y_tr, y_te, params, random_state)
     try:
         X_tr, X_te, y_tr, y_te = train_test_split(
             data.X,
@@ -688,6 +934,18 @@ def _random_forest(data: _Data, params: dict[str, Any], random_state: Any) -> np
         X_tr, X_te, y_tr, y_te = train_test_split(
             data.X, data.y, test_size=params["test_size"], random_state=random_state
         )
+    return _permutation_scores(model, X_tr, X_te, y_tr, y_te, params, random_state)
+
+
+def _permutation_scores(
+    model: Any,
+    X_tr: np.ndarray,
+    X_te: np.ndarray,
+    y_tr: np.ndarray,
+    y_te: np.ndarray,
+    params: dict[str, Any],
+    random_state: Any,
+) -> np.ndarray:
     model.fit(X_tr, y_tr)
     result = permutation_importance(
         model, X_te, y_te, n_repeats=params["n_repeats"], random_state=random_state
@@ -727,6 +985,30 @@ def _f_classif(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndar
         table = np.zeros((len(levels), n_classes))
         np.add.at(table, (codes, data.y), 1.0)
         p[j] = float(chi2_contingency(table)[1])
+    scores = _p_to_score(p)
+    return scores, p < params["alpha"]
+
+
+def _f_regression(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    filled = _filled(data)
+    p = np.ones(data.n_features)
+    numeric = np.flatnonzero(~data.is_cat)
+    # A constant column has no test (p = 1); leaving it out avoids 0/0 warnings.
+    varying = [j for j in numeric if np.ptp(filled[:, j]) > 0]
+    if varying:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            _, p_num = sk_f_regression(filled[:, varying], data.y)
+        p[varying] = np.where(np.isnan(p_num), 1.0, p_num)
+    target = data.y[:, None]
+    for j in np.flatnonzero(data.is_cat):
+        levels, codes = np.unique(filled[:, j], return_inverse=True)
+        if len(levels) < 2:
+            continue
+        # One-way ANOVA of the target across the levels: f_classif with the levels as
+        # the groups. No within-level degree of freedom (one row per level) gives NaN, p = 1.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            _, p_cat = sk_f_classif(target, codes)
+        p[j] = 1.0 if np.isnan(p_cat[0]) else float(p_cat[0])
     scores = _p_to_score(p)
     return scores, p < params["alpha"]
 

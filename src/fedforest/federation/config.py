@@ -485,7 +485,7 @@ class SiteConfig:
         c.choice("selector", d["selector"], SELECTORS)
         if not isinstance(d["selector_params"], Mapping):
             c.fail("selector_params", d["selector_params"], "a mapping of parameter to value")
-        _check_selector_params(c, d["selector"], d["selector_params"])
+        _check_selector_params(c, d["selector"], d["selector_params"], task)
         val = c.number(
             "validation_fraction", d["validation_fraction"], 0, 1, open_lo=True, open_hi=True
         )
@@ -540,9 +540,7 @@ class SiteConfig:
         )
 
     @classmethod
-    def load(
-        cls, path, override: Path | None = None, task: str = "classification"
-    ) -> SiteConfig:
+    def load(cls, path, override: Path | None = None, task: str = "classification") -> SiteConfig:
         """Load a site file; a site-owned ``override`` file may set the :data:`OVERRIDE_KEYS`.
 
         ``task`` is the job's ``job.task``.
@@ -767,12 +765,19 @@ def _check_label_map(c: ConfigChecker, label_map: Any) -> dict:
     return out
 
 
-def _check_selector_params(c: ConfigChecker, selector: str, params: Mapping) -> None:
-    """The selector's own validation, reported as ``selector_params.<key>``."""
-    from ..election.selectors import SelectorParamError, check_params
+def _check_selector_params(
+    c: ConfigChecker, selector: str, params: Mapping, task: str = "classification"
+) -> None:
+    """The selector's own validation, reported as ``selector_params.<key>``; a selector the
+    job's task cannot use (``chi2`` for a regression target) as ``selector``."""
+    from ..election.selectors import SelectorParamError, SelectorTaskError, check_params
 
     try:
-        check_params(selector, params)
+        check_params(selector, params, task=task)
+    except SelectorTaskError as err:
+        c.fail(
+            "selector", selector, f"one of {', '.join(err.allowed)} for job.task: {task} ({err})"
+        )
     except SelectorParamError as err:
         c.fail(f"selector_params.{err.key}", err.value, err.allowed)
 

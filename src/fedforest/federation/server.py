@@ -19,16 +19,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from .. import protocol
 from ..election.ballot import Ballot, ElectionResult, SiteVote
-from ..election.tuning import TuningResult, hill_climb
+from ..election.tuning import TuningResult, hill_climb, pool_scores
 from ..errors import PayloadError
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..model.model_files import model_bundle, read_feature_std
 from ..validation import PayloadReader
+from ..vocabulary import LOWER_IS_BETTER
 from .config import JobConfig
 from .evaluation import read_site_metrics
 from .job_results import JobResults, ModelSummary
@@ -202,6 +201,8 @@ class JobServer:
                 start=el["freedom_degree"],
                 rounds=el["tuning_rounds"],
                 tolerance=el["tolerance"],
+                # a lower-is-better metric (rmse, a regression job's) is minimised
+                metric=el["metric"] if el["metric"] in LOWER_IS_BETTER else None,
             )
             self.election = self.tuning.election
         else:
@@ -215,8 +216,9 @@ class JobServer:
         return list(self.election.selected)
 
     @staticmethod
-    def weighted_score(replies: Mapping[str, Mapping]) -> float:
-        """Row-weighted mean of the sites' mask scores."""
+    def weighted_score(replies: Mapping[str, Mapping], metric: str | None = None) -> float:
+        """The sites' mask scores pooled (:func:`~fedforest.election.tuning.pool_scores`: the
+        row-weighted mean; for ``rmse`` the RMSE over every site's validation rows)."""
         scores, weights = [], []
         for site, reply in sorted(replies.items()):
             value, rows = reply.get("score"), reply.get("n_rows")
@@ -232,7 +234,7 @@ class JobServer:
             weights.append(rows)
         if not scores:
             raise RuntimeError("no site scored the proposed mask")
-        return float(np.average(scores, weights=weights))
+        return pool_scores(metric, scores, weights)
 
     def score_replies(self, replies: Mapping[str, Mapping]) -> float:
         """Row-weighted mean score of a proposed mask; a site with a bad reply is dropped."""
@@ -240,10 +242,10 @@ class JobServer:
         for site, reply in self._live(replies):
             with self.refusing(site, "election"):
                 PayloadReader(reply, protocol.MASK_SCORE, site).check_keys({"score", "n_rows"})
-                self.weighted_score({site: reply})
+                self.weighted_score({site: reply}, self.config.election["metric"])
                 good[site] = reply
         self.check_min_sites(list(good), "election")
-        return self.weighted_score(good)
+        return self.weighted_score(good, self.config.election["metric"])
 
     # ------------------------------------------------------------- phase 3
     def pool(self, payloads: Mapping[str, Mapping], want_intersection: bool) -> dict:

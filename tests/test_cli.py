@@ -952,3 +952,102 @@ def test_predict_writes_no_device_and_follows_a_link_to_a_file(tmp_path, capsys)
     assert main([*predict, "--out", str(tmp_path / "link.csv"), "--overwrite"]) == 0
     assert (tmp_path / "link.csv").is_symlink()
     assert (tmp_path / "real.csv").read_text().startswith("prediction,")
+
+
+# ------------------------------------------------ experiment: regression targets
+
+
+def test_experiment_regression_on_diabetes_writes_one_row_per_site_method_and_metric(
+    tmp_path, capsys
+):
+    import pandas as pd
+
+    from fedforest.experiments.runner import TIDY_COLUMNS
+
+    out = tmp_path / "reg"
+    argv = ["experiment", "diabetes", "--task", "regression", "--sites", "3", "--jaccards", "0.5"]
+    argv += ["--reps", "1", "--trees", "5", "--methods", "local,mp,wmp,intersection"]
+    assert main([*argv, "--metrics", "rmse", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "mean rmse (diabetes)" in printed and "report:" in printed
+    tidy = pd.read_csv(out / "results.csv")
+    assert list(tidy.columns) == TIDY_COLUMNS
+    assert len(tidy) == 3 * 4  # sites x methods (one metric, one repetition)
+    assert set(tidy["method"]) == {"local", "mp", "wmp", "intersection"}
+    assert set(tidy["site"]) == {"site-1", "site-2", "site-3"}
+    assert set(tidy["metric"]) == {"rmse"} and set(tidy["dataset"]) == {"diabetes"}
+    assert set(tidy["n_sites"]) == {3} and set(tidy["jaccard"]) == {0.5} and set(tidy["rep"]) == {0}
+    assert tidy.groupby(["site", "method"]).size().eq(1).all()
+    assert tidy["value"].between(30, 120).all()  # RMSE in the target's units (sd 77)
+    assert not (out / "calibration.csv").exists()
+    report = (out / "report.md").read_text()
+    assert "## RMSE" in report and "Lower is better for RMSE" in report and "Friedman" in report
+    for name in ("cd_rmse.png", "diabetes_rmse_vs_jaccard.png", "summary_diabetes_rmse.csv"):
+        assert (out / name).is_file(), name
+    # the default metric of --task regression is rmse; mae and r2 on request
+    out2 = tmp_path / "reg2"
+    assert main([*argv, "--no-report", "--out", str(out2)]) == 0
+    assert set(pd.read_csv(out2 / "results.csv")["metric"]) == {"rmse"}
+    out3 = tmp_path / "reg3"
+    assert main([*argv, "--metrics", "mae,r2", "--no-report", "--out", str(out3)]) == 0
+    assert set(pd.read_csv(out3 / "results.csv")["metric"]) == {"mae", "r2"}
+
+
+def test_experiment_regression_refusals_name_the_task(tmp_path, capsys):
+    import pandas as pd
+
+    out = tmp_path / "refused"
+    common = ["--sites", "2", "--jaccards", "0.5", "--reps", "1", "--trees", "3"]
+    reg = ["experiment", "diabetes", "--task", "regression", *common]
+    refused = [
+        (
+            [*reg, "--metrics", "rmse,auc"],
+            "metrics ['auc'] (--metrics) are classification metrics; --task regression scores "
+            "rmse, mae, r2",
+        ),
+        (
+            ["experiment", "wine", *common, "--metrics", "rmse"],
+            "metrics ['rmse'] (--metrics) are regression metrics; --task classification scores",
+        ),
+        ([*reg, "--calibration", "sigmoid"], "under --task regression the forests predict numbers"),
+        ([*reg, "--auto-metric", "auc"], "auto and wmp choose by validation RMSE"),
+        ([*reg, "--voting", "hard"], "the trees' predictions are averaged"),
+        (
+            [*reg, "--partition", "dirichlet", "--alphas", "0.5"],
+            "a regression target has no classes: under --task regression use partition jaccard",
+        ),
+        (
+            ["experiment", "diabetes", *common],
+            "dataset diabetes: a regression dataset (its target is a number, 214 distinct values "
+            "in 442 rows), not one of class labels; run it with --task regression",
+        ),
+        (
+            ["experiment", "wine", "--task", "regression", *common],
+            "dataset wine: a classification dataset (3 classes), not one of numbers; --task "
+            "regression needs a numeric target: F-500-Num, F-500-Mix, diabetes or a CSV file",
+        ),
+    ]
+    for bad, message in refused:
+        assert main([*bad, "--out", str(out)]) == 1, bad
+        assert message in capsys.readouterr().err, bad
+    assert not out.exists()
+    with pytest.raises(SystemExit) as exit_:
+        main([*reg, "--task", "survival", "--out", str(out)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --task: 'survival' is not allowed; allowed: classification, regression" in err
+    # a CSV measurement: refused as a class label naming --task regression, run with it
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(80, 3)), columns=["a", "b", "c"])
+    frame["los"] = np.round(2 + frame["a"] - frame["b"] + rng.normal(size=80), 2)
+    csv = tmp_path / "stay.csv"
+    frame.to_csv(csv, index=False)
+    exp = ["experiment", str(csv), "--target", "los", *common, "--methods", "local,mp"]
+    assert main([*exp, "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "dataset stay: the target holds non-integer numbers such as" in err
+    assert "For a measurement use --task regression (metrics rmse, mae, r2)" in err
+    assert not out.exists()
+    assert main([*exp, "--task", "regression", "--no-report", "--out", str(out)]) == 0
+    tidy = pd.read_csv(out / "results.csv")
+    assert len(tidy) == 2 * 2 and set(tidy["metric"]) == {"rmse"}

@@ -46,7 +46,9 @@ def test_a_continuous_target_is_refused_as_a_measurement():
     text = str(info.value)
     assert text.startswith("dataset cont: the target holds non-integer numbers such as")
     assert "a measurement, not a class label" in text and "--target" in text
+    assert "For a measurement use --task regression (metrics rmse, mae, r2)" in text
     assert "fewer sites" not in text
+    check_dataset(Dataset("cont", X, data.y, [], task="regression"), [3])  # accepted so
 
 
 def test_a_target_with_many_classes_is_named_briefly():
@@ -58,6 +60,7 @@ def test_a_target_with_many_classes_is_named_briefly():
     text = str(info.value)
     assert len(text) < 700
     assert "more classes (the rarest are shown;" in text and "is the target a class label?" in text
+    assert "For a number use --task regression" in text
     assert "too few rows of class" in text and " more. Use fewer sites" in text
 
 
@@ -71,3 +74,22 @@ def test_a_value_the_trees_cannot_split_on_is_refused_before_anything_runs(value
         ValueError, match=r"dataset big: column 'b' holds .* \(row 7 of the table\)"
     ):
         check_dataset(data, [3])
+
+
+def test_every_named_dataset_declares_its_task():
+    from fedforest.experiments.bundled import BUNDLED, BUNDLED_TASKS
+    from fedforest.experiments.datasets import dataset_task, load_table, task_datasets
+    from fedforest.experiments.synthetic import DATASET_TASKS
+    from fedforest.vocabulary import TASKS
+
+    assert set(BUNDLED_TASKS) == set(BUNDLED)
+    assert set(BUNDLED_TASKS.values()) | set(DATASET_TASKS.values()) == set(TASKS)
+    assert task_datasets("regression") == ["F-500-Num", "F-500-Mix", "diabetes"]
+    for name in ("S-500-Num", "F-500-Mix", "wine", "diabetes"):
+        data = load_table(name)
+        assert data.task == dataset_task(name), name
+        kind = np.asarray(data.y).dtype.kind
+        assert kind == ("f" if data.task == "regression" else "i"), name
+    assert dataset_task("cohort.csv") is None
+    with pytest.raises(ValueError, match="task='survival' must be one of classification"):
+        load_table("wine", task="survival")

@@ -215,6 +215,33 @@ def test_split_rows_seeded():
     assert not all(np.array_equal(p, q) for p, q in zip(a, c, strict=True))
 
 
+def test_split_rows_without_stratification_ignores_the_target():
+    """A regression target: every value would be a class of its own, so the deal is one
+    random order of all rows, the same whatever the values."""
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=103)
+    parts = split_rows(y, 4, random_state=5, stratify=False)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(103))
+    assert sorted(len(p) for p in parts) == [25, 26, 26, 26]
+    for other in (np.sort(y), np.zeros(103), rng.normal(size=103)):
+        again = split_rows(other, 4, random_state=5, stratify=False)
+        assert all(np.array_equal(a, b) for a, b in zip(parts, again, strict=True))
+    # stratified, the values decide the deal: sorted by value, dealt round-robin
+    stratified = split_rows(y, 4, random_state=5)
+    assert not all(np.array_equal(a, b) for a, b in zip(parts, stratified, strict=True))
+    other_seed = split_rows(y, 4, random_state=6, stratify=False)
+    assert not all(np.array_equal(a, b) for a, b in zip(parts, other_seed, strict=True))
+    # each site gets values from the whole range, not a band
+    order = np.argsort(np.argsort(y))
+    assert all(np.ptp(order[p]) > 60 for p in parts)
+    frame = pd.DataFrame({f"x{i}": range(103) for i in range(6)}).assign(y=y)
+    sites = split_table(frame, "y", 4, 0.5, random_state=5, stratify=False)
+    assert sorted(i for t in sites.values() for i in t.index) == list(range(103))
+    shifted = split_table(frame.assign(y=-y), "y", 4, 0.5, random_state=5, stratify=False)
+    for a, b in zip(sites.values(), shifted.values(), strict=True):
+        assert list(a.index) == list(b.index) and list(a.columns) == list(b.columns)
+
+
 def test_split_rows_validation():
     with pytest.raises(ValueError, match="n_sites"):
         split_rows([0, 1, 0], 1)

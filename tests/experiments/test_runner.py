@@ -623,3 +623,275 @@ def test_bad_calibration_plans(change, message):
     plan = ExperimentPlan(datasets=["wine"], reps=1, **change)
     with pytest.raises(ValueError, match=message):
         plan.validate()
+
+
+# ------------------------------------------------------ regression targets
+@pytest.fixture(scope="module")
+def diabetes():
+    return load_table("diabetes")
+
+
+def test_a_regression_repetition_scores_every_method_at_every_site(diabetes):
+    from fedforest.experiments.runner import ALL_METHODS
+
+    assert diabetes.task == "regression" and diabetes.X.shape == (442, 10)
+    metrics = ["rmse", "mae", "r2"]
+    rows = pd.DataFrame(run_repetition(diabetes, 3, 0.5, 0, ALL_METHODS, metrics, n_estimators=5))
+    assert list(rows.columns) == TIDY_COLUMNS
+    assert len(rows) == 3 * len(ALL_METHODS) * len(metrics)
+    for (site, method), group in rows.groupby(["site", "method"]):
+        assert sorted(group["metric"]) == sorted(metrics), (site, method)
+    assert set(rows["method"]) == set(ALL_METHODS)
+    assert set(rows["site"]) == {"site-1", "site-2", "site-3"}
+    values = rows.pivot_table(index=["site", "method"], columns="metric", values="value")
+    assert np.isfinite(values.to_numpy()).all()
+    # errors in the target's units (sd 77): a forest beats predicting the mean, not by far
+    assert values["rmse"].between(40, 100).all() and (values["mae"] <= values["rmse"]).all()
+    assert (values["r2"] < 0.8).all() and values["r2"].median() > 0
+    # the default metric of a regression dataset is RMSE
+    default = run_repetition(diabetes, 2, 0.5, 0, ["local"], n_estimators=3)
+    assert {r["metric"] for r in default} == {"rmse"}
+
+
+def test_regression_repetitions_are_reproducible_and_differ_by_seed():
+    data = load_table("F-500-Mix")
+    assert data.task == "regression" and len(data.categorical) == 8
+    a = run_repetition(data, 3, 0.5, 1, ["mp", "wmp"], ["rmse"], n_estimators=5)
+    b = run_repetition(data, 3, 0.5, 1, ["mp", "wmp"], ["rmse"], n_estimators=5, task="regression")
+    c = run_repetition(data, 3, 0.5, 2, ["mp", "wmp"], ["rmse"], n_estimators=5)
+    assert a == b
+    assert [r["value"] for r in a] != [r["value"] for r in c]
+
+
+def test_regression_trains_regressors_on_rows_dealt_and_split_without_stratification(
+    diabetes, monkeypatch
+):
+    from sklearn.model_selection import train_test_split
+
+    from fedforest.experiments import runner
+    from fedforest.experiments.partition import split_table
+
+    seen = {"fit": [], "eval": []}
+    real_fit, real_eval = runner.fit_site_models, runner.evaluate_strategies
+
+    def fit(site, X_tr, y_tr, *args, **kw):
+        seen["fit"].append((site, kw["task"], X_tr.index.copy()))
+        return real_fit(site, X_tr, y_tr, *args, **kw)
+
+    def evaluate(*args, site=None, X_val=None, y_val=None, **kw):
+        seen["eval"].append((site, args[6], kw["calibration"], args[4].index.copy(), X_val.index))
+        assert args[0].is_regression
+        return real_eval(*args, site=site, X_val=X_val, y_val=y_val, **kw)
+
+    monkeypatch.setattr(runner, "fit_site_models", fit)
+    monkeypatch.setattr(runner, "evaluate_strategies", evaluate)
+    run_repetition(diabetes, 3, 0.7, 4, ["mp", "wmp"], ["rmse"], n_estimators=3)
+    frame = diabetes.X.assign(__target__=diabetes.y)
+    tables = split_table(frame, "__target__", 3, 0.7, random_state=4, stratify=False)
+    for (site, task, trained), (site2, classes, calibration, tested, validated) in zip(
+        seen["fit"], seen["eval"], strict=True
+    ):
+        assert site == site2 and task == "regression" and classes is None
+        assert calibration == "none"
+        table = tables[site]
+        X = table.drop(columns="__target__")
+        rest, test = train_test_split(X, test_size=0.25, random_state=4)
+        train, val = train_test_split(rest, test_size=0.2 / 0.75, random_state=4)
+        assert list(tested) == list(test.index)
+        assert list(validated) == list(val.index) and list(trained) == list(train.index)
+
+
+def test_a_regression_experiment_ranks_by_rmse_and_writes_the_tidy_table(tmp_path):
+    from fedforest.experiments.statistics import average_ranks
+
+    plan = ExperimentPlan(
+        datasets=["F-500-Num", "diabetes"],
+        task="regression",
+        n_sites=[3],
+        jaccards=[0.5],
+        reps=2,
+        methods=["local", "mp", "intersection"],
+        n_estimators=5,
+        n_jobs=2,
+    )
+    assert plan.metrics == ["rmse"]
+    tidy = run_experiment(plan, tmp_path)
+    written = pd.read_csv(tmp_path / "results.csv")
+    assert list(written.columns) == TIDY_COLUMNS and len(written) == len(tidy)
+    assert len(tidy) == 2 * 2 * 3 * 3 and set(tidy["metric"]) == {"rmse"}
+    assert set(tidy["dataset"]) == {"F-500-Num", "diabetes"}
+    pd.testing.assert_frame_equal(written, tidy, check_dtype=False)
+    ranks = average_ranks(tidy, "rmse").ranks
+    # rank 1 is the lowest RMSE of a block (dataset, sites, overlap, repetition)
+    means = tidy.groupby(["dataset", "rep", "method"])["value"].mean().unstack()
+    by_hand = means.rank(axis=1, ascending=True).mean().sort_values(kind="stable")
+    pd.testing.assert_series_equal(ranks, by_hand, check_names=False)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(task="survival"), "task='survival' must be one of classification, regression"),
+        (
+            dict(metrics=["rmse", "auc"]),
+            r"metrics \['auc'\] \(--metrics\) are classification metrics; --task regression "
+            "scores rmse, mae, r2",
+        ),
+        (dict(metrics=["f1"]), r"metrics \['f1'\] are not among \['rmse', 'mae', 'r2'\]"),
+        (dict(metrics=[]), "metrics is empty"),
+        (
+            dict(partition="dirichlet", alphas=[0.5]),
+            "a regression target has no classes: under --task regression use partition jaccard",
+        ),
+        (dict(calibration="sigmoid"), "calibration='sigmoid' \\(--calibration\\) calibrates"),
+        (dict(auto_metric="auc"), "auto and wmp choose by validation RMSE"),
+        (dict(voting="hard"), "the trees' predictions are averaged"),
+    ],
+)
+def test_bad_regression_plans(change, message):
+    plan = ExperimentPlan(datasets=["diabetes"], reps=1, task="regression")
+    plan.validate()
+    plan.partition, plan.alphas = "quantity", [1.0]
+    plan.validate()  # the quantity skew has no classes to stratify
+    plan.partition, plan.alphas = "jaccard", []
+    for key, value in change.items():
+        setattr(plan, key, value)
+    with pytest.raises(ValueError, match=message):
+        plan.validate()
+
+
+def test_a_classification_plan_refuses_regression_metrics_naming_the_task():
+    plan = ExperimentPlan(datasets=["wine"], reps=1, metrics=["auc", "rmse"])
+    with pytest.raises(ValueError) as info:
+        plan.validate()
+    assert str(info.value).startswith(
+        "metrics ['rmse'] (--metrics) are regression metrics; --task classification scores "
+        "auprc, auc, mcc, accuracy, brier, log_loss, ece; for a numeric target use --task "
+        "regression"
+    )
+
+
+def test_a_dataset_of_the_other_task_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "out"
+    plan = ExperimentPlan(datasets=["diabetes"], reps=1, n_sites=[2])
+    with pytest.raises(ValueError) as info:
+        run_experiment(plan, out)
+    assert str(info.value).startswith("dataset diabetes: a regression dataset (its target is a")
+    assert "run it with --task regression (metrics rmse, mae, r2)" in str(info.value)
+    plan = ExperimentPlan(datasets=["F-500-Num", "wine"], reps=1, n_sites=[2], task="regression")
+    with pytest.raises(ValueError) as info:
+        run_experiment(plan, out)
+    assert str(info.value).startswith("dataset wine: a classification dataset (3 classes)")
+    assert (
+        "--task regression needs a numeric target: F-500-Num, F-500-Mix, diabetes or a CSV file "
+        "with a numeric --target" in str(info.value)
+    )
+    assert not out.exists()
+    with pytest.raises(ValueError, match="dataset diabetes: a regression dataset"):
+        run_repetition(load_table("diabetes"), 2, 0.5, 0, ["mp"], ["auc"], task="classification")
+
+
+def test_a_csv_measurement_runs_under_regression_and_names_it_under_classification(tmp_path):
+    data = load_table("F-500-Num")
+    path = tmp_path / "cohort.csv"
+    data.X.iloc[:, :8].assign(los=np.round(data.y, 2), ward=["a", "b"] * 250).to_csv(
+        path, index=False
+    )
+    plan = ExperimentPlan(
+        datasets=[str(path)],
+        target="los",
+        n_sites=[2],
+        jaccards=[0.5],
+        reps=1,
+        methods=["local", "mp"],
+        n_estimators=3,
+    )
+    with pytest.raises(ValueError) as info:
+        run_experiment(plan)
+    text = str(info.value)
+    assert text.startswith("dataset cohort: the target holds non-integer numbers such as")
+    assert "For a measurement use --task regression (metrics rmse, mae, r2)" in text
+    assert "fewer sites" not in text
+    tidy = run_experiment(ExperimentPlan(**{**vars(plan), "task": "regression", "metrics": None}))
+    assert set(tidy["metric"]) == {"rmse"} and tidy["value"].notna().all()
+    assert len(tidy) == 2 * 2
+
+
+def test_regression_datasets_too_small_or_not_numbers_are_refused(tmp_path):
+    from fedforest.experiments.datasets import regression_floor
+
+    assert regression_floor() == 5 and regression_floor(validation_fraction=0.2) == 6
+    base = dict(target="y", jaccards=[0.5], reps=1, task="regression", n_estimators=3)
+    small = tmp_path / "small.csv"
+    pd.DataFrame({"x": range(16), "z": range(16), "y": np.linspace(0, 1, 16)}).to_csv(
+        small, index=False
+    )
+    plan = ExperimentPlan(datasets=[str(small)], n_sites=[2, 4], methods=["mp"], **base)
+    with pytest.raises(ValueError) as info:
+        run_experiment(plan)
+    assert str(info.value) == (
+        "dataset small: 16 rows; the even deal over 4 sites gives the smallest 4 rows, but a "
+        "site needs at least 5 (so that its training and test rows hold 2 rows each): 20 rows "
+        "in all. Use fewer sites (--sites) or more rows"
+    )
+    with pytest.raises(ValueError) as info:  # validation rows: one more row per site
+        run_experiment(ExperimentPlan(**{**vars(plan), "n_sites": [3], "methods": ["wmp"]}))
+    assert (
+        "gives the smallest 5 rows, but a site needs at least 6 (so that its training, test "
+        "and validation rows hold 2 rows each): 18 rows in all. Use fewer sites (--sites), a "
+        "smaller --validation-fraction or more rows"
+    ) in str(info.value)
+    skewed = {"methods": ["wmp"], "partition": "quantity", "alphas": [1.0], "n_sites": [3]}
+    with pytest.raises(ValueError) as info:
+        run_experiment(ExperimentPlan(**{**vars(plan), **skewed}))
+    assert "Dirichlet quantity skew over 3 sites first gives every site 6 rows" in str(info.value)
+    assert "which needs 18 rows in all. Use fewer sites (--sites), a smaller" in str(info.value)
+    tidy = run_experiment(ExperimentPlan(**{**vars(plan), "n_sites": [2, 3]}))
+    assert tidy["value"].notna().all()
+    text = tmp_path / "text.csv"
+    pd.DataFrame({"x": range(40), "y": ["low", "high"] * 20}).to_csv(text, index=False)
+    with pytest.raises(ValueError, match="the target holds text such as 'low': class labels"):
+        run_experiment(ExperimentPlan(datasets=[str(text)], n_sites=[2], methods=["mp"], **base))
+    flat = tmp_path / "flat.csv"
+    pd.DataFrame({"x": range(40), "y": [3.5] * 40}).to_csv(flat, index=False)
+    with pytest.raises(ValueError, match="the target is 3.5 in every row"):
+        run_experiment(ExperimentPlan(datasets=[str(flat)], n_sites=[2], methods=["mp"], **base))
+
+
+def test_regression_quantity_skew_and_natural_sites(tmp_path):
+    plan = ExperimentPlan(
+        datasets=["diabetes"],
+        task="regression",
+        n_sites=[3],
+        jaccards=[0.5],
+        reps=1,
+        methods=["local", "mp", "wmp"],
+        metrics=["rmse", "r2"],
+        n_estimators=3,
+        partition="quantity",
+        alphas=[0.5],
+    )
+    tidy = run_experiment(plan)
+    assert set(tidy["dataset"]) == {"diabetes@quantity-0.5"} and len(tidy) == 3 * 3 * 2
+    rmse = tidy[tidy["metric"] == "rmse"]["value"]
+    assert np.isfinite(rmse).all()
+    data = load_table("diabetes")
+    frame = data.X.assign(y=data.y)
+    files = []
+    for k, (start, stop, cols) in enumerate(
+        [(0, 150, ["f0", "f2", "f3"]), (150, 442, ["f2", "f8"])]
+    ):
+        path = tmp_path / f"clinic{k}.csv"
+        frame.iloc[start:stop][[*cols, "y"]].to_csv(path, index=False)
+        files.append(str(path))
+    natural = ExperimentPlan(
+        datasets=[], site_files=files, target="y", task="regression", reps=2,
+        methods=["local", "mp", "intersection"], n_estimators=3,
+    )  # fmt: skip
+    tidy = run_experiment(natural)
+    assert set(tidy["site"]) == {"clinic0", "clinic1"} and set(tidy["metric"]) == {"rmse"}
+    assert len(tidy) == 2 * 2 * 3 and tidy["value"].notna().all()
+    tiny = tmp_path / "tiny.csv"
+    frame.head(4)[["f2", "y"]].to_csv(tiny, index=False)
+    with pytest.raises(ValueError, match=rf"site file {tiny}: 4 rows; every site needs at least 5"):
+        run_experiment(ExperimentPlan(**{**vars(natural), "site_files": [files[0], str(tiny)]}))

@@ -114,3 +114,21 @@ def test_bad_site_files_are_refused_naming_the_file(tmp_path, hospitals):
         load_site_files(hospitals, "y", categorical=["nope"])
     with pytest.raises(ValueError, match="--categorical names the target 'y'"):
         load_site_files(hospitals, "y", categorical=["y"])
+
+
+def test_regression_site_files_may_hold_one_value_at_a_site(tmp_path):
+    from fedforest.experiments.datasets import check_dataset
+
+    a = write(tmp_path / "a.csv", pd.DataFrame({"f0": range(20), "los": np.linspace(1, 9, 20)}))
+    one = write(tmp_path / "one.csv", pd.DataFrame({"f0": range(20), "los": [2.5] * 20}))
+    with pytest.raises(ValueError, match="has a single class"):
+        load_site_files([a, one], "los")
+    data = load_site_files([a, one], "los", task="regression")
+    assert data.task == "regression" and data.y.dtype.kind == "f"
+    check_dataset(data, [2])  # the dataset's task: accepted
+    with pytest.raises(ValueError, match="a regression dataset .* run it with --task regression"):
+        check_dataset(data, [2], task="classification")
+    b = write(tmp_path / "b.csv", pd.read_csv(a))
+    data = load_site_files([a, b], "los")  # classification: two "classes" at least
+    with pytest.raises(ValueError, match="non-integer numbers .* For a measurement use --task"):
+        check_dataset(data, [2])

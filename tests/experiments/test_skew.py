@@ -257,3 +257,24 @@ def test_scenario_names():
     assert scenario_name("S-500-Mix", "jaccard", None) == "S-500-Mix"
     assert scenario_name("S-500-Mix", "dirichlet", 0.3) == "S-500-Mix@dirichlet-0.3"
     assert scenario_name("breast_cancer", "quantity", 1.0) == "breast_cancer@quantity-1"
+
+
+def test_quantity_skew_of_a_regression_target_deals_the_rows_as_one_class():
+    X, y = load_bundled("diabetes")
+    frame = X.assign(y=y)
+    skewed = skewed_table(frame, "y", 4, 0.4, "quantity", 0.3, 6, random_state=7, stratify=False)
+    even = split_table(frame, "y", 4, 0.4, random_state=7, stratify=False)
+    for site in even:
+        assert list(skewed[site].columns) == list(even[site].columns)
+    sizes = [len(t) for t in skewed.values()]
+    assert sum(sizes) == len(frame) and min(sizes) >= 6 and np.std(sizes) > 20
+    # the target's values play no part: the same rows for another target
+    again = skewed_table(
+        frame.assign(y=-y), "y", 4, 0.4, "quantity", 0.3, 6, random_state=7, stratify=False
+    )
+    pairs = zip(skewed.values(), again.values(), strict=True)
+    assert all(list(a.index) == list(b.index) for a, b in pairs)
+    # a site's rows are a random draw, not a band of the target's values
+    assert all(t["y"].std() > 0.5 * y.std() for t in skewed.values())
+    with pytest.raises(ValueError, match="regression target .* has no classes: use partition"):
+        skewed_table(frame, "y", 4, 0.4, "dirichlet", 0.3, 6, random_state=7, stratify=False)

@@ -292,3 +292,48 @@ def test_the_report_marks_the_lowest_brier_score_best(with_brier, tmp_path):
     assert "+32.8%" in text and "+51.3%" in brier  # (0.39 - 0.19) / 0.39
     ranks = brier.split("| Rank | Method | Average rank |")[1]
     assert ranks.split("\n")[2].startswith("| 1 | MP | 1.00 |")
+
+
+# --------------------------------------------------------------------------- regression metrics
+
+
+@pytest.fixture(scope="module")
+def with_rmse(tidy) -> pd.DataFrame:
+    """The synthetic frame plus an RMSE and an R² that mirror AUPRC: MP lowest RMSE (best)."""
+    auprc = tidy[tidy["metric"] == "auprc"]
+    rmse = auprc.assign(metric="rmse", value=40.0 * (1.0 - auprc["value"]))
+    r2 = auprc.assign(metric="r2")
+    return pd.concat([tidy, rmse, r2], ignore_index=True)
+
+
+def test_rmse_ranks_the_lowest_error_first_with_friedman_and_nemenyi(with_rmse):
+    from fedforest.vocabulary import LOWER_IS_BETTER, REGRESSION_METRICS
+
+    assert set(REGRESSION_METRICS) - set(LOWER_IS_BETTER) == {"r2"}  # r2: higher is better
+    auprc = average_ranks(with_rmse, "auprc")
+    rmse = average_ranks(with_rmse, "rmse")
+    assert rmse.ranks.index[0] == "mp" and rmse.ranks["mp"] == 1.0
+    assert rmse.ranks["intersection"] == len(BASE)
+    assert list(rmse.ranks.index) == list(auprc.ranks.index)
+    assert rmse.statistic == pytest.approx(auprc.statistic) and rmse.pvalue < 1e-6
+    assert rmse.cd == pytest.approx(nemenyi_cd(len(BASE), 30))
+    r2 = average_ranks(with_rmse, "r2")  # higher is better, as AUPRC
+    assert list(r2.ranks.index) == list(auprc.ranks.index)
+    gains = relative_gain(with_rmse, "rmse")
+    base, mp = 40 * (1 - expected("intersection", 2, 0.3)), 40 * (1 - expected("mp", 2, 0.3))
+    assert gains.loc["mp", (2, 0.3)] == pytest.approx((base - mp) / base)  # the reduction
+    table = summary_table(with_rmse, "rmse")
+    assert table.loc["mp", (0.3, 2)] == pytest.approx(mp)
+
+
+def test_the_report_shows_rmse_lowest_best(with_rmse, tmp_path):
+    path = write_report(with_rmse, tmp_path / "out", metrics=("rmse", "r2"))
+    text = path.read_text(encoding="utf-8")
+    assert "Lower is better for RMSE" in text and "## RMSE" in text and "## R²" in text
+    rmse = text.split("## RMSE")[1].split("## R²")[0]
+    assert "| MP | **7.600** |" in rmse  # 40 * (1 - 0.81), the lowest, in bold
+    ranks = rmse.split("| Rank | Method | Average rank |")[1]
+    assert ranks.split("\n")[2].startswith("| 1 | MP | 1.00 |")
+    assert "**Friedman test** over 30 blocks" in rmse and "**Nemenyi CD**" in rmse
+    for name in ("cd_rmse.png", "synth_rmse_vs_jaccard.png", "synth_methods_by_sites.png"):
+        assert (tmp_path / "out" / name).is_file(), name

@@ -12,7 +12,15 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 
-from fedforest.experiments.synthetic import DATASETS, SCALE, load_dataset, make_synthetic
+from fedforest.experiments.synthetic import (
+    DATASET_TASKS,
+    DATASETS,
+    REGRESSION_DATASETS,
+    SCALE,
+    load_dataset,
+    make_friedman,
+    make_synthetic,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "data_prep"))
@@ -87,8 +95,71 @@ def test_datasets_balanced(name):
 
 
 def test_load_dataset_unknown_names_known():
-    with pytest.raises(ValueError, match="S-500-Num, S-500-Cat, S-500-Mix"):
+    with pytest.raises(ValueError, match="S-500-Num, S-500-Cat, S-500-Mix, F-500-Num, F-500-Mix"):
         load_dataset("S-500-Text")
+
+
+# ---------------------------------------------------------------- regression: Friedman #1
+
+
+def friedman_signal(X: pd.DataFrame, categorical: list[str]) -> np.ndarray:
+    """Friedman #1 of the informative columns: the first three numeric ones, then the next
+    two numeric ones or the first two categorical ones (a level gives its midpoint)."""
+    nums = [X[c].to_numpy(dtype=float) for c in numeric(X, categorical)]
+    if categorical:
+        codes = [X[c].to_numpy() for c in categorical[:2]]
+        last = [(k + 0.5) / (k.max() + 1) for k in codes]  # every level occurs
+    else:
+        last = nums[3:5]
+    x1, x2, x3, x4, x5 = *nums[:3], *last
+    return 10 * np.sin(np.pi * x1 * x2) + 20 * (x3 - 0.5) ** 2 + 10 * x4 + 5 * x5
+
+
+@pytest.mark.parametrize("name, n_cat", [("F-500-Num", 0), ("F-500-Mix", 8)])
+def test_friedman_datasets_are_regression_tables_of_five_informative_columns(name, n_cat):
+    assert DATASET_TASKS[name] == "regression" and name in REGRESSION_DATASETS
+    assert all(DATASET_TASKS[n] == "classification" for n in DATASETS)
+    X, y, categorical = load_dataset(name)
+    assert X.shape == (500, 16) and y.shape == (500,) and y.dtype.kind == "f"
+    assert len(categorical) == n_cat and list(X.columns)[16 - n_cat :] == categorical
+    for col in categorical:
+        levels = np.unique(X[col])
+        assert 3 <= len(levels) <= 5 and np.array_equal(levels, np.arange(len(levels)))
+    nums = numeric(X, categorical)
+    assert ((X[nums] >= 0) & (X[nums] < 1)).all().all()
+    # the target is Friedman #1 of the informative columns plus noise of sd 1
+    residual = y - friedman_signal(X, categorical)
+    assert abs(residual.mean()) < 0.15 and 0.9 < residual.std() < 1.1
+    assert 4 < y.std() < 6
+    X2, y2, _ = load_dataset(name)
+    pd.testing.assert_frame_equal(X, X2)
+    assert np.array_equal(y, y2)
+    X3, y3, _ = load_dataset(name, random_state=1)
+    assert not np.array_equal(y, y3)
+
+
+def test_only_the_informative_columns_carry_the_signal():
+    from sklearn.ensemble import RandomForestRegressor
+
+    X, y, _ = make_friedman("num", n_rows=1000, random_state=2)
+    rf = RandomForestRegressor(n_estimators=40, random_state=0, n_jobs=1).fit(X, y)
+    importance = pd.Series(rf.feature_importances_, index=X.columns)
+    assert set(importance.nlargest(5).index) == {f"num_0{i}" for i in range(1, 6)}
+    assert importance.iloc[5:].max() < 0.02
+
+
+def test_make_friedman_validation_and_no_noise():
+    X, y, cat = make_friedman("mix", n_rows=50, n_features=5, random_state=0, noise=0)
+    assert list(X.columns) == ["num_01", "num_02", "num_03", "cat_01", "cat_02"]
+    assert np.allclose(y, friedman_signal(X, cat))
+    for kwargs, message in [
+        (dict(kind="cat"), "kind must be one of num, mix"),
+        (dict(kind="num", n_features=4), "n_features must be an integer >= 5"),
+        (dict(kind="num", n_rows=1), "n_rows"),
+        (dict(kind="num", noise=-1.0), "noise must be a finite number >= 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            make_friedman(**kwargs)
 
 
 def univariate_auc(x: pd.Series, y: np.ndarray, is_categorical: bool) -> float:

@@ -11,6 +11,8 @@ from ..vocabulary import (
     DEFAULT_AUTO_METRIC,
     METRICS,
     POOLING_WEIGHTS,
+    REGRESSION_METRICS,
+    TASKS,
     VOTING,
 )
 from .options import MAX_TREES, choice, integer, listed, name, number
@@ -83,6 +85,7 @@ def _experiment(args: argparse.Namespace) -> int:
         calibration=args.calibration,
         pooling_weights=args.pooling_weights,
         auto_metric=args.auto_metric,
+        task=args.task,
     )
     out = Path(args.out)
     # progress lines (one per finished scenario) show even without --verbose
@@ -115,13 +118,24 @@ def add_parser(sub) -> None:
         "Jaccard overlap and repetition, split rows and features, train, pool and score every "
         "method at every site. Writes results.csv (tidy), summary tables, plots and report.md. "
         "The rows can be skewed over the sites (--partition), or the sites can be real ones, "
-        "one CSV file each (--site-files).",
+        "one CSV file each (--site-files). With --task regression the targets are numbers, "
+        "scored by RMSE (default), MAE or R².",
     )
     p.add_argument(
         "datasets",
         nargs="*",
-        help="S-500-Num, S-500-Cat, S-500-Mix, breast_cancer, wine, digits or CSV files "
-        "(with --target); none with --site-files",
+        help="classification: S-500-Num, S-500-Cat, S-500-Mix, breast_cancer, wine, digits; "
+        "regression (--task regression): F-500-Num, F-500-Mix, diabetes; or CSV files (with "
+        "--target); none with --site-files",
+    )
+    p.add_argument(
+        "--task",
+        type=choice(TASKS),
+        default="classification",
+        help="what the target is: classification (class labels, the default) or regression "
+        "(numbers: regression forests scored by rmse, mae or r2; rows dealt and split without "
+        "stratification; no --calibration, --auto-metric, --voting hard or --partition "
+        "dirichlet)",
     )
     p.add_argument("--target", help="target column of CSV datasets and site files")
     p.add_argument(
@@ -177,11 +191,11 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--metrics",
-        type=listed(choice(METRICS), "metrics"),
-        default="auprc,auc,mcc",
+        type=listed(choice((*METRICS, *REGRESSION_METRICS)), "metrics"),
         help="metrics to score, comma-separated (default auprc,auc,mcc, the paper's; also "
         "accuracy and the lower-is-better brier, log_loss, ece); with brier, log_loss or ece "
-        "the reliability bins are written to calibration.csv",
+        "the reliability bins are written to calibration.csv. With --task regression: rmse "
+        "(the default), mae (both lower is better) and r2",
     )
     p.add_argument(
         "--calibration",

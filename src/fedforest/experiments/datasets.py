@@ -1,13 +1,20 @@
 """Experiment datasets: loading a table, and checking that the sites can use it.
 
-A :class:`Dataset` is a table of features and labels: one of the synthetic
+A :class:`Dataset` is a table of features and a target: one of the synthetic
 sets (:mod:`~.synthetic`), a table bundled with scikit-learn
 (:mod:`~.bundled`), a CSV file (:func:`load_table`) or natural sites, one CSV
-file per site (:func:`~.sites.load_site_files`). :func:`check_dataset`
-refuses, before anything runs, a dataset whose sites could not be split into
-training, test (and validation) rows that hold every class, for the paper's
-even deal (:func:`rows_per_class`), a skewed deal (:func:`class_floor` rows
-of every class per site) and natural sites alike.
+file per site (:func:`~.sites.load_site_files`). Every dataset declares its
+task (:data:`~fedforest.vocabulary.TASKS`): class labels (classification)
+or numbers (regression); the named sets have their own (:func:`dataset_task`),
+a CSV file takes the experiment's.
+
+:func:`check_dataset` refuses, before anything runs, a dataset of the other
+task, and one whose sites could not be split into training, test (and
+validation) rows: for classification rows that hold every class, for the
+paper's even deal (:func:`rows_per_class`), a skewed deal
+(:func:`class_floor` rows of every class per site) and natural sites alike;
+for regression :func:`regression_floor` rows at every site, so that each
+part has :data:`MIN_REGRESSION_PART_ROWS` rows.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..federation.splits import split_sizes
 from ..model.inputs import FLOAT32_MAX
-from ..vocabulary import VALIDATION_METHODS
+from ..vocabulary import REGRESSION_METRICS, TASKS, VALIDATION_METHODS
 from .partition import pairwise_jaccard
 
 
@@ -78,11 +86,12 @@ class NaturalSites:
 
 @dataclass
 class Dataset:
-    """A table for experiments: features, labels and which columns are categorical.
+    """A table for experiments: features, target and which columns are categorical.
 
     Natural sites (:func:`~.sites.load_site_files`) also say which rows and
     columns are each site's (``sites``); a single table has ``None`` there and
-    is split over simulated sites.
+    is split over simulated sites. ``task`` says what the target is: class
+    labels (``"classification"``) or numbers (``"regression"``).
     """
 
     name: str
@@ -90,6 +99,7 @@ class Dataset:
     y: np.ndarray
     categorical: list[str] = field(default_factory=list)
     sites: NaturalSites | None = None
+    task: str = "classification"
 
     @property
     def categories(self) -> dict[str, list[str]]:
@@ -101,28 +111,74 @@ class Dataset:
         return out
 
 
-def load_table(
-    spec: str, target: str | None = None, categorical: Sequence[str] = (), random_state: int = 0
-) -> Dataset:
-    """A synthetic dataset by name (``S-500-Mix`` ...), a dataset bundled with scikit-learn
-    (``breast_cancer``, ``wine``, ``digits``) or a CSV file with a target column.
+def dataset_task(spec: str) -> str | None:
+    """The task of a named dataset (synthetic or bundled), ``None`` for anything else.
 
+    A file of the same name as a bundled dataset is read as the file, so it has no task
+    of its own.
+
+    Examples
+    --------
+    >>> dataset_task("wine"), dataset_task("diabetes"), dataset_task("F-500-Num")
+    ('classification', 'regression', 'regression')
+    """
+    from .bundled import BUNDLED_TASKS
+    from .synthetic import DATASET_TASKS
+
+    if spec in DATASET_TASKS:
+        return DATASET_TASKS[spec]
+    if spec in BUNDLED_TASKS and not Path(spec).is_file():
+        return BUNDLED_TASKS[spec]
+    return None
+
+
+def task_datasets(task: str) -> list[str]:
+    """The named datasets (synthetic, then bundled) of ``task``, for a message.
+
+    Examples
+    --------
+    >>> task_datasets("regression")
+    ['F-500-Num', 'F-500-Mix', 'diabetes']
+    """
+    from .bundled import BUNDLED_TASKS
+    from .synthetic import DATASET_TASKS
+
+    return [n for n, t in {**DATASET_TASKS, **BUNDLED_TASKS}.items() if t == task]
+
+
+def load_table(
+    spec: str,
+    target: str | None = None,
+    categorical: Sequence[str] = (),
+    random_state: int = 0,
+    task: str = "classification",
+) -> Dataset:
+    """A synthetic dataset by name (``S-500-Mix``, ``F-500-Num`` ...), a dataset bundled with
+    scikit-learn (``breast_cancer``, ``wine``, ``digits``, ``diabetes``) or a CSV file with a
+    target column.
+
+    A named dataset has its own task (:func:`dataset_task`); a CSV file's is
+    ``task`` (:func:`check_dataset` refuses a named dataset of another task).
     Non-numeric CSV columns are coded as integers and treated as categorical.
     A file of the same name as a bundled dataset is read as the file.
     """
     from .bundled import BUNDLED, load_bundled
-    from .synthetic import DATASETS, load_dataset
+    from .synthetic import DATASETS, REGRESSION_DATASETS, load_dataset
 
-    if spec in DATASETS:
+    if task not in TASKS:
+        raise ValueError(f"task={task!r} must be one of {', '.join(TASKS)}")
+    named = dataset_task(spec)
+    if spec in DATASETS or spec in REGRESSION_DATASETS:
         X, y, cats = load_dataset(spec, random_state=random_state)
-        return Dataset(spec, X, np.asarray(y), list(cats))
+        return Dataset(spec, X, np.asarray(y), list(cats), task=named)
     path = Path(spec)
-    if spec in BUNDLED and not path.is_file():
+    if named is not None:
         X, y = load_bundled(spec)
-        return Dataset(spec, X, y, [])
+        return Dataset(spec, X, y, [], task=named)
     if not path.is_file():
+        synthetic = [*DATASETS, *REGRESSION_DATASETS]
         raise ValueError(
-            f"dataset {spec!r} is neither a known synthetic set {sorted(DATASETS)}, a dataset "
+            f"dataset {spec!r} is neither a known synthetic set {sorted(synthetic)}, a dataset "
             f"bundled with scikit-learn {sorted(BUNDLED)} nor a CSV file"
         )
     if not target:
@@ -151,7 +207,7 @@ def load_table(
         )
     y = frame.pop(target).to_numpy()
     cats = code_categoricals(frame, categorical)
-    return Dataset(path.stem, frame.astype(float), y, cats)
+    return Dataset(path.stem, frame.astype(float), y, cats, task=task)
 
 
 #: Share of each site's rows held out for testing (paper: 75/25).
@@ -210,6 +266,44 @@ def class_floor(
     return floor
 
 
+#: Rows every part of a regression site's rows (training, validation, test) needs: R² needs two
+#: test rows, and a tree two training rows to split.
+MIN_REGRESSION_PART_ROWS = 2
+
+
+def regression_floor(
+    test_fraction: float = TEST_FRACTION, validation_fraction: float | None = None
+) -> int:
+    """Rows a regression site needs so that each part of its split has
+    :data:`MIN_REGRESSION_PART_ROWS` rows.
+
+    The site splits as :func:`~.runner.run_repetition` does (a plain random
+    split: test rows, then validation rows out of the rest, each rounded up,
+    :func:`~fedforest.federation.splits.split_sizes`); a site with more rows
+    splits too.
+
+    Examples
+    --------
+    >>> regression_floor(), regression_floor(validation_fraction=0.2)
+    (5, 6)
+    """
+    if validation_fraction and validation_fraction / (1 - test_fraction) >= 1:
+        raise ValueError(
+            f"validation_fraction={validation_fraction} leaves no training rows next to "
+            f"the test share {test_fraction}"
+        )
+    n = MIN_REGRESSION_PART_ROWS
+    while True:
+        if validation_fraction:
+            parts = split_sizes(n, validation_fraction, test_fraction)
+        else:
+            n_test = math.ceil(test_fraction * n)
+            parts = (n - n_test, n_test)
+        if min(parts) >= MIN_REGRESSION_PART_ROWS:
+            return n
+        n += 1
+
+
 def _partition_name(partition: str) -> str:
     return {"dirichlet": "Dirichlet label skew", "quantity": "Dirichlet quantity skew"}[partition]
 
@@ -221,8 +315,14 @@ def check_dataset(
     validation_fraction: float | None = None,
     partition: str = "jaccard",
     alphas: Sequence[float] = (),
+    task: str | None = None,
 ) -> None:
     """Refuse a dataset the sites cannot learn from and be scored on, naming what is lacking.
+
+    ``task`` (default: the dataset's own) is the experiment's; a dataset of
+    the other task is refused, naming the ``--task`` to use. A regression
+    dataset is checked by :func:`_check_regression`; the rest of this
+    description is classification's.
 
     For the even deal (``partition="jaccard"``), every class needs
     :func:`rows_per_class` rows for the largest number of sites (and, with
@@ -234,23 +334,33 @@ def check_dataset(
     Raises
     ------
     ValueError
-        If the dataset has no feature, a single class, fewer rows of a
+        If the dataset is of the other task, has no feature, a single class, fewer rows of a
         class than the partition needs, or, with ``validation_fraction``, too
         few rows at the smallest site to split off validation rows
         (:func:`validation_split_problem`). The message names the dataset
         (the site's file), the partition and ``alphas``, and what to change.
     """
+    task = data.task if task is None else task
+    if task not in TASKS:
+        raise ValueError(f"task={task!r} must be one of {', '.join(TASKS)}")
+    if data.task != task:
+        _refuse_other_task(data, task)
     if data.X.shape[1] < 1:
         raise ValueError(f"dataset {data.name}: no feature column besides the target")
     _check_float32(data)
+    if task == "regression":
+        _check_regression(data, n_sites, test_fraction, validation_fraction, partition)
+        return
     y = np.asarray(data.y)
     if y.dtype.kind == "f" and (y != np.round(y)).any():
         example = float(y[y != np.round(y)][0])
         raise ValueError(
             f"dataset {data.name}: the target holds non-integer numbers such as {example!r} "
             f"({len(np.unique(y))} distinct values in {len(y)} rows): a measurement, not a class "
-            "label. An experiment classifies: give a column of class labels (integers or text), "
-            "e.g. a measurement cut into bands, or check that --target names the right column"
+            "label. For a measurement use --task regression (metrics "
+            f"{', '.join(REGRESSION_METRICS)}); --task classification (the default) needs a "
+            "column of class labels (integers or text), e.g. a measurement cut into bands. Or "
+            "check that --target names the right column"
         )
     labels, counts = np.unique(y, return_counts=True)
     found = class_counts_text(labels, counts)
@@ -302,6 +412,93 @@ def check_dataset(
                 )
 
 
+def _refuse_other_task(data: Dataset, task: str) -> None:
+    """Refuse a named dataset of the other task, naming the ``--task`` it takes."""
+    if data.task == "regression":
+        raise ValueError(
+            f"dataset {data.name}: a regression dataset (its target is a number, "
+            f"{len(np.unique(data.y))} distinct values in {len(data.y)} rows), not one of class "
+            "labels; run it with --task regression (metrics "
+            f"{', '.join(REGRESSION_METRICS)})"
+        )
+    raise ValueError(
+        f"dataset {data.name}: a classification dataset ({len(np.unique(data.y))} classes), "
+        f"not one of numbers; --task {task} needs a numeric target: "
+        f"{', '.join(task_datasets(task))} or a CSV file with a numeric --target. Run "
+        f"{data.name} with --task classification (the default)"
+    )
+
+
+def _check_regression(
+    data: Dataset,
+    n_sites: Sequence[int],
+    test_fraction: float,
+    validation_fraction: float | None,
+    partition: str,
+) -> None:
+    """Refuse a regression target that is not numbers, not finite or constant, a label-skew
+    partition, and sites too small for :func:`regression_floor` rows (the smallest site of
+    the even deal, the floor every site of the quantity skew gets first, or a natural site)."""
+    y = np.asarray(data.y)
+    if y.dtype.kind not in "iuf":
+        text = pd.Series(y)
+        numeric = pd.to_numeric(text, errors="coerce")
+        example = text[numeric.isna()].iloc[0] if numeric.isna().any() else text.iloc[0]
+        raise ValueError(
+            f"dataset {data.name}: the target holds text such as {example!r}: class labels, "
+            "not numbers. --task regression needs a numeric target: use --task classification "
+            "for class labels, or check that --target names the right column"
+        )
+    y = y.astype(float)
+    if not np.isfinite(y).all():
+        row = int(np.flatnonzero(~np.isfinite(y))[0])
+        raise ValueError(
+            f"dataset {data.name}: the target is {y[row]:g} in row {row + 1} of the table; "
+            "--task regression needs finite numbers: drop the row or fix the value"
+        )
+    if len(np.unique(y)) < 2:
+        raise ValueError(
+            f"dataset {data.name}: the target is {y[0]:g} in every row; a regression "
+            "experiment needs a target that varies"
+        )
+    if partition == "dirichlet":
+        raise ValueError(
+            f"dataset {data.name}: --partition dirichlet (label skew) shares each class's rows "
+            "among the sites, and a regression target has no classes; under --task regression "
+            "use --partition jaccard (the even deal) or quantity (skewed site sizes)"
+        )
+    floor = regression_floor(test_fraction, validation_fraction)
+    parts = "training, test and validation" if validation_fraction else "training and test"
+    if data.sites is not None:
+        for site, rows in data.sites.rows.items():
+            if len(rows) < floor:
+                raise ValueError(
+                    f"site file {data.sites.files[site]}: {len(rows)} rows; every site needs at "
+                    f"least {floor} (so that its {parts} rows hold "
+                    f"{MIN_REGRESSION_PART_ROWS} rows each). Add rows to that site or leave it "
+                    f"out{' (or use a smaller --validation-fraction)' if validation_fraction else ''}"
+                )
+        return
+    most = max(n_sites)
+    need = most * floor
+    if len(y) < need:
+        why = f"so that its {parts} rows hold {MIN_REGRESSION_PART_ROWS} rows each"
+        if partition == "jaccard":
+            deal = (
+                f"the even deal over {most} sites gives the smallest {len(y) // most} rows, but "
+                f"a site needs at least {floor} ({why}): {need} rows in all"
+            )
+        else:
+            deal = (
+                f"{_partition_name(partition)} over {most} sites first gives every site {floor} "
+                f"rows ({why}), which needs {need} rows in all"
+            )
+        raise ValueError(
+            f"dataset {data.name}: {len(y)} rows; {deal}. Use fewer sites (--sites)"
+            f"{', a smaller --validation-fraction' if validation_fraction else ''} or more rows"
+        )
+
+
 def _check_float32(data: Dataset) -> None:
     """Refuse a feature value the trees cannot split on (infinite, or beyond float32)."""
     values = data.X.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -336,7 +533,8 @@ def class_counts_text(labels, counts) -> str:
     return (
         ", ".join(f"{label}: {count}" for label, count in rare)
         + f", and {len(pairs) - SHOWN_CLASSES} more classes (the rarest are shown; "
-        f"{len(pairs)} classes in all: is the target a class label?)"
+        f"{len(pairs)} classes in all: is the target a class label? For a number use "
+        "--task regression)"
     )
 
 

@@ -46,7 +46,7 @@ __all__ = ["write_report"]
 #: The runner's per-bin table beside ``results.csv`` (``CALIBRATION_COLUMNS``, one row per bin).
 CALIBRATION_FILE = "calibration.csv"
 #: The metrics of the method-by-number-of-sites chart, left to right (those the results hold).
-GRID_METRICS = ("auc", "brier")
+GRID_METRICS = ("auc", "brier", "rmse")
 
 
 def _fmt(v: float, digits: int = 3) -> str:
@@ -137,7 +137,7 @@ def write_report(
     relative gains over the baseline as a table and a heatmap, and the
     Friedman test within the dataset. Parts that cannot be computed (e.g. no
     baseline scores, a single method) are replaced by a note in the report.
-    When ``tidy`` holds AUC or Brier scores (:data:`GRID_METRICS`), per
+    When ``tidy`` holds AUC, Brier or RMSE scores (:data:`GRID_METRICS`), per
     dataset a method-by-number-of-sites chart of them
     (``<dataset>_methods_by_sites.png``). When ``out_dir`` holds the runner's
     ``calibration.csv`` (:data:`CALIBRATION_FILE`), per dataset a reliability

@@ -9,7 +9,8 @@ The experiments of the paper simulate ``N`` sites from a single table:
   so ``O = F / (1 + N (1/(2J) - 1/2))`` (eq. 24), rounded to the nearest integer.
 * **Rows.** The rows are distributed evenly and randomly over the sites; here
   the deal is stratified by class so that every site sees each class as evenly
-  as possible.
+  as possible. A regression target has no classes: with ``stratify=False``
+  the rows are dealt in one random order, whatever the target's values.
 
 Every random choice comes from ``random_state`` (an int seed, a
 :class:`numpy.random.Generator` or ``None``), so a seed reproduces a split.
@@ -193,22 +194,30 @@ def pairwise_jaccard(sets: Iterable[Iterable]) -> float:
     return float(np.mean(scores))
 
 
-def split_rows(y, n_sites: int, random_state: RandomState = None) -> list[np.ndarray]:
+def split_rows(
+    y, n_sites: int, random_state: RandomState = None, stratify: bool = True
+) -> list[np.ndarray]:
     """Deal row indices evenly over the sites, stratified by class.
 
     The rows of each class are shuffled and dealt round-robin, continuing
     from class to class, to a randomly ordered list of sites. So every site
     has within one row of ``len(y) / n_sites`` rows and within one row of its
-    even share of every class.
+    even share of every class. With ``stratify=False`` (a regression target,
+    whose every value would otherwise be a class of its own) all rows are
+    shuffled together and dealt the same way: the sizes are as even, and the
+    values of ``y`` play no part.
 
     Parameters
     ----------
     y : array-like, shape (n_rows,)
-        Class labels (missing labels form their own class).
+        Class labels (missing labels form their own class), or any values
+        with ``stratify=False``.
     n_sites : int
         Number of sites (>= 2, <= n_rows).
     random_state : int, numpy.random.Generator or None
         Source of every random choice.
+    stratify : bool
+        Deal each class evenly (default); ``False`` deals the rows regardless of ``y``.
 
     Returns
     -------
@@ -221,6 +230,8 @@ def split_rows(y, n_sites: int, random_state: RandomState = None) -> list[np.nda
     >>> parts = split_rows([0, 0, 0, 1, 1, 1], 3, random_state=0)
     >>> [len(p) for p in parts]
     [2, 2, 2]
+    >>> [len(p) for p in split_rows([0.5, 1.5, 2.5, 3.5, 4.5], 2, 0, stratify=False)]
+    [3, 2]
     """
     n_sites = _check_sites(n_sites)
     y = np.asarray(y)
@@ -228,9 +239,14 @@ def split_rows(y, n_sites: int, random_state: RandomState = None) -> list[np.nda
         raise ValueError(f"y must be one-dimensional, got shape {y.shape}")
     if len(y) < n_sites:
         raise ValueError(f"y must have at least n_sites={n_sites} rows, got {len(y)}")
-    codes, _ = pd.factorize(pd.Series(y), sort=True, use_na_sentinel=False)
     rng = np.random.default_rng(random_state)
-    deal = np.concatenate([rng.permutation(np.flatnonzero(codes == c)) for c in np.unique(codes)])
+    if stratify:
+        codes, _ = pd.factorize(pd.Series(y), sort=True, use_na_sentinel=False)
+        deal = np.concatenate(
+            [rng.permutation(np.flatnonzero(codes == c)) for c in np.unique(codes)]
+        )
+    else:
+        deal = rng.permutation(len(y))
     site_order = rng.permutation(n_sites)
     owner = site_order[np.arange(len(deal)) % n_sites]
     return [np.sort(deal[owner == s]) for s in range(n_sites)]
@@ -242,12 +258,14 @@ def split_table(
     n_sites: int,
     jaccard: float,
     random_state: RandomState = None,
+    stratify: bool = True,
 ) -> dict[str, pd.DataFrame]:
     """Split a table into sites ``site-1 .. site-N`` with overlapping columns.
 
-    Each site gets its rows from :func:`split_rows` (stratified by ``target``)
-    and its columns from :func:`assign_features` over all non-target columns,
-    plus the target column last. Rows keep their original index labels.
+    Each site gets its rows from :func:`split_rows` (stratified by ``target``,
+    unless ``stratify=False``: a regression target) and its columns from
+    :func:`assign_features` over all non-target columns, plus the target
+    column last. Rows keep their original index labels.
 
     Parameters
     ----------
@@ -261,6 +279,8 @@ def split_table(
         Target pairwise Jaccard similarity of the feature sets, in (0, 1].
     random_state : int, numpy.random.Generator or None
         Source of every random choice.
+    stratify : bool
+        Deal the rows stratified by class (default); ``False`` for a regression target.
 
     Returns
     -------
@@ -284,7 +304,7 @@ def split_table(
         raise ValueError("frame must have at least one column besides the target")
     rng = np.random.default_rng(random_state)
     columns = assign_features(features, n_sites, jaccard, rng)
-    rows = split_rows(frame[target].to_numpy(), n_sites, rng)
+    rows = split_rows(frame[target].to_numpy(), n_sites, rng, stratify=stratify)
     names = site_names(n_sites)
     out = {
         name: frame.iloc[idx][cols + [target]]

@@ -22,6 +22,19 @@ concentration ``alpha`` over each class's shares) or quantity skew
 the overlap J, and every site gets at least :func:`~.datasets.class_floor` rows of every
 class. Natural sites (:mod:`~.sites`, one CSV file per site) keep their own
 rows and columns; each repetition splits every site's rows afresh.
+
+A regression target (``task="regression"``, a dataset of numbers:
+:func:`~.datasets.dataset_task`) runs the same protocol with regression
+forests (:func:`~fedforest.federation.training.fit_site_models` with
+``task="regression"``), scored by RMSE, MAE or R²
+(:data:`~fedforest.vocabulary.REGRESSION_METRICS`; default RMSE). Nothing
+is stratified by the target: the rows are dealt in one random order
+(:func:`~.partition.split_rows` with ``stratify=False``) and each site's
+test and validation rows are plain random splits. Label skew (Dirichlet)
+needs classes and is refused; the quantity skew deals the rows as one
+class, every site getting :func:`~.datasets.regression_floor` rows first.
+Calibration, hard voting and ``auto_metric`` are classification's and
+are refused (``auto`` and ``wmp`` choose by validation RMSE).
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sklearn.model_selection import train_test_split
 
 from .. import outputs
 from ..federation.evaluation import evaluate_strategies
@@ -50,6 +64,8 @@ from ..vocabulary import (
     METRICS,
     PAPER_METHODS,
     POOLING_WEIGHTS,
+    REGRESSION_METRICS,
+    TASKS,
     VALIDATION_METHODS,
     VOTING,
 )
@@ -61,6 +77,7 @@ from .datasets import (
     check_dataset,
     class_floor,
     load_table,
+    regression_floor,
 )
 from .markdown import CALIBRATION_FILE
 from .partition import split_table
@@ -76,6 +93,10 @@ ALL_METHODS = EXPERIMENT_METHODS
 PAPER_SITES = (2, 3, 4, 6)
 PAPER_JACCARDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 TIDY_COLUMNS = ["dataset", "n_sites", "jaccard", "rep", "site", "method", "metric", "value"]
+#: The metrics each task can score (:data:`~fedforest.vocabulary.TASKS`).
+TASK_METRICS = {"classification": METRICS, "regression": REGRESSION_METRICS}
+#: The metrics scored when none are named: the paper's, and RMSE for regression.
+DEFAULT_METRICS = {"classification": ("auprc", "auc", "mcc"), "regression": ("rmse",)}
 #: The command named in the marker of an experiment's output folder (``fedforest.outputs``).
 EXPERIMENT_COMMAND = "fedforest experiment"
 
@@ -101,6 +122,57 @@ class Repetition:
     train_rows: dict = field(default_factory=dict)
 
 
+def resolve_task(data: Dataset, task: str | None = None) -> str:
+    """The task of a repetition: ``task``, or the dataset's own when ``None``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown task, or a dataset of the other task (naming the ``--task`` it takes).
+    """
+    if task is None:
+        return data.task
+    if task not in TASKS:
+        raise ValueError(f"task={task!r} must be one of {', '.join(TASKS)}")
+    if task != data.task:
+        check_dataset(data, [2], task=task)  # refuses the other task by name
+    return task
+
+
+def check_task_metrics(task: str, metrics: Sequence[str]) -> None:
+    """Refuse metrics of the other task (or unknown ones), naming what ``task`` scores.
+
+    Examples
+    --------
+    >>> check_task_metrics("regression", ["rmse", "r2"])
+    >>> check_task_metrics("regression", ["auc"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: metrics ['auc'] (--metrics) are classification metrics; --task regression ...
+    """
+    allowed = TASK_METRICS[task]
+    bad = [m for m in metrics if m not in allowed]
+    if not bad:
+        return
+    other = "regression" if task == "classification" else "classification"
+    if all(m in TASK_METRICS[other] for m in bad):
+        raise ValueError(
+            f"metrics {bad} (--metrics) are {other} metrics; --task {task} scores "
+            f"{', '.join(allowed)}"
+            + ("; for a numeric target use --task regression" if other == "regression" else "")
+        )
+    raise ValueError(f"metrics {bad} are not among {list(allowed)} (--task {task})")
+
+
+def _split(X: pd.DataFrame, y, fraction: float, seed: int, task: str):
+    """``fraction`` of a site's rows held out: stratified by class
+    (:func:`~fedforest.federation.splits.split_validation`), a plain random split for
+    regression."""
+    if task == "regression":
+        return train_test_split(X, np.asarray(y), test_size=fraction, random_state=seed)
+    return split_validation(X, y, fraction, seed)
+
+
 def prepare_repetition(
     data: Dataset,
     n_sites: int,
@@ -112,15 +184,19 @@ def prepare_repetition(
     intersection: bool = True,
     partition: str = "jaccard",
     alpha: float | None = None,
+    task: str | None = None,
 ) -> Repetition:
     """Split one repetition over the sites, train every site's models and pool them.
 
     With ``validation_fraction`` each site splits that share of its rows off its
     training rows (as a job's site does) and trains without them. ``partition``
-    and ``alpha`` choose the deal of the rows (:func:`site_tables`).
+    and ``alpha`` choose the deal of the rows (:func:`site_tables`). ``task``
+    (default: the dataset's, :func:`resolve_task`) ``"regression"`` trains
+    regression forests on rows dealt and split without stratification.
     """
+    task = resolve_task(data, task)
     tables = site_tables(
-        data, n_sites, jaccard, rep, partition, alpha, test_fraction, validation_fraction
+        data, n_sites, jaccard, rep, partition, alpha, test_fraction, validation_fraction, task
     )
     sites = list(tables)
     columns = {s: [c for c in t.columns if c != "__target__"] for s, t in tables.items()}
@@ -135,13 +211,13 @@ def prepare_repetition(
     splits, models, train_rows = {}, {}, {}
     for k, site in enumerate(sites):
         t = tables[site]
-        X_tr, X_te, y_tr, y_te = split_validation(
-            t[columns[site]], t["__target__"].to_numpy(), test_fraction, rep
+        X_tr, X_te, y_tr, y_te = _split(
+            t[columns[site]], t["__target__"].to_numpy(), test_fraction, rep, task
         )
         X_val = y_val = None
         if validation_fraction:  # as SiteRunner.set_schema: out of the training rows
-            X_tr, X_val, y_tr, y_val = split_validation(
-                X_tr, y_tr, validation_fraction / (1 - test_fraction), rep
+            X_tr, X_val, y_tr, y_val = _split(
+                X_tr, y_tr, validation_fraction / (1 - test_fraction), rep, task
             )
         splits[site] = (X_te, y_te, X_val, y_val)
         train_rows[site] = len(X_tr)
@@ -156,6 +232,7 @@ def prepare_repetition(
             random_state=rep * 1000 + k,
             intersection_columns=shared if intersection and shared else None,
             imputer_cv=imputer_cv,
+            task=task,
         )
     return Repetition(pool_site_models(list(models.values())), splits, train_rows)
 
@@ -169,6 +246,7 @@ def site_tables(
     alpha: float | None = None,
     test_fraction: float = TEST_FRACTION,
     validation_fraction: float | None = None,
+    task: str = "classification",
 ) -> dict[str, pd.DataFrame]:
     """The sites' tables of one repetition: their columns and the target ``__target__``.
 
@@ -178,6 +256,8 @@ def site_tables(
     even deal) or :func:`~.skew.skewed_table` (``"dirichlet"`` or
     ``"quantity"`` with concentration ``alpha``, at least
     :func:`~.datasets.class_floor` rows of every class per site), seeded by ``rep``.
+    For ``task="regression"`` nothing is stratified by the target, and the
+    quantity skew gives every site :func:`~.datasets.regression_floor` rows first.
     """
     frame = data.X.assign(__target__=data.y)
     if data.sites is not None:
@@ -185,10 +265,18 @@ def site_tables(
             site: frame.iloc[rows][data.sites.columns[site] + ["__target__"]]
             for site, rows in data.sites.rows.items()
         }
+    stratify = task != "regression"
     if partition == "jaccard":
-        return split_table(frame, "__target__", n_sites, jaccard, random_state=rep)
-    floor = class_floor(len(np.unique(data.y)), test_fraction, validation_fraction)
-    return skewed_table(frame, "__target__", n_sites, jaccard, partition, alpha, floor, rep)
+        return split_table(
+            frame, "__target__", n_sites, jaccard, random_state=rep, stratify=stratify
+        )
+    if stratify:
+        floor = class_floor(len(np.unique(data.y)), test_fraction, validation_fraction)
+    else:
+        floor = regression_floor(test_fraction, validation_fraction)
+    return skewed_table(
+        frame, "__target__", n_sites, jaccard, partition, alpha, floor, rep, stratify=stratify
+    )
 
 
 def run_repetition(
@@ -197,7 +285,7 @@ def run_repetition(
     jaccard: float,
     rep: int,
     methods: Sequence[str] = METHODS,
-    metrics: Sequence[str] = ("auprc", "auc", "mcc"),
+    metrics: Sequence[str] | None = None,
     voting: str = "soft",
     n_estimators: int = 100,
     depth_threshold: int = 2,
@@ -209,8 +297,15 @@ def run_repetition(
     pooling_weights: str = "equal",
     auto_metric: str | None = None,
     calibration_rows: list | None = None,
+    task: str | None = None,
 ) -> list[dict]:
     """One repetition of one scenario; tidy rows (one per site, method and metric).
+
+    ``task`` (default: the dataset's own, :func:`resolve_task`) ``"regression"``
+    trains regression forests and scores them by ``metrics`` of
+    :data:`~fedforest.vocabulary.REGRESSION_METRICS` (default
+    :data:`DEFAULT_METRICS`: the paper's three, or RMSE); ``voting``,
+    ``calibration`` and ``auto_metric`` are classification's.
 
     When ``methods`` include one of :data:`~fedforest.vocabulary.VALIDATION_METHODS`,
     or ``calibration`` is not ``"none"`` (every strategy's calibrator is fitted
@@ -227,6 +322,9 @@ def run_repetition(
     ``jaccard`` as given (the caller passes the number of files and their
     realised overlap).
     """
+    task = resolve_task(data, task)
+    metrics = list(DEFAULT_METRICS[task] if metrics is None else metrics)
+    check_task_metrics(task, metrics)
     want_val = needs_validation(methods, calibration)
     prepared = prepare_repetition(
         data,
@@ -239,13 +337,14 @@ def run_repetition(
         intersection="intersection" in methods,
         partition=partition,
         alpha=alpha,
+        task=task,
     )
     dataset = data.name if data.sites is not None else scenario_name(data.name, partition, alpha)
     splits, pooled = prepared.splits, prepared.pooled
     sites = list(splits)
     forest, imputers = pooled.forest, pooled.imputers
     feature_std, intersection = pooled.feature_std, pooled.intersection
-    classes = np.unique(data.y)
+    classes = None if task == "regression" else np.unique(data.y)
     weights = owner_weights(pooling_weights, prepared.train_rows)
     options = {} if auto_metric is None else {"auto_metric": auto_metric}
     rows = []
@@ -332,6 +431,11 @@ class ExperimentPlan:
     named ``name`` or the joined file stems); ``n_sites`` and ``jaccards``
     then do not apply: the scenario has as many sites as files and their
     realised overlap.
+
+    ``task`` is what the targets are (:data:`~fedforest.vocabulary.TASKS`):
+    ``"regression"`` runs numeric targets with regression forests
+    (:func:`run_repetition`); a named dataset of the other task is refused.
+    ``metrics`` default to the task's (:data:`DEFAULT_METRICS`).
     """
 
     datasets: list[str]
@@ -339,7 +443,7 @@ class ExperimentPlan:
     jaccards: list[float] = field(default_factory=lambda: list(PAPER_JACCARDS))
     reps: int = 100
     methods: list[str] = field(default_factory=lambda: list(METHODS))
-    metrics: list[str] = field(default_factory=lambda: ["auprc", "auc", "mcc"])
+    metrics: list[str] | None = None
     voting: str = "soft"
     n_estimators: int = 100
     depth_threshold: int = 2
@@ -354,8 +458,15 @@ class ExperimentPlan:
     calibration: str = "none"
     pooling_weights: str = "equal"
     auto_metric: str | None = None
+    task: str = "classification"
+
+    def __post_init__(self) -> None:
+        if self.metrics is None:  # the task's default (classification's for an unknown task)
+            self.metrics = list(DEFAULT_METRICS.get(self.task, DEFAULT_METRICS["classification"]))
 
     def validate(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"task={self.task!r} must be one of {', '.join(TASKS)}")
         if self.site_files:
             if self.datasets:
                 raise ValueError(
@@ -414,9 +525,11 @@ class ExperimentPlan:
                 f"validation_fraction={vf!r} must be a number in (0, 0.65]: the share of each "
                 f"site's rows held out for validation, next to the test share {TEST_FRACTION}"
             )
-        bad = [m for m in self.metrics if m not in METRICS]
-        if bad:
-            raise ValueError(f"metrics {bad} are not among {list(METRICS)}")
+        if not self.metrics:
+            raise ValueError("metrics is empty; name at least one metric")
+        check_task_metrics(self.task, self.metrics)
+        if self.task == "regression":
+            self._validate_regression()
         if any((not isinstance(n, int)) or n < 2 for n in self.n_sites):
             raise ValueError(f"n_sites={self.n_sites} must be integers >= 2")
         if any(not 0 < j <= 1 for j in self.jaccards):
@@ -438,12 +551,38 @@ class ExperimentPlan:
         ):
             raise ValueError(f"depth_threshold={self.depth_threshold!r} must be an integer >= 0")
 
+    def _validate_regression(self) -> None:
+        """Refuse the options of classification under ``task="regression"``, saying why."""
+        if self.partition == "dirichlet":
+            raise ValueError(
+                "partition='dirichlet' (--partition dirichlet, label skew) shares each class's "
+                "rows among the sites; a regression target has no classes: under --task "
+                "regression use partition jaccard (the even deal) or quantity (skewed sizes)"
+            )
+        if self.calibration != "none":
+            raise ValueError(
+                f"calibration={self.calibration!r} (--calibration) calibrates probabilities; "
+                "under --task regression the forests predict numbers, which are not "
+                "calibrated: leave it at 'none'"
+            )
+        if self.auto_metric is not None:
+            raise ValueError(
+                f"auto_metric={self.auto_metric!r} (--auto-metric) is a classification metric; "
+                "under --task regression auto and wmp choose by validation RMSE (squared "
+                "error): leave it out"
+            )
+        if self.voting != "soft":
+            raise ValueError(
+                f"voting={self.voting!r} (--voting) is a vote of classes; under --task "
+                "regression the trees' predictions are averaged: leave it at 'soft'"
+            )
+
 
 def _init_worker() -> None:
     """One thread per worker process (BLAS, numba kernels): the processes already fill the cores."""
     from threadpoolctl import threadpool_limits
 
-    from ..prediction.classifier import load_kernels
+    from ..prediction.engines import load_kernels
 
     threadpool_limits(1)
     kernels, _ = load_kernels()
@@ -472,6 +611,7 @@ def _task(args):
         pooling_weights=plan.pooling_weights,
         auto_metric=plan.auto_metric,
         calibration_rows=bins,
+        task=plan.task,
     )
     return rows, bins
 
@@ -505,13 +645,20 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
     ValueError
         Before anything runs or is written: for an invalid plan, a dataset
         that cannot be read or split over the sites (:func:`~.datasets.check_dataset`),
-        or an ``out_dir`` that may hold a user's files.
+        or an ``out_dir`` that may hold a user's files; a dataset of the other task than
+        ``plan.task``.
     """
     plan.validate()
     if plan.site_files:
-        datasets = [load_site_files(plan.site_files, plan.target, plan.categorical, plan.name)]
+        datasets = [
+            load_site_files(
+                plan.site_files, plan.target, plan.categorical, plan.name, task=plan.task
+            )
+        ]
     else:
-        datasets = [load_table(d, plan.target, plan.categorical) for d in plan.datasets]
+        datasets = [
+            load_table(d, plan.target, plan.categorical, task=plan.task) for d in plan.datasets
+        ]
     for data in datasets:  # before anything runs or is written
         check_dataset(
             data,
@@ -523,6 +670,7 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
             ),
             partition=plan.partition,
             alphas=plan.alphas,
+            task=plan.task,
         )
         if data.sites is not None and "intersection" in plan.methods:
             if not any(all(c in cols for cols in data.sites.columns.values()) for c in data.X):

@@ -7,7 +7,8 @@ table is a file of its own: :func:`load_site_files` reads them into one
 columns (matched by name; a column a file lacks is absent at that site) and
 which remembers each site's rows and columns. The experiment then repeats
 stratified train/test (and validation) splits within every site, seeded by
-the repetition, instead of dealing rows afresh.
+the repetition, instead of dealing rows afresh (plain random splits for a
+regression target, ``task="regression"``).
 
 Non-numeric columns, and the columns named ``categorical``, are coded as
 integers over all files together (:func:`~.datasets.code_categoricals`), so a level has
@@ -46,7 +47,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["load_site_files"]
 
 
-def _read_site(path: Path, target: str) -> pd.DataFrame:
+def _read_site(path: Path, target: str, task: str = "classification") -> pd.DataFrame:
     try:
         # the header as written: pandas renames a repeated name ("x", "x.1") when it reads
         raw = pd.read_csv(path, nrows=1, header=None, dtype=str).iloc[0].tolist()
@@ -76,7 +77,7 @@ def _read_site(path: Path, target: str) -> pd.DataFrame:
             f"site file {path}: the target {target!r} is missing in {missing} rows; drop them first"
         )
     classes = frame[target].value_counts(sort=False).sort_index()
-    if len(classes) < 2:
+    if task == "classification" and len(classes) < 2:
         found = ", ".join(f"{label}: {count}" for label, count in classes.items())
         raise ValueError(
             f"site file {path}: the target {target!r} has a single class ({found} rows); "
@@ -90,6 +91,7 @@ def load_site_files(
     target: str,
     categorical: Sequence[str] = (),
     name: str | None = None,
+    task: str = "classification",
 ):
     """Read one CSV table per site into a :class:`~.datasets.Dataset` of natural sites.
 
@@ -105,6 +107,10 @@ def load_site_files(
         each must be a column of at least one file.
     name : str, optional
         The dataset's name in the results (default: the stems joined by ``+``).
+    task : {"classification", "regression"}
+        What the target is (the dataset's ``task``): class labels, or numbers
+        (a site may then hold a single value; :func:`~.datasets.check_dataset`
+        checks that the target is numeric).
 
     Returns
     -------
@@ -119,7 +125,7 @@ def load_site_files(
     ValueError
         Naming the file: fewer than two files, a missing or unreadable file,
         repeated stems, a repeated header, no target column or a missing
-        target value, a single class, no feature column; a ``categorical``
+        target value, a single class (classification), no feature column; a ``categorical``
         column no file has, or a target named as categorical.
     """
     paths = [Path(p) for p in paths]
@@ -140,7 +146,7 @@ def load_site_files(
         )
     if target in categorical:
         raise ValueError(f"site files: --categorical names the target {target!r}")
-    frames = [_read_site(path, target) for path in paths]
+    frames = [_read_site(path, target, task) for path in paths]
     union = list(dict.fromkeys(c for f in frames for c in f.columns if c != target))
     unknown = [c for c in categorical if c not in union]
     if unknown:
@@ -168,4 +174,4 @@ def load_site_files(
         sum(all(c in cols for cols in sites.columns.values()) for c in union),
         sites.jaccard,
     )
-    return Dataset(name or "+".join(stems), X.astype(float), y, cats, sites=sites)
+    return Dataset(name or "+".join(stems), X.astype(float), y, cats, sites=sites, task=task)

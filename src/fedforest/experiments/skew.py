@@ -391,6 +391,7 @@ def skewed_table(
     alpha: float,
     min_class_rows: int = 0,
     random_state: RandomState = None,
+    stratify: bool = True,
 ) -> dict[str, pd.DataFrame]:
     """Split a table into sites with overlapping columns and skewed rows.
 
@@ -401,6 +402,12 @@ def skewed_table(
     concentration ``alpha``), each site holding at least ``min_class_rows``
     rows of every class. The Dirichlet deal keeps Flower's defaults
     (self-balancing, shuffle) and requires no size beyond the class floor.
+
+    With ``stratify=False`` (a regression target, which has no classes) the
+    quantity skew deals the rows as one class, regardless of the target's
+    values: every site first gets ``min_class_rows`` random rows, then its
+    share of the others in random order. Label skew needs classes, so
+    ``"dirichlet"`` is refused then.
 
     Examples
     --------
@@ -413,10 +420,15 @@ def skewed_table(
         raise ValueError(f"partition={partition!r} must be one of {', '.join(PARTITIONS[1:])}")
     if target not in frame.columns:
         raise ValueError(f"target {target!r} is not a column of frame: {list(frame.columns)}")
+    if partition == "dirichlet" and not stratify:
+        raise ValueError(
+            "partition='dirichlet' (label skew) shares each class's rows among the sites; a "
+            "regression target (stratify=False) has no classes: use partition 'quantity'"
+        )
     features = [c for c in frame.columns if c != target]
     rng = np.random.default_rng(random_state)
     columns = assign_features(features, n_sites, jaccard, rng)
-    y = frame[target].to_numpy()
+    y = frame[target].to_numpy() if stratify else np.zeros(len(frame), dtype=int)
     if partition == "dirichlet":
         rows = dirichlet_rows(
             y, n_sites, alpha, min_partition_size=0, min_class_rows=min_class_rows, random_state=rng

@@ -13,9 +13,12 @@ only :mod:`fedforest.vocabulary`; never matplotlib, :mod:`.figures` or
 :mod:`.markdown`.
 
 Metrics of :data:`~fedforest.vocabulary.LOWER_IS_BETTER` (Brier score,
-log-loss, ECE) are ranked, compared and marked best the other way round
-(:func:`lower_is_better`): rank 1 is the lowest score, a relative gain is the
-relative reduction, and the best value of a table is its smallest.
+log-loss, ECE, and the regression errors RMSE and MAE) are ranked, compared
+and marked best the other way round (:func:`lower_is_better`): rank 1 is the
+lowest score, a relative gain is the relative reduction, and the best value
+of a table is its smallest. Every metric of
+:data:`~fedforest.vocabulary.METRICS` and
+:data:`~fedforest.vocabulary.REGRESSION_METRICS` (RMSE, MAE, R²) can be tabulated.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..vocabulary import EXPERIMENT_METHODS, LOWER_IS_BETTER, METRICS
+from ..vocabulary import EXPERIMENT_METHODS, LOWER_IS_BETTER, METRICS, REGRESSION_METRICS
 
 logger = logging.getLogger("fedforest.experiments.reports")  # the name used before the split
 
@@ -81,7 +84,12 @@ _METRIC_NAMES = {
     "brier": "Brier score",
     "log_loss": "Log-loss",
     "ece": "ECE",
+    "rmse": "RMSE",
+    "mae": "MAE",
+    "r2": "R²",
 }
+#: Every metric a results frame may hold: classification's, then regression's.
+_ALL_METRICS = (*METRICS, *REGRESSION_METRICS)
 _REP_KEYS = ["dataset", "n_sites", "jaccard", "rep", "method", "metric"]
 _BLOCK = ["dataset", "n_sites", "jaccard", "rep"]
 _JACCARD_DECIMALS = 10
@@ -205,8 +213,8 @@ def _prepare(tidy: pd.DataFrame | str | os.PathLike, metric: str | None = None) 
 
 
 def _check_metric(df: pd.DataFrame, metric: str) -> None:
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
+    if metric not in _ALL_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {list(_ALL_METRICS)}")
     available = sorted(df["metric"].unique())
     if metric not in available:
         raise ValueError(f"metric {metric!r} is not in the results; available: {available}")
@@ -293,7 +301,8 @@ def summary_table(
     tidy : pandas.DataFrame or path
         Runner output (see :data:`COLUMNS`).
     metric : str
-        One of :data:`~fedforest.vocabulary.METRICS`; must be present in ``tidy``.
+        One of :data:`~fedforest.vocabulary.METRICS` or
+        :data:`~fedforest.vocabulary.REGRESSION_METRICS`; must be present in ``tidy``.
     jaccards : sequence of float or None
         Overlap levels to show. A level that is not in the results is replaced
         by the nearest available one (ties go to the smaller; a warning is

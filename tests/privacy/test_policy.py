@@ -62,6 +62,38 @@ from fedforest.privacy.policy import PrivacyPolicy, ThresholdGrid, effective_pol
         ),
         ({"feature_ranges": {"age": [5, 5]}}, "privacy.feature_ranges.age", "[5, 5]", "low < high"),
         ({"dp_max_depth": 40}, "privacy.dp_max_depth", "40", "an integer in [1, 16]"),
+        (
+            {"dp_epsilon": 1, "target_range": [5, 5]},
+            "privacy.target_range",
+            "[5, 5]",
+            "a list [low, high] of two finite numbers with low < high (public bounds",
+        ),
+        ({"dp_epsilon": 1, "target_range": [0]}, "privacy.target_range", "[0]", "[low, high]"),
+        ({"dp_epsilon": 1, "target_range": 7}, "privacy.target_range", "7", "[low, high]"),
+        (
+            {"dp_epsilon": 1, "target_range": [0, float("inf")]},
+            "privacy.target_range",
+            "[0, inf]",
+            "two finite numbers",
+        ),
+        (
+            {"dp_epsilon": 1, "target_range": [False, 1]},
+            "privacy.target_range",
+            "[False, 1]",
+            "two finite numbers",
+        ),
+        (
+            {"dp_epsilon": 1, "target_range": ["0", "9"]},
+            "privacy.target_range",
+            "['0', '9']",
+            "two finite numbers",
+        ),
+        (
+            {"count_noise_epsilon": 1, "target_range": [0, 100]},
+            "privacy.target_range",
+            "[0, 100]",
+            "null unless privacy.dp_epsilon is set (only DP mode's regression trees",
+        ),
     ],
 )
 def test_policy_errors_name_file_key_value_and_what_is_allowed(data, key, value, allowed):
@@ -84,11 +116,21 @@ def test_a_policy_round_trips_through_to_dict():
         "dp_trees": 20,
         "dp_max_depth": None,
         "feature_ranges": {"age": [0.0, 120.0]},
+        "target_range": None,
     }
     policy = PrivacyPolicy.from_dict(data, "job.yaml")
     assert policy.to_dict() == data
     assert PrivacyPolicy.from_dict(policy.to_dict()) == policy
     assert not policy.is_default
+    dp = {**data, "dp_epsilon": 2.0, "target_range": [-1.5, 300.0]}
+    dp["share"] = {**data["share"], "feature_std": False, "surrogates": False}
+    policy = PrivacyPolicy.from_dict(dp, "job.yaml")
+    assert policy.target_range == (-1.5, 300.0)
+    assert policy.to_dict() == dp
+    assert PrivacyPolicy.from_dict(policy.to_dict()) == policy
+    # a policy written before target_range existed reads as without one
+    old = {k: v for k, v in data.items() if k != "target_range"}
+    assert PrivacyPolicy.from_dict(old).target_range is None
 
 
 def test_check_features_refuses_what_cannot_be_applied():
@@ -102,6 +144,30 @@ def test_check_features_refuses_what_cannot_be_applied():
     dp = PrivacyPolicy.from_dict({"dp_epsilon": 1, "feature_ranges": {"age": [0, 100]}}, "job.yaml")
     with pytest.raises(ConfigError, match=r"job.yaml: key 'privacy.feature_ranges'.*\['bmi'\]"):
         dp.check_features(["age", "bmi"])
+
+
+def test_check_task_requires_a_target_range_for_dp_regression_only():
+    ranges = {"feature_ranges": {"age": [0, 100]}}
+    dp = PrivacyPolicy.from_dict({"dp_epsilon": 1, **ranges}, "site_configs/site-1.yaml")
+    dp.check_task("classification")
+    with pytest.raises(ConfigError) as err:
+        dp.check_task("regression")
+    message = str(err.value)
+    assert message.startswith("site_configs/site-1.yaml: key 'privacy.target_range' is None")
+    assert "a public [low, high] of the target in DP mode" in message
+    assert "job.task: regression" in message and "would void the guarantee" in message
+    bounded = PrivacyPolicy.from_dict(
+        {"dp_epsilon": 1, "target_range": [0, 300], **ranges}, "job.yaml"
+    )
+    bounded.check_task("regression")
+    refused = r"'privacy.target_range' is \[0.0, 300.0\]; allowed: null for job.task: class"
+    with pytest.raises(ConfigError, match=refused):
+        bounded.check_task("classification")
+    # outside DP mode a regression job needs no range: nothing uses one
+    PrivacyPolicy.from_dict({"min_leaf_rows": 5, "count_noise_epsilon": 1}).check_task("regression")
+    PrivacyPolicy().check_task("regression")
+    with pytest.raises(ValueError, match="task='ranking'"):
+        PrivacyPolicy().check_task("ranking")
 
 
 # ---------------------------------------------------------- stricter of two
@@ -135,9 +201,16 @@ def test_the_stricter_value_wins_for_every_key():
     )
     assert out.dp_trees == 8  # keys that do not change the guarantee: the job's
     assert out.feature_ranges == {"age": (0.0, 120.0), "bmi": (10.0, 60.0)}
+    assert out.target_range is None
     assert out.source == "site.yaml + job.yaml"
     both = effective_policy(policy(count_noise_epsilon=2.0), policy("j", count_noise_epsilon=0.5))
     assert both.count_noise_epsilon == 0.5
+    # target_range: the job's when it sets one, else the site's
+    site_dp = policy(dp_epsilon=2.0, target_range=[0, 100])
+    job_dp = policy("job.yaml", dp_epsilon=1.0, target_range=[0, 50])
+    assert effective_policy(site_dp, job_dp).target_range == (0.0, 50.0)
+    assert effective_policy(site_dp, PrivacyPolicy()).target_range == (0.0, 100.0)
+    assert effective_policy(PrivacyPolicy(), job_dp).target_range == (0.0, 50.0)
     # a job can never loosen a hospital's policy
     assert effective_policy(site_p, PrivacyPolicy()).to_dict() == site_p.to_dict()
     assert effective_policy(PrivacyPolicy(), PrivacyPolicy()).is_default

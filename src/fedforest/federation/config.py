@@ -644,6 +644,7 @@ class SiteConfig:
         policy = self.privacy_policy() if complete else self.privacy
         numeric, categorical = self.feature_kinds(frame)
         policy.check_features(numeric, categorical)
+        policy.check_task(self.task)  # DP regression needs the target's public range
         k = policy.min_leaf_rows
         n_train = split_sizes(len(frame), self.validation_fraction, self.test_fraction)[0]
         if 2 * k > n_train:

@@ -21,7 +21,9 @@ shapes what :func:`fit_site_models` returns, which is what the site sends:
 * DP mode (``dp_epsilon``): :func:`~fedforest.privacy.dp_forest.fit_dp_forest`
   trees (``dp_trees`` of depth ``dp_max_depth``, drawn from the public
   ``feature_ranges`` and the job seed, with Laplace noise on the leaf counts
-  from the operating system's entropy) replace the scikit-learn forest, pruned
+  (regression: on each leaf's count and its sum of the target clipped to the
+  public ``target_range``) from the operating system's entropy) replace the
+  scikit-learn forest, pruned
   to ``min_leaf_rows`` on their noisy counts; no imputer, no std, no surrogate.
   The intersection forest, when shared, is a second DP forest, and
   :func:`~fedforest.privacy.policy.dp_budget` splits ``dp_epsilon`` between
@@ -193,8 +195,13 @@ def _fit_dp_models(
     The structure of both forests is drawn from one generator seeded with the
     job seed (the forest first, so it does not depend on whether an
     intersection forest is trained). The noise comes from the operating
-    system (``noise_state=None``), never from the seed.
+    system (``noise_state=None``), never from the seed. Regression trees
+    (``task="regression"``) release noisy leaf means within the policy's
+    public ``target_range``, which
+    :meth:`~fedforest.privacy.policy.PrivacyPolicy.check_task` requires (a
+    :class:`~fedforest.errors.ConfigError` otherwise, before any row is used).
     """
+    policy.check_task(task)
     want_inter = bool(intersection_columns) and policy.share["intersection"]
     budget = dp_budget(policy, want_inter)
     structure = np.random.default_rng(random_state)
@@ -211,8 +218,10 @@ def _fit_dp_models(
             policy.dp_depth,
             epsilon,
             random_state=structure,
-            classes=classes,
+            classes=None if task == "regression" else classes,
             owner=site,
+            task=task,
+            target_range=policy.target_range if task == "regression" else None,
         )
         return enforce_min_leaf_rows(forest, k)
 

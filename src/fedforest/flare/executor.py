@@ -77,7 +77,7 @@ class FedForestExecutor(Executor):
         Id of the FLARE log writer component (``TBWriter`` or ``MLflowWriter``)
         the site's test metrics are written through after ``evaluate``; empty
         (the default, ``job.tracking: none``): no tracking.
-    task : {"classification", "regression"}
+    job_task : {"classification", "regression"}
         The job's ``job.task``: what the site's target column holds.
     """
 
@@ -85,13 +85,13 @@ class FedForestExecutor(Executor):
         self,
         site_config: str = "fedforest_site.yaml",
         log_writer_id: str = "",
-        task: str = "classification",
+        job_task: str = "classification",
     ):
         super().__init__()
-        if task not in TASKS:
+        if job_task not in TASKS:
             raise ValueError(
-                f"task={task!r} must be one of {list(TASKS)} (job.task); rebuild the job with "
-                "`fedforest job build`"
+                f"job_task={job_task!r} must be one of {list(TASKS)} (job.task); rebuild the job "
+                "with `fedforest job build`"
             )
         if not isinstance(site_config, str) or not site_config:
             raise ValueError(
@@ -105,7 +105,7 @@ class FedForestExecutor(Executor):
             )
         self.site_config = site_config
         self.log_writer_id = log_writer_id
-        self.task = task
+        self.job_task = job_task
         self.writer = None
         self.runner: SiteRunner | None = None
         self.startup_error: str | None = None
@@ -117,7 +117,7 @@ class FedForestExecutor(Executor):
         site = fl_ctx.get_identity_name()
         self.writer = find_writer(fl_ctx, self.log_writer_id, f"site {site}")
         try:
-            self.runner, self.run_dir = start_site(fl_ctx, self.site_config, self.task)
+            self.runner, self.run_dir = start_site(fl_ctx, self.site_config, self.job_task)
         except Exception as err:  # noqa: BLE001 - any start-up failure stops this site
             # Reply to every task with the reason instead of dying silently: the server
             # then names this site and the exact error, and goes on if min_sites allows.

@@ -210,7 +210,7 @@ def make_fed_job(
             job.add_file_to(str(stage / JOB_FILE), name, app_folder_type="config")
         else:
             executor = overrides.get(name) or FedForestExecutor(
-                site_config=SITE_FILE, log_writer_id=writer_id, task=job_cfg.task
+                site_config=SITE_FILE, log_writer_id=writer_id, job_task=job_cfg.task
             )
             job.to(executor, name, tasks=list(protocol.TASKS))
         for component_id, component in tracking.site_components(job_cfg.tracking).items():

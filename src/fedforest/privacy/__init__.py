@@ -27,6 +27,13 @@ to send, and the modules of this package apply it:
 The transforms are pure functions: they return a new forest and never change
 their input.
 
+Regression trees go through the same transforms, rare levels and ``share``
+switches: a leaf sends its row count and the mean target of its rows (no
+class distribution), recounting recomputes those means, and count noise and
+DP mode put noise on each leaf's count and sum of the target. DP mode of a
+regression job needs the target's public ``target_range``
+(:meth:`~fedforest.privacy.policy.PrivacyPolicy.check_task`).
+
 In DP mode (``dp_epsilon``) the site sends :func:`~fedforest.privacy.dp_forest.fit_dp_forest`
 trees instead of its forest (pruned by ``min_leaf_rows`` on their noisy counts,
 which keeps the guarantee), and imputers, std and surrogates are never shared
@@ -43,11 +50,13 @@ splits ``dp_epsilon`` between the two.
   Which grid point a split uses, and the tree structure, still depend on the
   rows.
 * ``count_noise_epsilon`` protects the **counts** only (class distributions
-  and ``n_node_samples``). The tree structure (which features, which
-  thresholds, where the tree stops) is chosen from the data without noise, so
-  the forest as a whole is **not** differentially private.
+  and ``n_node_samples``; for regression trees the leaf counts and the leaf
+  means, from noisy sums of the target). The tree structure (which features,
+  which thresholds, where the tree stops) is chosen from the data without
+  noise, so the forest as a whole is **not** differentially private.
 * ``dp_epsilon`` is the only formal guarantee, and it covers the trees of the
-  forest (and of the intersection forest) only: the schema (levels, classes,
+  forest (and of the intersection forest) only (regression trees: their
+  means too, given a public ``target_range``): the schema (levels, classes,
   row count), the election phase (votes, mask scores) and the evaluation
   metrics are sent without noise. See
   :func:`~fedforest.privacy.dp_forest.fit_dp_forest` for the exact statement.

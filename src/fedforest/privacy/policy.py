@@ -11,12 +11,13 @@ in ``job.yaml``). Every key is optional, and the defaults change nothing::
         # significant_digits: 2   # ... or: thresholds rounded to 2 significant digits
         steps: {age: 1, bmi: 0.5} # per-feature steps (override the default)
         edges: {hba1c: [5.7, 6.5, 8.0]}   # public cut points (override the default)
-      count_noise_epsilon: null   # Laplace(1/eps) noise on leaf class counts
+      count_noise_epsilon: null   # Laplace noise on leaf class counts (regression: counts, sums)
       share: {imputers: true, feature_std: true, surrogates: true, intersection: true}
       dp_epsilon: null            # differentially private random trees instead of the forest
       dp_trees: null              # trees in DP mode (null: DEFAULT_DP_TREES = 10)
       dp_max_depth: null          # depth in DP mode (null: DEFAULT_DP_MAX_DEPTH = 4)
       feature_ranges: {age: [0, 120], bmi: [10, 70]}   # public ranges (DP mode)
+      target_range: [0, 300]      # public range of a regression target (DP mode; required there)
 
 **Which policy applies.** :func:`effective_policy` combines the hospital's
 policy with the job's, key by key, so that a job can tighten a hospital's
@@ -30,12 +31,18 @@ significant digits, edges that all lie on the other rule). Any other
 disagreement is refused with a :class:`~fedforest.errors.ConfigError` naming
 both files, because "coarser" is not defined between, say, a step of 0.3 and
 a step of 0.5. The keys that do not change the guarantee (``dp_trees``,
-``dp_max_depth``, ``feature_ranges``) come from the job when it sets them,
-otherwise from the site.
+``dp_max_depth``, ``feature_ranges``, ``target_range``) come from the job when
+it sets them, otherwise from the site.
+
+**Regression jobs.** ``target_range`` may only be set in a block that sets
+``dp_epsilon`` (nothing else uses it), and DP mode of a regression job
+requires it: :meth:`PrivacyPolicy.check_task` refuses a policy that does not
+fit the job's task.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +52,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..model.payload_checks import MAX_NODE_SAMPLES
 from ..validation import ConfigChecker
+from ..vocabulary import TASKS
 
 #: ``min_leaf_rows`` of a job's site that sets none: no node it sends describes fewer
 #: rows (:meth:`~fedforest.federation.config.SiteConfig.from_dict`). A policy read
@@ -73,6 +81,7 @@ _KEYS = (
     "dp_trees",
     "dp_max_depth",
     "feature_ranges",
+    "target_range",
 )
 _GRID_KEYS = ("step", "significant_digits", "steps", "edges")
 
@@ -314,7 +323,9 @@ class PrivacyPolicy:
     threshold_grid : ThresholdGrid or None
         Public points that thresholds are snapped to.
     count_noise_epsilon : float or None
-        Laplace noise of scale 1/epsilon on each leaf class count.
+        Laplace noise of scale 1/epsilon on each leaf class count (regression
+        trees: on each leaf's row count and sum of the target, half the
+        budget each; :func:`~fedforest.privacy.transforms.add_count_noise`).
     min_level_rows : int
         Category levels with fewer rows at the site are sent as
         :data:`~fedforest.privacy.levels.OTHER_LEVEL` (0: off).
@@ -327,6 +338,10 @@ class PrivacyPolicy:
         Trees and depth of the DP forest (``None``: the defaults).
     feature_ranges : dict of str to (float, float)
         Public ranges of numeric features, for the thresholds of DP trees.
+    target_range : (float, float) or None
+        Public bounds of a regression target, for the noisy leaf means of DP
+        trees (DP mode only; required there for a regression job: see
+        :meth:`check_task`).
     source : str
         The file(s) the policy came from, named in error messages (not part
         of the policy: ignored by ``==``).
@@ -341,6 +356,7 @@ class PrivacyPolicy:
     dp_trees: int | None = None
     dp_max_depth: int | None = None
     feature_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    target_range: tuple[float, float] | None = None
     source: str = field(default="(default policy)", compare=False)
 
     def __post_init__(self):
@@ -353,6 +369,9 @@ class PrivacyPolicy:
             "feature_ranges",
             {f: (float(lo), float(hi)) for f, (lo, hi) in dict(self.feature_ranges).items()},
         )
+        if self.target_range is not None:
+            lo, hi = self.target_range
+            object.__setattr__(self, "target_range", (float(lo), float(hi)))
 
     # ------------------------------------------------------------- reading
     @classmethod
@@ -364,6 +383,16 @@ class PrivacyPolicy:
         Every error is a :class:`~fedforest.errors.ConfigError` naming the file
         (``source``), the key (``prefix`` + key), the bad value and what is
         allowed.
+
+        Examples
+        --------
+        >>> p = PrivacyPolicy.from_dict({"dp_epsilon": 1, "target_range": [0, 300]})
+        >>> p.target_range
+        (0.0, 300.0)
+        >>> PrivacyPolicy.from_dict({"target_range": [0, 300]}, "site.yaml")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        fedforest.errors.ConfigError: site.yaml: key 'privacy.target_range' is [0, 300]; ...
         """
         c = ConfigChecker(source)
         if data is None:
@@ -445,6 +474,34 @@ class PrivacyPolicy:
                 if not lo < hi:
                     c.refuse(where, list(value), allowed)
                 feature_ranges[name] = (lo, hi)
+        target_range = data.get("target_range")
+        if target_range is not None:
+            where = prefix + "target_range"
+            allowed = (
+                "a list [low, high] of two finite numbers with low < high (public bounds of "
+                "the regression target)"
+            )
+            numbers = (
+                isinstance(target_range, (list, tuple))
+                and len(target_range) == 2
+                and all(
+                    isinstance(v, (int, float, np.integer, np.floating))
+                    and not isinstance(v, bool)
+                    and math.isfinite(v)
+                    for v in target_range
+                )
+            )
+            if not numbers or not target_range[0] < target_range[1]:
+                c.refuse(where, target_range, allowed)
+            lo, hi = (float(v) for v in target_range)
+            if dp_eps is None:
+                c.refuse(
+                    where,
+                    list(target_range),
+                    f"null unless {prefix}dp_epsilon is set (only DP mode's regression trees "
+                    "use the target's public range)",
+                )
+            target_range = (lo, hi)
         return cls(
             min_leaf_rows=k,
             threshold_grid=grid,
@@ -455,6 +512,7 @@ class PrivacyPolicy:
             dp_trees=optional_int("dp_trees", 1, 10_000),
             dp_max_depth=optional_int("dp_max_depth", 1, MAX_DP_DEPTH),
             feature_ranges=feature_ranges,
+            target_range=target_range,
             source=source,
         )
 
@@ -472,6 +530,7 @@ class PrivacyPolicy:
             "dp_trees": self.dp_trees,
             "dp_max_depth": self.dp_max_depth,
             "feature_ranges": {f: [lo, hi] for f, (lo, hi) in sorted(self.feature_ranges.items())},
+            "target_range": None if self.target_range is None else list(self.target_range),
         }
 
     # ------------------------------------------------------------- queries
@@ -530,6 +589,46 @@ class PrivacyPolicy:
                     f"a public [low, high] for every numeric feature in DP mode; missing: {missing}",
                 )
 
+    def check_task(self, task: str) -> None:
+        """Refuse a policy that does not fit the job's ``task`` (job build and site start).
+
+        DP mode of a regression job needs ``target_range`` (the noise on the
+        leaf sums is calibrated to it, and a range taken from the rows would
+        void the guarantee); a classification job may not set one. Raises a
+        :class:`~fedforest.errors.ConfigError` naming :attr:`source` and the
+        key; a ``task`` that is not one of :data:`~fedforest.vocabulary.TASKS`
+        is a ``ValueError``. (:func:`~fedforest.privacy.dp_forest.fit_dp_forest`
+        raises the same problems as ``ValueError``.)
+
+        Examples
+        --------
+        >>> bounded = PrivacyPolicy.from_dict({"dp_epsilon": 1, "target_range": [0, 300]})
+        >>> bounded.check_task("regression")
+        >>> unbounded = PrivacyPolicy.from_dict({"dp_epsilon": 1})
+        >>> unbounded.check_task("regression")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        fedforest.errors.ConfigError: job.yaml: key 'privacy.target_range' is None; ...
+        """
+        if task not in TASKS:
+            raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
+        c = ConfigChecker(self.source)
+        if task == "regression" and self.dp and self.target_range is None:
+            c.refuse(
+                "privacy.target_range",
+                None,
+                "a public [low, high] of the target in DP mode (privacy.dp_epsilon) for "
+                "job.task: regression: the noise on each leaf's sum of the target is "
+                "calibrated to it, and a range taken from the rows would void the guarantee",
+            )
+        if task != "regression" and self.target_range is not None:
+            c.refuse(
+                "privacy.target_range",
+                list(self.target_range),
+                f"null for job.task: {task} (a target range bounds the numbers regression "
+                "trees predict; class labels have none)",
+            )
+
 
 def _stricter_epsilon(a: float | None, b: float | None) -> float | None:
     if a is None or b is None:
@@ -546,8 +645,9 @@ def effective_policy(site_policy: PrivacyPolicy, job_policy: PrivacyPolicy) -> P
     the other; otherwise merged feature by feature (equal, or the rule whose
     points are a subset of the other's), and any other disagreement is a
     :class:`~fedforest.errors.ConfigError` naming both files. ``dp_trees``,
-    ``dp_max_depth`` and each entry of ``feature_ranges`` (they do not change
-    the guarantee): the job's when it sets them, else the site's.
+    ``dp_max_depth``, each entry of ``feature_ranges`` and ``target_range``
+    (they do not change the guarantee): the job's when it sets them, else the
+    site's.
 
     So a job can tighten a hospital's policy, but never loosen it.
     """
@@ -562,6 +662,7 @@ def effective_policy(site_policy: PrivacyPolicy, job_policy: PrivacyPolicy) -> P
         dp_trees=b.dp_trees if b.dp_trees is not None else a.dp_trees,
         dp_max_depth=b.dp_max_depth if b.dp_max_depth is not None else a.dp_max_depth,
         feature_ranges={**a.feature_ranges, **b.feature_ranges},
+        target_range=b.target_range if b.target_range is not None else a.target_range,
         source=f"{a.source} + {b.source}",
     )
 

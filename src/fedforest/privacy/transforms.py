@@ -5,12 +5,15 @@
 1. surrogate splits are removed when ``share.surrogates`` is false;
 2. ``threshold_grid``: :func:`snap_thresholds` snaps every threshold (split
    and surrogate) to the grid, re-routes the site's training rows and
-   recomputes the node counts and class distributions;
+   recomputes the node counts and class distributions (regression trees:
+   the node means of the target);
 3. ``count_noise_epsilon``: the counts are first made plain row counts
    (:func:`recount`, each in-bag row once), so that one row changes one count
-   of a tree by one;
+   of a tree by one (and, for regression trees, one leaf's sum by its
+   target);
 4. ``min_leaf_rows``: :func:`enforce_min_leaf_rows` on the true counts;
-5. ``count_noise_epsilon``: :func:`add_count_noise`;
+5. ``count_noise_epsilon``: :func:`add_count_noise` (class counts; for
+   regression trees each leaf's row count and sum of the target);
 6. ``min_leaf_rows`` again, on the noisy counts, so that no count sent is
    below k either (post-processing: it uses nothing but the noisy counts).
 
@@ -32,10 +35,12 @@ from ..validation import describe
 from .audit import smallest_leaf_rows
 from .counts import (
     check_epsilon,
-    class_index,
+    check_target_range,
     node_counts,
     site_matrix,
+    target_codes,
     with_leaf_counts,
+    with_leaf_means,
 )
 from .policy import PrivacyPolicy, ThresholdGrid
 
@@ -57,12 +62,15 @@ def recount(forest: PooledForest, X, y, in_bag=None) -> PooledForest:
     """Recompute ``n_node_samples``, ``value`` and ``saw_missing`` from the site's rows.
 
     Every row of ``X`` is routed through every tree (``x <= threshold`` goes
-    left, a missing value follows ``missing_left``). With ``in_bag`` (the
-    per-tree multiplicities of :func:`bootstrap_weights`) a row counts with its
-    multiplicity in ``value`` and once in ``n_node_samples``, as scikit-learn
-    counts its bootstrap sample, so the forest's own sample reproduces its
-    counts exactly. Without it every row counts once in every tree; then
-    ``value * n_node_samples`` are plain row counts. A node that no row reaches
+    left, a missing value follows ``missing_left``). ``value`` becomes the
+    class distribution of the rows that reach a node, or for regression trees
+    the mean of their ``y``. With ``in_bag`` (the per-tree multiplicities of
+    :func:`bootstrap_weights`) a row counts with its multiplicity in ``value``
+    (a weighted distribution or mean) and once in ``n_node_samples``, as
+    scikit-learn counts its bootstrap sample, so the forest's own sample
+    reproduces its counts and means exactly. Without it every row counts once
+    in every tree; then ``value * n_node_samples`` are plain row counts (the
+    sums of ``y`` for regression trees). A node that no row reaches
     is removed (its parent is replaced by the other child), and a tree that no
     row reaches is dropped. ``saw_missing`` becomes: the threshold is +inf, or
     a counted row missing the node's feature reached the node.
@@ -73,14 +81,27 @@ def recount(forest: PooledForest, X, y, in_bag=None) -> PooledForest:
     X : DataFrame or ndarray
         The site's training rows (encoded, global column names).
     y : array-like
-        Their class labels (classes of ``forest``).
+        Their class labels (classes of ``forest``), or their finite targets
+        for regression trees.
     in_bag : ndarray of shape (n_trees, n_rows), optional
         Row multiplicities per tree (0: the row is not in the tree's sample).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> from fedforest.model.forest import PooledForest
+    >>> X = pd.DataFrame({"x": np.arange(8.0)}); y = np.arange(8.0) ** 2
+    >>> rf = RandomForestRegressor(n_estimators=2, max_depth=1, random_state=0).fit(X, y)
+    >>> forest = PooledForest.from_sklearn(rf, ["x"], owner="s1")
+    >>> out = recount(forest, X, y)  # every row once: each node's mean of y
+    >>> bool(out.value[0, 0] == y.mean()), int(out.n_node_samples[0])
+    (True, 8)
     """
     Xg = site_matrix(forest, X)
-    yi = class_index(forest, y)
-    if yi.shape[0] != Xg.shape[0]:
-        raise ValueError(f"X has {Xg.shape[0]} rows but y has {yi.shape[0]}")
+    target = target_codes(forest, y)
+    if target.shape[0] != Xg.shape[0]:
+        raise ValueError(f"X has {Xg.shape[0]} rows but y has {target.shape[0]}")
     if in_bag is not None:
         in_bag = np.asarray(in_bag)
         if in_bag.shape != (forest.n_trees, Xg.shape[0]) or np.any(in_bag < 0):
@@ -88,9 +109,9 @@ def recount(forest: PooledForest, X, y, in_bag=None) -> PooledForest:
                 f"in_bag must be non-negative with shape ({forest.n_trees}, {Xg.shape[0]}), "
                 f"got {describe(in_bag)}"
             )
-    sums, n, saw = node_counts(forest, Xg, yi, in_bag)
-    totals = sums.sum(axis=1, keepdims=True)
-    value = np.where(totals > 0, sums / np.where(totals > 0, totals, 1.0), forest.value)
+    sums, weight, n, saw = node_counts(forest, Xg, target, in_bag)
+    w = weight[:, None]
+    value = np.where(w > 0, sums / np.where(w > 0, w, 1.0), forest.value)
     internal = forest.feature >= 0
     saw_missing = internal & (np.isposinf(forest.threshold) | saw)
     counted = forest.with_arrays(
@@ -123,14 +144,28 @@ def enforce_min_leaf_rows(forest: PooledForest, k: int) -> PooledForest:
     """Prune every split with a child that describes fewer than ``k`` rows.
 
     Top-down, a split whose left or right child has ``n_node_samples < k``
-    becomes a leaf with its own (the parent's) class distribution and count;
-    its subtree is dropped. A tree whose root describes fewer than ``k`` rows
-    is dropped. The result is a valid forest in depth-first order with
-    renumbered children, and every node in it describes at least ``k`` rows
-    (a child never has more rows than its parent). ``k <= 1``, or a forest
+    becomes a leaf with its own (the parent's) class distribution, or mean
+    for regression trees, and count; its subtree is dropped. A tree whose root
+    describes fewer than ``k`` rows is dropped. The result is a valid forest
+    in depth-first order with renumbered children, and every node in it
+    describes at least ``k`` rows (a child never has more rows than its
+    parent). ``k <= 1``, or a forest
     that already complies, is returned as it is.
 
     Use :func:`~fedforest.privacy.audit.smallest_leaf_rows` to check an outgoing forest.
+
+    Examples
+    --------
+    >>> from fedforest.model.forest import PooledForest
+    >>> stump = PooledForest(
+    ...     feature_names=["x"], classes=[], owners=["s1"], task="regression",
+    ...     tree_start=[0, 3], tree_owner=[0], children_left=[1, -1, -1],
+    ...     children_right=[2, -1, -1], feature=[0, -1, -1], threshold=[0.5, 0.0, 0.0],
+    ...     n_node_samples=[12, 2, 10], missing_left=[True] * 3, saw_missing=[False] * 3,
+    ...     value=[[3.0], [9.0], [1.8]])
+    >>> out = enforce_min_leaf_rows(stump, 5)  # the root keeps its own mean and count
+    >>> out.n_nodes, float(out.value[0, 0]), int(out.n_node_samples[0])
+    (1, 3.0, 12)
 
     Raises
     ------
@@ -278,46 +313,117 @@ def _rescore_surrogates(
     )
 
 
-def add_count_noise(forest: PooledForest, epsilon: float, random_state=None) -> PooledForest:
-    """Laplace noise on every leaf's class counts; everything above recomputed from them.
+def add_count_noise(
+    forest: PooledForest, epsilon: float, random_state=None, *, target_range=None
+) -> PooledForest:
+    """Laplace noise on every leaf's counts (and sums); everything above recomputed from them.
 
-    The leaf class counts are ``c = value * n_node_samples``. Each count gets
-    independent noise ``Laplace(0, 1/epsilon)`` (variance ``2 / epsilon**2``)
-    and is clipped at 0. Internal nodes' counts are the sums of their leaves'
-    noisy counts; every node's ``value`` is its normalised noisy count vector
-    (uniform when all its counts were clipped to 0) and its
-    ``n_node_samples`` the rounded noisy total (at least 1). The structure,
-    thresholds and surrogates are unchanged.
+    **Classification trees.** The leaf class counts are
+    ``c = value * n_node_samples``. Each count gets independent noise
+    ``Laplace(0, 1/epsilon)`` (variance ``2 / epsilon**2``) and is clipped at
+    0. Internal nodes' counts are the sums of their leaves' noisy counts;
+    every node's ``value`` is its normalised noisy count vector (uniform when
+    all its counts were clipped to 0) and its ``n_node_samples`` the rounded
+    noisy total (at least 1).
 
-    **Sensitivity.** When ``c`` are plain row counts (a forest from
+    **Regression trees.** Each leaf sends a row count ``n`` and a mean ``m``
+    (its sum of the target is ``m · n``). With a target scale ``[lo, hi]``
+    (centre ``c = (lo + hi) / 2``, half-width ``h = (hi - lo) / 2``), each
+    leaf's count gets ``Laplace(0, 2/epsilon)`` noise and its centred sum
+    ``(m - c) · n`` gets ``Laplace(0, 2h/epsilon)`` noise, half the budget
+    each; the noisy count is clipped at 1 and the leaf's mean is
+    ``c + noisy sum / noisy count``. Internal nodes' counts are the sums of
+    their leaves' noisy counts and their means the count-weighted means of
+    their leaves' (:func:`~fedforest.privacy.counts.with_leaf_means`);
+    ``n_node_samples`` is the rounded noisy count. The scale:
+
+    * ``target_range`` given (public bounds of the target): that range; leaf
+      means are clipped to it before the sums are formed and after the noise;
+    * otherwise the range of the forest's own leaf means (when every leaf has
+      the same mean ``m``: half-width ``max(|m|, 1)``). It is not public and
+      not a bound on one row's target, and the noisy means are not clipped to
+      it (clipping would send the extreme leaf means exactly).
+
+    In both cases the structure, thresholds and surrogates are unchanged.
+
+    **Sensitivity.** When the counts are plain row counts (a forest from
     :func:`recount` or :func:`snap_thresholds` with each in-bag row once),
     adding or removing one training row changes one count of one leaf of a
     tree by 1, so the L1 sensitivity of a tree's leaf-count vector is 1 and
     the noisy counts of one tree are the Laplace mechanism:
     epsilon-differentially private *given the tree*; a forest of T trees that
-    share rows spends T·epsilon on its counts (sequential composition). With
-    scikit-learn's bootstrap weighting, ``c`` are weighted proportions times
-    distinct rows and one row can move them by more than 1. In every case this
-    protects the **counts only**: the tree structure and thresholds were chosen
-    from the rows without noise, so the forest is not differentially private.
-    Use :func:`~fedforest.privacy.dp_forest.fit_dp_forest` for a guarantee.
+    share rows spends T·epsilon on its counts (sequential composition). For
+    regression trees the same holds for the (count, sum) pairs of a tree when
+    every row's target lies in ``target_range``: the row changes one leaf's
+    count by 1 (``epsilon / 2``) and its centred sum by at most ``h``
+    (``epsilon / 2``); without ``target_range`` a row beyond the leaf means'
+    range moves its leaf's sum by more than ``h``, and there is no such
+    statement. With scikit-learn's bootstrap weighting, ``c`` are weighted
+    proportions (means) times distinct rows and one row can move them by more.
+    In every case this protects the **counts and leaf means only**: the tree
+    structure and thresholds were chosen from the rows without noise, so the
+    forest is not differentially private. Use
+    :func:`~fedforest.privacy.dp_forest.fit_dp_forest` for a guarantee.
 
     Parameters
     ----------
     forest : PooledForest
     epsilon : float
-        > 0; the noise scale is ``1 / epsilon``.
+        > 0; the noise scale is ``1 / epsilon`` (regression: ``2 / epsilon``
+        on counts, ``2h / epsilon`` on sums).
     random_state : None, int or Generator
         Source of the noise. Leave it ``None`` (operating-system entropy)
         outside tests: noise from a seed the server knows can be subtracted.
+    target_range : (float, float), optional
+        Regression trees only: public bounds ``(low, high)`` of the target.
+
+    Examples
+    --------
+    >>> from fedforest.model.forest import PooledForest
+    >>> stump = PooledForest(
+    ...     feature_names=["x"], classes=[], owners=["s1"], task="regression",
+    ...     tree_start=[0, 3], tree_owner=[0], children_left=[1, -1, -1],
+    ...     children_right=[2, -1, -1], feature=[0, -1, -1], threshold=[0.5, 0.0, 0.0],
+    ...     n_node_samples=[30, 10, 20], missing_left=[True] * 3, saw_missing=[False] * 3,
+    ...     value=[[2.0], [5.0], [0.5]])
+    >>> noisy = add_count_noise(stump, 1.0, random_state=0, target_range=(0, 10))
+    >>> bool(((noisy.value >= 0) & (noisy.value <= 10)).all())
+    True
     """
     epsilon = check_epsilon(epsilon, "count_noise_epsilon")
     rng = np.random.default_rng(random_state)
-    counts = forest.value * forest.n_node_samples[:, None].astype(np.float64)
     leaf = forest.feature < 0
+    if forest.is_regression:
+        return _noisy_means(forest, epsilon, rng, target_range)
+    if target_range is not None:
+        raise ValueError("target_range bounds the target of regression trees; these classify")
+    counts = forest.value * forest.n_node_samples[:, None].astype(np.float64)
     noise = np.zeros_like(counts)
     noise[leaf] = rng.laplace(0.0, 1.0 / epsilon, size=(int(leaf.sum()), forest.n_classes))
     return with_leaf_counts(forest, np.maximum(counts + noise, 0.0))
+
+
+def _noisy_means(forest: PooledForest, epsilon: float, rng, target_range) -> PooledForest:
+    """:func:`add_count_noise` for regression trees (its docstring states the rule)."""
+    leaf = forest.feature < 0
+    n = forest.n_node_samples[leaf].astype(np.float64)
+    mean = forest.value[leaf, 0]
+    bounds = None
+    if target_range is not None:
+        lo, hi = bounds = check_target_range(target_range)
+        mean = np.clip(mean, lo, hi)
+        half = (hi - lo) / 2
+    else:
+        lo, hi = float(mean.min()), float(mean.max())
+        half = (hi - lo) / 2 if hi > lo else max(abs(lo), 1.0)
+    centre = (lo + hi) / 2
+    size = int(leaf.sum())
+    noisy_n = np.maximum(n + rng.laplace(0.0, 2.0 / epsilon, size=size), 1.0)
+    noisy_sum = (mean - centre) * n + rng.laplace(0.0, 2.0 * half / epsilon, size=size)
+    means = np.zeros(forest.n_nodes)
+    counts = np.zeros(forest.n_nodes)
+    means[leaf], counts[leaf] = centre + noisy_sum / noisy_n, noisy_n
+    return with_leaf_means(forest, means, counts, bounds)
 
 
 def strip_surrogates(forest: PooledForest) -> PooledForest:
@@ -345,7 +451,11 @@ def prepare_forest(
     (``threshold_grid``) → plain row counts (:func:`recount` with each in-bag
     row once, when ``count_noise_epsilon`` is set) → :func:`enforce_min_leaf_rows`
     → :func:`add_count_noise` → :func:`enforce_min_leaf_rows` on the noisy
-    counts. The default policy returns ``forest`` itself.
+    counts. The default policy returns ``forest`` itself. Regression trees
+    go through the same steps: recounting recomputes their node means of
+    ``y``, and the count noise is on each leaf's count and sum of ``y`` (its
+    scale is the range of the forest's leaf means: a policy outside DP mode
+    has no ``target_range``).
 
     Parameters
     ----------
@@ -354,7 +464,8 @@ def prepare_forest(
         snapped too).
     policy : PrivacyPolicy
     X, y :
-        The site's training rows and labels; needed for a grid or count noise.
+        The site's training rows and labels (regression: targets); needed
+        for a grid or count noise.
     in_bag : ndarray of shape (n_trees, n_rows), optional
         :func:`bootstrap_weights` of the scikit-learn forest, so the counts
         stay those of each tree's sample (default: every row in every tree).

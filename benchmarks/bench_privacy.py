@@ -23,10 +23,13 @@ process, the way a site would:
   scikit-learn forest (``bootstrap_weights``; the forest is refitted with the
   same seed to read them, and checked to be the same forest). The ``k=5`` and
   ``k=20`` settings prune forests grown to single-row leaves (post hoc); the
-  ``job default (k=5)`` setting is what a job's site sends when its YAML sets
-  no ``min_leaf_rows`` (``JOB_MIN_LEAF_ROWS``): as ``fit_site_models`` does in
-  a job, the site grows its forests with ``min_samples_leaf`` raised to
-  ``min_leaf_rows`` (the same seeds) and then runs ``prepare_forest``;
+  ``job default`` setting is what a job's site sends when its YAML sets
+  neither ``min_leaf_rows`` nor ``tree_sample_fraction`` (``JOB_MIN_LEAF_ROWS``
+  5, ``JOB_TREE_SAMPLE_FRACTION`` 0.3): as ``fit_site_models`` does in a job
+  (``forest_params_for``), the site grows its forests with
+  ``min_samples_leaf`` raised to ``min_leaf_rows`` and each tree on a
+  bootstrap sample of 30% of its rows (the same seeds), and then runs
+  ``prepare_forest``;
 * in DP mode, ``fit_dp_forest`` instead, with the budget split by
   ``dp_budget`` (half for the forest, half for the intersection forest), the
   policy's trees and depth (10 trees of depth 4, the defaults), the schema's
@@ -117,6 +120,7 @@ from fedforest.federation.splits import split_validation  # noqa: E402
 from fedforest.federation.training import (  # noqa: E402
     SiteModels,
     fit_site_models,
+    forest_params_for,
     pool_site_models,
 )
 from fedforest.model.forest import PooledForest  # noqa: E402
@@ -134,6 +138,7 @@ from fedforest.privacy.policy import (  # noqa: E402
     DEFAULT_DP_MAX_DEPTH,
     DEFAULT_DP_TREES,
     JOB_MIN_LEAF_ROWS,
+    JOB_TREE_SAMPLE_FRACTION,
     PrivacyPolicy,
     dp_budget,
 )
@@ -192,8 +197,11 @@ DEMO_STEPS = {
 #: The "step" grid of the S-500 sets: a quarter of the generating standard deviation.
 SYNTHETIC_STEP = 0.25
 #: The policy of a job's site whose YAML has no ``privacy:`` block, and that policy's block.
-JOB_DEFAULT = f"job default (k={JOB_MIN_LEAF_ROWS})"
-JOB_DEFAULT_PRIVACY = {"min_leaf_rows": JOB_MIN_LEAF_ROWS}
+JOB_DEFAULT = f"job default (k={JOB_MIN_LEAF_ROWS}, trees on {JOB_TREE_SAMPLE_FRACTION:.0%})"
+JOB_DEFAULT_PRIVACY = {
+    "min_leaf_rows": JOB_MIN_LEAF_ROWS,
+    "tree_sample_fraction": JOB_TREE_SAMPLE_FRACTION,
+}
 #: Last entry of the seed of the membership-inference samples (with the repetition and site).
 MIA_SEED = 20250602
 #: The membership-inference attacks (``membership_inference``): true-class confidence, leaf size.
@@ -210,9 +218,10 @@ class Setting:
 
     @property
     def grows_leaves(self) -> bool:
-        """Whether the site grows its forests with ``min_samples_leaf`` raised to
-        ``min_leaf_rows``, as a job does (``fit_site_models``), before ``prepare_forest``; the
-        ``k=`` settings prune forests grown to single-row leaves, post hoc."""
+        """Whether the site grows its forests as a job does under the setting's policy
+        (``forest_params_for``: ``min_samples_leaf`` raised to ``min_leaf_rows``, trees on
+        ``tree_sample_fraction`` of the rows) before ``prepare_forest``; the ``k=`` settings
+        prune forests grown to single-row leaves on every row, post hoc."""
         return self.name == JOB_DEFAULT
 
     def block(self, dataset: str) -> dict:
@@ -261,9 +270,10 @@ SETTINGS = (
     # last: the noise seeds of the other settings follow their index, unchanged by this one
     Setting(
         JOB_DEFAULT,
-        f"a job's default (min_leaf_rows: {JOB_MIN_LEAF_ROWS} when the site's YAML sets none), "
-        f"as the job applies it: trees grown with min_samples_leaf {JOB_MIN_LEAF_ROWS}, then "
-        "prepare_forest",
+        f"a job's default when the site's YAML sets none (min_leaf_rows: {JOB_MIN_LEAF_ROWS}, "
+        f"tree_sample_fraction: {JOB_TREE_SAMPLE_FRACTION}), as the job applies it: trees grown "
+        f"with min_samples_leaf {JOB_MIN_LEAF_ROWS} on bootstrap samples of "
+        f"{JOB_TREE_SAMPLE_FRACTION:.0%} of the rows, then prepare_forest",
     ),
 )
 SETTING_NAMES = tuple(s.name for s in SETTINGS)
@@ -350,14 +360,16 @@ def prepare_sites(
     n_trees: int,
     min_level_rows: int = 0,
     imputer_cv: int | None = None,
-    min_samples_leaf: int = 1,
+    grown: PrivacyPolicy | None = None,
 ) -> tuple[GlobalSchema, dict[str, Site], int]:
     """Describe, join, encode, split and train every site.
 
     With ``min_level_rows`` each site first rewrites its rare levels
-    (``hide_rare_levels``); ``min_samples_leaf`` is the forests' (a job raises
-    it to ``min_leaf_rows``). Returns the global schema, the sites and the
-    number of levels hidden over all sites.
+    (``hide_rare_levels``). With ``grown`` the forests are grown as a job
+    grows them under that policy (``forest_params_for``: ``min_samples_leaf``
+    raised to ``min_leaf_rows``, each tree's sample of ``tree_sample_fraction``
+    of the rows). Returns the global schema, the sites and the number of
+    levels hidden over all sites.
     """
     hidden_count = 0
     described, rewritten = {}, {}
@@ -370,13 +382,15 @@ def prepare_sites(
         rewritten[site] = table
         described[site] = SiteSchema.from_frame(site, table, TARGET, listed)
     schema = GlobalSchema.build(list(described.values()))
-    forest_params = {"n_estimators": n_trees, "min_samples_leaf": min_samples_leaf}
     sites = {}
     for k, (site, table) in enumerate(rewritten.items()):
         own = list(schema.site_columns[site])
         X = schema.encode(table, own)
         y = normalize_labels(table[TARGET])
         X_tr, X_te, y_tr, y_te = split_validation(X, y, TEST_FRACTION, rep)
+        forest_params = {"n_estimators": n_trees}
+        if grown is not None:
+            forest_params = forest_params_for(grown, forest_params, len(X_tr))
         seed = rep * 1000 + k
         models = fit_site_models(
             site,
@@ -567,9 +581,9 @@ def run_task(
                 )
             # else nothing to hide: the same tables and models
         if setting.grows_leaves:
-            leaf = setting.block(dataset)["min_leaf_rows"]
+            grown = PrivacyPolicy.from_dict(setting.block(dataset))
             schema, sites, hidden = prepare_sites(
-                tables, categorical, rep, n_trees, imputer_cv=cv, min_samples_leaf=leaf
+                tables, categorical, rep, n_trees, imputer_cv=cv, grown=grown
             )
         numeric = [f for f in schema.features if f not in schema.categories]
         policy = policy_for(setting, dataset, numeric)

@@ -10,6 +10,11 @@ from pathlib import Path
 import pytest
 
 from fedforest.federation.training import fit_site_models
+from fedforest.privacy.policy import (
+    JOB_MIN_LEAF_ROWS,
+    JOB_TREE_SAMPLE_FRACTION,
+    PrivacyPolicy,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,9 +138,12 @@ def test_job_default_is_what_a_job_sends(bench):
     """The job default setting sends exactly what ``fit_site_models`` sends in a job."""
     setting = bench.get_settings([bench.JOB_DEFAULT])[0]
     assert setting.grows_leaves and not bench.get_settings(["k=5"])[0].grows_leaves
-    k = setting.block("S-500-Mix")["min_leaf_rows"]
+    block = setting.block("S-500-Mix")
+    k, fraction = block["min_leaf_rows"], block["tree_sample_fraction"]
+    assert (k, fraction) == (JOB_MIN_LEAF_ROWS, JOB_TREE_SAMPLE_FRACTION)
     tables, categorical = bench.site_tables("S-500-Mix", 0)
-    schema, sites, _ = bench.prepare_sites(tables, categorical, 0, 4, min_samples_leaf=k)
+    grown = PrivacyPolicy.from_dict(block)
+    schema, sites, _ = bench.prepare_sites(tables, categorical, 0, 4, grown=grown)
     policy = bench.policy_for(setting, "S-500-Mix", bench._numeric_columns("S-500-Mix"))
     for site in sites.values():
         sent = bench.outgoing(site, schema, policy, 0)
@@ -156,6 +164,9 @@ def test_job_default_is_what_a_job_sends(bench):
         assert bench._same_forest(sent.forest, job.forest)
         assert bench._same_forest(sent.intersection, job.intersection)
         assert bench.smallest_leaf_rows(sent.forest) >= k
+        # each tree grew on a bootstrap sample of 30% of the rows: its root saw no more
+        roots = site.models.forest.n_node_samples[site.models.forest.tree_start[:-1]]
+        assert roots.max() <= grown.tree_rows(len(site.X_train)) < len(site.X_train)
 
 
 def test_membership_inference_on_the_quick_run(bench, quick):

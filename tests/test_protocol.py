@@ -26,7 +26,7 @@ from fedforest.federation.swarm import (
 from fedforest.model.forest import PooledForest
 from fedforest.model.imputers import ImputerSet
 from fedforest.model.model_files import load_model, load_payload, read_model
-from fedforest.privacy.policy import JOB_MIN_LEAF_ROWS, PrivacyPolicy
+from fedforest.privacy.policy import job_default_policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "federation"))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "model"))
@@ -260,7 +260,7 @@ def _as_version_2(payload: dict) -> dict:
 def test_a_version_2_or_3_site_metrics_reply_must_carry_the_policy(job, version):
     site = "site-1"
     payload = copy.deepcopy(job.metrics[site])
-    default = PrivacyPolicy(min_leaf_rows=JOB_MIN_LEAF_ROWS).to_dict()  # a job's default
+    default = job_default_policy().to_dict()  # a job's default
     assert payload["version"] == 3 and payload["privacy"] == default
     if version == 2:
         payload = _as_version_2(payload)

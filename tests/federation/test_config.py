@@ -23,7 +23,11 @@ from fedforest.federation.config import (
     split_sizes,
 )
 from fedforest.federation.tables import check_data, read_table
-from fedforest.privacy.policy import JOB_MIN_LEAF_ROWS, PrivacyPolicy
+from fedforest.privacy.policy import (
+    JOB_MIN_LEAF_ROWS,
+    PrivacyPolicy,
+    job_default_policy,
+)
 from fedforest.vocabulary import METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -809,16 +813,26 @@ def test_a_site_without_privacy_block_has_the_default_policy():
     assert SITE_DEFAULTS["privacy"] is None
     cfg = SiteConfig.from_dict(site_dict(), "s.yaml")
     # secure by default: no node of fewer than JOB_MIN_LEAF_ROWS rows, nothing else changed
-    assert (
-        cfg.privacy == PrivacyPolicy(min_leaf_rows=JOB_MIN_LEAF_ROWS) and cfg.local_privacy is None
-    )
+    assert cfg.privacy == job_default_policy() and cfg.local_privacy is None
     assert cfg.privacy_policy() is cfg.privacy
+
+
+def test_a_site_may_loosen_the_tree_sample_default_knowingly_and_is_warned(caplog):
+    with caplog.at_level("WARNING", logger="fedforest.federation.config"):
+        cfg = SiteConfig.from_dict(site_dict(privacy={"tree_sample_fraction": 1}), "s.yaml")
+    assert cfg.privacy.tree_sample_fraction == 1 and cfg.privacy.min_leaf_rows == 5
+    assert "privacy.tree_sample_fraction is 1.0, above the default of 0.3" in caplog.text
+    tighter = SiteConfig.from_dict(site_dict(privacy={"tree_sample_fraction": 0.2}), "s.yaml")
+    assert tighter.privacy.tree_sample_fraction == 0.2
+    for bad in (0, 1.5, "half"):
+        with pytest.raises(ConfigError, match="privacy.tree_sample_fraction"):
+            SiteConfig.from_dict(site_dict(privacy={"tree_sample_fraction": bad}), "s.yaml")
 
 
 def test_a_site_may_lower_the_default_knowingly_and_is_warned(caplog):
     with caplog.at_level("WARNING", logger="fedforest.federation.config"):
         cfg = SiteConfig.from_dict(site_dict(privacy={"min_leaf_rows": 1}), "site-1.yaml")
-    assert cfg.privacy.is_default  # the trees leave as trained
+    assert cfg.privacy == PrivacyPolicy(tree_sample_fraction=0.3)  # leaves of any size
     assert "site-1.yaml: privacy.min_leaf_rows is 1, below the default of 5" in caplog.text
     assert "membership inference" in caplog.text
     caplog.clear()
@@ -903,7 +917,7 @@ def test_the_sites_own_file_may_hold_a_privacy_block(tmp_path, site_yaml):
     cfg = SiteConfig.load(site_yaml, override=override)
     assert cfg.data_path == base.data_path and cfg.source == base.source  # no data_path there
     assert cfg.local_privacy.min_leaf_rows == 10
-    assert cfg.privacy == PrivacyPolicy(min_leaf_rows=JOB_MIN_LEAF_ROWS)
+    assert cfg.privacy == job_default_policy()
     policy = cfg.privacy_policy()
     assert policy.min_leaf_rows == 10
     assert policy.source == f"{override} + {site_yaml}"

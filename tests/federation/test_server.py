@@ -17,7 +17,7 @@ from fedforest.federation.job_results import RESULTS_FORMAT, RESULTS_VERSION
 from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
-from fedforest.privacy.policy import JOB_MIN_LEAF_ROWS, PrivacyPolicy
+from fedforest.privacy.policy import job_default_policy
 
 ALL_FEATURES = [
     "activity",
@@ -152,7 +152,7 @@ def test_results_json(job):
     assert results["model"]["nodes"] == int(job.model["forest"]["tree_start"][-1])
     assert results["model"]["bytes"] == payload_bytes(job.model) > 0
     # no privacy block anywhere: every site reports the job's default policy
-    default = PrivacyPolicy(min_leaf_rows=JOB_MIN_LEAF_ROWS).to_dict()
+    default = job_default_policy().to_dict()
     assert results["privacy"] == dict.fromkeys(SITES, default)
 
 

@@ -35,7 +35,11 @@ from fedforest.model.forest import PooledForest
 from fedforest.model.model_files import load_model
 from fedforest.privacy.audit import check_forest, disclosed_rare_levels
 from fedforest.privacy.levels import OTHER_LEVEL
-from fedforest.privacy.policy import JOB_MIN_LEAF_ROWS, PrivacyPolicy
+from fedforest.privacy.policy import (
+    JOB_MIN_LEAF_ROWS,
+    JOB_TREE_SAMPLE_FRACTION,
+    job_default_policy,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "data_prep"))
@@ -727,11 +731,12 @@ def test_a_job_with_privacy_policies_completes_and_records_them(policy_job):
             assert row["auc"] is None or 0.0 <= row["auc"] <= 1.0
 
 
-def test_the_default_policy_is_the_jobs_5_row_leaves(tmp_path, job):
+def test_the_default_policy_is_the_jobs_5_row_leaves_on_sampled_trees(tmp_path, job):
     """Privacy blocks that state the defaults give the same run as no block at all."""
     default = {
         "privacy": {
             "min_leaf_rows": JOB_MIN_LEAF_ROWS,
+            "tree_sample_fraction": JOB_TREE_SAMPLE_FRACTION,
             "min_level_rows": 0,
             "share": {"imputers": True},
         }
@@ -742,9 +747,12 @@ def test_the_default_policy_is_the_jobs_5_row_leaves(tmp_path, job):
         local={"site-1": {"privacy": {"threshold_grid": None}}},
     )
     again = run_job(config, runners, tmp_path / "run")
-    assert all(r.policy == PrivacyPolicy(min_leaf_rows=JOB_MIN_LEAF_ROWS) for r in runners.values())
-    for site in SITES:  # no node sent describes fewer rows
-        assert payload_forest(job.trained[site]).n_node_samples.min() >= JOB_MIN_LEAF_ROWS
+    assert all(r.policy == job_default_policy() for r in runners.values())
+    for site in SITES:  # no node sent describes fewer rows; each tree saw a sample of them
+        forest = payload_forest(job.trained[site])
+        assert forest.n_node_samples.min() >= JOB_MIN_LEAF_ROWS
+        roots = forest.n_node_samples[forest.tree_start[:-1]]
+        assert roots.max() <= job_default_policy().tree_rows(len(runners[site].X_train))
     for name in ("describe", "votes", "trained", "model", "elected"):
         assert_payload_equal(getattr(job, name), getattr(again, name), name)
     for site in SITES:

@@ -117,6 +117,7 @@ def test_a_policy_round_trips_through_to_dict():
         "dp_max_depth": None,
         "feature_ranges": {"age": [0.0, 120.0]},
         "target_range": None,
+        "tree_sample_fraction": 0.5,
     }
     policy = PrivacyPolicy.from_dict(data, "job.yaml")
     assert policy.to_dict() == data

@@ -84,12 +84,15 @@ a threshold grid naming a categorical column, ``2 * min_leaf_rows`` against
 the training rows); both blocks and their combination are checked again when
 the site starts, against the site's table (:meth:`SiteConfig.check_privacy`).
 
-**Secure by default.** A site whose YAML sets no ``privacy.min_leaf_rows``
-(outside DP mode) sends no node that describes fewer than
-:data:`~fedforest.privacy.policy.JOB_MIN_LEAF_ROWS` (5) training rows: fully
-grown trees with one-row leaves tell who was in the training rows
-(membership inference). The site's YAML may set a lower value; the site then
-logs a warning when it loads the file.
+**Secure by default.** Outside DP mode, a site whose YAML sets no
+``privacy.min_leaf_rows`` sends no node that describes fewer than
+:data:`~fedforest.privacy.policy.JOB_MIN_LEAF_ROWS` (5) training rows, and
+one that sets no ``privacy.tree_sample_fraction`` grows each tree on a
+bootstrap sample of :data:`~fedforest.privacy.policy.JOB_TREE_SAMPLE_FRACTION`
+(30%) of its training rows: fully grown trees on every row, with one-row
+leaves, tell who was in the training rows (membership inference). The site's
+YAML may loosen either (a smaller ``min_leaf_rows``, a larger fraction); the
+site then logs a warning when it loads the file.
 """
 
 from __future__ import annotations
@@ -112,7 +115,12 @@ from ..columns import column_kind
 from ..election.ballot import NORMALIZATIONS
 from ..errors import ConfigError
 from ..model.payload_checks import MAX_SEED
-from ..privacy.policy import JOB_MIN_LEAF_ROWS, PrivacyPolicy, effective_policy
+from ..privacy.policy import (
+    JOB_MIN_LEAF_ROWS,
+    JOB_TREE_SAMPLE_FRACTION,
+    PrivacyPolicy,
+    effective_policy,
+)
 from ..validation import ConfigChecker
 from ..vocabulary import (
     AGGREGATIONS,
@@ -717,20 +725,30 @@ def _site_privacy(block: Any, source: str) -> PrivacyPolicy:
     kept, with a warning that says what it costs.
     """
     policy = PrivacyPolicy.from_dict(block, source)
-    if not isinstance(block, Mapping) or "min_leaf_rows" not in block:
-        if policy.dp:
-            return policy
-        return dataclasses.replace(policy, min_leaf_rows=JOB_MIN_LEAF_ROWS)
-    if policy.min_leaf_rows < JOB_MIN_LEAF_ROWS:
-        logger.warning(
-            "%s: privacy.min_leaf_rows is %d, below the default of %d: this site sends tree "
-            "nodes that describe fewer rows, which tell who was in its training rows "
-            "(membership inference); remove the key for the default",
-            source,
-            policy.min_leaf_rows,
-            JOB_MIN_LEAF_ROWS,
-        )
-    return policy
+    if policy.dp:
+        return policy
+    given = block if isinstance(block, Mapping) else {}
+    defaults = {}
+    for key, default in (
+        ("min_leaf_rows", JOB_MIN_LEAF_ROWS),
+        ("tree_sample_fraction", JOB_TREE_SAMPLE_FRACTION),
+    ):
+        value = getattr(policy, key)
+        if key not in given or value is None:
+            defaults[key] = default
+        elif value < default or (key == "tree_sample_fraction" and value > default):
+            looser = "below" if key == "min_leaf_rows" else "above"
+            logger.warning(
+                "%s: privacy.%s is %s, %s the default of %s: this site's trees tell more "
+                "about who was in its training rows (membership inference); remove the key "
+                "for the default",
+                source,
+                key,
+                value,
+                looser,
+                default,
+            )
+    return dataclasses.replace(policy, **defaults) if defaults else policy
 
 
 def _scalar_label(value: Any) -> Any:

@@ -39,9 +39,7 @@ MIN_CLASS_ROWS_PER_PART = 1
 PARTS = ("training", "validation", "test")
 
 
-def split_validation(
-    X: pd.DataFrame, y, fraction: float, random_state=None, stratify: bool = True
-):
+def split_validation(X: pd.DataFrame, y, fraction: float, random_state=None, stratify: bool = True):
     """Split off ``fraction`` of the rows, stratified by class (plain split when a class is
     too rare, or with ``stratify=False``: a regression target)."""
     y = np.asarray(y)

@@ -119,10 +119,7 @@ def fit_site_models(
             classes,
             task,
         )
-    params = dict(forest_params)
-    k = policy.min_leaf_rows
-    if k > 1 and params.get("min_samples_leaf", 1) < k:
-        params["min_samples_leaf"] = k  # leaves of at least k rows from the start
+    params = forest_params_for(policy, forest_params, len(X))
     rf = Forest(**params, random_state=random_state, n_jobs=1)
     rf.fit(X.to_numpy(dtype=np.float32), y_train)
     forest = PooledForest.from_sklearn(rf, own, owner=site, X=X, categories=cats)
@@ -176,6 +173,33 @@ def fit_site_models(
         len(imputers),
     )
     return SiteModels(forest, imputers, std, inter)
+
+
+def forest_params_for(
+    policy: PrivacyPolicy, forest_params: Mapping[str, Any], n_rows: int
+) -> dict[str, Any]:
+    """The scikit-learn forest's parameters under ``policy`` for ``n_rows`` training rows.
+
+    ``min_samples_leaf`` is raised to ``min_leaf_rows`` (leaves of at least k
+    rows from the start), and with ``tree_sample_fraction`` each tree's
+    bootstrap draws ``max_samples`` rows
+    (:meth:`~fedforest.privacy.policy.PrivacyPolicy.tree_rows`).
+
+    Examples
+    --------
+    >>> from fedforest.privacy.policy import PrivacyPolicy
+    >>> p = PrivacyPolicy(min_leaf_rows=5, tree_sample_fraction=0.3)
+    >>> forest_params_for(p, {"n_estimators": 10}, 1000)
+    {'n_estimators': 10, 'min_samples_leaf': 5, 'max_samples': 300}
+    """
+    params = dict(forest_params)
+    k = policy.min_leaf_rows
+    if k > 1 and params.get("min_samples_leaf", 1) < k:
+        params["min_samples_leaf"] = k
+    rows = policy.tree_rows(n_rows)
+    if rows is not None and params.get("bootstrap", True):
+        params["max_samples"] = rows
+    return params
 
 
 def _fit_dp_models(

@@ -54,6 +54,11 @@ from ..model.payload_checks import MAX_NODE_SAMPLES
 from ..validation import ConfigChecker
 from ..vocabulary import TASKS
 
+#: ``tree_sample_fraction`` of a job's site that sets none (outside DP mode): each tree
+#: grows on a bootstrap sample of 30% of the site's training rows.
+JOB_TREE_SAMPLE_FRACTION = 0.3
+#: A tree's sample holds at least this many leaves' worth of rows (``min_leaf_rows`` each).
+MIN_SAMPLE_LEAVES = 4
 #: ``min_leaf_rows`` of a job's site that sets none: no node it sends describes fewer
 #: rows (:meth:`~fedforest.federation.config.SiteConfig.from_dict`). A policy read
 #: elsewhere (a FLARE filter's arguments, the site's own ``local/`` file, which only
@@ -82,6 +87,7 @@ _KEYS = (
     "dp_max_depth",
     "feature_ranges",
     "target_range",
+    "tree_sample_fraction",
 )
 _GRID_KEYS = ("step", "significant_digits", "steps", "edges")
 
@@ -342,6 +348,13 @@ class PrivacyPolicy:
         Public bounds of a regression target, for the noisy leaf means of DP
         trees (DP mode only; required there for a regression job: see
         :meth:`check_task`).
+    tree_sample_fraction : float or None
+        Each tree is grown on a bootstrap sample of this share of the site's
+        training rows (scikit-learn's ``max_samples``; at least
+        :data:`MIN_SAMPLE_LEAVES` leaves of ``min_leaf_rows`` rows, so a small
+        site's trees can still split): a row is in fewer trees, so the trees
+        tell less about who was in the training rows. ``None``: every tree
+        draws as many rows as the site has. Not used in DP mode.
     source : str
         The file(s) the policy came from, named in error messages (not part
         of the policy: ignored by ``==``).
@@ -357,6 +370,7 @@ class PrivacyPolicy:
     dp_max_depth: int | None = None
     feature_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     target_range: tuple[float, float] | None = None
+    tree_sample_fraction: float | None = None
     source: str = field(default="(default policy)", compare=False)
 
     def __post_init__(self):
@@ -513,6 +527,17 @@ class PrivacyPolicy:
             dp_max_depth=optional_int("dp_max_depth", 1, MAX_DP_DEPTH),
             feature_ranges=feature_ranges,
             target_range=target_range,
+            tree_sample_fraction=(
+                None
+                if data.get("tree_sample_fraction") is None
+                else c.number(
+                    prefix + "tree_sample_fraction",
+                    data["tree_sample_fraction"],
+                    0,
+                    1,
+                    open_lo=True,
+                )
+            ),
             source=source,
         )
 
@@ -531,7 +556,23 @@ class PrivacyPolicy:
             "dp_max_depth": self.dp_max_depth,
             "feature_ranges": {f: [lo, hi] for f, (lo, hi) in sorted(self.feature_ranges.items())},
             "target_range": None if self.target_range is None else list(self.target_range),
+            "tree_sample_fraction": self.tree_sample_fraction,
         }
+
+    def tree_rows(self, n_rows: int) -> int | None:
+        """Rows each tree's bootstrap draws (``max_samples``), or ``None`` for all of them.
+
+        ``ceil(tree_sample_fraction * n_rows)``, but at least
+        :data:`MIN_SAMPLE_LEAVES` times ``min_leaf_rows`` (and at most the
+        rows there are); ``None`` without a fraction, in DP mode, or when the
+        sample would be every row.
+        """
+        if self.tree_sample_fraction is None or self.dp:
+            return None
+        rows = max(
+            math.ceil(self.tree_sample_fraction * n_rows), MIN_SAMPLE_LEAVES * self.min_leaf_rows
+        )
+        return None if rows >= n_rows else int(rows)
 
     # ------------------------------------------------------------- queries
     @property
@@ -630,7 +671,31 @@ class PrivacyPolicy:
             )
 
 
+def job_default_policy() -> PrivacyPolicy:
+    """What a job's site applies when its YAML has no ``privacy:`` block (outside DP mode).
+
+    ``min_leaf_rows`` :data:`JOB_MIN_LEAF_ROWS` and ``tree_sample_fraction``
+    :data:`JOB_TREE_SAMPLE_FRACTION`, nothing else
+    (:meth:`~fedforest.federation.config.SiteConfig.from_dict`).
+
+    Examples
+    --------
+    >>> job_default_policy().min_leaf_rows, job_default_policy().tree_sample_fraction
+    (5, 0.3)
+    """
+    return PrivacyPolicy(
+        min_leaf_rows=JOB_MIN_LEAF_ROWS, tree_sample_fraction=JOB_TREE_SAMPLE_FRACTION
+    )
+
+
 def _stricter_epsilon(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return min(a, b)
+
+
+def _smaller(a: float | None, b: float | None) -> float | None:
+    """The smaller of two optional fractions (``None``: every row, the largest)."""
     if a is None or b is None:
         return a if b is None else b
     return min(a, b)
@@ -663,6 +728,7 @@ def effective_policy(site_policy: PrivacyPolicy, job_policy: PrivacyPolicy) -> P
         dp_max_depth=b.dp_max_depth if b.dp_max_depth is not None else a.dp_max_depth,
         feature_ranges={**a.feature_ranges, **b.feature_ranges},
         target_range=b.target_range if b.target_range is not None else a.target_range,
+        tree_sample_fraction=_smaller(a.tree_sample_fraction, b.tree_sample_fraction),
         source=f"{a.source} + {b.source}",
     )
 

@@ -19,11 +19,18 @@ numba is installed; they use every core the process may use) and ``numpy``.
 The two engines' predictions are checked to be identical. The targets are for
 the default engine (numba when installed).
 
+``--task regression`` measures the same with regression trees
+(``RandomForestRegressor`` on ``make_regression`` rows,
+``PooledForestRegressor.predict`` against ``RandomForestRegressor.predict`` on
+the same 300 trees); the targets are the same ratios.
+
 Usage::
 
     python benchmarks/bench_inference.py [--rows 10000] [--out benchmarks/results]
+    python benchmarks/bench_inference.py --task regression
 
-Results go to ``<out>/inference.json`` and ``<out>/inference.md``.
+Results go to ``<out>/inference.json`` and ``<out>/inference.md``
+(``inference_regression.*`` with ``--task regression``).
 """
 
 from __future__ import annotations
@@ -40,13 +47,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import sklearn
-from sklearn.datasets import make_classification
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.datasets import make_classification, make_regression
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from fedforest import (
     ImputerSet,
     PooledForest,
     PooledForestClassifier,
+    PooledForestRegressor,
     fit_imputers,
     fit_surrogates,
 )
@@ -74,7 +82,7 @@ def best_time(fn, repeats: int) -> float:
 
 def naive_predict_proba(forest: PooledForest, X: np.ndarray) -> np.ndarray:
     """Per-row, per-node Python traversal: the slow way this package avoids."""
-    out = np.zeros((X.shape[0], forest.n_classes))
+    out = np.zeros((X.shape[0], forest.n_outputs))
     left, right = forest.global_children
     for i in range(X.shape[0]):
         for t in range(forest.n_trees):
@@ -86,14 +94,25 @@ def naive_predict_proba(forest: PooledForest, X: np.ndarray) -> np.ndarray:
     return out / forest.n_trees
 
 
-def build(rows: int, seed: int = 0):
-    X, y = make_classification(
-        n_samples=N_SITES * TRAIN_ROWS + rows,
-        n_features=N_FEATURES,
-        n_informative=10,
-        n_redundant=4,
-        random_state=seed,
-    )
+def predict(estimator, X):
+    """What is timed: class probabilities, or the predicted numbers (regression)."""
+    if hasattr(estimator, "predict_proba"):
+        return estimator.predict_proba(X)
+    return estimator.predict(X)
+
+
+def build(rows: int, seed: int = 0, task: str = "classification"):
+    n = N_SITES * TRAIN_ROWS + rows
+    if task == "regression":
+        X, y = make_regression(
+            n_samples=n, n_features=N_FEATURES, n_informative=10, noise=10.0, random_state=seed
+        )
+        Forest = RandomForestRegressor
+    else:
+        X, y = make_classification(
+            n_samples=n, n_features=N_FEATURES, n_informative=10, n_redundant=4, random_state=seed
+        )
+        Forest = RandomForestClassifier
     names = [f"f{i:02d}" for i in range(N_FEATURES)]
     frame = pd.DataFrame(X, columns=names)
     shared, absent = names[:10], names[10:]
@@ -101,7 +120,7 @@ def build(rows: int, seed: int = 0):
     for s in range(N_SITES):
         part = slice(s * TRAIN_ROWS, (s + 1) * TRAIN_ROWS)
         Xs, ys = frame[part], y[part]
-        rf = RandomForestClassifier(n_estimators=TREES_PER_SITE, random_state=seed + s)
+        rf = Forest(n_estimators=TREES_PER_SITE, random_state=seed + s)
         rf.fit(Xs, ys)
         owner = f"site-{s + 1}"
         forest = PooledForest.from_sklearn(rf, names, owner=owner)
@@ -110,7 +129,7 @@ def build(rows: int, seed: int = 0):
         stds.append(Xs.std())
         estimators.extend(rf.estimators_)
         logger.info("site %d trained and fitted imputers and surrogates", s + 1)
-    reference = RandomForestClassifier(n_estimators=len(estimators)).fit(X[:50], y[:50])
+    reference = Forest(n_estimators=len(estimators)).fit(X[:50], y[:50])
     reference.estimators_ = estimators
     reference.n_estimators = len(estimators)
     pooled = PooledForest.concat(forests)
@@ -122,7 +141,8 @@ def build(rows: int, seed: int = 0):
 
 def time_strategy(pooled, imputers, feature_std, test, half, strategy, engine, sk, reference):
     """Seconds and ratios of one strategy with one engine, and its half-absent predictions."""
-    clf = PooledForestClassifier(
+    Estimator = PooledForestRegressor if pooled.is_regression else PooledForestClassifier
+    clf = Estimator(
         pooled,
         strategy=strategy,
         imputers=imputers,
@@ -131,20 +151,20 @@ def time_strategy(pooled, imputers, feature_std, test, half, strategy, engine, s
         random_state=0,
         engine=engine,
     )
-    clf.predict_proba(test)  # warm the compiled trees
-    t_all = best_time(lambda: clf.predict_proba(test), 3)
+    predict(clf, test)  # warm the compiled trees
+    t_all = best_time(lambda: predict(clf, test), 3)
     assert strategy in ("park", "local") or np.array_equal(
-        clf.predict_proba(test), reference.predict_proba(test.to_numpy())
+        predict(clf, test), predict(reference, test.to_numpy())
     )
-    clf.predict_proba(half)  # and the kernels
-    first = best_time(lambda: clf.predict_proba(half), 1)
-    t_half = first if first > 2.0 else min(first, best_time(lambda: clf.predict_proba(half), 2))
-    proba = clf.predict_proba(half)
+    predict(clf, half)  # and the kernels
+    first = best_time(lambda: predict(clf, half), 1)
+    t_half = first if first > 2.0 else min(first, best_time(lambda: predict(clf, half), 2))
+    proba = predict(clf, half)
     diag = clf.diagnostics_
     if diag.n_fallback and diag.n_fallback < len(half):
         # routing cost alone: the same strategy on the rows that kept a tree, scaled up
         kept_rows = half[~diag.fallback_rows]
-        t_kept = best_time(lambda: clf.predict_proba(kept_rows), 3)
+        t_kept = best_time(lambda: predict(clf, kept_rows), 3)
         t_routing = t_kept * len(half) / len(kept_rows)
     else:
         t_routing = t_half
@@ -171,14 +191,15 @@ def time_strategy(pooled, imputers, feature_std, test, half, strategy, engine, s
     return row_all, row_half, proba
 
 
-def run(rows: int, out: Path) -> dict:
-    reference, pooled, imputers, feature_std, test, shared = build(rows)
+def run(rows: int, out: Path, task: str = "classification") -> dict:
+    reference, pooled, imputers, feature_std, test, shared = build(rows, task=task)
     X_np = test.to_numpy()
-    sk = best_time(lambda: reference.predict_proba(X_np), 5)
-    logger.info("scikit-learn predict_proba: %.3f s", sk)
+    sk = best_time(lambda: predict(reference, X_np), 5)
+    logger.info("scikit-learn %s: %.3f s", _sklearn_call(task), sk)
     kernels, _ = load_kernels()
     engines = ("numba", "numpy") if kernels is not None else ("numpy",)
     results = {
+        "task": task,
         "sklearn_seconds": sk,
         "targets": {"all_features": TARGETS_ALL, "half_absent": TARGETS_HALF},
         "engines": {e: {"all_features": {}, "half_absent": {}} for e in engines},
@@ -195,7 +216,7 @@ def run(rows: int, out: Path) -> dict:
         # the engines agree bit for bit (the same seed gives the same draws)
         assert all(np.array_equal(predictions[engines[0]], p) for p in predictions.values())
     # scikit-learn again at the end: the smaller time is the reference of every ratio
-    sk_end = best_time(lambda: reference.predict_proba(X_np), 5)
+    sk_end = best_time(lambda: predict(reference, X_np), 5)
     if sk_end < sk:
         for engine_results in results["engines"].values():
             for part in engine_results.values():
@@ -223,9 +244,14 @@ def run(rows: int, out: Path) -> dict:
         "machine": platform.machine(),
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "inference.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / "inference.md").write_text(markdown(results))
+    name = "inference_regression" if task == "regression" else "inference"
+    (out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / f"{name}.md").write_text(markdown(results))
     return results
+
+
+def _sklearn_call(task: str) -> str:
+    return "RandomForestRegressor.predict" if task == "regression" else "predict_proba"
 
 
 def markdown(results: dict) -> str:
@@ -233,7 +259,8 @@ def markdown(results: dict) -> str:
     engines = list(results["engines"])
     lines = [
         f"Forest: {setup['trees']} trees ({setup['nodes']} nodes), {setup['features']} "
-        f"features; {setup['rows']} rows predicted. scikit-learn predict_proba: "
+        f"features; {setup['rows']} rows predicted. scikit-learn "
+        f"{_sklearn_call(results.get('task', 'classification'))}: "
         f"{results['sklearn_seconds']:.3f} s. Ratios to it, per engine of the dynamic "
         f"traversals ({', '.join(engines)}; numba {setup['numba'] or 'not installed'}, "
         f"{setup['cores']} cores).",
@@ -274,9 +301,12 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument(
+        "--task", choices=("classification", "regression"), default="classification"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    results = run(args.rows, args.out)
+    results = run(args.rows, args.out, args.task)
     print(markdown(results))
 
 

@@ -1,10 +1,10 @@
 """The recipe in NVIDIA FLARE's POC mode (PocEnv): server and sites as separate processes.
 
-One POC deployment (module fixture) runs four jobs in turn: the demo job in
+One POC deployment (module fixture) runs three jobs in turn: the demo job in
 server mode and in swarm mode, compared with the simulator's runs of the same
-configs; a small swarm job in the privacy scope that site-1's own
-``local/privacy.json`` defines, where FLARE applies the scope (the simulator
-does not); and a small regression job (``job.task: regression``) in swarm mode.
+configs, and a small regression job (``job.task: regression``) in swarm mode,
+in the privacy scope that site-1's own ``local/privacy.json`` defines, where
+FLARE applies the scope (the simulator does not).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from flare_setup import DEMO_RUNS, UNCALIBRATED, write_configs
+from flare_setup import DEMO_RUNS, write_configs
 
 from fedforest.federation.config import JOB_STRATEGIES
 from fedforest.flare.environments import PocDeployment
@@ -35,16 +35,9 @@ def privacy_json(filters: list) -> str:
 @pytest.fixture(scope="module")
 def poc(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("poc")
+    # a small regression job in swarm mode, in the privacy scope of site-1's own privacy.json
     scoped = write_configs(
         tmp / "scoped",
-        rows=300,
-        job={"mode": "swarm"},
-        forest={"n_estimators": 8},
-        election={"auto_tune": False},
-        evaluation=UNCALIBRATED,
-    )
-    regression = write_configs(
-        tmp / "regression",
         rows=300,
         task="regression",
         job={"mode": "swarm"},
@@ -56,7 +49,6 @@ def poc(tmp_path_factory):
         "server": FedForestRecipe(write_configs(tmp / "server")),
         "swarm": FedForestRecipe(write_configs(tmp / "swarm", job={"mode": "swarm"})),
         "scoped": FedForestRecipe(scoped, scope="fedforest"),
-        "regression": FedForestRecipe(regression),
     }
     site_1 = [{"path": FILTER, "args": {"min_leaf_rows": K, "share": {"surrogates": False}}}]
     site_files = {
@@ -136,7 +128,7 @@ def test_a_hospitals_privacy_scope_holds_in_swarm_mode(poc):
 
 
 def test_a_regression_job_runs_in_swarm_mode(poc):
-    results = poc["results"]["regression"]
+    results = poc["results"]["scoped"]  # job.task: regression
     assert results["mode"] == "swarm"
     assert results["status"] == "finished", results.get("error")
     assert results["site_states"] == dict.fromkeys(SITES, "finished")
@@ -145,5 +137,5 @@ def test_a_regression_job_runs_in_swarm_mode(poc):
         per = results["metrics"][site]
         assert set(per) == set(JOB_STRATEGIES)
         assert all(row["rmse"] > 0 and row["bins"] is None for row in per.values())
-        (path,) = site_run_dir(poc, site, "regression").rglob("pooled_model.npz")
+        (path,) = site_run_dir(poc, site, "scoped").rglob("pooled_model.npz")
         assert load_model(path)["forest"].task == "regression"

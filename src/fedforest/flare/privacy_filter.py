@@ -133,7 +133,7 @@ from ..privacy.audit import check_forest
 from ..privacy.policy import PrivacyPolicy, effective_policy
 from ..privacy.transforms import add_count_noise, enforce_min_leaf_rows, strip_surrogates
 from ..validation import PayloadReader
-from ..vocabulary import METRICS
+from ..vocabulary import METRICS, REGRESSION_METRICS
 from ..yaml_files import load_yaml
 
 logger = logging.getLogger(__name__)
@@ -364,7 +364,9 @@ class PrivacyPolicyFilter(Filter):
         per = payload.get("strategies")
         strategies = [str(s) for s in per] if isinstance(per, Mapping) else []
         first = next(iter(per.values()), None) if isinstance(per, Mapping) and per else None
-        metrics = [m for m in METRICS if isinstance(first, Mapping) and m in first]
+        metrics = [
+            m for m in (*METRICS, *REGRESSION_METRICS) if isinstance(first, Mapping) and m in first
+        ]
         sender = site if site is not None else payload.get("site")
         clean = read_site_metrics(payload, sender, strategies, metrics)
         self._check_rows(clean["rows"], "the evaluation (test rows)")

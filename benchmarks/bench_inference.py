@@ -19,6 +19,8 @@ numba is installed; they use every core the process may use) and ``numpy``.
 The two engines' predictions are checked to be identical. The targets are for
 the default engine (numba when installed).
 
+Every forest considers ``sqrt`` of the features at each split (the job's
+default ``forest.max_features``, and scikit-learn's for classifiers).
 ``--task regression`` measures the same with regression trees
 (``RandomForestRegressor`` on ``make_regression`` rows,
 ``PooledForestRegressor.predict`` against ``RandomForestRegressor.predict`` on
@@ -120,7 +122,8 @@ def build(rows: int, seed: int = 0, task: str = "classification"):
     for s in range(N_SITES):
         part = slice(s * TRAIN_ROWS, (s + 1) * TRAIN_ROWS)
         Xs, ys = frame[part], y[part]
-        rf = Forest(n_estimators=TREES_PER_SITE, random_state=seed + s)
+        # max_features "sqrt" for both tasks: the job's default (forest.max_features)
+        rf = Forest(n_estimators=TREES_PER_SITE, max_features="sqrt", random_state=seed + s)
         rf.fit(Xs, ys)
         owner = f"site-{s + 1}"
         forest = PooledForest.from_sklearn(rf, names, owner=owner)

@@ -1027,3 +1027,30 @@ def test_a_key_given_twice_in_a_site_yaml_is_refused_too(tmp_path):
     )
     with pytest.raises(ConfigError, match="key 'privacy' appears twice \\(lines 4 and 6\\)"):
         SiteConfig.load(path)
+
+
+def test_a_regression_job_gets_regression_defaults_and_refuses_classification_keys():
+    job = JobConfig.from_dict({"job": {"sites": ["a", "b"], "task": "regression"}}, "j.yaml")
+    assert job.task == "regression" and job.metrics == ["rmse", "mae", "r2"]
+    assert job.auto_metric == "rmse" and job.election["metric"] == "rmse"
+    assert job.calibration == "none"
+    refused = [
+        ({"evaluation": {"metrics": ["auprc", "rmse"]}}, "evaluation.metrics"),
+        ({"evaluation": {"calibration": "auto"}}, "evaluation.calibration"),
+        ({"evaluation": {"voting": "hard"}}, "evaluation.voting"),
+        ({"evaluation": {"auto_metric": "log_loss"}}, "evaluation.auto_metric"),
+        ({"election": {"metric": "auprc"}}, "election.metric"),
+    ]
+    for extra, key in refused:
+        data = {"job": {"sites": ["a", "b"], "task": "regression"}, **extra}
+        with pytest.raises(ConfigError, match=f"j.yaml: key '{key}'"):
+            JobConfig.from_dict(data, "j.yaml")
+    with pytest.raises(ConfigError, match="key 'job.task' is 'survival'"):
+        JobConfig.from_dict({"job": {"sites": ["a", "b"], "task": "survival"}}, "j.yaml")
+
+
+def test_a_regression_site_names_the_selectors_it_may_use():
+    with pytest.raises(ConfigError, match="key 'selector' is 'chi2'.*f_regression"):
+        SiteConfig.from_dict(site_dict(selector="chi2"), "site-1.yaml", task="regression")
+    with pytest.raises(ConfigError, match="key 'selector' is 'f_regression'"):
+        SiteConfig.from_dict(site_dict(selector="f_regression"), "site-1.yaml")

@@ -517,3 +517,53 @@ def test_the_privacy_block_is_checked_against_the_data_at_build(small_csv):
     ranges = {"age": [0, 120], "glucose_mg_dl": [0, 400]}
     check_data(site_config(small_csv, privacy={"dp_epsilon": 1.0, "feature_ranges": ranges}))
     check_data(site_config(small_csv, privacy={"threshold_grid": {"step": 1, "steps": {"age": 5}}}))
+
+
+# --------------------------------------------------------------------------- regression targets
+def regression_site(tmp_path, outcome, **changes) -> SiteConfig:
+    path = tmp_path / "reg.csv"
+    lines = ["age,bmi,outcome", *(f"{40 + i},{20 + i % 7},{v}" for i, v in enumerate(outcome))]
+    path.write_text("\n".join(lines) + "\n")
+    data = site_dict(data_path=str(path), privacy={"min_leaf_rows": 1}, **changes)
+    return SiteConfig.from_dict(data, "site-1.yaml", task="regression")
+
+
+def test_a_regression_job_reads_its_target_as_numbers(tmp_path):
+    site = regression_site(tmp_path, [1.5, 2.25, 7.0, 3.5, 4.0, 2.0, 9.5, 1.0, 6.0, 5.5])
+    frame = read_table(site)
+    assert frame["outcome"].dtype == float and frame["outcome"].iloc[1] == 2.25
+    assert check_data(site) == ["age", "bmi", "outcome"]
+
+
+@pytest.mark.parametrize(
+    "outcome, says",
+    [
+        (["yes", "no"] * 5, "a class label, not a number"),
+        ([0, 1] * 5, "only the values [0.0, 1.0]"),
+        ([1.0, None, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0], "has 1 missing value(s)"),
+    ],
+)
+def test_a_class_like_or_missing_regression_target_is_refused_with_the_reason(
+    tmp_path, outcome, says
+):
+    site = regression_site(tmp_path, ["" if v is None else v for v in outcome])
+    with pytest.raises(ConfigError) as info:
+        read_table(site)
+    message = str(info.value)
+    assert says in message and "site-1.yaml" in message
+    if "missing" not in says:
+        assert "job.task: classification" in message
+
+
+def test_a_fractional_target_in_a_classification_job_names_the_regression_task(tmp_path):
+    path = tmp_path / "frac.csv"
+    path.write_text("age,outcome\n" + "".join(f"{40 + i},{i + 0.5}\n" for i in range(10)))
+    site = SiteConfig.from_dict(site_dict(data_path=str(path)), "site-1.yaml")
+    with pytest.raises(ConfigError, match="set job.task: regression in job.yaml"):
+        read_table(site)
+
+
+def test_a_regression_site_refuses_a_label_map_and_a_calibration():
+    for key, value in (("label_map", {"yes": 1}), ("calibration", "isotonic")):
+        with pytest.raises(ConfigError, match=f"key '{key}'.*regression job"):
+            SiteConfig.from_dict(site_dict(**{key: value}), "site-1.yaml", task="regression")

@@ -356,17 +356,24 @@ def _check_values(
     return series
 
 
-def _numeric_target(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> pd.DataFrame:
-    """``job.task: regression``: the target holds a finite number on every row."""
-    y = frame[site.target]
-    what = f"target column {site.target!r}"
+def _refuse_missing_target(site, y: pd.Series, lines, allowed: str) -> None:
     missing = y.isna()
     if missing.any():
         _data_error(
             site,
-            f"{what} has {int(missing.sum())} missing value(s) ({_where(y, missing, lines)})",
-            "a number on every row (remove the rows without an outcome)",
+            f"target column {site.target!r} has {int(missing.sum())} missing value(s) "
+            f"({_where(y, missing, lines)})",
+            allowed,
         )
+
+
+def _numeric_target(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> pd.DataFrame:
+    """``job.task: regression``: the target holds a finite number on every row."""
+    y = frame[site.target]
+    what = f"target column {site.target!r}"
+    _refuse_missing_target(
+        site, y, lines, "a number on every row (remove the rows without an outcome)"
+    )
     if y.dtype == bool or not pd.api.types.is_numeric_dtype(y.dtype):
         text = pd.to_numeric(y, errors="coerce").isna() if y.dtype != bool else y.notna()
         example = y[text].iloc[0] if text.any() else y.iloc[0]
@@ -400,13 +407,9 @@ def _apply_label_map(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> 
     c = ConfigChecker(site.source)
     y = frame[site.target]
     what = f"target column {site.target!r}"
-    missing = y.isna()
-    if missing.any():
-        _data_error(
-            site,
-            f"{what} has {int(missing.sum())} missing value(s) ({_where(y, missing, lines)})",
-            "a class label on every row (remove the unlabelled rows)",
-        )
+    _refuse_missing_target(
+        site, y, lines, "a class label on every row (remove the unlabelled rows)"
+    )
     if pd.api.types.is_float_dtype(y.dtype):
         fractional = y.to_numpy() != np.round(y.to_numpy())
         if fractional.any():

@@ -309,16 +309,24 @@ def _relative_mask(scores: np.ndarray, threshold: Any, method: str) -> np.ndarra
     return mask
 
 
-def _f_classif(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def _numeric_f_test(data: _Data, test) -> tuple[np.ndarray, np.ndarray]:
+    """The filled table and the p-value of scikit-learn's F ``test`` per numeric column.
+
+    Categorical columns, and constant numeric ones (no test: leaving them out
+    avoids 0/0 warnings), keep p = 1 for the caller to fill or leave.
+    """
     filled = _filled(data)
     p = np.ones(data.n_features)
-    numeric = np.flatnonzero(~data.is_cat)
-    # A constant column has no test (p = 1); leaving it out avoids 0/0 warnings.
-    varying = [j for j in numeric if np.ptp(filled[:, j]) > 0]
+    varying = [j for j in np.flatnonzero(~data.is_cat) if np.ptp(filled[:, j]) > 0]
     if varying:
         with np.errstate(divide="ignore", invalid="ignore"):
-            _, p_num = sk_f_classif(filled[:, varying], data.y)
+            _, p_num = test(filled[:, varying], data.y)
         p[varying] = np.where(np.isnan(p_num), 1.0, p_num)
+    return filled, p
+
+
+def _f_classif(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    filled, p = _numeric_f_test(data, sk_f_classif)
     n_classes = len(data.classes)
     for j in np.flatnonzero(data.is_cat):
         levels, codes = np.unique(filled[:, j], return_inverse=True)
@@ -332,15 +340,7 @@ def _f_classif(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndar
 
 
 def _f_regression(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    filled = _filled(data)
-    p = np.ones(data.n_features)
-    numeric = np.flatnonzero(~data.is_cat)
-    # A constant column has no test (p = 1); leaving it out avoids 0/0 warnings.
-    varying = [j for j in numeric if np.ptp(filled[:, j]) > 0]
-    if varying:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            _, p_num = sk_f_regression(filled[:, varying], data.y)
-        p[varying] = np.where(np.isnan(p_num), 1.0, p_num)
+    filled, p = _numeric_f_test(data, sk_f_regression)
     target = data.y[:, None]
     for j in np.flatnonzero(data.is_cat):
         levels, codes = np.unique(filled[:, j], return_inverse=True)

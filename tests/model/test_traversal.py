@@ -223,6 +223,7 @@ def test_layout_has_one_dtype_per_field(case):
         "surrogate_feature": np.int64,
         "surrogate_threshold": np.float64,
         "surrogate_left_le": np.bool_,
+        "order": np.int64,
     }
     assert set(cf._fields) == set(dtypes)
     for name, dtype in dtypes.items():
@@ -230,3 +231,28 @@ def test_layout_has_one_dtype_per_field(case):
         assert array.dtype == dtype and array.flags.c_contiguous, name
     assert np.array_equal(cf.depth, forest.node_depth)
     assert cf.children.shape == (2 * forest.n_nodes,)
+
+
+def test_order_is_the_depth_first_left_first_walk(case):
+    forest, cf, _, _ = case
+    expected = np.empty(forest.n_nodes, dtype=np.int64)
+    position = 0
+    for root in cf.roots:
+        stack = [int(root)]
+        while stack:
+            node = stack.pop()
+            expected[node] = position
+            position += 1
+            if cf.feature[node] >= 0:
+                stack += [int(cf.children[2 * node + 1]), int(cf.children[2 * node])]
+    assert np.array_equal(cf.order, expected)
+
+
+def test_order_does_not_depend_on_how_a_tree_stores_its_nodes():
+    # one tree stored breadth first: root 0, children 1 (left) and 2, 1's children 3 and 4
+    left = np.array([1, 3, -1, -1, -1])
+    right = np.array([2, 4, -1, -1, -1])
+    internal = left >= 0
+    depth = np.array([0, 1, 1, 2, 2])
+    order = traversal.preorder(np.array([0, 5]), left, right, depth, internal)
+    assert order.tolist() == [0, 1, 4, 2, 3]

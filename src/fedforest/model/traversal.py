@@ -71,6 +71,7 @@ class CompiledForest(NamedTuple):
     surrogate_feature: np.ndarray  # int64, -1: none
     surrogate_threshold: np.ndarray  # float64
     surrogate_left_le: np.ndarray  # bool
+    order: np.ndarray  # int64: position in depth-first, left-before-right order (unique)
 
     @classmethod
     def build(cls, forest: PooledForest) -> CompiledForest:
@@ -104,7 +105,39 @@ class CompiledForest(NamedTuple):
             surrogate_feature=flat(forest.surrogate_feature, np.int64),
             surrogate_threshold=flat(forest.surrogate_threshold, np.float64),
             surrogate_left_le=flat(forest.surrogate_left_le, np.bool_),
+            order=preorder(forest.tree_start, left, right, forest.node_depth, internal),
         )
+
+
+def preorder(tree_start, left, right, depth, internal) -> np.ndarray:
+    """Each node's position when the trees are walked depth first, left child first.
+
+    The trees follow one another (a tree's nodes take ``tree_start[t]`` to
+    ``tree_start[t + 1] - 1``), whatever the order in which its nodes are
+    stored. Computed depth by depth (subtree sizes from the deepest nodes up,
+    then positions from the roots down), without a loop over nodes.
+
+    Returns
+    -------
+    ndarray of int64, one per node
+    """
+    n_nodes = depth.shape[0]
+    order = np.zeros(n_nodes, dtype=np.int64)
+    if not n_nodes:
+        return order
+    size = np.ones(n_nodes, dtype=np.int64)
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
+    levels = [by_depth[bounds[d] : bounds[d + 1]] for d in range(len(bounds) - 1)]
+    for level in reversed(levels):
+        inner = level[internal[level]]
+        size[inner] += size[left[inner]] + size[right[inner]]
+    order[tree_start[:-1]] = tree_start[:-1]
+    for level in levels:
+        inner = level[internal[level]]
+        order[left[inner]] = order[inner] + 1
+        order[right[inner]] = order[inner] + 1 + size[left[inner]]
+    return order
 
 
 def node_kinds(cf: CompiledForest, absent: np.ndarray | None) -> np.ndarray:

@@ -6,14 +6,14 @@ with explicit buffers (no recursion), and give the same results bit for bit
 (``docs/architecture.md``, "Engines with the same semantics"):
 
 * **marginal prediction** (:func:`marginal_proba`; ``mp``, and the rows every
-  tree discarded). A pair's frontier is processed level by level in the order
-  :func:`.routing.route_marginal` keeps: its leaves are summed in frontier
-  order, and the next frontier is the children of the nodes that route the
-  row (learned direction, or ``x <= t``), then the left children of the
-  branching nodes, then their right children; the branching nodes are those
-  on absent columns first, then those on NaN values of present columns.
-  Trees are summed one after the other and divided by their number, as the
-  classifier does with the numpy engine's per-tree distributions.
+  tree discarded). A pair is walked depth first, the left child before the
+  right one, so its leaves are summed in the tree's left-to-right order
+  (:attr:`~fedforest.model.traversal.CompiledForest.order`, the order
+  :func:`.routing.route_marginal` sorts them into); a node routes the row
+  (learned direction, or ``x <= t``) or branches (absent column, or a NaN the
+  node never saw), a child's weight being its parent's times ``1 - p`` or
+  ``p``. Trees are summed one after the other and divided by their number, as
+  the classifier does with the numpy engine's per-tree distributions.
 * **resolved routing** (:func:`route_leaves`; rows with NaN in columns the
   site has, and strategies off the compiled path). The resolver's decisions
   follow :meth:`.strategies.Strategy.resolver`, and its random numbers are
@@ -168,23 +168,23 @@ def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
 
     ``kind`` is :func:`~fedforest.model.traversal.node_kinds`: -1 at leaves,
     -2 at nodes on absent columns that saw no missing value, the node's
-    feature elsewhere.
+    feature elsewhere. Each (row, tree) is walked depth first, left child
+    before right (the right ones wait on a stack of ``capacity``: more than
+    the deepest node's depth), so the leaves are summed in the tree's
+    left-to-right order.
     """
     children = nodes.children
     threshold = nodes.threshold
     value = nodes.value
     feature = nodes.feature
     right_fraction = nodes.right_fraction
+    saw_missing = nodes.saw_missing
+    missing_right = nodes.missing_right
     node_kind = probs.node_kind
     n_classes = value.shape[1]
     n_trees = trees.shape[0]
-    # two frontiers in one buffer, at offsets `now` and `nxt` (swapping arrays would
-    # cost reference counting at every level)
-    frontier = np.empty(2 * capacity, dtype=np.int64)
-    weight = np.empty(2 * capacity, dtype=np.float64)
-    branch = np.empty(capacity, dtype=np.int64)
-    on_nan = np.empty(capacity, dtype=np.int64)
-    prob = np.empty(capacity, dtype=np.float64)
+    stack = np.empty(capacity, dtype=np.int64)
+    stack_weight = np.empty(capacity, dtype=np.float64)
     tree_sum = np.empty(n_classes, dtype=np.float64)
     for row in range(lo, hi):
         for c in range(n_classes):
@@ -192,76 +192,52 @@ def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
     # tree after tree (a tree's nodes stay in cache while its rows go through it);
     # each row sums the trees in order
     for ti in range(n_trees):
+        root = nodes.roots[trees[ti]]
         for row in range(lo, hi):
             for c in range(n_classes):
                 tree_sum[c] = 0.0
-            now = 0
-            nxt = capacity
-            frontier[now] = nodes.roots[trees[ti]]
-            weight[now] = 1.0
-            size = 1
-            while size > 0:
-                # one level: its leaves are summed in frontier order; the next
-                # frontier is [routed children] + [left of branching] + [right of branching]
-                n_next = nxt
-                n_absent = 0
-                n_nan = 0
-                for i in range(now, now + size):
-                    node = frontier[i]
-                    k = kind[node]
-                    if k >= 0:
-                        x = X[row, k]
-                        if np.isnan(x):
-                            if nodes.saw_missing[node]:
-                                frontier[n_next] = children[2 * node + nodes.missing_right[node]]
-                                weight[n_next] = weight[i]
-                                n_next += 1
-                            else:
-                                on_nan[n_nan] = i
-                                n_nan += 1
-                        else:
-                            frontier[n_next] = children[2 * node + (x > threshold[node])]
-                            weight[n_next] = weight[i]
-                            n_next += 1
-                    elif k == LEAF_KIND:
-                        w = weight[i]
-                        for c in range(n_classes):
-                            tree_sum[c] += w * value[node, c]
-                    else:
-                        branch[n_absent] = i
-                        n_absent += 1
-                # branching: the nodes on absent columns, then those on NaN values
-                for j in range(n_nan):
-                    branch[n_absent + j] = on_nan[j]
-                n_branch = n_absent + n_nan
-                for j in range(n_branch):
-                    i = branch[j]
-                    node = frontier[i]
-                    fraction = right_fraction[node]
-                    pk = node_kind[node]
-                    if pk == 1:
-                        f = feature[node]
-                        p = _numeric_right(
-                            fraction, threshold[node], probs.imputed[row, f], probs.inv_sigma[f]
-                        )
-                    elif pk == 2:
-                        f = feature[node]
-                        code = _level_code(threshold[node], probs.n_levels[f])
-                        p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
-                        p = _probability(1.0 - p_left, fraction)
-                    else:
-                        p = fraction
-                    prob[j] = p
-                    frontier[n_next] = children[2 * node]
-                    weight[n_next] = weight[i] * (1.0 - p)
-                    n_next += 1
-                for j in range(n_branch):
-                    i = branch[j]
-                    frontier[n_next] = children[2 * frontier[i] + 1]
-                    weight[n_next] = weight[i] * prob[j]
-                    n_next += 1
-                size = n_next - nxt
-                now, nxt = nxt, now
+            top = 0
+            node = root
+            w = 1.0
+            while True:
+                k = kind[node]
+                if k >= 0:
+                    x = X[row, k]
+                    if not np.isnan(x):
+                        node = children[2 * node + (x > threshold[node])]
+                        continue
+                    if saw_missing[node]:
+                        node = children[2 * node + missing_right[node]]
+                        continue
+                    # a NaN the node never saw: it branches, as a node on an absent column
+                elif k == LEAF_KIND:
+                    for c in range(n_classes):
+                        tree_sum[c] += w * value[node, c]
+                    if top == 0:
+                        break
+                    top -= 1
+                    node = stack[top]
+                    w = stack_weight[top]
+                    continue
+                fraction = right_fraction[node]
+                pk = node_kind[node]
+                if pk == 1:
+                    f = feature[node]
+                    p = _numeric_right(
+                        fraction, threshold[node], probs.imputed[row, f], probs.inv_sigma[f]
+                    )
+                elif pk == 2:
+                    f = feature[node]
+                    code = _level_code(threshold[node], probs.n_levels[f])
+                    p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
+                    p = _probability(1.0 - p_left, fraction)
+                else:
+                    p = fraction
+                stack[top] = children[2 * node + 1]
+                stack_weight[top] = w * p
+                top += 1
+                node = children[2 * node]
+                w = w * (1.0 - p)
             for c in range(n_classes):
                 out[row, c] += tree_sum[c]
     for row in range(lo, hi):
@@ -628,9 +604,8 @@ def _threads(n_pairs: int) -> int:
 
 
 def _capacity(cf: CompiledForest) -> int:
-    """Buffer size for one frontier: the most nodes of one tree."""
-    sizes = np.diff(np.append(cf.roots, cf.feature.shape[0]))
-    return int(sizes.max()) if sizes.size else 1
+    """Stack size of the depth-first walk: more than the deepest node's depth."""
+    return int(cf.depth.max()) + 2 if cf.depth.size else 2
 
 
 def _probabilities(tables: dict) -> Probabilities:

@@ -16,7 +16,7 @@ prediction).
 :mod:`.numba_kernels` holds the compiled twin of these traversals; both give
 the same results bit for bit (``docs/architecture.md``, "Engines with the same
 semantics"). Keep them in step: the order in which :func:`route_marginal`
-sums leaves, the order in which :func:`route_leaves` asks its resolver (and so
+sums leaves (left to right), the order in which :func:`route_leaves` asks its resolver (and so
 draws random numbers), and :func:`sigmoid` are what the kernels reproduce.
 """
 
@@ -149,9 +149,11 @@ def route_marginal(
 
     At a node whose feature is missing for the row (and which saw no missing
     value in training) both children are followed, weighted by
-    ``right_probability(nodes, rows)`` and its complement. A pair's leaves
-    are summed in the order the walk reaches them (depth after depth; within
-    a depth, in frontier order).
+    ``right_probability(nodes, rows)`` and its complement: a child's weight
+    is its parent's times ``1 - p`` (left) or ``p`` (right). A pair's leaves
+    are summed in its tree's left-to-right order
+    (:attr:`~fedforest.model.traversal.CompiledForest.order`), starting from
+    0, whatever the order in which the walk reaches them.
 
     Parameters
     ----------
@@ -192,6 +194,9 @@ def route_marginal(
             node.append(level.node[ended])
             weight.append(level.weight[ended])
         pairs, nodes, weights = np.concatenate(pair), np.concatenate(node), np.concatenate(weight)
+        # each pair's leaves in its tree's left-to-right order (the kernels' depth-first walk)
+        by_leaf = np.lexsort((cf.order[nodes], pairs))
+        pairs, nodes, weights = pairs[by_leaf], nodes[by_leaf], weights[by_leaf]
         dist = np.empty((chunk.n_pairs, n_classes))
         for c in range(n_classes):
             dist[:, c] = np.bincount(

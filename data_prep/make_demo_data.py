@@ -47,9 +47,7 @@ LOCAL_NAMES = {"site-2": {"glucose": "glucose_mg_dl"}}
 TASKS = ("classification", "regression")
 
 
-def make_population(
-    n: int, rng: np.random.Generator, task: str = "classification"
-) -> pd.DataFrame:
+def make_population(n: int, rng: np.random.Generator, task: str = "classification") -> pd.DataFrame:
     """All columns for ``n`` patients, and the outcome (an event, or days in hospital)."""
     metabolic = rng.normal(size=n)
     age = np.clip(rng.normal(55, 12, n), 20, 90)

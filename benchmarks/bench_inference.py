@@ -15,9 +15,12 @@ predicts by default):
 
 Each is measured with both engines of the dynamic traversals
 (``PooledForestClassifier(engine=...)``): ``numba`` (compiled kernels, when
-numba is installed; they use every core the process may use) and ``numpy``.
-The two engines' predictions are checked to be identical. The targets are for
-the default engine (numba when installed).
+numba is installed) and ``numpy``. numba is measured twice: on one thread
+(``NUMBA_NUM_THREADS=1``, or ``numba_kernels.MAX_THREADS = 1`` as here),
+against scikit-learn's single thread, which is the fair ratio and the one the
+targets apply to; and on every core the process may use (its default), which
+is what a site sees on an idle machine. The numpy engine runs on one thread.
+The engines' predictions are checked to be identical.
 
 Every forest considers ``sqrt`` of the features at each split (the job's
 default ``forest.max_features``, and scikit-learn's for classifiers).
@@ -29,7 +32,7 @@ the same 300 trees); the targets are the same ratios.
 Usage::
 
     python benchmarks/bench_inference.py [--rows 10000] [--out benchmarks/results]
-    python benchmarks/bench_inference.py --task regression
+    python benchmarks/bench_inference.py --task regression [--engines numba]
 
 Results go to ``<out>/inference.json`` and ``<out>/inference.md``
 (``inference_regression.*`` with ``--task regression``).
@@ -71,6 +74,25 @@ TREES_PER_SITE = 100
 TRAIN_ROWS = 2000
 TARGETS_ALL = 1.5
 TARGETS_HALF = {"fpv": 3.0, "pr": 3.0, "ss": 3.0, "mi": 3.0, "mp": 3.0, "ipr": 2.0}
+#: ``wmp``'s weight of a tree that guessed (a number: nothing is fitted here).
+GUESS_WEIGHT = 0.5
+#: The measured engines: (engine of the estimator, threads of the numba kernels).
+ENGINES = {
+    "numba_1_thread": ("numba", 1),
+    "numba_all_cores": ("numba", None),
+    "numpy": ("numpy", 1),
+}
+#: The figure the targets apply to: one thread on both sides.
+TARGET_ENGINE = "numba_1_thread"
+
+
+def engine_label(key: str, cores: int | None) -> str:
+    engine, threads = ENGINES[key]
+    if engine == "numpy":
+        return "numpy, 1 thread"
+    if threads == 1:
+        return "numba, 1 thread"
+    return f"numba, all {cores} cores"
 
 
 def best_time(fn, repeats: int) -> float:
@@ -142,8 +164,12 @@ def build(rows: int, seed: int = 0, task: str = "classification"):
     return reference, pooled, imputers, feature_std, test, shared
 
 
-def time_strategy(pooled, imputers, feature_std, test, half, strategy, engine, sk, reference):
+def time_strategy(pooled, imputers, feature_std, test, half, strategy, key, sk, reference):
     """Seconds and ratios of one strategy with one engine, and its half-absent predictions."""
+    engine, threads = ENGINES[key]
+    kernels, _ = load_kernels()
+    if kernels is not None:
+        kernels.MAX_THREADS = threads
     Estimator = PooledForestRegressor if pooled.is_regression else PooledForestClassifier
     clf = Estimator(
         pooled,
@@ -153,6 +179,7 @@ def time_strategy(pooled, imputers, feature_std, test, half, strategy, engine, s
         site="site-1",
         random_state=0,
         engine=engine,
+        guess_weight=GUESS_WEIGHT,
     )
     predict(clf, test)  # warm the compiled trees
     t_all = best_time(lambda: predict(clf, test), 3)
@@ -172,9 +199,9 @@ def time_strategy(pooled, imputers, feature_std, test, half, strategy, engine, s
     else:
         t_routing = t_half
     logger.info(
-        "%-5s %-5s all features %.3f s (%.2fx)  half absent %.3f s (%.2fx, %d rows fell back)",
+        "%-5s %-15s all features %.3f s (%.2fx)  half absent %.3f s (%.2fx, %d rows fell back)",
         strategy,
-        engine,
+        key,
         t_all,
         t_all / sk,
         t_half,
@@ -194,17 +221,23 @@ def time_strategy(pooled, imputers, feature_std, test, half, strategy, engine, s
     return row_all, row_half, proba
 
 
-def run(rows: int, out: Path, task: str = "classification") -> dict:
+def run(
+    rows: int, out: Path, task: str = "classification", engines: tuple[str, ...] = tuple(ENGINES)
+) -> dict:
     reference, pooled, imputers, feature_std, test, shared = build(rows, task=task)
     X_np = test.to_numpy()
     sk = best_time(lambda: predict(reference, X_np), 5)
-    logger.info("scikit-learn %s: %.3f s", _sklearn_call(task), sk)
+    logger.info("scikit-learn %s (one thread): %.3f s", _sklearn_call(task), sk)
     kernels, _ = load_kernels()
-    engines = ("numba", "numpy") if kernels is not None else ("numpy",)
+    if kernels is None:
+        engines = tuple(e for e in engines if ENGINES[e][0] != "numba")
+    if not engines:
+        raise SystemExit("no engine to measure: numba cannot be imported; add --engines numpy")
     results = {
         "task": task,
         "sklearn_seconds": sk,
         "targets": {"all_features": TARGETS_ALL, "half_absent": TARGETS_HALF},
+        "target_engine": TARGET_ENGINE,
         "engines": {e: {"all_features": {}, "half_absent": {}} for e in engines},
     }
     half = test[shared]
@@ -218,6 +251,8 @@ def run(rows: int, out: Path, task: str = "classification") -> dict:
             results["engines"][engine]["half_absent"][strategy] = row_half
         # the engines agree bit for bit (the same seed gives the same draws)
         assert all(np.array_equal(predictions[engines[0]], p) for p in predictions.values())
+    if kernels is not None:
+        kernels.MAX_THREADS = None
     # scikit-learn again at the end: the smaller time is the reference of every ratio
     sk_end = best_time(lambda: predict(reference, X_np), 5)
     if sk_end < sk:
@@ -260,18 +295,21 @@ def _sklearn_call(task: str) -> str:
 def markdown(results: dict) -> str:
     setup = results["setup"]
     engines = list(results["engines"])
+    labels = {e: engine_label(e, setup["cores"]) for e in engines}
+    target_engine = results.get("target_engine", engines[0])
     lines = [
         f"Forest: {setup['trees']} trees ({setup['nodes']} nodes), {setup['features']} "
         f"features; {setup['rows']} rows predicted. scikit-learn "
-        f"{_sklearn_call(results.get('task', 'classification'))}: "
-        f"{results['sklearn_seconds']:.3f} s. Ratios to it, per engine of the dynamic "
-        f"traversals ({', '.join(engines)}; numba {setup['numba'] or 'not installed'}, "
-        f"{setup['cores']} cores).",
+        f"{_sklearn_call(results.get('task', 'classification'))} (one thread, its "
+        f"default): {results['sklearn_seconds']:.3f} s. Ratios to it, per engine of the "
+        f"dynamic traversals (numba {setup['numba'] or 'not installed'}, "
+        f"{setup['cores']} cores). The targets apply to "
+        f"{labels.get(target_engine, target_engine)}: one thread on both sides.",
         "",
         "| strategy | all features | "
-        + " | ".join(f"half absent, {e}" for e in engines)
+        + " | ".join(f"half absent, {labels[e]}" for e in engines)
         + " | target (all / half) | trees kept | fallback rows | "
-        + " | ".join(f"half absent routing alone, {e}" for e in engines)
+        + " | ".join(f"half absent routing alone, {labels[e]}" for e in engines)
         + " |",
         "|---|---|" + "---|" * (2 * len(engines) + 3),
     ]
@@ -307,9 +345,18 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--task", choices=("classification", "regression"), default="classification"
     )
+    parser.add_argument(
+        "--engines",
+        default=",".join(ENGINES),
+        help=f"comma-separated, of {', '.join(ENGINES)} (default: all)",
+    )
     args = parser.parse_args(argv)
+    engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    unknown = [e for e in engines if e not in ENGINES]
+    if unknown or not engines:
+        parser.error(f"--engines {args.engines!r}: use some of {', '.join(ENGINES)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    results = run(args.rows, args.out, args.task)
+    results = run(args.rows, args.out, args.task, engines)
     print(markdown(results))
 
 

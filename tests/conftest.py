@@ -1,8 +1,9 @@
 """Shared fixtures: small real scikit-learn forests, hand-built trees, shared FLARE runs.
 
 How the suite runs in parallel (pytest-xdist) is in :mod:`parallel_runs`. The
-compiled numba kernels are cached on disk (``NUMBA_CACHE_DIR``), shared by the
-workers and kept between sessions.
+compiled numba kernels are cached on disk (``FEDFOREST_KERNEL_CACHE``), shared
+by the workers and by the site processes of every FLARE run, and kept between
+sessions.
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ from fedforest import PooledForest
 
 pytest_plugins = ["parallel_runs"]
 
-# numba reads its settings when it is first imported: set before any test imports it. The
-# index of a cached kernel records its source file's path and time stamp, so a folder
-# shared by checkouts and sessions never serves stale code; where it cannot be written,
-# numba falls back to its own locations (and fedforest to the numpy engine).
+# The kernels' cache folder (fedforest.prediction.kernel_cache), set before any test imports
+# them: a folder per user in the temporary directory rather than the user's ~/.cache. Its
+# entries are named after the content of the kernels' sources, so a folder shared by
+# checkouts and sessions never serves stale code; the site processes of the FLARE runs
+# inherit it and load the kernels instead of compiling them again.
 try:
     _user = getpass.getuser()
 except Exception:  # noqa: BLE001 - no user name in this environment
     _user = "user"
 os.environ.setdefault(
-    "NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"fedforest-numba-{_user}")
+    "FEDFOREST_KERNEL_CACHE", str(Path(tempfile.gettempdir()) / f"fedforest-kernels-{_user}")
 )
 
 

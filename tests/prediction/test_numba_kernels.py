@@ -237,6 +237,19 @@ def test_row_chunks_and_threads_change_nothing(pooled, monkeypatch):
             assert np.array_equal(fast[0], whole_fast[0])
 
 
+def test_numba_num_threads_and_max_threads_bound_the_threads(monkeypatch):
+    monkeypatch.setattr(numba_kernels.os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(numba_kernels.numba_config, "NUMBA_NUM_THREADS", 8)
+    many = 100 * numba_kernels.MIN_PAIRS_PER_THREAD
+    assert numba_kernels._threads(many) == 8
+    monkeypatch.setattr(numba_kernels.numba_config, "NUMBA_NUM_THREADS", 1)
+    assert numba_kernels._threads(many) == 1
+    monkeypatch.setattr(numba_kernels.numba_config, "NUMBA_NUM_THREADS", 8)
+    monkeypatch.setattr(numba_kernels, "MAX_THREADS", 2)
+    assert numba_kernels._threads(many) == 2
+    assert numba_kernels._threads(10) == 1  # too little work for a second thread
+
+
 # ----------------------------------------------------- choosing the engine
 def test_auto_uses_numba_for_large_traversals_only(pooled, monkeypatch):
     forest, imputers, std, test = pooled

@@ -253,3 +253,26 @@ def test_a_site_with_weight_zero_does_not_vote(two_site_forest, table):
     np.testing.assert_allclose(
         clf.predict_proba(X), rf_a.predict_proba(X[rf_a.feature_names_in_]), atol=1e-12
     )
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.3, 1.0])
+def test_with_every_feature_present_wmp_is_mp_and_predicts_once(pooled, table, weight, monkeypatch):
+    X = table[0][list(pooled.feature_names)]
+    mp = PooledForestClassifier(pooled, strategy="mp").predict_proba(X)
+    clf = PooledForestClassifier(pooled, strategy="wmp", guess_weight=weight)
+    calls = []
+    original = type(clf)._predict_strategy
+    monkeypatch.setattr(
+        type(clf),
+        "_predict_strategy",
+        lambda self, X, strategy, voting: (
+            calls.append(strategy) or original(self, X, strategy, voting)
+        ),
+    )
+    assert np.array_equal(clf.predict_proba(X), mp)
+    assert calls == ["fpv"]  # mp's part is fpv's prediction: nothing is missing
+    calls.clear()
+    X_half = X.copy()
+    X_half.iloc[0, 0] = np.nan  # one missing value: both parts are predicted
+    clf.predict_proba(X_half)
+    assert calls == ["fpv", "mp"]

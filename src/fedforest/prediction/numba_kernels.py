@@ -50,6 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
+from numba import config as numba_config
 from numba import njit
 
 from ..model.traversal import (
@@ -61,6 +62,7 @@ from ..model.traversal import (
     node_kinds,
     row_chunks,
 )
+from .kernel_cache import install as install_kernel_cache
 from .routing import (
     EXP_INV_LN2,
     EXP_LN2_HI,
@@ -76,7 +78,12 @@ from .routing import (
 
 logger = logging.getLogger(__name__)
 
-#: Most threads a prediction call uses (``None``: every core this process may use).
+#: Whether the compiled kernels are kept on disk, in a folder per machine and
+#: release (:mod:`.kernel_cache`); ``False``: compiled in memory by each process.
+DISK_CACHE = install_kernel_cache()
+
+#: Most threads a prediction call uses (``None``: every core this process may use,
+#: at most ``NUMBA_NUM_THREADS`` when that is set).
 MAX_THREADS: int | None = None
 
 #: Fewest (row, tree) pairs per thread worth starting a thread for.
@@ -114,7 +121,7 @@ class Probabilities(NamedTuple):
 # Hot loops call only functions of scalars: a call that passes arrays costs
 # reference counting on every call. error_model="numpy": floating-point
 # arithmetic as numpy does it (no Python ZeroDivisionError checks).
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _sigmoid(z):
     """:func:`.routing.sigmoid` of one value, with the same operations."""
     x = -z
@@ -135,7 +142,7 @@ def _sigmoid(z):
     return 1.0 / (1.0 + (y * _POW2[int(k) + 59]) * 2.0)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _numeric_right(fraction, threshold, x_hat, inv_sigma):
     """p_R = sigmoid((x_hat - t) / sigma) (``Strategy._sigmoid``), N_right / N_node if NaN."""
     d = np.float64(x_hat) - threshold
@@ -146,14 +153,14 @@ def _numeric_right(fraction, threshold, x_hat, inv_sigma):
     return _probability(fraction if np.isnan(q) else q, fraction)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _level_code(threshold, n_levels):
     """Last level code that goes left, clipped to the levels; -1 when none does."""
     code = int(np.floor(min(max(threshold, -1.0), np.float64(n_levels))))
     return -1 if code < 0 else min(code, n_levels - 1)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _probability(p, fraction):
     """``clip(where(isnan(p), fraction, p), 0, 1)`` as ``right_probability`` ends."""
     if np.isnan(p):
@@ -162,7 +169,7 @@ def _probability(p, fraction):
 
 
 # ---------------------------------------------------------------- marginal
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
     """Mean over ``trees`` of the marginal class distributions, rows ``lo:hi`` of ``out``.
 
@@ -295,7 +302,7 @@ def marginal_proba(
 
 
 # -------------------------------------------------------- resolved routing
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _walk(pairs, j0, j1, X, nodes, learned, pair_tree, pair_row, current, stop_depth, out):
     """Walk pairs ``pairs[j0:j1]`` from their current node to a leaf or a node they cannot resolve.
 
@@ -332,7 +339,7 @@ def _walk(pairs, j0, j1, X, nodes, learned, pair_tree, pair_row, current, stop_d
             stop_depth[pair] = nodes.depth[node]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _start(lo, hi, trees, roots, pair_tree, pair_row, current, waiting):
     """Every pair of rows ``lo:hi`` at its tree's root, all listed in ``waiting``.
 
@@ -351,7 +358,7 @@ def _start(lo, hi, trees, roots, pair_tree, pair_row, current, waiting):
     return pair
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _still_waiting(waiting, n_waiting, current, stop_depth):
     """Keep the pairs still waiting, in order; returns their number and smallest depth."""
     kept = 0
@@ -365,7 +372,7 @@ def _still_waiting(waiting, n_waiting, current, stop_depth):
     return kept, level
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _collect(
     level, waiting, n_waiting, pair_row, current, stop_depth, feature, imputed, block, draw_at
 ):
@@ -389,7 +396,7 @@ def _collect(
     return n_block, n_imputed
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _resolve(
     strategy,
     depth_threshold,
@@ -599,6 +606,8 @@ def _threads(n_pairs: int) -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         cores = os.cpu_count() or 1
+    # numba's own thread setting (NUMBA_NUM_THREADS; every core by default) bounds ours too
+    cores = max(1, min(cores, int(numba_config.NUMBA_NUM_THREADS)))
     limit = cores if MAX_THREADS is None else max(1, min(MAX_THREADS, cores))
     return max(1, min(limit, n_pairs // MIN_PAIRS_PER_THREAD))
 

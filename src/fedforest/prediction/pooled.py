@@ -154,11 +154,23 @@ class PooledForestBase(BaseEstimator):
     def _wmp_parts(self, X):
         """``fpv`` (soft) and ``mp`` predictions of ``X``: what ``wmp`` combines."""
         p_certain, certain = self._predict_values(X, "fpv", voting="soft")
-        p_mp, marginal = self._predict_values(X, "mp")
+        if self._nothing_missing(X):
+            # every row takes every tree's own path: mp's prediction is fpv's, bit for bit
+            p_mp, marginal = p_certain, certain
+        else:
+            p_mp, marginal = self._predict_values(X, "mp")
         weights = tree_weights(self.forest, self.owner_weights)
         if weights is not None:  # the counts of weighted_marginal become summed weights
             return p_certain, certain.weight_kept, p_mp, weights.sum(), certain, marginal
         return p_certain, certain.trees_kept, p_mp, self.forest.n_trees, certain, marginal
+
+    def _nothing_missing(self, X) -> bool:
+        """Whether ``X`` has every feature of the forest and no missing value."""
+        forest = self.forest
+        Xg, present = to_global_matrix(
+            self._forest_columns(X), forest.feature_names, forest.categories
+        )
+        return bool(present.all()) and not np.isnan(Xg).any()
 
     def _predict_values(
         self, X, strategy: str, voting: str | None = None

@@ -195,7 +195,7 @@ def route_marginal(
             weight.append(level.weight[ended])
         pairs, nodes, weights = np.concatenate(pair), np.concatenate(node), np.concatenate(weight)
         # each pair's leaves in its tree's left-to-right order (the kernels' depth-first walk)
-        by_leaf = np.lexsort((cf.order[nodes], pairs))
+        by_leaf = _leaf_order(pairs, cf.order[nodes], chunk.n_pairs, cf.order.size)
         pairs, nodes, weights = pairs[by_leaf], nodes[by_leaf], weights[by_leaf]
         dist = np.empty((chunk.n_pairs, n_classes))
         for c in range(n_classes):
@@ -204,6 +204,16 @@ def route_marginal(
             )
         out[:, chunk.lo : chunk.hi] = dist.reshape(len(trees), -1, n_classes)
     return out
+
+
+def _leaf_order(pairs, order, n_pairs: int, n_nodes: int) -> np.ndarray:
+    """Indices that sort (pair, order) entries by pair, then order (each pair unique).
+
+    One integer key sorts several times faster than ``np.lexsort`` on two.
+    """
+    if n_pairs * max(n_nodes, 1) < 2**62:
+        return np.argsort(pairs.astype(np.int64) * n_nodes + order)
+    return np.lexsort((order, pairs))  # pragma: no cover - beyond 2**62 (pair, node) keys
 
 
 def average_leaves(

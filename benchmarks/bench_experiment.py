@@ -1,14 +1,22 @@
-"""Speed of the experiment runner.
+"""Speed of the experiment runner, and how it scales with cores.
 
 1. One repetition of one scenario (S-500-Mix: 500 rows, 16 features; N = 3,
    J = 0.5; 100 trees per site; all nine methods). Target: under 2 s.
-2. The paper's full grid for one 500-row dataset (N in {2, 3, 4, 6}, J in
-   {0.2, ..., 0.9}, 100 repetitions, all methods) on 2 processes, estimated
-   from one repetition of each of the 32 scenarios. Target: under 2 hours.
+2. The paper's grid for one 500-row dataset (N in {2, 3, 4, 6}, J in
+   {0.2, ..., 0.9}, all methods), ``--sample-reps`` repetitions of each of
+   the 32 scenarios, run once per worker count of ``--workers``
+   (``ExperimentPlan.n_jobs``: repetitions in a process pool). Every worker,
+   and the main process of the one-worker run, computes on one thread
+   (BLAS and the numba kernels), so the ratio is the scaling with processes
+   on as many cores. Reported: each run's seconds, the full grid (100
+   repetitions) extrapolated from it, the time at k workers over the time at
+   one (target at 2 workers: at most 0.55), and the per-core efficiency
+   (t1 / (k tk)).
 
 Usage::
 
-    python benchmarks/bench_experiment.py [--out benchmarks/results] [--sample-reps 1]
+    python benchmarks/bench_experiment.py [--out benchmarks/results] [--sample-reps 2] \
+        [--workers 1,2]
 
 Writes ``<out>/experiment.json`` and ``<out>/experiment.md``.
 """
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -34,8 +43,25 @@ from fedforest.experiments.runner import (
 logger = logging.getLogger("bench_experiment")
 
 
-def run(out: Path, sample_reps: int) -> dict:
+#: The most the grid may take at 2 workers, as a share of its time at one.
+TARGET_TWO_WORKERS = 0.55
+
+
+def one_thread():
+    """Limit BLAS and the numba kernels to one thread (as the pool's workers are)."""
+    from threadpoolctl import threadpool_limits
+
+    from fedforest.prediction.engines import load_kernels
+
+    kernels, _ = load_kernels()
+    if kernels is not None:
+        kernels.MAX_THREADS = 1
+    return threadpool_limits(1)
+
+
+def run(out: Path, sample_reps: int, workers: list[int]) -> dict:
     data = load_table("S-500-Mix")
+    one_thread()
     run_repetition(data, 3, 0.5, 99, METHODS)  # warm-up (imports, caches)
     times = []
     for rep in range(3):
@@ -44,27 +70,37 @@ def run(out: Path, sample_reps: int) -> dict:
         times.append(time.perf_counter() - start)
     one = min(times)
     logger.info("one repetition (N=3, J=0.5): %.2f s (best of 3)", one)
-    plan = ExperimentPlan(datasets=["S-500-Mix"], reps=sample_reps, n_jobs=2)
-    start = time.perf_counter()
-    run_experiment(plan)
-    grid_sample = time.perf_counter() - start
     scenarios = len(PAPER_SITES) * len(PAPER_JACCARDS)
-    full = grid_sample / sample_reps * 100
-    logger.info(
-        "%d scenarios x %d reps on 2 processes: %.1f s -> full grid ~%.0f min",
-        scenarios,
-        sample_reps,
-        grid_sample,
-        full / 60,
-    )
+    grid = {}
+    for k in workers:
+        plan = ExperimentPlan(datasets=["S-500-Mix"], reps=sample_reps, n_jobs=k)
+        start = time.perf_counter()
+        run_experiment(plan)
+        seconds = time.perf_counter() - start
+        grid[k] = {
+            "seconds": round(seconds, 1),
+            "full_grid_estimated_minutes": round(seconds / sample_reps * 100 / 60, 1),
+        }
+        logger.info(
+            "%d scenarios x %d reps on %d worker(s): %.1f s -> full grid ~%.0f min",
+            scenarios,
+            sample_reps,
+            k,
+            seconds,
+            grid[k]["full_grid_estimated_minutes"],
+        )
+    if 1 in grid:
+        for k, row in grid.items():
+            row["share_of_one_worker"] = round(row["seconds"] / grid[1]["seconds"], 3)
+            row["per_core_efficiency"] = round(grid[1]["seconds"] / (k * row["seconds"]), 3)
     bench = {
         "one_repetition_seconds": round(one, 3),
         "one_repetition_runs": [round(t, 3) for t in times],
         "grid_sample_reps": sample_reps,
-        "grid_sample_seconds": round(grid_sample, 1),
-        "full_grid_estimated_minutes": round(full / 60, 1),
         "scenarios": scenarios,
-        "n_jobs": 2,
+        "grid": {str(k): v for k, v in grid.items()},
+        "target_two_workers": TARGET_TWO_WORKERS,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "experiment.json").write_text(json.dumps(bench, indent=2) + "\n")
@@ -73,25 +109,45 @@ def run(out: Path, sample_reps: int) -> dict:
 
 
 def markdown(b: dict) -> str:
-    return (
-        f"One repetition (S-500-Mix, N=3, J=0.5, 100 trees per site, 9 methods): "
-        f"{b['one_repetition_seconds']:.2f} s (target 2 s).\n\n"
-        f"Full paper grid for one dataset ({b['scenarios']} scenarios x 100 repetitions, "
-        f"2 processes): about {b['full_grid_estimated_minutes']:.0f} min, extrapolated from "
-        f"{b['grid_sample_reps']} repetition(s) of every scenario in "
-        f"{b['grid_sample_seconds']:.0f} s (target 120 min).\n"
-    )
+    lines = [
+        f"One repetition (S-500-Mix, N=3, J=0.5, 100 trees per site, 9 methods, one thread): "
+        f"{b['one_repetition_seconds']:.2f} s (target 2 s).",
+        "",
+        f"The paper's grid for one dataset ({b['scenarios']} scenarios), "
+        f"{b['grid_sample_reps']} repetition(s) of every scenario, one thread per worker, "
+        f"{b['cores']} cores; the full grid (100 repetitions) extrapolated from it. Target at "
+        f"2 workers: at most {b['target_two_workers']:g} of the one-worker time.",
+        "",
+        "| workers | seconds | full grid (min) | share of 1 worker | per-core efficiency |",
+        "|---|---|---|---|---|",
+    ]
+    for k, row in b["grid"].items():
+        share = row.get("share_of_one_worker")
+        eff = row.get("per_core_efficiency")
+        lines.append(
+            f"| {k} | {row['seconds']:.1f} | {row['full_grid_estimated_minutes']:.0f} | "
+            f"{'-' if share is None else f'{share:.3f}'} | "
+            f"{'-' if eff is None else f'{eff:.2f}'} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    parser.add_argument("--sample-reps", type=int, default=1)
+    parser.add_argument("--sample-reps", type=int, default=2)
+    parser.add_argument("--workers", default="1,2", help="comma-separated worker counts")
     args = parser.parse_args(argv)
+    try:
+        workers = [int(k) for k in args.workers.split(",") if k.strip()]
+    except ValueError:
+        parser.error(f"--workers {args.workers!r}: comma-separated whole numbers, e.g. 1,2")
+    if not workers or min(workers) < 1:
+        parser.error(f"--workers {args.workers!r}: each at least 1")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     for name in ("bench_experiment", "fedforest.experiment"):
         logging.getLogger(name).setLevel(logging.INFO)
-    print(markdown(run(args.out, args.sample_reps)))
+    print(markdown(run(args.out, args.sample_reps, workers)))
 
 
 if __name__ == "__main__":

@@ -29,13 +29,21 @@ default ``forest.max_features``, and scikit-learn's for classifiers).
 ``PooledForestRegressor.predict`` against ``RandomForestRegressor.predict`` on
 the same 300 trees); the targets are the same ratios.
 
+``--forest job`` grows the trees as a job's site does under the privacy
+policy a site gets by default (``min_samples_leaf`` 5 and 30% of the rows
+per tree: :func:`~fedforest.privacy.policy.job_default_policy` through
+:func:`~fedforest.federation.training.forest_params_for`) instead of
+scikit-learn's defaults (fully grown trees on bootstrap samples of every row).
+
 Usage::
 
     python benchmarks/bench_inference.py [--rows 10000] [--out benchmarks/results]
-    python benchmarks/bench_inference.py --task regression [--engines numba]
+    python benchmarks/bench_inference.py --task regression [--engines numba_1_thread]
+    python benchmarks/bench_inference.py [--task regression] --forest job
 
 Results go to ``<out>/inference.json`` and ``<out>/inference.md``
-(``inference_regression.*`` with ``--task regression``).
+(``inference_regression.*`` with ``--task regression``, ``*_job.*`` with
+``--forest job``).
 """
 
 from __future__ import annotations
@@ -63,8 +71,10 @@ from fedforest import (
     fit_imputers,
     fit_surrogates,
 )
+from fedforest.federation.training import forest_params_for
 from fedforest.prediction.engines import load_kernels
 from fedforest.prediction.strategies import STRATEGIES
+from fedforest.privacy.policy import job_default_policy
 
 logger = logging.getLogger("bench_inference")
 
@@ -125,7 +135,15 @@ def predict(estimator, X):
     return estimator.predict(X)
 
 
-def build(rows: int, seed: int = 0, task: str = "classification"):
+def forest_params(forest: str) -> dict:
+    """The scikit-learn forest's parameters: its defaults, or a job site's by default."""
+    params = {"n_estimators": TREES_PER_SITE, "max_features": "sqrt"}
+    if forest == "job":
+        params = forest_params_for(job_default_policy(), params, TRAIN_ROWS)
+    return params
+
+
+def build(rows: int, seed: int = 0, task: str = "classification", forest: str = "sklearn"):
     n = N_SITES * TRAIN_ROWS + rows
     if task == "regression":
         X, y = make_regression(
@@ -145,11 +163,11 @@ def build(rows: int, seed: int = 0, task: str = "classification"):
         part = slice(s * TRAIN_ROWS, (s + 1) * TRAIN_ROWS)
         Xs, ys = frame[part], y[part]
         # max_features "sqrt" for both tasks: the job's default (forest.max_features)
-        rf = Forest(n_estimators=TREES_PER_SITE, max_features="sqrt", random_state=seed + s)
+        rf = Forest(**forest_params(forest), random_state=seed + s)
         rf.fit(Xs, ys)
         owner = f"site-{s + 1}"
-        forest = PooledForest.from_sklearn(rf, names, owner=owner)
-        forests.append(fit_surrogates(forest, Xs, shared))
+        site_forest = PooledForest.from_sklearn(rf, names, owner=owner)
+        forests.append(fit_surrogates(site_forest, Xs, shared))
         imputer_sets.append(fit_imputers(Xs, absent, shared, owner=owner, random_state=seed))
         stds.append(Xs.std())
         estimators.extend(rf.estimators_)
@@ -222,9 +240,13 @@ def time_strategy(pooled, imputers, feature_std, test, half, strategy, key, sk, 
 
 
 def run(
-    rows: int, out: Path, task: str = "classification", engines: tuple[str, ...] = tuple(ENGINES)
+    rows: int,
+    out: Path,
+    task: str = "classification",
+    engines: tuple[str, ...] = tuple(ENGINES),
+    forest: str = "sklearn",
 ) -> dict:
-    reference, pooled, imputers, feature_std, test, shared = build(rows, task=task)
+    reference, pooled, imputers, feature_std, test, shared = build(rows, task=task, forest=forest)
     X_np = test.to_numpy()
     sk = best_time(lambda: predict(reference, X_np), 5)
     logger.info("scikit-learn %s (one thread): %.3f s", _sklearn_call(task), sk)
@@ -235,6 +257,8 @@ def run(
         raise SystemExit("no engine to measure: numba cannot be imported; add --engines numpy")
     results = {
         "task": task,
+        "forest": forest,
+        "forest_params": forest_params(forest),
         "sklearn_seconds": sk,
         "targets": {"all_features": TARGETS_ALL, "half_absent": TARGETS_HALF},
         "target_engine": TARGET_ENGINE,
@@ -282,10 +306,18 @@ def run(
         "machine": platform.machine(),
     }
     out.mkdir(parents=True, exist_ok=True)
-    name = "inference_regression" if task == "regression" else "inference"
+    name = "inference" + ("_regression" if task == "regression" else "")
+    name += "_job" if forest == "job" else ""
     (out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / f"{name}.md").write_text(markdown(results))
     return results
+
+
+def _params_text(results: dict) -> str:
+    params = results.get("forest_params", {})
+    shown = ", ".join(f"{k}={v!r}" for k, v in params.items() if k != "n_estimators")
+    kind = "a job site's default privacy policy" if results.get("forest") == "job" else "defaults"
+    return f"{kind} ({shown})"
 
 
 def _sklearn_call(task: str) -> str:
@@ -299,7 +331,7 @@ def markdown(results: dict) -> str:
     target_engine = results.get("target_engine", engines[0])
     lines = [
         f"Forest: {setup['trees']} trees ({setup['nodes']} nodes), {setup['features']} "
-        f"features; {setup['rows']} rows predicted. scikit-learn "
+        f"features, grown with {_params_text(results)}; {setup['rows']} rows predicted. scikit-learn "
         f"{_sklearn_call(results.get('task', 'classification'))} (one thread, its "
         f"default): {results['sklearn_seconds']:.3f} s. Ratios to it, per engine of the "
         f"dynamic traversals (numba {setup['numba'] or 'not installed'}, "
@@ -345,6 +377,7 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--task", choices=("classification", "regression"), default="classification"
     )
+    parser.add_argument("--forest", choices=("sklearn", "job"), default="sklearn")
     parser.add_argument(
         "--engines",
         default=",".join(ENGINES),
@@ -356,7 +389,7 @@ def main(argv=None) -> None:
     if unknown or not engines:
         parser.error(f"--engines {args.engines!r}: use some of {', '.join(ENGINES)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    results = run(args.rows, args.out, args.task, engines)
+    results = run(args.rows, args.out, args.task, engines, args.forest)
     print(markdown(results))
 
 

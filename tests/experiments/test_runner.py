@@ -895,3 +895,55 @@ def test_regression_quantity_skew_and_natural_sites(tmp_path):
     frame.head(4)[["f2", "y"]].to_csv(tiny, index=False)
     with pytest.raises(ValueError, match=rf"site file {tiny}: 4 rows; every site needs at least 5"):
         run_experiment(ExperimentPlan(**{**vars(natural), "site_files": [files[0], str(tiny)]}))
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_forests_are_trained_once_per_site_and_repetition_for_every_method(
+    task, mix, diabetes, monkeypatch
+):
+    """Every method scores the same pooled forests: nothing is trained after the pooling."""
+    from sklearn.ensemble._forest import BaseForest
+
+    from fedforest.experiments import runner
+    from fedforest.vocabulary import EXPERIMENT_METHODS
+
+    data = diabetes if task == "regression" else mix
+    fits: list[tuple[str, bool]] = []
+    pooled = []
+    original_fit = BaseForest.fit
+
+    def counting_fit(self, *args, **kwargs):
+        fits.append((type(self).__name__, bool(pooled)))
+        return original_fit(self, *args, **kwargs)
+
+    original_prepare = runner.prepare_repetition
+
+    def prepare(*args, **kwargs):
+        result = original_prepare(*args, **kwargs)
+        pooled.append(result)
+        return result
+
+    monkeypatch.setattr(BaseForest, "fit", counting_fit)
+    monkeypatch.setattr(runner, "prepare_repetition", prepare)
+    rows = run_repetition(data, 3, 0.5, 0, list(EXPERIMENT_METHODS), n_estimators=10, task=task)
+    assert {r["method"] for r in rows} == set(EXPERIMENT_METHODS)
+    assert len(pooled) == 1
+    # per site: its forest and its intersection forest, before the pooling; nothing after
+    assert [after for _, after in fits] == [False] * 6
+    forest = pooled[0].pooled.forest
+    assert forest.n_trees == 3 * 10 and len(set(forest.owners)) == 3
+
+
+def test_a_process_pool_gives_the_table_one_worker_gives(tmp_path):
+    plan = dict(
+        datasets=["S-500-Mix"],
+        n_sites=[2, 3],
+        jaccards=[0.5],
+        reps=2,
+        methods=["local", "fpv", "mp", "wmp"],
+        metrics=["auc", "brier"],
+        n_estimators=10,
+    )
+    one = run_experiment(ExperimentPlan(**plan, n_jobs=1))
+    two = run_experiment(ExperimentPlan(**plan, n_jobs=2))
+    pd.testing.assert_frame_equal(one, two)

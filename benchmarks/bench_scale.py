@@ -12,7 +12,9 @@ timeouts high enough for 30 sites. Measured per run:
   (``VmHWM`` of each process of the simulator, read while it runs);
 * the bytes sent: every site's payloads per phase (``payload_bytes`` of
   ``results.json``), the pooled model, and the model's broadcast (its bytes
-  times the number of sites).
+  times the number of sites);
+* each evaluated site's AUPRC with its own trees (``local``) and with the
+  pooled forest (``auto``), and the sites where ``auto`` is below ``local``.
 
 A run happens in the real NVIDIA FLARE simulator (``SimEnv``, one process per
 site) when it has at most ``--max-simulator-sites`` sites, else in one process
@@ -490,6 +492,7 @@ def run_one(
             if name == "auto" and row.get("auprc") is not None
         ]
         out["auto_auprc_mean"] = round(sum(auprc) / len(auprc), 4) if auprc else None
+        out["site_quality"] = site_quality(results["metrics"])
         logger.info(
             "%d sites x %d rows (%s): %s, wall %.1f s, evaluate %.1f s%s, model %.1f MB",
             n_sites,
@@ -648,6 +651,38 @@ def growth(runs: list[dict]) -> list[dict]:
     return out
 
 
+def site_quality(metrics: dict, metric: str = "auprc") -> dict:
+    """Each evaluated site's ``local`` and ``auto`` score, and how ``auto`` compares.
+
+    Returns ``{"sites": {site: {"local": x, "auto": y}}, "local_mean", "auto_mean",
+    "auto_minus_local_min", "auto_below_local"}`` (the number of sites where ``auto``
+    scored lower than ``local``); means over the sites that have both.
+    """
+    sites = {}
+    for site, per in sorted(metrics.items()):
+        local = (per.get("local") or {}).get(metric)
+        auto = (per.get("auto") or {}).get(metric)
+        if local is not None and auto is not None:
+            sites[site] = {"local": round(local, 4), "auto": round(auto, 4)}
+    if not sites:
+        return {
+            "sites": {},
+            "local_mean": None,
+            "auto_mean": None,
+            "auto_minus_local_min": None,
+            "auto_below_local": None,
+        }
+    local = [v["local"] for v in sites.values()]
+    auto = [v["auto"] for v in sites.values()]
+    return {
+        "sites": sites,
+        "local_mean": round(sum(local) / len(local), 4),
+        "auto_mean": round(sum(auto) / len(auto), 4),
+        "auto_minus_local_min": round(min(a - b for a, b in zip(auto, local, strict=True)), 4),
+        "auto_below_local": sum(a < b for a, b in zip(auto, local, strict=True)),
+    }
+
+
 def _ratio(b: dict, a: dict, get) -> float | None:
     x, y = get(b), get(a)
     return round(x / y, 3) if x and y else None
@@ -688,6 +723,23 @@ def markdown(bench: dict) -> str:
             + f" | {server} | {site} | {_mb(b['per_site_mean'].get('train'))} | "
             f"{_mb(b['model'])} | {b['model_bytes_per_node'] or '–'} | {_mb(b['broadcast'])} | "
             f"{_mb(b['total'])} | {r['auto_auprc_mean'] if r['auto_auprc_mean'] else '–'} |"
+        )
+    lines += [
+        "",
+        "Each evaluated site's AUPRC with its own trees (`local`) and with the pooled forest "
+        "(`auto`):",
+        "",
+        "| sites | rows/site | sites evaluated | local (mean) | auto (mean) | auto - local "
+        "(worst site) | sites where auto < local |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in bench["runs"]:
+        q = r.get("site_quality") or {}
+        if not q.get("sites"):
+            continue
+        lines.append(
+            f"| {r['sites']} | {r['rows_per_site']} | {len(q['sites'])} | {q['local_mean']} | "
+            f"{q['auto_mean']} | {q['auto_minus_local_min']:+.4f} | {q['auto_below_local']} |"
         )
     lines += [
         "",

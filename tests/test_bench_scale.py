@@ -113,6 +113,13 @@ def test_run_in_process_writes_json_and_markdown(bench, tmp_path):
         peak = r["peak_rss"]
         assert peak["isolated"] and peak["single_process"] >= peak["process_at_start"] > 10e6
         assert 0 <= r["auto_auprc_mean"] <= 1
+        q = r["site_quality"]
+        assert len(q["sites"]) == r["evaluated_sites"]
+        assert all(0 <= v[k] <= 1 for v in q["sites"].values() for k in ("local", "auto"))
+        assert q["auto_below_local"] == sum(v["auto"] < v["local"] for v in q["sites"].values())
+        assert q["auto_minus_local_min"] == round(
+            min(v["auto"] - v["local"] for v in q["sites"].values()), 4
+        )
     # more sites: a bigger pooled model and broadcast
     assert runs[1]["bytes"]["model"] > runs[0]["bytes"]["model"]
     varies = {(g["varies"], g["from"], g["to"]) for g in saved["growth"]}
@@ -121,3 +128,4 @@ def test_run_in_process_writes_json_and_markdown(bench, tmp_path):
     assert "| sites | rows/site | mode | wall (s) | schema | vote | election | train | pool" in text
     assert "| 3 | 30 | in-process |" in text and "(one process)" in text
     assert "Growth" in text
+    assert "| sites | rows/site | sites evaluated | local (mean) | auto (mean) |" in text

@@ -93,6 +93,7 @@ def make_job(
     seed: int = 0,
     auto_tune: bool | None = None,
     tuning_rounds: int | None = None,
+    site_trees: int | None = None,
 ) -> Path:
     """Write the sites' data and configs for one run into ``folder``; return the config folder.
 
@@ -101,8 +102,9 @@ def make_job(
     split by ``data_prep/jaccard_split.py``'s :func:`write_split`. The job
     YAML takes ``evaluation``, ``election`` and ``surrogates`` from
     ``site_configs/job.yaml`` (``auto_tune`` and ``tuning_rounds`` may
-    override its election), ``forest`` with ``n_estimators=trees``, every site
-    required (``min_sites``) and the :data:`TIMEOUTS`.
+    override its election; ``site_trees`` sets ``evaluation.trees_per_site``),
+    ``forest`` with ``n_estimators=trees``, every site required (``min_sites``)
+    and the :data:`TIMEOUTS`.
     """
     X, y, categorical = make_synthetic(
         kind, n_rows=rows * n_sites, n_features=N_FEATURES, random_state=seed
@@ -128,6 +130,8 @@ def make_job(
         job["election"]["auto_tune"] = auto_tune
     if tuning_rounds is not None:
         job["election"]["tuning_rounds"] = tuning_rounds
+    if site_trees is not None:
+        job["evaluation"]["trees_per_site"] = site_trees
     job["job"]["timeouts"] = dict(TIMEOUTS)
     job_path.write_text(yaml.safe_dump(job, sort_keys=False))
     JobConfig.load(job_path)  # a setting the job refuses fails here, not in the run
@@ -371,6 +375,16 @@ def bytes_sent(results: dict, n_sites: int) -> dict:
     # the model goes to every site still in the job at the evaluation
     receivers = n_sites - sum(not why.startswith("evaluate") for why in dropped.values())
     up = sum(totals.values())
+    site_models = model.get("site_models") or {}
+    # with evaluation.trees_per_site each site was sent a model of its own
+    broadcast = (
+        sum(v["bytes"] for v in site_models.values()) if site_models else model_bytes * receivers
+    )
+    received = (
+        {s: v["bytes"] for s, v in site_models.items()}
+        if site_models
+        else {s: model_bytes for s in per_site}
+    )
     return {
         "per_site": per_site,
         "per_site_mean": {
@@ -381,8 +395,10 @@ def bytes_sent(results: dict, n_sites: int) -> dict:
         "model": model_bytes,
         "model_nodes": nodes,
         "model_bytes_per_node": round(model_bytes / nodes, 1) if nodes else None,
-        "broadcast": model_bytes * receivers,
-        "total": up + model_bytes * receivers,
+        "broadcast": broadcast,
+        "received_per_site": received,
+        "received_per_site_mean": round(sum(received.values()) / max(1, len(received))),
+        "total": up + broadcast,
     }
 
 
@@ -398,6 +414,7 @@ def run_one(
     auto_tune: bool | None = None,
     tuning_rounds: int | None = None,
     isolate: bool = True,
+    site_trees: int | None = None,
 ) -> dict:
     """One job at ``n_sites`` sites of ``rows`` rows in ``mode`` (``simulator``/``in-process``).
 
@@ -408,7 +425,7 @@ def run_one(
         tmp = Path(tmp)
         start = time.perf_counter()
         configs = make_job(
-            tmp / "split", n_sites, rows, trees, kind, seed, auto_tune, tuning_rounds
+            tmp / "split", n_sites, rows, trees, kind, seed, auto_tune, tuning_rounds, site_trees
         )
         data_seconds = time.perf_counter() - start
         logger.info(
@@ -431,6 +448,7 @@ def run_one(
             "strategies": list(job.strategies),
             "auto_tune": job.election["auto_tune"],
             "tuning_rounds": job.election["tuning_rounds"],
+            "site_trees": job.trees_per_site,
             "data_seconds": round(data_seconds, 2),
         }
         if mode == "simulator":
@@ -439,6 +457,11 @@ def run_one(
             out["phase_seconds"] = {p: results["phase_seconds"].get(p) for p in PHASES}
             out["phase_seconds"] = {k: v for k, v in out["phase_seconds"].items() if v is not None}
             out["estimated"] = False
+            # a site's share of the phase: the sites share the cores
+            evaluate = out["phase_seconds"].get("evaluate")
+            out["evaluate_per_site"] = (
+                None if evaluate is None else round(evaluate * min(cores, n_sites) / n_sites, 3)
+            )
             out["peak_rss"] = {
                 "server": memory["server"],
                 "site_max": max(memory["sites"].values(), default=None),
@@ -471,6 +494,9 @@ def run_one(
                 for p, per in clock.sites.items()
             }
             out["evaluated_sites"] = len(clock.sites.get("evaluate", {}))
+            per = clock.sites.get("evaluate", {})
+            # a site's own evaluation: its CPU seconds (one site at a time in this process)
+            out["evaluate_per_site"] = round(sum(per.values()) / len(per), 3) if per else None
             out["peak_rss"] = {
                 "server": None,
                 "site_max": None,
@@ -484,6 +510,8 @@ def run_one(
         out["dropped_sites"] = results["dropped_sites"]
         out["bytes"] = bytes_sent(results, n_sites)
         out["model_trees"] = (results.get("model") or {}).get("trees")
+        site_models = (results.get("model") or {}).get("site_models") or {}
+        out["site_tree_counts"] = {s: v["trees"] for s, v in site_models.items()}
         out["selected_features"] = len((results.get("election") or {}).get("selected", []))
         auprc = [
             row["auprc"]
@@ -577,6 +605,7 @@ def run(
     auto_tune: bool | None = None,
     tuning_rounds: int | None = None,
     isolate: bool = True,
+    site_trees: int | None = None,
 ) -> dict:
     """Run every planned job; write ``scale.json`` and ``scale.md`` into ``out``."""
     runs = []
@@ -595,6 +624,7 @@ def run(
                 auto_tune=auto_tune,
                 tuning_rounds=tuning_rounds,
                 isolate=isolate,
+                site_trees=site_trees,
             )
         )
     bench = {
@@ -607,6 +637,7 @@ def run(
             "cores": cores,
             "max_simulator_sites": max_simulator_sites,
             "evaluate_sample": evaluate_sample,
+            "site_trees": site_trees,
             "cpu_count": os.cpu_count(),
         },
         "runs": runs,
@@ -726,20 +757,32 @@ def markdown(bench: dict) -> str:
         )
     lines += [
         "",
-        "Each evaluated site's AUPRC with its own trees (`local`) and with the pooled forest "
-        "(`auto`):",
+        "What each site was sent and how long it evaluated (in the simulator: its share of the "
+        "phase, the sites sharing the cores; in process: its CPU seconds), and each evaluated "
+        "site's AUPRC with its own trees (`local`) and with the pooled forest (`auto`):",
         "",
-        "| sites | rows/site | sites evaluated | local (mean) | auto (mean) | auto - local "
-        "(worst site) | sites where auto < local |",
-        "|---|---|---|---|---|---|---|",
+        "| sites | rows/site | trees sent per site | received per site (MB) | evaluate per "
+        "site (s) | sites evaluated | local (mean) | auto (mean) | auto - local (worst site) "
+        "| sites where auto < local |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in bench["runs"]:
         q = r.get("site_quality") or {}
         if not q.get("sites"):
             continue
+        sent = r.get("site_tree_counts") or {}
+        trees = (
+            f"{min(sent.values())}-{max(sent.values())}"
+            if sent and min(sent.values()) != max(sent.values())
+            else str(next(iter(sent.values()), r.get("model_trees") or "–"))
+        )
+        each = r.get("evaluate_per_site")
         lines.append(
-            f"| {r['sites']} | {r['rows_per_site']} | {len(q['sites'])} | {q['local_mean']} | "
-            f"{q['auto_mean']} | {q['auto_minus_local_min']:+.4f} | {q['auto_below_local']} |"
+            f"| {r['sites']} | {r['rows_per_site']} | {trees} | "
+            f"{_mb(r['bytes'].get('received_per_site_mean'))} | "
+            f"{'–' if each is None else f'{each:.2f}'} | {len(q['sites'])} | "
+            f"{q['local_mean']} | {q['auto_mean']} | {q['auto_minus_local_min']:+.4f} | "
+            f"{q['auto_below_local']} |"
         )
     lines += [
         "",
@@ -804,6 +847,12 @@ def main(argv=None) -> None:
     parser.add_argument("--rows", type=int, default=5000, help="rows per site")
     parser.add_argument("--trees", type=int, default=100, help="trees per site")
     parser.add_argument(
+        "--site-trees",
+        type=int,
+        default=None,
+        help="evaluation.trees_per_site: the most trees each site is sent (default: all)",
+    )
+    parser.add_argument(
         "--row-sweep",
         type=_int_list,
         default=[1000],
@@ -840,6 +889,8 @@ def main(argv=None) -> None:
         parser.error("--row-sweep-sites must be 2 or more")
     if args.rows < 10 or any(r < 10 for r in args.row_sweep):
         parser.error("--rows and --row-sweep: at least 10 rows per site")
+    if args.site_trees is not None and args.site_trees < 1:
+        parser.error("--site-trees must be >= 1")
     if args.trees < 1 or args.cores < 1 or args.evaluate_sample < 0:
         parser.error("--trees and --cores must be >= 1, --evaluate-sample >= 0")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -861,6 +912,7 @@ def main(argv=None) -> None:
         seed=args.seed,
         auto_tune=auto_tune,
         tuning_rounds=args.tuning_rounds,
+        site_trees=args.site_trees,
     )
     print(markdown(bench))
 

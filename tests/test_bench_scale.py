@@ -113,6 +113,8 @@ def test_run_in_process_writes_json_and_markdown(bench, tmp_path):
         peak = r["peak_rss"]
         assert peak["isolated"] and peak["single_process"] >= peak["process_at_start"] > 10e6
         assert 0 <= r["auto_auprc_mean"] <= 1
+        assert r["site_tree_counts"] == {} and r["evaluate_per_site"] > 0
+        assert b["received_per_site"] == {s: b["model"] for s in b["per_site"]}
         q = r["site_quality"]
         assert len(q["sites"]) == r["evaluated_sites"]
         assert all(0 <= v[k] <= 1 for v in q["sites"].values() for k in ("local", "auto"))
@@ -128,4 +130,25 @@ def test_run_in_process_writes_json_and_markdown(bench, tmp_path):
     assert "| sites | rows/site | mode | wall (s) | schema | vote | election | train | pool" in text
     assert "| 3 | 30 | in-process |" in text and "(one process)" in text
     assert "Growth" in text
-    assert "| sites | rows/site | sites evaluated | local (mean) | auto (mean) |" in text
+    assert "| sites | rows/site | trees sent per site | received per site (MB) |" in text
+
+
+def test_site_trees_send_each_site_a_model_of_its_own(bench, tmp_path):
+    out = bench.run(
+        tmp_path,
+        sites=[3],
+        rows=60,
+        trees=3,
+        row_sweep=[],
+        mode="in-process",
+        evaluate_sample=2,
+        tuning_rounds=2,
+        site_trees=4,
+    )
+    (r,) = out["runs"]
+    assert r["status"] == "finished" and r["site_trees"] == 4 and r["model_trees"] == 9
+    assert r["site_tree_counts"] == {f"site-{i}": 4 for i in (1, 2, 3)}
+    b = r["bytes"]
+    assert b["broadcast"] == sum(b["received_per_site"].values()) < b["model"] * 3
+    assert b["total"] == b["site_upload_total"] + b["broadcast"]
+    assert "| 3 | 60 | 4 |" in (tmp_path / "scale.md").read_text()

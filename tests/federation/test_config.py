@@ -245,6 +245,10 @@ JOB_ERRORS = [
     ("evaluation.strategies", "mp", "evaluation.strategies", "mp", "a list of strings"),
     ("evaluation.voting", "most", "evaluation.voting", "most", "soft, hard"),
     ("evaluation.depth_threshold", -1, "evaluation.depth_threshold", -1, "an integer >= 0"),
+    *[
+        ("evaluation.trees_per_site", v, "evaluation.trees_per_site", v, "null (every pooled")
+        for v in (0, -3, 12.5, "all", True, [100])
+    ],
     ("evaluation.metrics", ["f1"], "evaluation.metrics", "f1", "auprc, auc, mcc, accuracy"),
     ("evaluation.auto_metric", "f1", "evaluation.auto_metric", "f1", "log_loss, brier, auprc"),
     ("evaluation.auto_metric", "ece", "evaluation.auto_metric", "ece", "log_loss, brier, auprc"),
@@ -1054,3 +1058,13 @@ def test_a_regression_site_names_the_selectors_it_may_use():
         SiteConfig.from_dict(site_dict(selector="chi2"), "site-1.yaml", task="regression")
     with pytest.raises(ConfigError, match="key 'selector' is 'f_regression'"):
         SiteConfig.from_dict(site_dict(selector="f_regression"), "site-1.yaml")
+
+
+def test_trees_per_site_is_every_tree_by_default_or_a_whole_number():
+    from fedforest.federation.config import JOB_DEFAULTS
+
+    job = {"job": {"sites": ["a", "b"]}}
+    assert JobConfig.from_dict(job).trees_per_site is None
+    assert JOB_DEFAULTS["evaluation"]["trees_per_site"] is None
+    capped = {**job, "evaluation": {"trees_per_site": 300}}
+    assert JobConfig.from_dict(capped).trees_per_site == 300

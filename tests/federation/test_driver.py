@@ -8,6 +8,7 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_site import SITES, make_job, run_job
 
@@ -464,3 +465,61 @@ def test_the_clock_of_the_timings_can_be_given(demo):
     rules = JobServer(copy.deepcopy(config))
     JobDriver(rules, InProcessExchange({}), clock=lambda: float(next(ticks)))
     assert rules.timed("pool", lambda: None) is None and rules.timings["pool"] == 1.0
+
+
+# --------------------------------------------------------------------------- trees per site
+@pytest.mark.parametrize("cap", [4, 10])
+def test_trees_per_site_sends_each_site_its_own_model(demo, tmp_path, cap):
+    """3 sites x 6 trees: each site gets its own trees and the others its columns reach
+    best, ``cap`` in all (its own 6 even when ``cap`` is smaller); the job's results are
+    the pooled forest's."""
+    from fedforest.federation.site_trees import trees_for_site
+    from fedforest.model.model_files import load_model, read_model
+
+    config, folder = demo
+    capped = dataclasses.replace(no_election(config), trees_per_site=cap)
+    seen = Scripted(InProcessExchange(runners(folder, capped), save_root=tmp_path), None, None)
+    driver = JobDriver(JobServer(capped), seen, run_dir=tmp_path)
+    results = driver.run()
+    assert results.finished, results.error
+    assert sorted(results.metrics) == list(SITES)
+    (request,) = [r for r in seen.requests if r.task == protocol.EVALUATE]
+    assert sorted(request.site_data) == list(SITES)
+    pooled = read_model(driver.model)["forest"]
+    assert pooled.n_trees == 18 and results.model.trees == 18
+    columns = driver.rules.schema.site_columns
+    for site in SITES:
+        data = request.data_for(site)
+        assert list(data) == list(protocol.TASK_DATA[protocol.EVALUATE])
+        assert {k: v for k, v in data.items() if k != "model"} == {
+            k: v for k, v in request.data.items() if k != "model"
+        }
+        sent_model = read_model(data["model"])
+        sent = sent_model["forest"]
+        assert sent.n_trees == max(cap, 6) and sent.owner_mask(site).sum() == 6
+        # the intersection forest too: the site's own trees, then the others in pooled order
+        inter = sent_model["intersection"]
+        assert inter.n_trees == max(cap, 6) and inter.owner_mask(site).sum() == 6
+        keep = trees_for_site(pooled, site, columns[site], cap)
+        assert np.array_equal(sent.tree_owner, pooled.tree_owner[keep])
+        assert np.array_equal(sent.threshold, pooled.select_trees(keep).threshold)
+        # what the site evaluated with is what it keeps to predict with
+        assert load_model(tmp_path / site / "pooled_model.npz")["forest"].n_trees == sent.n_trees
+        assert results.model.site_models[site]["trees"] == sent.n_trees
+    assert list(results.model.site_models) == list(SITES)
+    saved = results_file(tmp_path)["model"]["site_models"]
+    assert saved == results.model.site_models
+    assert all(0 < v["bytes"] < results.model.bytes for v in saved.values())
+    report = (tmp_path / "report.md").read_text()
+    assert "## The models the sites were sent" in report
+    assert f"- `site-1`: {saved['site-1']['trees']} trees" in report
+
+
+def test_without_trees_per_site_or_below_it_every_site_gets_the_same_model(demo):
+    config, folder = demo
+    for cap in (None, 18, 100):
+        capped = dataclasses.replace(no_election(config), trees_per_site=cap)
+        seen = Scripted(InProcessExchange(runners(folder, capped)), None, None)
+        assert JobDriver(JobServer(capped), seen).run().finished
+        (request,) = [r for r in seen.requests if r.task == protocol.EVALUATE]
+        assert request.site_data is None

@@ -125,7 +125,7 @@ def test_as_results_takes_either():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(version=RESULTS_VERSION + 1), "version 3 is not supported"),
+        (lambda d: d.update(version=RESULTS_VERSION + 1), "version 4 is not supported"),
         (lambda d: d.update(version=0), "field 'version' is 0"),
         (lambda d: d.update(version=True), "field 'version' is True"),
         (lambda d: d.update(format="fedforest/model"), "field 'format' is 'fedforest/model'"),
@@ -150,3 +150,34 @@ def test_what_the_reader_refuses_names_the_file_and_field(change, message):
 def test_a_results_file_that_is_not_a_dict():
     with pytest.raises(ValueError, match="expected a dict, got list"):
         JobResults.from_dict([1, 2])
+
+
+def test_the_models_of_their_own_the_sites_were_sent_round_trip():
+    data = versioned(SERVER_UNVERSIONED)
+    sizes = {"site-1": {"trees": 5, "bytes": 40}, "site-2": {"trees": 6, "bytes": 44}}
+    data["model"] = {**data["model"], "site_models": sizes}
+    results = JobResults.from_dict(data)
+    assert results.model.site_models == sizes
+    assert results.to_dict()["model"]["site_models"] == sizes
+    # a version 2 file (no site_models): every site was sent the pooled model
+    older = JobResults.from_dict({**versioned(SERVER_UNVERSIONED), "version": 2})
+    assert older.model.site_models == {} and "site_models" not in older.to_dict()["model"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [1, 2],
+        {"site-1": 5},
+        {"site-1": {"trees": 5}},
+        {"site-1": {"trees": -1, "bytes": 3}},
+        {"site-1": {"trees": 2.5, "bytes": 3}},
+        {"site-1": {"trees": True, "bytes": 3}},
+        {"site-1": {"trees": 5, "bytes": 3, "extra": 1}},
+    ],
+)
+def test_malformed_site_models_are_refused_naming_the_field(bad):
+    data = versioned(SERVER_UNVERSIONED)
+    data["model"] = {**data["model"], "site_models": bad}
+    with pytest.raises(ValueError, match=r"model\.site_models"):
+        JobResults.from_dict(data)

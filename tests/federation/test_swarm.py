@@ -656,3 +656,23 @@ def test_a_status_with_bad_metrics_is_refused(full, demo):
     del status["metrics"]["strategies"]["mp"]
     with pytest.raises(PayloadError, match="payload from 'site-1' refused.*strategies"):
         read_status(config, status)
+
+
+def test_trees_per_site_in_swarm_mode_gives_the_server_modes_models_and_metrics(demo, tmp_path):
+    """Each site keeps its own share of the forest it pooled itself, the one the server
+    would send it: the same pooled model everywhere, and every site's metrics equal to
+    server mode's."""
+    from fedforest.model.model_files import load_model
+
+    config, folder = demo
+    capped = dataclasses.replace(config, trees_per_site=10)
+    options = {site: {"save_dir": tmp_path / site} for site in capped.sites}
+    peers, _ = build_swarm(capped, load_runners(folder, capped), options=options)
+    statuses = run_swarm(peers)
+    server, model, metrics = server_mode(capped, load_runners(folder, capped))
+    for site, status in statuses.items():
+        assert status["state"] == "finished", (site, status["error"])
+        assert status["model_digest"] == payload_digest(model), site  # the whole pooled model
+        assert status["metrics"]["strategies"] == metrics[site]["strategies"], site
+        kept = load_model(tmp_path / site / "pooled_model.npz")["forest"]
+        assert kept.n_trees == 10 and kept.owner_mask(site).sum() == 6

@@ -183,10 +183,11 @@ def test_a_slow_site_is_kept_and_one_past_its_timeout_is_dropped_with_the_reason
 def test_a_regression_job_runs_in_the_simulator(tmp_path):
     """``job.task: regression``: the regression demo's configs, small: every strategy scored
     by RMSE, MAE and R² at every site, and each site keeps a regression model to predict
-    with."""
+    with. With ``evaluation.trees_per_site`` below the pool, each site is sent a model of
+    its own: its 10 trees and the 10 others its columns reach best."""
     configs = write_configs(
         tmp_path, rows=300, task="regression", forest={"n_estimators": 10},
-        election={"tuning_rounds": 2},
+        election={"tuning_rounds": 2}, evaluation={"trees_per_site": 20},
     )  # fmt: skip
     results, run_dir, ws = run(configs, tmp_path)
     assert results["status"] == "finished", results.get("error")
@@ -202,6 +203,11 @@ def test_a_regression_job_runs_in_the_simulator(tmp_path):
         saved = load_model(ws / site / "simulate_job" / "pooled_model.npz")
         assert saved["forest"].task == "regression" and saved["forest"].n_classes == 0
         assert saved["deployment"]["calibrator"] is None
+        assert saved["forest"].n_trees == 20 and saved["forest"].owner_mask(site).sum() == 10
+    assert results["model"]["trees"] == 30  # the pooled forest itself keeps every tree
+    assert {s: v["trees"] for s, v in results["model"]["site_models"].items()} == {
+        s: 20 for s in SITES
+    }
     assert results["schema"]["classes"] == []
     assert results["election"]["selected"]
     report = (run_dir / "report.md").read_text()

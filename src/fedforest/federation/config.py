@@ -29,6 +29,8 @@ The job file (``site_configs/job.yaml``)::
       auto_metric: log_loss             # what auto minimises (log_loss, brier) or maximises
       calibration: auto                 # none, prior, sigmoid, isotonic or auto: fitted at
                                         # each site on its validation rows, after the strategy
+      trees_per_site: null              # null: every pooled tree; n: each site gets its own
+                                        # trees and those its columns reach best, n in all
     pooling:
       weights: equal                    # equal: every tree one vote; rows: each site's trees
                                         # weighted by its training rows
@@ -184,6 +186,7 @@ JOB_DEFAULTS: dict[str, Any] = {
         "metrics": list(METRICS),
         "auto_metric": DEFAULT_AUTO_METRIC,
         "calibration": "auto",
+        "trees_per_site": None,
     },
     "pooling": {"weights": "equal"},
     "forest": {
@@ -306,6 +309,7 @@ class JobConfig:
     task: str = "classification"
     calibration: str = "auto"
     pooling_weights: str = "equal"
+    trees_per_site: int | None = None
     source: str = "job.yaml"
 
     @classmethod
@@ -366,6 +370,9 @@ class JobConfig:
             (REGRESSION_AUTO_METRIC,) if regression else AUTO_METRICS,
         )
         c.choice("evaluation.calibration", ev["calibration"], CALIBRATIONS)
+        tps = ev["trees_per_site"]
+        if tps is not None and (isinstance(tps, bool) or not isinstance(tps, int) or tps < 1):
+            c.fail("evaluation.trees_per_site", tps, "null (every pooled tree) or an integer >= 1")
         c.choice("pooling.weights", pooling["weights"], POOLING_WEIGHTS)
         c.integer("forest.n_estimators", forest["n_estimators"], 1, 10_000)
         if forest["max_depth"] is not None:
@@ -417,6 +424,7 @@ class JobConfig:
             task=job["task"],
             calibration=ev["calibration"],
             pooling_weights=pooling["weights"],
+            trees_per_site=ev["trees_per_site"],
             source=source,
         )
 

@@ -130,6 +130,15 @@ class Request:
     #: ``False``: the replies are not used, only the sites' own state changes (the
     #: schema reaching the sites when the election is off).
     collect: bool = True
+    #: ``{site: data}`` where the sites get different data (``evaluation.trees_per_site``:
+    #: each its own model); ``None``: every site gets :attr:`data`.
+    site_data: dict[str, dict] | None = None
+
+    def data_for(self, site: str) -> dict:
+        """The data ``site`` gets."""
+        if self.site_data is not None and site in self.site_data:
+            return self.site_data[site]
+        return self.data
 
 
 @dataclass
@@ -302,9 +311,7 @@ class JobDriver:
     def evaluate(self, model: dict) -> dict[str, dict]:
         """Every site scores the strategies on its test rows; return the checked metrics."""
         config, rules = self.config, self.rules
-        replies = self._ask(
-            protocol.EVALUATE,
-            model=model,
+        settings = dict(
             strategies=config.strategies,
             voting=config.voting,
             depth_threshold=config.depth_threshold,
@@ -312,6 +319,16 @@ class JobDriver:
             auto_metric=config.auto_metric,
             calibration=config.calibration,
         )
+        # with evaluation.trees_per_site each site gets a model of its own (site_trees)
+        # (swarm mode: this site's own only; the others make theirs)
+        models = rules.site_models(model, [self.site] if self.site is not None else self.live())
+        site_data = None
+        if models is not None:
+            site_data = {
+                site: protocol.task_data(protocol.EVALUATE, model=m, **settings)
+                for site, m in models.items()
+            }
+        replies = self._ask(protocol.EVALUATE, site_data=site_data, model=model, **settings)
         self.metrics = rules.timed("evaluate", lambda: rules.read_metrics(replies))
         self._settle("evaluate")
         if self.on_evaluated is not None:
@@ -343,7 +360,9 @@ class JobDriver:
         return results
 
     # ------------------------------------------------------------- one round
-    def _ask(self, task: str, collect: bool = True, **data) -> dict[str, Any]:
+    def _ask(
+        self, task: str, collect: bool = True, site_data: dict | None = None, **data
+    ) -> dict[str, Any]:
         """Send ``task`` to the live sites; drop the sites without a good reply.
 
         Returns ``{site: payload}`` of the good replies, sorted by site name.
@@ -355,7 +374,9 @@ class JobDriver:
         rules.check_min_sites(targets, name)
         timeout = config.timeouts[phase]
         deadline = Deadline(timeout, config.wait_after_min, min(config.min_sites, len(targets)))
-        request = Request(task, protocol.task_data(task, **data), phase, targets, deadline, collect)
+        request = Request(
+            task, protocol.task_data(task, **data), phase, targets, deadline, collect, site_data
+        )
         start = self.clock()
         replies = self.exchange.ask(request)
         spent = self.clock() - start
@@ -477,7 +498,7 @@ class InProcessExchange:
             start = self.clock()
             try:
                 reply = self.runners[site].run_task(
-                    request.task, copy.deepcopy(request.data), save_dir=save_dir
+                    request.task, copy.deepcopy(request.data_for(site)), save_dir=save_dir
                 )
             except Exception as err:  # noqa: BLE001 - as a failed reply: the site is dropped
                 if self.raise_errors:

@@ -34,8 +34,10 @@ from typing import Any
 RESULTS_FORMAT = "fedforest/results"
 #: The current version of ``results.json`` (1: ``format`` and ``version`` were added;
 #: 2: each metric row may carry ``calibration`` and ``bins``, the ``auto`` row
-#: ``chosen_calibration`` and ``runner_up``, as site-metrics version 3 reports them).
-RESULTS_VERSION = 2
+#: ``chosen_calibration`` and ``runner_up``, as site-metrics version 3 reports them;
+#: 3: ``model.site_models``, the model each site was sent under
+#: ``evaluation.trees_per_site``; a version 2 file reads as every site sent the pooled model).
+RESULTS_VERSION = 3
 #: The status of a job.
 STATUSES = ("finished", "failed")
 
@@ -93,15 +95,21 @@ class ModelSummary:
     features: list[str]
     owners: list[str]
     bytes: int
+    #: ``{site: {"trees": n, "bytes": b}}`` of the model each site was sent, when the sites
+    #: got models of their own (``evaluation.trees_per_site``); empty otherwise.
+    site_models: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "trees": self.trees,
             "nodes": self.nodes,
             "features": list(self.features),
             "owners": list(self.owners),
             "bytes": self.bytes,
         }
+        if self.site_models:  # only when the sites got models of their own
+            out["site_models"] = {s: dict(v) for s, v in self.site_models.items()}
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping, source: str = "results") -> ModelSummary:
@@ -113,9 +121,29 @@ class ModelSummary:
                 features=list(data["features"]),
                 owners=list(data["owners"]),
                 bytes=data["bytes"],
+                site_models=_site_models(data.get("site_models"), source),
             )
         except KeyError as err:
             raise ValueError(f"{source}: field 'model' has no {err.args[0]!r}") from None
+
+
+def _site_models(value: Any, source: str) -> dict[str, dict[str, int]]:
+    """``model.site_models`` of a results file (absent: every site got the pooled model)."""
+    if value is None:
+        return {}
+    value = _mapping(value, f"{source}: field 'model.site_models'")
+    out = {}
+    for site, sizes in value.items():
+        sizes = _mapping(sizes, f"{source}: field 'model.site_models.{site}'")
+        if set(sizes) != {"trees", "bytes"} or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values()
+        ):
+            raise ValueError(
+                f"{source}: field 'model.site_models.{site}' is {dict(sizes)!r}; allowed: "
+                "trees and bytes, whole numbers >= 0"
+            )
+        out[str(site)] = {"trees": sizes["trees"], "bytes": sizes["bytes"]}
+    return out
 
 
 @dataclass

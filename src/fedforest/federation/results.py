@@ -102,6 +102,20 @@ def render_report(results: JobResults | Mapping) -> str:
         lines += ["## Privacy policies", ""]
         lines += [f"- `{site}`: {describe_policy(policy)}" for site, policy in r.privacy.items()]
         lines.append("")
+    if r.model is not None and r.model.site_models:
+        lines += [
+            "## The models the sites were sent",
+            "",
+            f"`evaluation.trees_per_site`: each site evaluated its own trees and those its "
+            f"columns reach best, of the {r.model.trees} pooled trees "
+            f"({r.model.bytes:,} bytes).",
+            "",
+        ]
+        lines += [
+            f"- `{site}`: {v['trees']} trees, {v['bytes']:,} bytes"
+            for site, v in r.model.site_models.items()
+        ]
+        lines.append("")
     lines += _timings(r.phase_seconds)
     if r.payload_bytes:
         lines += ["## Payload sizes (bytes)", ""]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +33,7 @@ from .evaluation import read_site_metrics
 from .job_results import JobResults, ModelSummary
 from .results import payload_bytes, write_results_files
 from .schema import GlobalSchema, SchemaError, SiteSchema
+from .site_trees import forest_for_site
 from .training import SiteModels, owner_weights, pool_site_models
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,11 @@ class JobServer:
     timings: dict[str, float] = field(default_factory=dict)
     payload_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
     site_rows: dict[str, int] = field(default_factory=dict)
+    #: The pooled forest and intersection forest of :meth:`pool` (``None`` before it).
+    pooled_forest: PooledForest | None = field(default=None, repr=False, compare=False)
+    pooled_intersection: PooledForest | None = field(default=None, repr=False, compare=False)
+    #: ``{site: {"trees", "bytes"}}`` of the models of their own :meth:`site_models` made.
+    site_model_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
     #: The clock of :meth:`timed` (``None``: ``time.monotonic``); benchmarks count CPU seconds.
     clock: Callable[[], float] | None = field(default=None, repr=False, compare=False)
 
@@ -295,6 +301,7 @@ class JobServer:
             "voting": self.config.voting,
             "seed": self.config.seed,
         }
+        self.pooled_forest, self.pooled_intersection = pooled.forest, pooled.intersection
         weights = owner_weights(
             self.config.pooling_weights, {s: n_rows[s] for s in pooled.forest.owners}
         )
@@ -307,6 +314,35 @@ class JobServer:
             pooled.intersection.to_payload() if pooled.intersection is not None else None,
             settings=settings,
         )
+
+    def site_models(self, model: dict, sites: Sequence[str]) -> dict[str, dict] | None:
+        """Each site's model bundle under ``evaluation.trees_per_site``; ``None``: all the same.
+
+        A site gets its own trees and those its columns (the schema's) reach
+        best, at most ``trees_per_site`` in all (:mod:`.site_trees`), and as
+        many of the intersection forest (its own first, then in pooled order:
+        every site has the shared columns); the rest of the bundle is the
+        pooled one.
+        """
+        cap = self.config.trees_per_site
+        forest, inter = self.pooled_forest, self.pooled_intersection
+        if cap is None or forest is None:
+            return None
+        if forest.n_trees <= cap and (inter is None or inter.n_trees <= cap):
+            return None
+        out = {}
+        for site in sites:
+            columns = self.schema.site_columns.get(site, []) if self.schema else []
+            subset = forest_for_site(forest, site, columns, cap)
+            out[site] = dict(model, forest=subset.to_payload())
+            if inter is not None and model.get("intersection") is not None:
+                shared = forest_for_site(inter, site, inter.feature_names, cap)
+                out[site]["intersection"] = shared.to_payload()
+            self.site_model_sizes[site] = {
+                "trees": subset.n_trees,
+                "bytes": payload_bytes(out[site]),
+            }
+        return out
 
     def _pool_models(self, models: list[SiteModels]) -> SiteModels:
         """Pool the validated models; a site whose model cannot be pooled is dropped.
@@ -402,7 +438,7 @@ class JobServer:
             phase_seconds={k: round(v, 3) for k, v in self.timings.items()},
             payload_bytes=self.payload_sizes,
             privacy={site: m.get("privacy") for site, m in metrics.items()},
-            model=None if model is None else model_summary(model),
+            model=None if model is None else model_summary(model, self.site_model_sizes),
         )
 
     def write_results(
@@ -426,8 +462,12 @@ class JobServer:
         return results.to_dict()
 
 
-def model_summary(model: Mapping) -> ModelSummary:
-    """The pooled model bundle in a few numbers: trees, nodes, features, owners, bytes."""
+def model_summary(model: Mapping, site_models: Mapping | None = None) -> ModelSummary:
+    """The pooled model bundle in a few numbers: trees, nodes, features, owners, bytes.
+
+    ``site_models`` (``{site: {"trees", "bytes"}}``) are the models of their own the
+    sites were sent (``evaluation.trees_per_site``), in site order.
+    """
     forest = model["forest"]
     return ModelSummary(
         trees=int(len(forest["tree_start"]) - 1),
@@ -435,4 +475,5 @@ def model_summary(model: Mapping) -> ModelSummary:
         features=list(forest["feature_names"]),
         owners=list(forest["owners"]),
         bytes=payload_bytes(model),
+        site_models={s: dict(v) for s, v in sorted((site_models or {}).items())},
     )

@@ -377,7 +377,9 @@ class SwarmSite:
         """
         if request.task == protocol.EVALUATE:
             self.phase = request.phase
-            payload = self.runner.run_task(request.task, request.data, save_dir=self.save_dir)
+            payload = self.runner.run_task(
+                request.task, request.data_for(self.site), save_dir=self.save_dir
+            )
             self._own_metrics = payload
             return Replies(payloads={self.site: payload}, asked=[self.site])
         if not request.collect:

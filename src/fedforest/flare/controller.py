@@ -144,7 +144,11 @@ class FlareBroadcast:
     Each task goes with FLARE timeout 0 to the request's targets; the
     deadlines are the driver's (FLARE's task timeouts count whole seconds),
     polled at most every 0.05 s. The task is cancelled when the deadline
-    closes the phase or the job is aborted (``RuntimeError``).
+    closes the phase or the job is aborted (``RuntimeError``). A request whose
+    sites get different data (:attr:`Request.site_data`: each site's own
+    model under ``evaluation.trees_per_site``) goes as one task per site,
+    since a FLARE broadcast sends every client the same copy; the tasks are
+    waited for, closed and cancelled together.
 
     Parameters
     ----------
@@ -163,9 +167,6 @@ class FlareBroadcast:
     def ask(self, request: Request) -> Replies:
         if self.abort_signal.triggered:
             raise RuntimeError("the job was aborted")
-        shareable = Shareable()
-        shareable[protocol.PAYLOAD] = request.data
-        task = Task(name=request.task, data=shareable, timeout=0)
         targets = list(request.targets)
         logger.info(
             "phase %s: sent to %s (timeout %s)",
@@ -173,12 +174,22 @@ class FlareBroadcast:
             targets,
             seconds_text(request.deadline.timeout),
         )
-        self.controller.broadcast(
-            task=task, fl_ctx=self.fl_ctx, targets=targets, min_responses=len(targets)
-        )
-        closed_by = self._wait(task, request.deadline)
+        if request.site_data is None:  # one broadcast: every site gets the same data
+            batches = [(targets, request.data)]
+        else:  # FLARE's broadcast sends one copy to all: one task per site instead
+            batches = [([site], request.data_for(site)) for site in targets]
+        tasks = []
+        for sites, data in batches:
+            shareable = Shareable()
+            shareable[protocol.PAYLOAD] = data
+            task = Task(name=request.task, data=shareable, timeout=0)
+            self.controller.broadcast(
+                task=task, fl_ctx=self.fl_ctx, targets=sites, min_responses=len(sites)
+            )
+            tasks.append(task)
+        closed_by = self._wait(tasks, request.deadline)
         payloads, errors, took = {}, {}, set()
-        for client_task in task.client_tasks:
+        for client_task in (ct for task in tasks for ct in task.client_tasks):
             site, result = client_task.client.name, client_task.result
             took.add(site)
             if result is None:
@@ -190,20 +201,26 @@ class FlareBroadcast:
                 payloads[site] = result.get(protocol.PAYLOAD)
         return Replies(payloads=payloads, errors=errors, took=took, closed_by=closed_by)
 
-    def _wait(self, task: Task, deadline: Deadline) -> str:
-        """Poll the broadcast until FLARE ends it (``"all"``) or ``deadline`` closes it."""
-        while task.completion_status is None:
+    def _wait(self, tasks: list[Task], deadline: Deadline) -> str:
+        """Poll the tasks until FLARE ends them all (``"all"``) or ``deadline`` closes them."""
+        while any(task.completion_status is None for task in tasks):
             if self.abort_signal.triggered:
-                self.controller.cancel_task(task, TaskCompletionStatus.ABORTED, self.fl_ctx)
+                self._cancel(tasks, TaskCompletionStatus.ABORTED)
                 raise RuntimeError("the job was aborted")
-            closed = deadline.closes(sum(ct.result is not None for ct in task.client_tasks))
+            replied = sum(ct.result is not None for task in tasks for ct in task.client_tasks)
+            closed = deadline.closes(replied)
             if closed is not None:
                 status = (
                     TaskCompletionStatus.TIMEOUT
                     if closed == "timeout"
                     else TaskCompletionStatus.CANCELLED
                 )
-                self.controller.cancel_task(task, status, self.fl_ctx)
+                self._cancel(tasks, status)
                 return closed
             time.sleep(self.period)
         return "all"
+
+    def _cancel(self, tasks: list[Task], status) -> None:
+        for task in tasks:
+            if task.completion_status is None:
+                self.controller.cancel_task(task, status, self.fl_ctx)

@@ -71,21 +71,53 @@ def test_a_learned_direction_for_missing_values_is_followed(pooled):
     assert set(trees) <= set(on_f4) and np.all(without_f4[trees] > 0)
 
 
-@pytest.mark.parametrize("cap", [1, 8, 10, 16, 23])
-def test_a_site_keeps_its_own_trees_and_the_best_reached_others(pooled, cap):
+def ranked(forest, owner, share):
+    """An owner's trees, best reached first (ties by pooled order), unreached last."""
+    trees = np.flatnonzero(forest.owner_mask(owner))
+    trees = trees[np.argsort(-share[trees], kind="stable")]
+    return [t for t in trees if share[t] > 0] + [t for t in trees if share[t] <= 0]
+
+
+@pytest.mark.parametrize("cap", [1, 8, 10, 13, 16, 23])
+def test_a_site_keeps_its_own_trees_and_the_others_take_turns(pooled, cap):
     columns = NAMES[:4]  # site a's
     mask = trees_for_site(pooled, "a", columns, cap)
     own = pooled.owner_mask("a")
     assert np.all(mask[own])
     assert mask.sum() == max(cap, own.sum())
     share = reachable_share(pooled, columns)
-    kept, left_out = share[mask & ~own], share[~mask & ~own]
-    if kept.size and left_out.size:
-        assert kept.min() >= left_out.max()
-    # ties go to the earlier tree: the choice is the stable ranking's prefix
-    others = np.flatnonzero(~own)
-    ranked = others[np.argsort(-share[others], kind="stable")]
-    assert set(np.flatnonzero(mask & ~own)) == set(ranked[: max(cap - own.sum(), 0)])
+    kept = {}
+    for owner in ("b", "c"):
+        order = ranked(pooled, owner, share)
+        k = int(mask[pooled.owner_mask(owner)].sum())
+        # each owner gives its best reached trees first
+        assert set(np.flatnonzero(mask & pooled.owner_mask(owner))) == set(order[:k])
+        kept[owner] = (k, sum(share[t] > 0 for t in order))
+    # turns: while both still have reached trees, neither is more than one tree ahead
+    (kb, rb), (kc, rc) = kept["b"], kept["c"]
+    if kb < rb and kc < rc:
+        assert abs(kb - kc) <= 1
+
+
+def test_a_site_that_looks_reachable_everywhere_gets_only_its_turn():
+    """Site z's trees use only columns every site has (share 1 everywhere, as inflated
+    node counts would make them look): ranked by share alone it would fill all 8 places
+    left at site a; taking turns, it gets 4 while site b still has reached trees."""
+    rng = np.random.default_rng(3)
+    X = pd.DataFrame(rng.normal(size=(300, 6)), columns=NAMES)
+    y = (X.f0 + X.f2 > 0).astype(int)
+    parts = []
+    for k, (site, cols) in enumerate([("a", NAMES[:3]), ("b", NAMES[:4]), ("z", NAMES[:2])]):
+        rf = RandomForestClassifier(8, max_depth=4, random_state=k).fit(X[cols], y)
+        parts.append(PooledForest.from_sklearn(rf, cols, owner=site))
+    pooled = PooledForest.concat(parts)
+    share = reachable_share(pooled, NAMES[:3])  # site a's columns
+    z, b = share[pooled.owner_mask("z")], share[pooled.owner_mask("b")]
+    assert np.allclose(z, 1.0) and np.all(b < z.min() - 1e-9)
+    reached_b = int((b > 0).sum())
+    assert reached_b >= 4
+    mask = trees_for_site(pooled, "a", NAMES[:3], 16)
+    assert mask[pooled.owner_mask("z")].sum() == 4 and mask[pooled.owner_mask("b")].sum() == 4
 
 
 def test_no_cap_or_a_cap_above_the_pool_keeps_every_tree(pooled):

@@ -318,8 +318,9 @@ class JobServer:
     def site_models(self, model: dict, sites: Sequence[str]) -> dict[str, dict] | None:
         """Each site's model bundle under ``evaluation.trees_per_site``; ``None``: all the same.
 
-        A site gets its own trees and those its columns (the schema's) reach
-        best, at most ``trees_per_site`` in all (:mod:`.site_trees`), and as
+        A site gets its own trees and, the other sites taking turns, those its
+        columns (the schema's) reach best, at most ``trees_per_site`` in all
+        (:mod:`.site_trees`), and as
         many of the intersection forest (its own first, then in pooled order:
         every site has the shared columns); the rest of the bundle is the
         pooled one.

@@ -8,12 +8,16 @@ most that many trees of the pooled forest (swarm mode: each site keeps that
 many of the forest it pooled itself):
 
 * every tree the site trained itself (``local`` and ``park`` need them), and
-* the other trees by decreasing :func:`reachable_share` for the site's
-  columns: the share of the tree's training rows whose path reaches a leaf
-  without meeting a split on a column the site lacks (a split that learned a
-  direction for missing values counts as followed, the way it routes the
-  site's rows). Ties go to the tree earlier in the pooled forest, which is in
-  site-name order, so the choice never depends on the order of the replies.
+* the other sites' trees, each site in turn giving its next tree by
+  decreasing :func:`reachable_share` for this site's columns: the share of
+  the tree's training rows whose path reaches a leaf without meeting a split
+  on a column this site lacks (a split that learned a direction for missing
+  values counts as followed, the way it routes the site's rows). The trees
+  this site's columns reach not at all come after all the others. Ties go to
+  the tree earlier in the pooled forest, and the turns follow the pooled
+  order (site names), so the choice never depends on the order of the
+  replies; taking turns keeps a site that makes its trees look reachable
+  (node counts are the sender's word) to its turn.
 
 The kept trees stay in their pooled order. The site's evaluation (and the
 sizes of what it receives) then stop growing with the number of sites.
@@ -89,8 +93,13 @@ def trees_for_site(
     """Which trees of ``forest`` site ``site`` (with ``columns``) evaluates (a bool mask).
 
     ``max_trees`` ``None`` keeps every tree. The site's own trees are always
-    kept, even beyond ``max_trees``; the rest go by decreasing
-    :func:`reachable_share`, ties by pooled order.
+    kept, even beyond ``max_trees``. The room left is shared out among the
+    other owners in turn (in pooled order, which is site-name order), each
+    giving its next tree by decreasing :func:`reachable_share` (ties by pooled
+    order), the trees a site's columns reach not at all coming last. So no
+    owner gets more than its turn while the others still have trees to give:
+    a site that inflates its trees' node counts to look reachable everywhere
+    cannot crowd the others out of every site's model.
 
     Examples
     --------
@@ -109,13 +118,27 @@ def trees_for_site(
     if max_trees is None or forest.n_trees <= max_trees:
         return mask
     own = forest.owner_mask(site) if site in forest.owners else np.zeros_like(mask)
-    others = np.flatnonzero(~own)
     room = max(int(max_trees) - int(own.sum()), 0)
-    score = reachable_share(forest, columns)[others]
-    # stable sort on the negated score: ties keep the pooled order
-    best = others[np.argsort(-score, kind="stable")[:room]]
+    share = reachable_share(forest, columns)
+    queues = []
+    for owner in forest.owners:
+        if owner == site:
+            continue
+        trees = np.flatnonzero(forest.owner_mask(owner))
+        # best reached first (stable: ties keep the pooled order), unreachable ones last
+        trees = trees[np.argsort(-share[trees], kind="stable")]
+        queues.append(list(trees))
+    reached = [[t for t in q if share[t] > 0] for q in queues]
+    unreached = [[t for t in q if share[t] <= 0] for q in queues]
     mask = own.copy()
-    mask[best] = True
+    for lists in (reached, unreached):
+        turn = 0
+        while room and any(lists):
+            q = lists[turn % len(lists)]
+            if q:
+                mask[q.pop(0)] = True
+                room -= 1
+            turn += 1
     return mask
 
 

@@ -4,7 +4,8 @@
 which owns the order of the phases, the task data, the drops, the
 ``min_sites`` checks, the deadline policy, the timings and the results (also
 of a failed job). This module only moves payloads: :class:`FlareBroadcast`
-sends each task as one FLARE broadcast to the live sites, polls the driver's
+sends each task as one FLARE broadcast to the live sites (one task per site
+when the sites get data of their own: ``evaluation.trees_per_site``), polls the driver's
 :class:`~fedforest.federation.driver.Deadline`, and hands back the replies,
 the error replies and the sites that took the task. With ``job.tracking`` on,
 the election (its tuning history and outcome) is also logged to FLARE's

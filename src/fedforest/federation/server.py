@@ -320,10 +320,9 @@ class JobServer:
 
         A site gets its own trees and, the other sites taking turns, those its
         columns (the schema's) reach best, at most ``trees_per_site`` in all
-        (:mod:`.site_trees`), and as
-        many of the intersection forest (its own first, then in pooled order:
-        every site has the shared columns); the rest of the bundle is the
-        pooled one.
+        (:mod:`.site_trees`), and as many of the intersection forest, chosen
+        the same way (every site has its columns, so the turns decide); the
+        rest of the bundle is the pooled one.
         """
         cap = self.config.trees_per_site
         forest, inter = self.pooled_forest, self.pooled_intersection

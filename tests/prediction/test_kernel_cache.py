@@ -121,3 +121,14 @@ def test_without_a_usable_cache_the_kernels_compile_in_memory(tmp_path, kind):
         assert "cannot write the numba kernel cache" in stderr and kernel_cache.ENV in stderr
         assert str(blocker) in stderr
     assert not list(tmp_path.rglob("*.nbi"))
+
+
+def test_a_numba_without_cache_locators_compiles_in_memory(tmp_path, monkeypatch, caplog):
+    import numba
+    from numba.core import caching
+
+    for name in ("CacheImpl", "_CacheImpl"):
+        monkeypatch.delattr(caching, name, raising=False)
+    with caplog.at_level("WARNING", logger=kernel_cache.__name__):
+        assert kernel_cache.install({kernel_cache.ENV: str(tmp_path)}) is False
+    assert f"numba {numba.__version__} has no cache locators" in caplog.text

@@ -20,8 +20,8 @@ it.
 
 numba offers no public hook for this: :func:`install` adds a locator to the
 list numba tries (``numba.core.caching.CacheImpl._locator_classes``;
-``_CacheImpl`` in older releases), for the kernel module alone. If numba's internals differ,
-it installs nothing and the kernels compile in memory.
+``_CacheImpl`` in older releases), for the kernel module alone. If numba's
+internals differ, it installs nothing and the kernels compile in memory.
 """
 
 from __future__ import annotations
@@ -123,8 +123,8 @@ def install(environ=None) -> bool:
     classes = getattr(impl, "_locator_classes", None)
     if base is None or mixin is None or not isinstance(classes, list):
         logger.warning(
-            "this numba (%s) has no cache locators to extend; the kernels are compiled in memory",
-            getattr(caching, "__name__", "numba"),
+            "numba %s has no cache locators to extend; the kernels are compiled in memory",
+            _numba_version(),
         )
         return False
     for cls in classes:
@@ -137,8 +137,11 @@ def install(environ=None) -> bool:
 
 
 def _locator_class(base, mixin, folder: Path):
-    """A numba cache locator for the kernel module's functions, in ``folder``."""
-    stamp = source_key()
+    """A numba cache locator for the kernel module's functions, in ``folder``.
+
+    ``folder`` is named after :func:`source_key`, which is also the index's stamp.
+    """
+    stamp = folder.name
 
     class KernelLocator(mixin, base):
         fedforest_kernel_locator = True

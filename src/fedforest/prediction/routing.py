@@ -16,8 +16,9 @@ prediction).
 :mod:`.numba_kernels` holds the compiled twin of these traversals; both give
 the same results bit for bit (``docs/architecture.md``, "Engines with the same
 semantics"). Keep them in step: the order in which :func:`route_marginal`
-sums leaves (left to right), the order in which :func:`route_leaves` asks its resolver (and so
-draws random numbers), and :func:`sigmoid` are what the kernels reproduce.
+sums leaves (left to right), the order in which :func:`route_leaves` asks its
+resolver (and so draws random numbers), and :func:`sigmoid` are what the
+kernels reproduce.
 """
 
 from __future__ import annotations

@@ -72,8 +72,10 @@ from fedforest import (
     fit_surrogates,
 )
 from fedforest.federation.training import forest_params_for
+from fedforest.model.inputs import to_global_matrix
+from fedforest.model.traversal import BRANCH, MISSING_KIND, CompiledForest, node_kinds, traverse
 from fedforest.prediction.engines import load_kernels
-from fedforest.prediction.strategies import STRATEGIES
+from fedforest.prediction.strategies import STRATEGIES, Strategy
 from fedforest.privacy.policy import job_default_policy
 
 logger = logging.getLogger("bench_inference")
@@ -239,6 +241,84 @@ def time_strategy(pooled, imputers, feature_std, test, half, strategy, key, sk, 
     return row_all, row_half, proba
 
 
+def marginal_walk(pooled, imputers, feature_std, half, test, reference, sample: int = 1000):
+    """What exact marginalisation visits per (row, tree) pair, and what a site could collapse.
+
+    Counts, over ``sample`` rows of ``half``, the nodes ``mp``'s walk visits
+    per (row, tree) pair (the numpy engine's walk, which the kernels
+    reproduce): leaves, branching nodes (on an absent column) and among them
+    those whose probability depends on the row (an imputer), and nodes read on
+    a present column; against the nodes on scikit-learn's path with every
+    feature present. Then the subtrees whose every split is on an absent
+    column: the share of the forest's nodes (and of the visits) strictly
+    inside them, which a forest compiled for the site could replace by one
+    leaf each; and the same for those none of whose splits has an imputer,
+    the only ones whose marginal is the same for every row.
+    """
+    Estimator = PooledForestRegressor if pooled.is_regression else PooledForestClassifier
+    clf = Estimator(pooled, strategy="mp", imputers=imputers, feature_std=feature_std)
+    X, present = to_global_matrix(half[:sample], pooled.feature_names, pooled.categories)
+    absent = ~present
+    cf = CompiledForest.build(pooled)
+    imputed, level_cdf = clf._imputations(X, absent, np.zeros(len(X), bool), "mp")
+    rules = Strategy("mp", pooled, cf, X, imputed, level_cdf, clf._sigma(), 0, None)
+    kind = node_kinds(cf, absent)
+    row_dependent = rules.kernel_tables()["node_kind"] != 0
+    internal = cf.feature >= 0
+    parent = np.full(cf.feature.size, -1, dtype=np.int64)
+    inner = np.flatnonzero(internal)
+    parent[cf.children[2 * inner]] = inner
+    parent[cf.children[2 * inner + 1]] = inner
+    inside = {}
+    for name, allowed in (("absent", kind == MISSING_KIND), ("exact", kind == MISSING_KIND)):
+        if name == "exact":
+            allowed = allowed & ~row_dependent
+        whole = ~internal  # a leaf is a subtree of its own
+        for d in range(int(cf.depth.max()), -1, -1):  # from the deepest nodes up
+            level = inner[cf.depth[inner] == d]
+            whole[level] = (
+                allowed[level] & whole[cf.children[2 * level]] & whole[cf.children[2 * level + 1]]
+            )
+        inside[name] = (parent >= 0) & whole[np.maximum(parent, 0)]
+    visits = dict.fromkeys(("nodes", "leaves", "branching", "row_dependent", "present"), 0)
+    visits_inside = dict.fromkeys(inside, 0)
+    trees = np.arange(pooled.n_trees)
+    walk = traverse(
+        cf,
+        X,
+        trees,
+        resolve=BRANCH,
+        right_probability=rules.right_probability,
+        kind=kind,
+        weight=1.0,
+    )
+    for chunk in walk:
+        for level in chunk:
+            node = level.node
+            branching = kind[node] == MISSING_KIND
+            visits["nodes"] += node.size
+            visits["leaves"] += level.ended.size
+            visits["branching"] += int(branching.sum())
+            visits["row_dependent"] += int((branching & row_dependent[node]).sum())
+            for name, mask in inside.items():
+                visits_inside[name] += int(mask[node].sum())
+    visits["present"] = visits["nodes"] - visits["leaves"] - visits["branching"]
+    pairs = len(X) * pooled.n_trees
+    path, _ = reference.decision_path(test[:sample].to_numpy())
+    return {
+        "rows": len(X),
+        "per_pair": {k: v / pairs for k, v in visits.items()},
+        "sklearn_path_nodes": path.sum() / pairs,
+        "collapsible": {
+            name: {
+                "node_share": float(mask.sum() / max(cf.feature.size, 1)),
+                "visit_share": visits_inside[name] / max(visits["nodes"], 1),
+            }
+            for name, mask in inside.items()
+        },
+    }
+
+
 def run(
     rows: int,
     out: Path,
@@ -265,6 +345,8 @@ def run(
         "engines": {e: {"all_features": {}, "half_absent": {}} for e in engines},
     }
     half = test[shared]
+    results["marginal_walk"] = marginal_walk(pooled, imputers, feature_std, half, test, reference)
+    logger.info("marginal walk at half absent: %s", results["marginal_walk"])
     for strategy in STRATEGIES:
         predictions = {}
         for engine in engines:
@@ -367,7 +449,27 @@ def markdown(results: dict) -> str:
         f"Naive per-row Python traversal: about {results['naive_python']['ratio']:.0f}x.",
         "",
     ]
+    if "marginal_walk" in results:
+        lines += _walk_text(results["marginal_walk"])
     return "\n".join(lines)
+
+
+def _walk_text(walk: dict) -> list[str]:
+    per, share = walk["per_pair"], walk["collapsible"]
+    return [
+        f"Exact marginalisation (`mp`, and the rows `fpv` and `wmp` marginalise) at half "
+        f"absent visits {per['nodes']:.1f} nodes per (row, tree) pair on {walk['rows']} rows: "
+        f"{per['leaves']:.1f} leaves, {per['branching']:.1f} branching nodes "
+        f"({per['row_dependent']:.1f} with a probability from an imputer, which depends on the "
+        f"row) and {per['present']:.1f} nodes read on a present column; scikit-learn's path "
+        f"with every feature present has {walk['sklearn_path_nodes']:.1f}. Subtrees whose "
+        f"every split is on an absent column hold {share['absent']['node_share']:.0%} of the "
+        f"nodes ({share['absent']['visit_share']:.0%} of the visits) below their roots; those "
+        f"with no imputer probability, the only ones whose marginal is the same for every row, "
+        f"{share['exact']['node_share']:.0%} ({share['exact']['visit_share']:.0%} of the "
+        f"visits).",
+        "",
+    ]
 
 
 def main(argv=None) -> None:

@@ -15,10 +15,11 @@ from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import PooledForest, PooledForestClassifier, fit_imputers, fit_surrogates
 from fedforest.model import traversal
+from fedforest.model.inputs import to_global_matrix
 from fedforest.prediction import engines as engines_module
 from fedforest.prediction import pooled as classifier_module
 from fedforest.prediction import routing
-from fedforest.prediction.strategies import STRATEGIES
+from fedforest.prediction.strategies import STRATEGIES, Strategy
 
 numba_kernels = pytest.importorskip("fedforest.prediction.numba_kernels")
 
@@ -107,6 +108,68 @@ def test_compiled_sigmoid_gives_the_same_bits():
     )
     compiled = np.array([numba_kernels._sigmoid(v) for v in z])
     assert np.array_equal(compiled, routing.sigmoid(z), equal_nan=True)
+
+
+def test_factored_probability_is_the_sigmoid():
+    # sigmoid((x - t) / s) as exp(-(x - c) / s) * exp((t - c) / s), for the centre c
+    rng = np.random.default_rng(2)
+    x, t = rng.normal(scale=3, size=(2, 50_000)) + 40.0
+    s, c = 1.7, 41.0
+    a, b = routing.exp_factor(-(x - c) / s), routing.exp_factor((t - c) / s)
+    got, want = routing.factored_right(a, b), expit((x - t) / s)
+    assert np.all(np.abs(got - want) <= 1e-14)
+    # beyond FACTOR_LIMIT there is no factor (NaN), so the probability is taken directly
+    limit = routing.FACTOR_LIMIT
+    edge = routing.exp_factor(np.array([limit, -limit, limit * 1.01, -np.inf, np.nan]))
+    assert np.isfinite(edge[:2]).all() and np.isnan(edge[2:]).all()
+    assert np.isnan(routing.factored_right(np.array([np.nan, 1.0]), np.array([1.0, np.nan]))).all()
+
+
+@pytest.mark.parametrize("strategy", ["mp", "ipr", "wmp"])
+def test_probabilities_without_factors_agree_and_are_the_sigmoid(pooled, strategy):
+    """A sigma of 0, a tiny sigma (1/sigma = inf) and exponents beyond FACTOR_LIMIT."""
+    forest, imputers, std, test = pooled
+    odd = dict(std, x2=0.0, x3=1e-310, x4=1e-4)
+    params = dict(
+        strategy=strategy,
+        imputers=imputers,
+        feature_std=odd,
+        site="a",
+        random_state=4,
+        guess_weight=0.3,
+    )
+    fast, slow = both_engines(forest, test[SITE_COLUMNS], **params)
+    assert_same(fast, slow)
+    # the numpy engine's probabilities against scipy's sigmoid, node by node
+    clf = PooledForestClassifier(forest, engine="numpy", **params)
+    clf.predict_proba(test[SITE_COLUMNS])
+    cf = clf._compiled()
+    odd_columns = [forest.feature_names.index(name) for name in ("x2", "x3", "x4")]
+    nodes = np.flatnonzero(np.isin(cf.feature, odd_columns))
+    X, present = to_global_matrix(test[SITE_COLUMNS], forest.feature_names, forest.categories)
+    imputed, level_cdf = clf._imputations(X, ~present, np.zeros(len(X), bool), strategy)
+    rules = Strategy(strategy, forest, cf, X, imputed, level_cdf, clf._sigma(), 0, None)
+    rows = np.arange(len(X)).repeat(nodes.size)
+    each = np.tile(nodes, len(X))
+    got = rules.right_probability(each, rows)
+    f = cf.feature[each]
+    sigma = clf._sigma()[f]
+    d = imputed[rows, f].astype(np.float64) - cf.threshold[each]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        z = np.where((sigma == 0) | (d == 0), 0.0, d / np.where(sigma == 0, 1.0, sigma))
+    assert np.allclose(got, expit(z), rtol=0, atol=1e-14)
+    assert np.isin(got[f == odd_columns[0]], [0.5]).all()  # sigma 0: the term is 0
+
+
+def test_a_rows_marginal_prediction_does_not_depend_on_its_batch(pooled):
+    forest, imputers, std, test = pooled
+    clf = PooledForestClassifier(
+        forest, strategy="mp", imputers=imputers, feature_std=std, site="a", engine="numba"
+    )
+    X = test[SITE_COLUMNS]
+    whole = clf.predict_proba(X)
+    for i in (0, 7, 50):
+        assert np.array_equal(clf.predict_proba(X.iloc[[i]]), whole[[i]])
 
 
 # ------------------------------------------------------------ the engines

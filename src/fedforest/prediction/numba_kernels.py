@@ -115,6 +115,9 @@ class Probabilities(NamedTuple):
     cdf: np.ndarray  # float64 (n_rows, levels of all categorical features)
     cdf_start: np.ndarray  # int64 per feature
     n_levels: np.ndarray  # int64 per feature
+    row_factor: np.ndarray  # float64 (n_rows, numeric features with an imputer)
+    node_column: np.ndarray  # int64 per node: the column of row_factor of its feature (0: none)
+    node_factor: np.ndarray  # float64 per node (NaN: none)
 
 
 # ----------------------------------------------------------------- scalars
@@ -143,9 +146,19 @@ def _sigmoid(z):
 
 
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _numeric_right(fraction, threshold, x_hat, inv_sigma):
-    """p_R = sigmoid((x_hat - t) / sigma) (``Strategy._sigmoid``), N_right / N_node if NaN."""
-    d = np.float64(x_hat) - threshold
+def _numeric_right(node, row, fraction, nodes, probs):
+    """p_R = sigmoid((x_hat - t) / sigma) (``Strategy._sigmoid``), N_right / N_node if NaN.
+
+    As the product of the row's and the node's factor where both exist
+    (:func:`.routing.factored_right`; a number in (0, 1), which clipping
+    leaves as it is), directly otherwise.
+    """
+    q = 1.0 / (1.0 + probs.row_factor[row, probs.node_column[node]] * probs.node_factor[node])
+    if not np.isnan(q):
+        return q
+    f = nodes.feature[node]
+    inv_sigma = probs.inv_sigma[f]
+    d = np.float64(probs.imputed[row, f]) - nodes.threshold[node]
     z = 0.0
     if not (inv_sigma == 0.0 or d == 0.0):  # sigma 0 or unknown; the limit when 1/sigma = inf
         z = d * inv_sigma
@@ -229,10 +242,7 @@ def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
                 fraction = right_fraction[node]
                 pk = node_kind[node]
                 if pk == 1:
-                    f = feature[node]
-                    p = _numeric_right(
-                        fraction, threshold[node], probs.imputed[row, f], probs.inv_sigma[f]
-                    )
+                    p = _numeric_right(node, row, fraction, nodes, probs)
                 elif pk == 2:
                     f = feature[node]
                     code = _level_code(threshold[node], probs.n_levels[f])
@@ -445,12 +455,7 @@ def _resolve(
                 if draw_at[j] >= 0:
                     pk = probs.node_kind[node]
                     if pk == 1:
-                        p = _numeric_right(
-                            fraction,
-                            nodes.threshold[node],
-                            probs.imputed[row, f],
-                            probs.inv_sigma[f],
-                        )
+                        p = _numeric_right(node, row, fraction, nodes, probs)
                     elif pk == 2:
                         code = _level_code(nodes.threshold[node], probs.n_levels[f])
                         p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
@@ -625,6 +630,9 @@ def _probabilities(tables: dict) -> Probabilities:
         cdf=np.ascontiguousarray(tables["cdf"], dtype=np.float64),
         cdf_start=np.ascontiguousarray(tables["cdf_start"], dtype=np.int64),
         n_levels=np.ascontiguousarray(tables["n_levels"], dtype=np.int64),
+        row_factor=np.ascontiguousarray(tables["row_factor"], dtype=np.float64),
+        node_column=np.ascontiguousarray(tables["node_column"], dtype=np.int64),
+        node_factor=np.ascontiguousarray(tables["node_factor"], dtype=np.float64),
     )
 
 
@@ -636,4 +644,7 @@ def _no_imputation(n_rows: int, n_feat: int, n_nodes: int) -> dict:
         "cdf": np.zeros((n_rows, 0), dtype=np.float64),
         "cdf_start": np.zeros(n_feat, dtype=np.int64),
         "n_levels": np.zeros(n_feat, dtype=np.int64),
+        "row_factor": np.zeros((n_rows, 0), dtype=np.float64),
+        "node_column": np.zeros(n_nodes, dtype=np.int64),
+        "node_factor": np.full(n_nodes, np.nan, dtype=np.float64),
     }

@@ -42,6 +42,10 @@ EXP_P5 = 4.13813679705723846039e-08
 EXP_OVERFLOW = 7.09782712893383973096e02
 #: Below this, 1 + exp(x) rounds to 1 (exp(-40) < 2**-57).
 EXP_NEGLIGIBLE = -40.0
+#: Largest ``|a|`` whose ``exp(a)`` is a factor of :func:`factored_right`: the product of
+#: two factors stays within [exp(-128), exp(128)], far from overflow, and the
+#: exponent's rounding error (about ``|a|`` ulps of 1) stays near 1e-14.
+FACTOR_LIMIT = 64.0
 #: Values :func:`sigmoid` works on at once.
 _SIGMOID_CHUNK = 8192
 
@@ -86,18 +90,48 @@ def _sigmoid_piece(z: np.ndarray) -> np.ndarray:
         xm = x[mid]
     else:
         return out
-    k = np.rint(xm * EXP_INV_LN2)
-    hi = xm - k * EXP_LN2_HI
+    e = 1.0 / (1.0 + _exp(xm))
+    if xm is x:
+        return e
+    out[mid] = e
+    return out
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    """fdlibm's exp of ``x`` in [-40, 709.78] (a normal number), in basic arithmetic."""
+    k = np.rint(x * EXP_INV_LN2)
+    hi = x - k * EXP_LN2_HI
     lo = k * EXP_LN2_LO
     r = hi - lo
     t = r * r
     c = r - t * (EXP_P1 + t * (EXP_P2 + t * (EXP_P3 + t * (EXP_P4 + t * EXP_P5))))
     y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
-    e = 1.0 / (1.0 + np.ldexp(y, k.astype(np.int32)))  # ldexp is exact: a normal number here
-    if xm is x:
-        return e
-    out[mid] = e
+    return np.ldexp(y, k.astype(np.int32))  # ldexp is exact: a normal number here
+
+
+def exp_factor(a: np.ndarray) -> np.ndarray:
+    """``exp(a)`` where ``|a| <= FACTOR_LIMIT``, NaN elsewhere (and where ``a`` is NaN).
+
+    One of the two factors of :func:`factored_right`; :func:`_exp`'s arithmetic
+    (below 1 ulp), which is exact to reproduce in the compiled engine.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    out = np.full(a.shape, np.nan)
+    ok = np.abs(a) <= FACTOR_LIMIT  # False for NaN and inf
+    out[ok] = _exp(a[ok])
     return out
+
+
+def factored_right(row_factor: np.ndarray, node_factor: np.ndarray) -> np.ndarray:
+    """``1 / (1 + row_factor * node_factor)``: NaN where either factor is NaN.
+
+    With ``row_factor = exp(-(x_hat - c) / sigma)`` and ``node_factor =
+    exp((t - c) / sigma)`` this is ``sigmoid((x_hat - t) / sigma)``, the
+    ``ipr`` and ``mp`` probability of going right, at the price of one
+    multiplication, one addition and one division per (row, node): the
+    exponentials are taken once per row and feature and once per node.
+    """
+    return 1.0 / (1.0 + row_factor * node_factor)
 
 
 def route_leaves(

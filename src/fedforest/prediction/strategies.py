@@ -23,7 +23,7 @@ import numpy as np
 
 from ..model.traversal import DISCARD, LEFT, RIGHT, STOP, CompiledForest
 from ..vocabulary import STRATEGIES, TREE_SELECTION
-from .routing import sigmoid
+from .routing import exp_factor, factored_right, sigmoid
 
 __all__ = ["STATIC", "STRATEGIES", "TREE_SELECTION", "Strategy"]
 
@@ -88,26 +88,52 @@ class Strategy:
             n_feat = self.X.shape[1]
             has_imputer = ~np.all(np.isnan(self.imputed), axis=0)
             categorical = self.forest.is_categorical
-            ok = np.isfinite(self.sigma) & (self.sigma > 0)
-            with np.errstate(over="ignore", divide="ignore"):  # a tiny sigma gives 1/sigma = inf
-                inv_sigma = np.where(ok, 1 / np.where(ok, self.sigma, 1.0), 0.0)
+            inv_sigma = _inverse_sigma(self.sigma)
             # 0: no imputer (N_right / N_node), 1: numeric imputer, 2: categorical imputer
             kind_f = np.where(has_imputer, np.where(categorical, 2, 1), 0)
             f = np.where(cf.feature >= 0, cf.feature, 0)
             node_kind = np.where(cf.feature >= 0, kind_f[f], 0)
             imputed = self.imputed.astype(np.float64).reshape(-1)
-            self._tables = (node_kind, imputed, inv_sigma, n_feat)
+            # sigmoid((x_hat - t) / sigma) as a product of a row's and a node's exponential
+            numeric = np.flatnonzero(kind_f == 1)
+            factor_column = np.full(n_feat, -1, dtype=np.int64)
+            factor_column[numeric] = np.arange(numeric.size)
+            centre, node_factor = _node_factors(self.forest, cf, inv_sigma)
+            with np.errstate(invalid="ignore", over="ignore"):
+                a = -(self.imputed[:, numeric] - centre[numeric]) * inv_sigma[numeric]
+            row_factor = exp_factor(np.where(_usable(inv_sigma[numeric]), a, np.nan))
+            self._tables = (
+                node_kind,
+                imputed,
+                inv_sigma,
+                n_feat,
+                np.ascontiguousarray(row_factor),
+                factor_column,
+                node_factor,
+            )
         return self._tables
 
     def _sigmoid(self, nodes, rows, f) -> np.ndarray:
-        """sigmoid((x_hat - t) / sigma); NaN where there is no imputed value for the row."""
-        _, imputed, inv_sigma, n_feat = self._probability_tables()
-        inv = inv_sigma[f]
-        with np.errstate(over="ignore", invalid="ignore"):
-            d = imputed[rows * n_feat + f] - self.cf.threshold[nodes]
-            # sigma 0 (or unknown): the term is 0; x_hat == t with 1/sigma = inf: the limit is 0
-            z = np.where((inv == 0) | (d == 0), 0.0, d * inv)
-            return sigmoid(z)
+        """sigmoid((x_hat - t) / sigma); NaN where there is no imputed value for the row.
+
+        Taken as :func:`~.routing.factored_right` where both factors exist (the
+        row's and the node's exponent within ``FACTOR_LIMIT``), directly
+        elsewhere; the compiled kernels make the same choice.
+        """
+        _, imputed, inv_sigma, n_feat, row_factor, factor_column, node_factor = (
+            self._probability_tables()
+        )
+        q = factored_right(row_factor[rows, factor_column[f]], node_factor[nodes])
+        slow = np.flatnonzero(np.isnan(q))
+        if slow.size:
+            nodes, rows, f = nodes[slow], rows[slow], f[slow]
+            inv = inv_sigma[f]
+            with np.errstate(over="ignore", invalid="ignore"):
+                d = imputed[rows * n_feat + f] - self.cf.threshold[nodes]
+                # sigma 0 (or unknown): the term is 0; x_hat == t with 1/sigma = inf: the limit is 0
+                z = np.where((inv == 0) | (d == 0), 0.0, d * inv)
+            q[slow] = sigmoid(z)
+        return q
 
     def kernel_tables(self) -> dict:
         """The per-call lookups of :meth:`right_probability`, for the compiled kernels.
@@ -120,9 +146,16 @@ class Strategy:
             (float32, n_rows x n_features), ``cdf`` (float64, n_rows x the
             levels of every categorical feature with an imputer, one after the
             other), ``cdf_start`` and ``n_levels`` (int64 per feature: where a
-            feature's levels start in ``cdf`` and how many it has).
+            feature's levels start in ``cdf`` and how many it has), and the
+            factors of :func:`~.routing.factored_right`: ``row_factor``
+            (float64, n_rows x the numeric features with an imputer),
+            ``node_column`` (int64 per node: the column there of a node with
+            a numeric imputer, 0 for the others) and ``node_factor`` (float64
+            per node; NaN where a factor does not exist).
         """
-        node_kind, _, inv_sigma, n_feat = self._probability_tables()
+        node_kind, _, inv_sigma, n_feat, row_factor, factor_column, node_factor = (
+            self._probability_tables()
+        )
         n_rows = self.X.shape[0]
         cdf_start = np.zeros(n_feat, dtype=np.int64)
         n_levels = np.zeros(n_feat, dtype=np.int64)
@@ -143,6 +176,11 @@ class Strategy:
             ),
             "cdf_start": cdf_start,
             "n_levels": n_levels,
+            "row_factor": row_factor,
+            "node_column": np.where(
+                node_kind == 1, factor_column[np.where(self.cf.feature >= 0, self.cf.feature, 0)], 0
+            ),
+            "node_factor": node_factor,
         }
 
     def right_probability(self, nodes, rows) -> np.ndarray:
@@ -274,3 +312,48 @@ class Strategy:
         }
         n_columns = 2 * n_feat + (max_depth if random_trees.any() else 0)
         return arrays, discard, random_trees, n_columns
+
+
+def _inverse_sigma(sigma: np.ndarray) -> np.ndarray:
+    """1 / sigma per feature; 0 where sigma is 0, unknown or not finite (inf for a tiny sigma)."""
+    ok = np.isfinite(sigma) & (sigma > 0)
+    with np.errstate(over="ignore", divide="ignore"):  # a tiny sigma gives 1/sigma = inf
+        return np.where(ok, 1 / np.where(ok, sigma, 1.0), 0.0)
+
+
+def _usable(inv_sigma: np.ndarray) -> np.ndarray:
+    """Features whose probability can be factored: a finite, nonzero 1 / sigma."""
+    return np.isfinite(inv_sigma) & (inv_sigma > 0)
+
+
+def _node_factors(forest, cf: CompiledForest, inv_sigma: np.ndarray):
+    """Per feature its centre c, per node ``exp((t - c) / sigma)``; cached on the forest.
+
+    The centre is the median threshold of the forest's nodes on the feature (0
+    for none): the two exponents of a probability then stay small whatever the
+    feature's scale. Both depend on the forest and the standard deviations
+    only, never on the rows predicted, so a row's probabilities are the same
+    in any batch. A node's factor is NaN where it does not exist (a leaf, a
+    categorical feature, a sigma of 0, an exponent beyond ``FACTOR_LIMIT``).
+    """
+    cache = forest._cache.setdefault("node_factors", {})
+    key = inv_sigma.tobytes()
+    if key not in cache:
+        if len(cache) >= 16:
+            cache.clear()
+        n_feat = inv_sigma.shape[0]
+        internal = cf.feature >= 0
+        centre = np.zeros(n_feat)
+        on = cf.feature[internal]
+        thresholds = cf.threshold[internal]
+        by_feature = np.argsort(on, kind="stable")
+        bounds = np.searchsorted(on[by_feature], np.arange(n_feat + 1))
+        for j in range(n_feat):
+            if bounds[j + 1] > bounds[j]:
+                centre[j] = np.median(thresholds[by_feature[bounds[j] : bounds[j + 1]]])
+        f = np.where(internal, cf.feature, 0)
+        numeric = internal & ~forest.is_categorical[f] & _usable(inv_sigma)[f]
+        with np.errstate(invalid="ignore", over="ignore"):
+            b = np.where(numeric, (cf.threshold - centre[f]) * inv_sigma[f], np.nan)
+        cache[key] = (centre, np.ascontiguousarray(exp_factor(b)))
+    return cache[key]

@@ -23,8 +23,10 @@ with explicit buffers (no recursion), and give the same results bit for bit
   (``ipr``) one block for those of them with an imputed value. ``fpv`` and ``node`` draw
   nothing; a ``node`` pair ends at its unresolvable node, which is written
   to the result as a leaf would be.
-* **probabilities** follow :meth:`.strategies.Strategy.right_probability`,
-  with :func:`.routing.sigmoid`'s arithmetic.
+* **probabilities** follow :meth:`.strategies.Strategy.right_probability`:
+  ``1 / (1 + A * B)`` from the row's and the node's factor
+  (:func:`.routing.factored_right`) where both exist, with
+  :func:`.routing.sigmoid`'s arithmetic elsewhere.
 
 The kernels go tree after tree over blocks of rows (a tree's nodes stay in
 cache) and run without the GIL, on up to :data:`MAX_THREADS` threads: marginal
@@ -312,24 +314,28 @@ def marginal_proba(
 
 
 # -------------------------------------------------------- resolved routing
+# The pairs of a row chunk still walking are kept in one compact list, in
+# (tree, row) order: position j holds a pair's tree, row, node and the depth
+# it waits at. Every pass reads and writes the list in order (no lookup by
+# pair number), and dropping the pairs that ended keeps the order.
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _walk(pairs, j0, j1, X, nodes, learned, pair_tree, pair_row, current, stop_depth, out):
-    """Walk pairs ``pairs[j0:j1]`` from their current node to a leaf or a node they cannot resolve.
+def _walk(positions, j0, j1, X, nodes, learned, tree_of, row_of, node_of, depth_of, out):
+    """Walk the pairs at ``positions[j0:j1]`` to a leaf or a node they cannot resolve.
 
-    A pair that reaches a leaf is written to ``out`` and leaves (``current``
-    -1); the others wait at their node, whose depth goes to ``stop_depth``.
+    A pair that reaches a leaf is written to ``out`` and ends (``node_of``
+    -1); the others wait at their node, whose depth goes to ``depth_of``.
     """
     feature = nodes.feature
     threshold = nodes.threshold
     children = nodes.children
     saw_missing = nodes.saw_missing
     missing_right = nodes.missing_right
-    for j in range(j0, j1):
-        pair = pairs[j]
-        node = current[pair]
-        if node < 0:  # discarded
+    for i in range(j0, j1):
+        j = positions[i]
+        node = node_of[j]
+        if node < 0:  # discarded, or stopped
             continue
-        row = pair_row[pair]
+        row = row_of[j]
         while True:
             f = feature[node]
             if f < 0:
@@ -342,51 +348,47 @@ def _walk(pairs, j0, j1, X, nodes, learned, pair_tree, pair_row, current, stop_d
             else:
                 node = children[2 * node + (x > threshold[node])]
         if feature[node] < 0:
-            out[pair_tree[pair], row] = node
-            current[pair] = -1
+            out[tree_of[j], row] = node
+            node_of[j] = -1
         else:
-            current[pair] = node
-            stop_depth[pair] = nodes.depth[node]
+            node_of[j] = node
+            depth_of[j] = nodes.depth[node]
 
 
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _start(lo, hi, trees, roots, pair_tree, pair_row, current, waiting):
-    """Every pair of rows ``lo:hi`` at its tree's root, all listed in ``waiting``.
-
-    A pair is ``tree * (hi - lo) + row - lo``; ``pair_tree`` and ``pair_row``
-    hold its tree (position in ``trees``) and row.
-    """
-    pair = 0
+def _start(lo, hi, trees, roots, tree_of, row_of, node_of, everyone):
+    """Every pair of rows ``lo:hi`` at its tree's root, in (tree, row) order."""
+    j = 0
     for t in range(trees.shape[0]):
         root = roots[trees[t]]
         for row in range(lo, hi):
-            pair_tree[pair] = t
-            pair_row[pair] = row
-            current[pair] = root
-            waiting[pair] = pair
-            pair += 1
-    return pair
+            tree_of[j] = t
+            row_of[j] = row
+            node_of[j] = root
+            everyone[j] = j
+            j += 1
+    return j
 
 
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _still_waiting(waiting, n_waiting, current, stop_depth):
-    """Keep the pairs still waiting, in order; returns their number and smallest depth."""
+def _still_waiting(n_waiting, tree_of, row_of, node_of, depth_of):
+    """Drop the pairs that ended, keeping the order; returns their number and smallest depth."""
     kept = 0
     level = _DEEPER
     for j in range(n_waiting):
-        pair = waiting[j]
-        if current[pair] >= 0:
-            waiting[kept] = pair
+        if node_of[j] >= 0:
+            tree_of[kept] = tree_of[j]
+            row_of[kept] = row_of[j]
+            node_of[kept] = node_of[j]
+            depth_of[kept] = depth_of[j]
             kept += 1
-            level = min(level, stop_depth[pair])
+            level = min(level, depth_of[j])
     return kept, level
 
 
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _collect(
-    level, waiting, n_waiting, pair_row, current, stop_depth, feature, imputed, block, draw_at
-):
-    """The pairs waiting at depth ``level``, in (tree, row) order.
+def _collect(level, n_waiting, row_of, node_of, depth_of, feature, imputed, block, draw_at):
+    """The positions of the pairs waiting at depth ``level``, in (tree, row) order.
 
     ``draw_at[j]`` is the index of the block's ``j``-th pair among those with
     an imputed value (-1 without). Returns the block's size and that count.
@@ -394,10 +396,9 @@ def _collect(
     n_block = 0
     n_imputed = 0
     for j in range(n_waiting):
-        pair = waiting[j]
-        if stop_depth[pair] == level:
-            block[n_block] = pair
-            if np.isnan(imputed[pair_row[pair], feature[current[pair]]]):
+        if depth_of[j] == level:
+            block[n_block] = j
+            if np.isnan(imputed[row_of[j], feature[node_of[j]]]):
                 draw_at[n_block] = -1
             else:
                 draw_at[n_block] = n_imputed
@@ -419,24 +420,24 @@ def _resolve(
     X,
     nodes,
     probs,
-    pair_tree,
-    pair_row,
-    current,
-    stop_depth,
+    tree_of,
+    row_of,
+    node_of,
+    depth_of,
     out,
 ):
-    """Decide for ``block[j0:j1]`` as ``Strategy.resolver`` does, and walk on.
+    """Decide for the pairs at ``block[j0:j1]`` as ``Strategy.resolver`` does, and walk on.
 
     ``node`` (STOP) ends the pair at its current node, written to ``out`` as a
-    leaf; the walk then skips it (``current`` -1).
+    leaf; the walk then skips it (``node_of`` -1).
     """
-    for j in range(j0, j1):
-        pair = block[j]
-        node = current[pair]
-        row = pair_row[pair]
+    for i in range(j0, j1):
+        j = block[i]
+        node = node_of[j]
+        row = row_of[j]
         if strategy == NODE:
-            out[pair_tree[pair], row] = node
-            current[pair] = -1
+            out[tree_of[j], row] = node
+            node_of[j] = -1
             continue
         f = nodes.feature[node]
         fraction = nodes.right_fraction[node]
@@ -444,7 +445,7 @@ def _resolve(
             decision = DISCARD
         else:
             # the pr rule, drawn for every pair of the block
-            decision = RIGHT if draws[j] < fraction else LEFT
+            decision = RIGHT if draws[i] < fraction else LEFT
             if nodes.depth[node] < depth_threshold:
                 decision = DISCARD
             if strategy == MI:
@@ -452,7 +453,7 @@ def _resolve(
                 if not np.isnan(v):
                     decision = RIGHT if np.float64(v) > nodes.threshold[node] else LEFT
             elif strategy == IPR:
-                if draw_at[j] >= 0:
+                if draw_at[i] >= 0:
                     pk = probs.node_kind[node]
                     if pk == 1:
                         p = _numeric_right(node, row, fraction, nodes, probs)
@@ -462,7 +463,7 @@ def _resolve(
                         p = _probability(1.0 - p_left, fraction)
                     else:
                         p = fraction
-                    decision = RIGHT if imputed_draws[draw_at[j]] < p else LEFT
+                    decision = RIGHT if imputed_draws[draw_at[i]] < p else LEFT
             elif strategy == SS:
                 s = nodes.surrogate_feature[node]
                 if s >= 0:
@@ -470,8 +471,8 @@ def _resolve(
                     if not np.isnan(xs):
                         below = np.float64(xs) <= nodes.surrogate_threshold[node]
                         decision = LEFT if below == nodes.surrogate_left_le[node] else RIGHT
-        current[pair] = -1 if decision == DISCARD else nodes.children[2 * node + decision]
-    _walk(block, j0, j1, X, nodes, False, pair_tree, pair_row, current, stop_depth, out)
+        node_of[j] = -1 if decision == DISCARD else nodes.children[2 * node + decision]
+    _walk(block, j0, j1, X, nodes, False, tree_of, row_of, node_of, depth_of, out)
 
 
 def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=None) -> np.ndarray:
@@ -512,27 +513,26 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
         probs = _probabilities(rules.kernel_tables())
     chunks = list(row_chunks(n_rows, len(trees)))
     largest = max((hi - lo for lo, hi in chunks), default=0) * len(trees)
-    # per pair of a chunk: its tree and row, its node (-1: done), the depth it waits at
-    pair_tree, pair_row, current, stop_depth = (np.empty(largest, np.int64) for _ in range(4))
-    waiting, block, draw_at = (np.empty(largest, np.int64) for _ in range(3))
-    state = (pair_tree, pair_row, current, stop_depth)
+    # the pairs still walking, in (tree, row) order: tree, row, node (-1: ended), depth waited at
+    state = tuple(np.empty(largest, np.int64) for _ in range(4))
+    everyone, block, draw_at = (np.empty(largest, np.int64) for _ in range(3))
+    tree_of, row_of, node_of, depth_of = state
 
     def walk(j0: int, j1: int) -> None:
-        _walk(waiting, j0, j1, X, nodes, learned, *state, out)
+        _walk(everyone, j0, j1, X, nodes, learned, *state, out)
 
     with _Workers(_threads(n_rows * len(trees))) as workers:
         for lo, hi in chunks:
-            n_waiting = _start(lo, hi, trees, nodes.roots, pair_tree, pair_row, current, waiting)
+            n_waiting = _start(lo, hi, trees, nodes.roots, tree_of, row_of, node_of, everyone)
             workers.run(walk, n_waiting)
-            n_waiting, level = _still_waiting(waiting, n_waiting, current, stop_depth)
+            n_waiting, level = _still_waiting(n_waiting, *state)
             while n_waiting:
                 n_block, n_imputed = _collect(
                     level,
-                    waiting,
                     n_waiting,
-                    pair_row,
-                    current,
-                    stop_depth,
+                    row_of,
+                    node_of,
+                    depth_of,
                     nodes.feature,
                     probs.imputed,
                     block,
@@ -562,7 +562,7 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
                     )
 
                 workers.run(resolve, n_block)
-                n_waiting, level = _still_waiting(waiting, n_waiting, current, stop_depth)
+                n_waiting, level = _still_waiting(n_waiting, *state)
     return out
 
 

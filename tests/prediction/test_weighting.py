@@ -265,8 +265,8 @@ def test_with_every_feature_present_wmp_is_mp_and_predicts_once(pooled, table, w
     monkeypatch.setattr(
         type(clf),
         "_predict_strategy",
-        lambda self, X, strategy, voting: (
-            calls.append(strategy) or original(self, X, strategy, voting)
+        lambda self, X, strategy, voting, known_mp=None: (
+            calls.append(strategy) or original(self, X, strategy, voting, known_mp)
         ),
     )
     assert np.array_equal(clf.predict_proba(X), mp)
@@ -275,4 +275,30 @@ def test_with_every_feature_present_wmp_is_mp_and_predicts_once(pooled, table, w
     X_half = X.copy()
     X_half.iloc[0, 0] = np.nan  # one missing value: both parts are predicted
     clf.predict_proba(X_half)
-    assert calls == ["fpv", "mp"]
+    assert calls == ["mp", "fpv"]
+
+
+def test_wmp_marginalises_each_row_once(pooled, table, monkeypatch):
+    """fpv's rows whose every tree was discarded take the mp prediction already made."""
+    from fedforest.prediction import pooled as pooled_module
+
+    X = table[0][["x0", "x1"]]
+    fpv = PooledForestClassifier(pooled, strategy="fpv", voting="soft")
+    p_fpv = fpv.predict_proba(X)
+    assert 0 < fpv.diagnostics_.n_fallback < len(X)  # some rows fall back to mp
+    reference = PooledForestClassifier(pooled, strategy="wmp", guess_weight=0.3)
+    rows = []
+    original = pooled_module.marginal
+
+    def counting(kernels, cf, Xg, *args, **kwargs):
+        rows.append(len(Xg))
+        return original(kernels, cf, Xg, *args, **kwargs)
+
+    monkeypatch.setattr(pooled_module, "marginal", counting)
+    clf = PooledForestClassifier(pooled, strategy="wmp", guess_weight=0.3)
+    p_wmp = clf.predict_proba(X)
+    assert rows == [len(X)]
+    p_certain, *_ = clf._wmp_parts(X)
+    assert np.array_equal(p_certain, p_fpv)  # fpv's own fallback rows, bit for bit
+    monkeypatch.setattr(pooled_module, "marginal", original)
+    assert np.array_equal(p_wmp, reference.predict_proba(X))

@@ -153,12 +153,16 @@ class PooledForestBase(BaseEstimator):
 
     def _wmp_parts(self, X):
         """``fpv`` (soft) and ``mp`` predictions of ``X``: what ``wmp`` combines."""
-        p_certain, certain = self._predict_values(X, "fpv", voting="soft")
         if self._nothing_missing(X):
             # every row takes every tree's own path: mp's prediction is fpv's, bit for bit
+            p_certain, certain = self._predict_values(X, "fpv", voting="soft")
             p_mp, marginal = p_certain, certain
         else:
             p_mp, marginal = self._predict_values(X, "mp")
+            # fpv's rows whose every tree was discarded take mp: the rows just predicted
+            p_certain, certain = self._predict_values(
+                X, "fpv", voting="soft", known_mp=(p_mp, marginal)
+            )
         weights = tree_weights(self.forest, self.owner_weights)
         if weights is not None:  # the counts of weighted_marginal become summed weights
             return p_certain, certain.weight_kept, p_mp, weights.sum(), certain, marginal
@@ -173,8 +177,15 @@ class PooledForestBase(BaseEstimator):
         return bool(present.all()) and not np.isnan(Xg).any()
 
     def _predict_values(
-        self, X, strategy: str, voting: str | None = None
+        self, X, strategy: str, voting: str | None = None, known_mp=None
     ) -> tuple[np.ndarray, PredictionDiagnostics]:
+        """Predictions and diagnostics of ``X`` with one strategy (memoised when shared).
+
+        ``known_mp``, when given, is ``mp``'s prediction of every row of ``X``
+        and its diagnostics: the rows whose every tree is discarded take it
+        instead of being marginalised again (the same numbers: a row's ``mp``
+        prediction does not depend on the other rows).
+        """
         # a memo shared by classifiers of the same forest and settings (evaluate_strategies):
         # auto's candidates and wmp's parts are then predicted once per table
         memo = getattr(self, "_memo", None)
@@ -186,7 +197,7 @@ class PooledForestBase(BaseEstimator):
         elif strategy == "intersection":
             result = self._predict_intersection(X)
         else:
-            result = self._predict_strategy(X, strategy, voting or self.voting)
+            result = self._predict_strategy(X, strategy, voting or self.voting, known_mp)
         if memo is not None:
             memo[key] = result
         return result
@@ -210,7 +221,7 @@ class PooledForestBase(BaseEstimator):
         return X[[c for c in X.columns if c not in extra]] if extra & set(X.columns) else X
 
     def _predict_strategy(
-        self, X, strategy: str, voting: str
+        self, X, strategy: str, voting: str, known_mp=None
     ) -> tuple[np.ndarray, PredictionDiagnostics]:
         self._validate(strategy)
         X = self._forest_columns(X)
@@ -282,9 +293,13 @@ class PooledForestBase(BaseEstimator):
                 kept_weight = np.full(n_rows, weights.sum())
         # a row whose kept trees all weigh 0 has no vote either
         fallback = (kept == 0) if kept_weight is None else (kept_weight == 0)
-        fallback_kernels = None
-        if fallback.any():
+        used = {"numpy" if kernels is None else "numba"} if rest.any() else set()
+        if fallback.any() and known_mp is not None:
+            proba[fallback] = known_mp[0][fallback]
+            used |= {known_mp[1].dynamic_engine} - {None}
+        elif fallback.any():
             fallback_kernels = self._kernels(int(fallback.sum()) * forest.n_trees)
+            used.add("numpy" if fallback_kernels is None else "numba")
             sub = _rows(rules, fallback, name="mp")
             all_trees = np.arange(forest.n_trees)
             proba[fallback] = marginal(
@@ -301,11 +316,7 @@ class PooledForestBase(BaseEstimator):
             fallback_rows=fallback,
             n_fallback=int(fallback.sum()),
             engine=engine,
-            dynamic_engine=(
-                None
-                if not (rest.any() or fallback.any())
-                else ("numpy" if kernels is None and fallback_kernels is None else "numba")
-            ),
+            dynamic_engine=("numba" if "numba" in used else "numpy") if used else None,
         )
         return proba, diagnostics
 

@@ -173,9 +173,9 @@ def test_each_table_is_predicted_once_per_strategy_and_the_rows_are_unchanged(si
     calls = []
     original = PooledForestClassifier._predict_strategy
 
-    def counted(self, X, strategy, voting):
+    def counted(self, X, strategy, voting, known_mp=None):
         calls.append((X.index[0], strategy, voting))  # which table, by its first row
-        return original(self, X, strategy, voting)
+        return original(self, X, strategy, voting, known_mp)
 
     monkeypatch.setattr(PooledForestClassifier, "_predict_strategy", counted)
     shared = evaluate(forest, X_val, y_val, X_te, y_te, ["fpv", "mp", "wmp", "auto"])

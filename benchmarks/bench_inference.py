@@ -270,9 +270,8 @@ def marginal_walk(pooled, imputers, feature_std, half, test, reference, sample: 
     parent[cf.children[2 * inner]] = inner
     parent[cf.children[2 * inner + 1]] = inner
     inside = {}
-    for name, allowed in (("absent", kind == MISSING_KIND), ("exact", kind == MISSING_KIND)):
-        if name == "exact":
-            allowed = allowed & ~row_dependent
+    on_absent = kind == MISSING_KIND
+    for name, allowed in (("absent", on_absent), ("exact", on_absent & ~row_dependent)):
         whole = ~internal  # a leaf is a subtree of its own
         for d in range(int(cf.depth.max()), -1, -1):  # from the deepest nodes up
             level = inner[cf.depth[inner] == d]

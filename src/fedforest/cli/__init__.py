@@ -5,7 +5,9 @@
 (:mod:`~fedforest.cli.job`), ``experiment`` (:mod:`~fedforest.cli.experiment`),
 ``predict`` (:mod:`~fedforest.cli.predict`) and ``report``
 (:mod:`~fedforest.cli.report`); their option types and input
-files are in :mod:`~fedforest.cli.options`. Each command module adds its
+files, and the help formatter that shows every default, are in
+:mod:`~fedforest.cli.options`; the console of a running job (its progress
+lines, ``-q``) in :mod:`~fedforest.cli.console`. Each command module adds its
 parser (``add_parser``) and runs the command it parsed.
 """
 
@@ -16,17 +18,24 @@ import logging
 import sys
 
 from .. import __version__
-from . import elect, experiment, job, predict, report, strategies
+from . import console, elect, experiment, job, predict, report, strategies
+from .options import Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``fedforest`` and of every command."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="fedforest",
         description="Federated random forests across sites with different columns.",
     )
     parser.add_argument("--version", action="version", version=f"fedforest {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print no progress line per phase of a running job (also after the command)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in (strategies, elect, job, experiment, predict, report):
         command.add_parser(sub)
@@ -45,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with console.progress_lines(quiet=args.quiet):
+            return int(args.func(args) or 0)
     except (ValueError, OSError, KeyError, RuntimeError) as err:
         print(f"fedforest: error: {err}", file=sys.stderr)
         return 1

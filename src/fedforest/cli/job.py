@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from .console import add_quiet
 from .options import number
+
+#: Where ``fedforest job poc`` (and ``make poc``) keeps the POC workspace by default.
+POC_WORKSPACE = "workspaces/poc-env"
 
 
 def _job_build(args: argparse.Namespace) -> int:
@@ -32,9 +37,6 @@ def _recipe(args: argparse.Namespace):
 
 
 def _job_simulate(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
     from ..flare.environments import simulate
     from ..flare.job import check_workspace
 
@@ -48,27 +50,41 @@ def _job_simulate(args: argparse.Namespace) -> int:
     check_workspace(workspace, log)
     recipe = _recipe(args)
     print(
-        f"running the job in NVIDIA FLARE's SimEnv with {len(recipe.sites)} sites (log: {log}) ...",
+        f"running the job in NVIDIA FLARE's SimEnv with {len(recipe.sites)} sites "
+        f"(FLARE's output: {log}) ...",
         flush=True,
     )
     run_dir = simulate(recipe, workspace, log_file=log)
     results_path = run_dir / "results.json"
     if not results_path.is_file():
         raise RuntimeError(f"the job wrote no results; see {log} and {workspace}/*/*/log.txt")
+    models = sorted(run_dir.parent.parent.glob("*/simulate_job/pooled_model.npz"))
+    return _show_results(results_path, log, [p for p in models if p.parent.parent.name != "server"])
+
+
+def _show_results(results_path: Path, log: Path | None, models=()) -> int:
+    """Print a job's tables and the paths of the files it wrote (only those that exist)."""
+    import json
+
     results = json.loads(results_path.read_text())
     print(format_results(results))
-    print(f"\nreport: {run_dir / 'report.md'}\nresults: {results_path}")
-    print(f"site models: {run_dir.parent.parent}/<site>/simulate_job/pooled_model.npz")
-    return 0 if results.get("status") == "finished" else 1
+    print()
+    for name, path in (("report", results_path.parent / "report.md"), ("results", results_path)):
+        if path.is_file():
+            print(f"{name}: {path}")
+    if models:
+        print("site models:\n" + "\n".join(f"  {path}" for path in models))
+    finished = results.get("status") == "finished"
+    if not finished and log is not None and log.is_file():
+        print(f"FLARE's output: {log}")
+    return 0 if finished else 1
 
 
 def _job_poc(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
     from ..flare.environments import run_poc
 
     workspace, out = Path(args.workspace), Path(args.out)
+    log = out.with_suffix(".log")
     if args.job:
         for folder in (workspace, out):
             if Path(args.job).resolve().is_relative_to(folder.resolve()):
@@ -78,24 +94,19 @@ def _job_poc(args: argparse.Namespace) -> int:
     recipe = _recipe(args)
     print(
         f"running the job in NVIDIA FLARE's PocEnv: {len(recipe.sites)} sites and a server as "
-        f"separate processes (POC workspace {workspace}) ...",
+        f"separate processes (POC workspace {workspace}, FLARE's output: {log}) ...",
         flush=True,
     )
-    run_dir = run_poc(recipe, workspace, out, timeout=args.timeout)
-    results = json.loads((run_dir / "results.json").read_text())
-    print(format_results(results))
-    print(f"\nreport: {run_dir / 'report.md'}\nresults: {run_dir / 'results.json'}")
-    return 0 if results.get("status") == "finished" else 1
+    run_dir = run_poc(recipe, workspace, out, timeout=args.timeout, log_file=log)
+    return _show_results(run_dir / "results.json", log)
 
 
 def _job_prod(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
     from ..flare.environments import run_prod
     from ..flare.recipe import FedForestRecipe
 
     out = Path(args.out)
+    log = out.with_suffix(".log")
     if args.job and Path(args.job).resolve().is_relative_to(out.resolve()):
         raise ValueError(f"the job {args.job} is inside {out}, which this command clears")
     ship_code = not args.no_custom
@@ -107,15 +118,14 @@ def _job_prod(args: argparse.Namespace) -> int:
         )
     print(
         f"submitting the job to the deployment of {args.startup_kit} (NVIDIA FLARE ProdEnv, "
-        f"{len(recipe.sites)} sites) ...",
+        f"{len(recipe.sites)} sites; FLARE's output: {log}) ...",
         flush=True,
     )
-    run_dir = run_prod(recipe, args.startup_kit, out, args.username, args.timeout)
-    results = json.loads((run_dir / "results.json").read_text())
-    print(format_results(results))
-    print(f"\nreport: {run_dir / 'report.md'}\nresults: {run_dir / 'results.json'}")
-    print("site models: <site kit>/<job id>/pooled_model.npz at each site")
-    return 0 if results.get("status") == "finished" else 1
+    run_dir = run_prod(recipe, args.startup_kit, out, args.username, args.timeout, log_file=log)
+    code = _show_results(run_dir / "results.json", log)
+    if code == 0:
+        print("site models: <site kit>/<job id>/pooled_model.npz at each site")
+    return code
 
 
 def format_results(results: dict) -> str:
@@ -148,7 +158,12 @@ def add_parser(sub) -> None:
     )
     p.add_argument("job", nargs="?", help="a built job folder (default: build from --config)")
     p.add_argument("--config", default="site_configs", help="folder with job.yaml and site YAMLs")
-    p.add_argument("--workspace", default="workspaces/simulator", help="simulator workspace")
+    p.add_argument(
+        "--workspace",
+        default="workspaces/simulator",
+        help="simulator workspace (FLARE's output goes to <workspace>.log)",
+    )
+    add_quiet(p)
     p.set_defaults(func=_job_simulate)
 
     p = job_sub.add_parser(
@@ -156,11 +171,20 @@ def add_parser(sub) -> None:
     )
     p.add_argument("job", nargs="?", help="a built job folder (default: build from --config)")
     p.add_argument("--config", default="site_configs", help="folder with job.yaml and site YAMLs")
-    p.add_argument("--workspace", default="/tmp/fedforest-poc", help="POC workspace")
-    p.add_argument("--out", default="workspaces/poc", help="where the results are downloaded")
+    p.add_argument(
+        "--workspace",
+        default=POC_WORKSPACE,
+        help="POC workspace: FLARE's startup kits and the processes' logs",
+    )
+    p.add_argument(
+        "--out",
+        default="workspaces/poc",
+        help="where the results are downloaded (FLARE's output goes to <out>.log)",
+    )
     p.add_argument(
         "--timeout", type=number(0, low_open=True), default=900, help="seconds to wait for the job"
     )
+    add_quiet(p)
     p.set_defaults(func=_job_poc)
 
     p = job_sub.add_parser(
@@ -173,7 +197,11 @@ def add_parser(sub) -> None:
         "--startup-kit", required=True, help="the admin's startup kit (made by nvflare provision)"
     )
     p.add_argument("--username", help="the admin's name (default: the kit's)")
-    p.add_argument("--out", default="workspaces/prod", help="where the results are downloaded")
+    p.add_argument(
+        "--out",
+        default="workspaces/prod",
+        help="where the results are downloaded (FLARE's output goes to <out>.log)",
+    )
     p.add_argument(
         "--no-custom",
         action="store_true",
@@ -187,4 +215,5 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--timeout", type=number(0, low_open=True), default=900, help="seconds to wait for the job"
     )
+    add_quiet(p)
     p.set_defaults(func=_job_prod)

@@ -167,3 +167,37 @@ def read_csv(path, option: str):
 def columns_text(frame) -> str:
     """The columns of ``frame``, comma-separated, for a message."""
     return ", ".join(map(str, frame.columns))
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that shows every option's default: ``(default: ...)`` after its text.
+
+    Left out where there is nothing to show (no default, a switch that is off
+    by default, a required option) or where the help already says it.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default is None
+            or default is argparse.SUPPRESS
+            or default is False
+            or action.required
+            or isinstance(action, argparse._HelpAction | argparse._VersionAction)
+            or (not action.option_strings and action.nargs not in ("?", "*"))
+        ):
+            return text
+        shown = ",".join(map(str, default)) if isinstance(default, list | tuple) else default
+        shown = str(shown).replace("%", "%%")
+        return f"{text} (default: {shown})" if text else f"default: {shown}"
+
+
+class Parser(argparse.ArgumentParser):
+    """``fedforest``'s parser: its subcommands' parsers are of this class too
+    (``add_subparsers`` makes them so), so every ``--help`` shows the defaults."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)

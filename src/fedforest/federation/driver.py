@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from .. import protocol
 from .job_results import JobResults
+from .progress import end_line, log_line, round_line
 from .results import write_brief_results, write_results_files
 from .server import JobServer
 
@@ -196,6 +197,10 @@ class JobDriver:
         is pooled and checked, and with the checked metrics.
     clock : callable, optional
         The clock of the phase timings (default ``time.monotonic``).
+    progress : callable, optional
+        Called with the progress line of every round and of the job's end
+        (:mod:`fedforest.federation.progress`); by default the lines go to the
+        ``fedforest.progress`` logger.
     """
 
     def __init__(
@@ -212,6 +217,7 @@ class JobDriver:
         on_pooled: Callable[[dict], None] | None = None,
         on_evaluated: Callable[[dict], None] | None = None,
         clock: Callable[[], float] | None = None,
+        progress: Callable[[str], None] | None = None,
     ):
         if drops not in DROP_NAMES:
             raise ValueError(f"drops={drops!r}; allowed: {', '.join(DROP_NAMES)}")
@@ -229,6 +235,9 @@ class JobDriver:
         if clock is not None:
             rules.clock = clock
         self.clock = rules.clock or time.monotonic
+        self.progress = progress or log_line
+        #: The number of ``score_mask`` rounds asked so far (the election's tuning rounds).
+        self.tuning_rounds = 0
         #: The pooled model bundle, once pooled.
         self.model: dict | None = None
         #: The checked metrics replies (``JobServer.read_metrics``), once read.
@@ -263,6 +272,7 @@ class JobDriver:
             logger.error("%sfedforest job failed: %s", self._who(), reason, exc_info=not expected)
             results = self.failed(reason)
         self.results = results
+        self._show(end_line(results.status, results.error))
         return results
 
     def elect(self) -> list[str]:
@@ -377,6 +387,7 @@ class JobDriver:
         request = Request(
             task, protocol.task_data(task, **data), phase, targets, deadline, collect, site_data
         )
+        before = set(rules.dropped)
         start = self.clock()
         replies = self.exchange.ask(request)
         spent = self.clock() - start
@@ -399,6 +410,12 @@ class JobDriver:
         logger.info(
             "phase %s: %d of %d sites replied in %.1f s", task, len(good), len(asked), spent
         )
+        if task == protocol.SCORE_MASK:
+            self.tuning_rounds += 1
+            shown = f"election tuning round {self.tuning_rounds}"
+        else:
+            shown = task
+        self._show(round_line(shown, len(good), len(asked), spent, set(rules.dropped) - before))
         if self.site is not None and self.site in replies.errors:
             raise SiteStopped(f"the other sites left this site out: {replies.errors[self.site]}")
         if self.strict:
@@ -441,6 +458,13 @@ class JobDriver:
 
     def _who(self) -> str:
         return "" if self.site is None else f"site {self.site}: "
+
+    def _show(self, line: str) -> None:
+        """Hand a progress line on; a failing receiver never stops the job."""
+        try:
+            self.progress(self._who() + line)
+        except Exception:  # noqa: BLE001 - progress is for the console, not the results
+            logger.exception("a progress line could not be shown")
 
 
 class InProcessExchange:

@@ -10,7 +10,9 @@ when the sites get data of their own: ``evaluation.trees_per_site``), polls the 
 the error replies and the sites that took the task. With ``job.tracking`` on,
 the election (its tuning history and outcome) is also logged to FLARE's
 experiment tracking (:mod:`fedforest.flare.tracking`), through the driver's
-``on_elected`` hook.
+``on_elected`` hook. The driver's progress lines (one per round) go to
+``progress.txt`` in the run folder (:class:`~fedforest.federation.progress.ProgressFile`),
+which the command that started the job follows to show them on the console.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .. import protocol
 from ..errors import ConfigError
 from ..federation.config import JobConfig
 from ..federation.driver import Deadline, JobDriver, Replies, Request, seconds_text
+from ..federation.progress import PROGRESS_FILE, ProgressFile
 from ..federation.server import JobServer
 from ..vocabulary import TRACKING
 from .tracking import election_records, fire_records
@@ -115,6 +118,7 @@ class FedForestController(Controller):
             FlareBroadcast(self, fl_ctx, abort_signal),
             run_dir=self.run_dir,
             on_elected=lambda rules: self._track_election(fl_ctx),
+            progress=ProgressFile(self.run_dir / PROGRESS_FILE),
         )
         results = driver.run()
         if results.finished:

@@ -29,13 +29,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .. import outputs
-from .job import LOG_HEADER, SIMULATE_COMMAND, check_workspace
+from ..federation.progress import PROGRESS_FILE, ProgressFollower, log_line
+from .job import LOG_HEADER, SIMULATE_COMMAND, check_log, check_workspace
 from .recipe import FedForestRecipe
 
 logger = logging.getLogger(__name__)
 
 POC_COMMAND = "fedforest job poc"
 PROD_COMMAND = "fedforest job prod"
+#: The first line of the log of ``fedforest job poc`` (FLARE's output, the POC processes').
+POC_LOG_HEADER = "# fedforest job poc: output of NVIDIA FLARE's POC mode"
+#: The first line of the log of ``fedforest job prod`` (FLARE's output while submitting and waiting).
+PROD_LOG_HEADER = "# fedforest job prod: output of NVIDIA FLARE's ProdEnv"
 
 
 def simulate(
@@ -44,13 +49,17 @@ def simulate(
     log_file=None,
     timeout: float = 3600,
     site_files: Mapping[str, Mapping[str, str]] | None = None,
+    progress=None,
 ) -> Path:
     """Run the recipe in FLARE's ``SimEnv``: one simulated client per site, one thread each.
 
     The simulator's workspace is ``workspace/<job name>``; its output goes to
     ``log_file``. A run longer than ``timeout`` seconds is stopped. A job that
     fails still leaves its ``results.json`` with ``status: failed``: callers
-    read the results, not the simulator's exit code.
+    read the results, not the simulator's exit code. While the job runs, each
+    progress line the server writes (``progress.txt`` in its run folder, one
+    line per round) is passed to ``progress`` (default: the
+    ``fedforest.progress`` logger).
 
     Parameters
     ----------
@@ -81,8 +90,12 @@ def simulate(
     else:
         env = SimEnv(clients=recipe.sites, workspace_root=str(workspace.resolve()))
     logger.info("SimEnv: %d sites, workspace %s", len(recipe.sites), workspace)
+    run_dir = workspace / recipe.name / "server" / "simulate_job"
     try:
-        with _output_to(log_file, f"{LOG_HEADER} (workspace {workspace})"):
+        with (
+            _output_to(log_file, f"{LOG_HEADER} (workspace {workspace})"),
+            ProgressFollower(lambda: [run_dir / PROGRESS_FILE], progress or log_line),
+        ):
             _within(timeout, lambda: recipe.run(env), "the simulator")
     except RuntimeError as err:
         if "did not finish" in str(err):
@@ -92,7 +105,7 @@ def simulate(
         logger.warning("the simulator reported a failure: %s", err)
     finally:
         outputs.record_dir(workspace, SIMULATE_COMMAND)
-    return workspace / recipe.name / "server" / "simulate_job"
+    return run_dir
 
 
 def recipe_inputs(recipe) -> list[Path]:
@@ -209,16 +222,39 @@ def _simulator_main() -> None:
     sys.exit(runner.run())
 
 
-def run_poc(recipe: FedForestRecipe, workspace, out_dir, timeout: float = 900) -> Path:
+def run_poc(
+    recipe: FedForestRecipe,
+    workspace,
+    out_dir,
+    timeout: float = 900,
+    log_file=None,
+    progress=None,
+) -> Path:
     """Run the recipe in FLARE's ``PocEnv`` and download its results into ``out_dir``.
 
     ``workspace`` is the POC workspace (``NVFLARE_POC_WORKSPACE``), which FLARE
     prepares afresh and clears: only a new, empty or earlier fedforest POC
     workspace is accepted. The POC processes start with the ``python3`` of
-    this environment and are stopped when the job ends.
+    this environment and are stopped when the job ends. With ``log_file``,
+    FLARE's output in this process and the POC processes' (the job's metadata
+    it prints, its messages when the POC stops) goes to that file, which may
+    not be inside ``workspace`` or ``out_dir`` and is replaced only when its
+    first line is :data:`POC_LOG_HEADER`. The server's progress lines are
+    passed to ``progress`` as the job runs (:func:`simulate`).
     """
-    with PocDeployment(recipe.sites, workspace, inputs=recipe_inputs(recipe)) as poc:
-        return poc.run(recipe, out_dir, timeout=timeout)
+    workspace, out_dir = Path(workspace), Path(out_dir)
+    if log_file is not None:
+        check_log(
+            log_file,
+            POC_LOG_HEADER,
+            "the POC log",
+            {"the POC workspace": workspace, "--out": out_dir},
+        )
+    with (
+        _output_to(log_file, f"{POC_LOG_HEADER} (workspace {workspace})"),
+        PocDeployment(recipe.sites, workspace, inputs=recipe_inputs(recipe)) as poc,
+    ):
+        return poc.run(recipe, out_dir, timeout=timeout, progress=progress)
 
 
 class PocDeployment:
@@ -266,8 +302,12 @@ class PocDeployment:
         )
         return self
 
-    def run(self, recipe: FedForestRecipe, out_dir, timeout: float = 900) -> Path:
-        """Run one job in the deployment; return its server run folder under ``out_dir``."""
+    def run(self, recipe: FedForestRecipe, out_dir, timeout: float = 900, progress=None) -> Path:
+        """Run one job in the deployment; return its server run folder under ``out_dir``.
+
+        The server's progress lines are passed to ``progress`` as the job runs
+        (default: the ``fedforest.progress`` logger).
+        """
         if self.env is None:
             raise RuntimeError("PocDeployment.run is called inside its `with` block")
         if sorted(recipe.sites) != sorted(self.sites):
@@ -278,9 +318,24 @@ class PocDeployment:
         _separate(self.workspace, out_dir)
         outputs.claim_dir(out_dir, POC_COMMAND, inputs=[*self.inputs, *recipe_inputs(recipe)])
         try:
-            return _run_and_download(recipe, self.env, out_dir, timeout, "PocEnv")
+            server = self._server_dir()
+            return _run_and_download(
+                recipe,
+                self.env,
+                out_dir,
+                timeout,
+                "PocEnv",
+                live=lambda job_id: [server / job_id / PROGRESS_FILE],
+                progress=progress,
+            )
         finally:
             outputs.record_dir(out_dir, POC_COMMAND)
+
+    def _server_dir(self) -> Path:
+        """The POC server's workspace (its run folders are ``<job id>/`` there)."""
+        from nvflare.tool.poc.poc_commands import get_prod_dir
+
+        return Path(get_prod_dir(str(self.workspace))) / "server"
 
     def __exit__(self, *exc) -> None:
         try:
@@ -359,8 +414,14 @@ def run_prod(
     username: str | None = None,
     timeout: float = 900,
     sites_timeout: float = 60,
+    log_file=None,
+    progress=None,
 ) -> Path:
     """Submit the recipe to a provisioned deployment with FLARE's ``ProdEnv``.
+
+    With ``log_file``, what FLARE prints while it submits and waits goes to
+    that file (as :func:`run_poc`). The server is elsewhere: its progress
+    lines reach ``progress`` with the downloaded results, when the job ends.
 
     Before submitting, the sites connected to the server are checked (up to
     ``sites_timeout`` seconds): fewer than the job's ``min_sites`` is an error
@@ -383,6 +444,8 @@ def run_prod(
     username = check_admin_kit(startup_kit, username)
     out_dir = Path(out_dir).resolve()
     outputs.check_dir(out_dir, PROD_COMMAND)
+    if log_file is not None:
+        check_log(log_file, PROD_LOG_HEADER, "the production log", {"--out": out_dir})
     connected = wait_for_sites(startup_kit, recipe.sites, username, sites_timeout)
     missing = sorted(set(recipe.sites) - set(connected))
     min_sites = recipe.job_config.min_sites
@@ -397,7 +460,8 @@ def run_prod(
     outputs.claim_dir(out_dir, PROD_COMMAND, inputs=recipe_inputs(recipe))
     try:
         env = ProdEnv(startup_kit_location=str(startup_kit), username=username, login_timeout=30)
-        return _run_and_download(recipe, env, out_dir, timeout, "ProdEnv")
+        with _output_to(log_file, f"{PROD_LOG_HEADER} (kit {startup_kit})"):
+            return _run_and_download(recipe, env, out_dir, timeout, "ProdEnv", progress=progress)
     finally:
         outputs.record_dir(out_dir, PROD_COMMAND)
 
@@ -518,15 +582,31 @@ def _all_sites_poc_env(poc_env_class):
     return AllSitesPocEnv
 
 
-def _run_and_download(recipe, env, out_dir: Path, timeout: float, name: str) -> Path:
+def _run_and_download(
+    recipe, env, out_dir: Path, timeout: float, name: str, live=None, progress=None
+) -> Path:
+    """Submit, wait, download into ``out_dir/<job id>``; the server's run folder there.
+
+    The progress lines are followed in ``live(job_id)`` (the server's run
+    folder, where it is on this machine) while the job runs, and in the
+    downloaded copy once the job is over.
+    """
     run = _within(timeout + 120, lambda: recipe.run(env), name)
     job_id = run.get_job_id()
     logger.info("%s: submitted job %s", name, job_id)
-    result = _within(timeout + 120, lambda: run.get_result(timeout=timeout, clean_up=False), name)
-    if not result or not Path(result).exists():
-        raise RuntimeError(f"{name}: job {job_id} did not finish within {timeout:.0f} s")
     target = out_dir / job_id
-    shutil.copytree(result, target, dirs_exist_ok=True)
+
+    def progress_files() -> list[Path]:
+        found = list(live(job_id)) if live is not None else []
+        return found + (sorted(target.rglob(PROGRESS_FILE)) if target.is_dir() else [])
+
+    with ProgressFollower(progress_files, progress or log_line):
+        result = _within(
+            timeout + 120, lambda: run.get_result(timeout=timeout, clean_up=False), name
+        )
+        if not result or not Path(result).exists():
+            raise RuntimeError(f"{name}: job {job_id} did not finish within {timeout:.0f} s")
+        shutil.copytree(result, target, dirs_exist_ok=True)
     found = sorted(target.rglob("results.json"))
     if not found:
         raise RuntimeError(

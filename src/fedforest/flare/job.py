@@ -356,13 +356,22 @@ def check_workspace(workspace, log_file=None) -> None:
     """
     outputs.check_dir(workspace, SIMULATE_COMMAND)
     if log_file is not None:
-        log_file = Path(log_file)
-        if log_file.resolve().is_relative_to(Path(workspace).resolve()):
+        check_log(log_file, LOG_HEADER, "the simulator log", {"the workspace": workspace})
+
+
+def check_log(log_file, header: str, what: str, folders=None) -> None:
+    """Refuse a log file that may be a user's, or that a run would clear; change nothing.
+
+    The log may not be inside any of ``folders`` (``{name: folder}``, the
+    folders the run clears), and an existing file is replaced only when its
+    first line is ``header`` (a log an earlier run wrote).
+    """
+    log_file = Path(log_file)
+    for name, folder in (folders or {}).items():
+        if log_file.resolve().is_relative_to(Path(folder).resolve()):
             raise outputs.OutputError(
-                f"the simulator log {log_file} is inside the workspace {workspace}, which the "
-                "simulator clears; put it elsewhere"
+                f"{what} {log_file} is inside {name} {folder}, which the run clears; "
+                "put it elsewhere"
             )
-        if log_file.exists() or log_file.is_symlink():
-            outputs.check_file(
-                log_file, "the simulator log", header=LOG_HEADER, overwrite_option=None
-            )
+    if log_file.exists() or log_file.is_symlink():
+        outputs.check_file(log_file, what, header=header, overwrite_option=None)

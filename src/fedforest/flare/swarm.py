@@ -66,6 +66,7 @@ from nvflare.fuel.utils.validation_utils import DefaultValuePolicy
 from .. import protocol
 from ..errors import ConfigError, PayloadError
 from ..federation.config import JobConfig
+from ..federation.progress import PROGRESS_FILE, ProgressFile, end_line, swarm_status_line
 from ..federation.results import write_results_files
 from ..federation.swarm import (
     Mailbox,
@@ -226,6 +227,7 @@ class FedForestSwarmController(ServerSideController):
                 }
                 final.add(site)
         shown: dict[str, tuple] = {}
+        progress = ProgressFile(self.run_dir / PROGRESS_FILE)
         try:
             while not abort_signal.triggered:
                 pending = [s for s in self.participating_clients if s not in final]
@@ -260,6 +262,7 @@ class FedForestSwarmController(ServerSideController):
                     if shown.get(site) != (status["state"], status["phase"]):
                         shown[site] = (status["state"], status["phase"])
                         logger.info("site %s: %s (%s)", site, status["state"], status["phase"])
+                        progress(swarm_status_line(site, status))
                     if status["state"] in ("finished", "failed"):
                         final.add(site)
                 for site in pending:
@@ -277,6 +280,7 @@ class FedForestSwarmController(ServerSideController):
             results = swarm_results(job, self.statuses, error=f"{type(err).__name__}: {err}")
         write_results_files(self.run_dir, results)
         logger.info("swarm results written to %s", self.run_dir)
+        progress(end_line(results.status, results.error))
         self._finished = True
         if not results.finished:
             self.system_panic(f"fedforest swarm job failed: {results.error}", fl_ctx)

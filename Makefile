@@ -70,9 +70,13 @@ demo-regression: demo-data-regression
 	$(VENV)/bin/fedforest job simulate --config site_configs/regression \
 		--workspace workspaces/demo-regression
 
-# The same recipe in FLARE's PocEnv: server and sites as separate processes.
+# The same recipe in FLARE's PocEnv: server and sites as separate processes. The POC
+# workspace (startup kits, the processes' logs) is POC_WORKSPACE, the results go to POC_OUT
+# and FLARE's output to $(POC_OUT).log; e.g. `make poc POC_WORKSPACE=/scratch/poc-env`.
+POC_WORKSPACE ?= workspaces/poc-env
+POC_OUT ?= workspaces/poc
 poc: demo-data
-	$(VENV)/bin/fedforest job poc --config site_configs --workspace /tmp/fedforest-poc --out workspaces/poc
+	$(VENV)/bin/fedforest job poc --config site_configs --workspace $(POC_WORKSPACE) --out $(POC_OUT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info workspaces demo_data demo_data_regression jobs/fedforest-demo

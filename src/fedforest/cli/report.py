@@ -2,7 +2,7 @@
 
 Reads ``results.json`` through :class:`~fedforest.federation.job_results.JobResults`
 (:func:`read_results_file`) and writes into a folder of its own (default:
-``report/`` beside the file), under the folder rule of :mod:`fedforest.outputs`
+:func:`default_out`, beside the run's folder, never inside it), under the folder rule of :mod:`fedforest.outputs`
 (:data:`REPORT_COMMAND` is the marker's command), with
 :func:`write_job_report`:
 
@@ -344,7 +344,7 @@ def _report(args: argparse.Namespace) -> int:
 
     source = Path(args.results)
     results = read_results_file(source)  # a bad file is refused before any folder is touched
-    out = Path(args.out) if args.out else source.parent / "report"
+    out = Path(args.out) if args.out else default_out(source)
     claim_dir(out, REPORT_COMMAND, inputs=[source])
     try:
         path = write_job_report(results, out, source=str(source))
@@ -352,6 +352,34 @@ def _report(args: argparse.Namespace) -> int:
         record_dir(out, REPORT_COMMAND)
     print(f"report: {path}")
     return 0
+
+
+def default_out(source) -> Path:
+    """Where ``fedforest report`` writes by default: beside the run's folder, never in it.
+
+    A ``results.json`` inside a folder that a fedforest run wrote (a simulator
+    workspace, the ``--out`` of ``job poc`` or ``job prod``: the outermost
+    folder above it holding :data:`~fedforest.outputs.MARKER`) gets
+    ``<that folder>-report/`` next to it, so the next run into that folder
+    finds nothing it did not write there (and the report outlives it). Any
+    other ``results.json`` gets ``report/`` beside it.
+
+    Examples
+    --------
+    ``workspaces/demo/fedforest-demo/server/simulate_job/results.json`` (the
+    workspace of ``make demo``) gives ``workspaces/demo-report/``.
+    """
+    import os
+
+    from ..outputs import MARKER
+
+    given = Path(source)
+    run_folders = [d for d in given.absolute().parents if (d / MARKER).is_file()]
+    if not run_folders:
+        return given.parent / "report"
+    outermost = run_folders[-1]
+    out = outermost.parent / f"{outermost.name}-report"
+    return out if given.is_absolute() else Path(os.path.relpath(out))
 
 
 def add_parser(sub) -> None:
@@ -365,5 +393,10 @@ def add_parser(sub) -> None:
         "folder (it never clears a folder of yours).",
     )
     p.add_argument("results", help="the job's results.json (the server's run folder)")
-    p.add_argument("--out", help="output folder (default: report/ beside results.json)")
+    p.add_argument(
+        "--out",
+        help="output folder (default: <run folder>-report/ beside the folder of the run that "
+        "wrote results.json, such as workspaces/demo-report/ for make demo's workspace, so the "
+        "next run there is not refused; report/ beside any other results.json)",
+    )
     p.set_defaults(func=_report)

@@ -141,6 +141,7 @@ from ..vocabulary import (
     VOTING,
 )
 from ..yaml_files import load_yaml
+from .config_folder import check_target_codings
 from .config_values import (
     _check_label_map,
     _check_selector_params,
@@ -719,6 +720,8 @@ def check_job_against_sites(
     * every class of the site's target keeps a row in each of its training,
       validation and test rows, in the split the site will make with the
       job's ``seed`` (:func:`~fedforest.federation.splits.describe_short_classes`).
+    * of a classification job, one coding of the target at the sites read
+      (:func:`~fedforest.federation.config_folder.check_target_codings`).
 
     When the columns of every site of ``job.sites`` are known,
     ``election.always_keep`` must name feature columns of at least one site
@@ -771,6 +774,9 @@ def check_job_against_sites(
                 f"at most {n_features}, the feature columns of site {name!r} ({site.source}), "
                 "or a fraction in (0, 1], sqrt, log2 or null",
             )
+    if job.task != "regression":  # two codings of the target (config_folder)
+        targets = {n: np.unique(summaries[n].target).tolist() for n in summaries}
+        check_target_codings(sites, targets, [*job.sites, *sorted(set(sites) - set(job.sites))])
     if set(job.sites) <= set(summaries):
         known = sorted(
             {

@@ -30,6 +30,7 @@ import yaml
 from .. import outputs, protocol
 from ..errors import ConfigError
 from ..federation.config import JobConfig, SiteConfig
+from ..federation.config_folder import unlisted_yaml_files
 from ..federation.tables import check_data
 from ..yaml_files import load_yaml
 from . import tracking
@@ -56,6 +57,8 @@ def load_configs(config_dir, data_checks: bool = True) -> tuple[JobConfig, dict[
     """
     config_dir = Path(config_dir)
     job = JobConfig.load(config_dir / "job.yaml")
+    for path, why in unlisted_yaml_files(config_dir, job.sites):
+        logger.warning("%s is not read by this job: %s", path, why)
     sites = {}
     for name in job.sites:
         path = config_dir / f"{name}.yaml"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import logging
+import re
 import time
 from pathlib import Path
 
@@ -94,7 +96,7 @@ def full(demo, tmp_path_factory):
     config, folder = demo
     run_dir = tmp_path_factory.mktemp("driver_full")
     seen = Scripted(InProcessExchange(runners(folder, config), save_root=run_dir), None, None)
-    hooks = {"elected": [], "pooled": [], "evaluated": []}
+    hooks = {"elected": [], "pooled": [], "evaluated": [], "progress": []}
     driver = JobDriver(
         JobServer(config),
         seen,
@@ -102,6 +104,7 @@ def full(demo, tmp_path_factory):
         on_elected=lambda rules: hooks["elected"].append(rules.election.selected),
         on_pooled=lambda model: hooks["pooled"].append(payload_digest(model)),
         on_evaluated=lambda metrics: hooks["evaluated"].append(sorted(metrics)),
+        progress=hooks["progress"].append,
     )
     return driver, driver.run(), seen, hooks, run_dir
 
@@ -164,6 +167,48 @@ def test_the_hooks_are_called_once_each(full):
     assert hooks["evaluated"] == [list(SITES)]
 
 
+def test_one_progress_line_per_round_and_one_at_the_end(full):
+    _, results, seen, hooks, _ = full
+    lines = hooks["progress"]
+    rounds = [r.task for r in seen.requests].count(protocol.SCORE_MASK)
+    shown = [
+        "schema",
+        "vote",
+        *[f"election tuning round {k}" for k in range(1, rounds + 1)],
+        "train",
+        "evaluate",
+    ]
+    assert len(lines) == len(shown) + 1 and lines[-1] == "job finished"
+    for line, phase in zip(lines, shown, strict=False):
+        assert re.fullmatch(rf"{phase}: 3 of 3 sites replied, \d+\.\d s", line), line
+
+
+def test_progress_lines_go_to_the_progress_logger_by_default(demo, caplog):
+    config, folder = demo
+    quick = no_election(config)
+    with caplog.at_level(logging.INFO, logger="fedforest.progress"):
+        JobDriver(JobServer(quick), InProcessExchange(runners(folder, quick))).run()
+    lines = [r.getMessage() for r in caplog.records if r.name == "fedforest.progress"]
+    assert [line.split(":")[0] for line in lines] == [
+        "schema",
+        "vote",
+        "train",
+        "evaluate",
+        "job finished",
+    ]
+
+
+def test_a_failing_progress_receiver_never_fails_the_job(demo):
+    config, folder = demo
+    quick = no_election(config)
+
+    def broken(line):
+        raise OSError("the terminal went away")
+
+    exchange = InProcessExchange(runners(folder, quick))
+    assert JobDriver(JobServer(quick), exchange, progress=broken).run().finished
+
+
 # --------------------------------------------------------------------------- faults
 @pytest.mark.parametrize(
     "task", [protocol.SCHEMA, protocol.VOTE, protocol.SCORE_MASK, protocol.TRAIN, protocol.EVALUATE]
@@ -184,8 +229,12 @@ def test_below_min_sites_the_job_fails_and_says_why(demo, tmp_path):
     config, folder = demo
     strict = dataclasses.replace(config, min_sites=3)
     exchange = InProcessExchange(runners(folder, strict, failing={"site-2": protocol.TRAIN}))
-    results = JobDriver(JobServer(strict), exchange, run_dir=tmp_path).run()
+    lines = []
+    results = JobDriver(JobServer(strict), exchange, run_dir=tmp_path, progress=lines.append).run()
     assert results.status == "failed"
+    # the round names the site it dropped; the last line says why the job failed
+    assert re.fullmatch(r"train: 2 of 3 sites replied, \d+\.\d s \(dropped: site-2\)", lines[-2])
+    assert lines[-1] == f"job failed: {results.error}"
     assert results.error == (
         "phase train: only 2 site(s) left (site-1, site-3), fewer than min_sites=3. "
         "Dropped: site-2 (train: OSError: disk full)"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -64,8 +66,30 @@ def write_configs(
     return configs
 
 
+@contextlib.contextmanager
+def terminal(path: Path):
+    """What the run writes to its standard output and error (file descriptors 1 and 2, its
+    child processes' included), into ``path``: what a user's terminal would show."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "w") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
 class Run:
-    """One simulator run of the job in ``configs``: the server's results and folders.
+    """One simulator run of the job in ``configs``: the server's results, folders and the
+    progress lines the console would show.
 
     ``inspect`` adds the server-side :class:`~swarm_inspector.Inspector`, which
     records what the server handles and changes nothing.
@@ -75,7 +99,20 @@ class Run:
         extra = {"server": [Inspector()]} if inspect else None
         recipe = FedForestRecipe(configs, job_custom=custom, extra_components=extra)
         self.log = folder / "sim.log"
-        self.run_dir = simulate(recipe, folder / "ws", log_file=self.log, timeout=600)
+        #: The progress lines handed on while the job ran, each with whether the server's
+        #: results.json existed yet when it came (False: it came as the job ran).
+        self.progress: list[tuple[str, bool]] = []
+        results = folder / "ws" / recipe.name / "server" / "simulate_job" / "results.json"
+        #: What reached the terminal (FLARE's output goes to the log only).
+        self.terminal = folder / "terminal.txt"
+        with terminal(self.terminal):
+            self.run_dir = simulate(
+                recipe,
+                folder / "ws",
+                log_file=self.log,
+                timeout=600,
+                progress=lambda line: self.progress.append((line, results.exists())),
+            )
         path = self.run_dir / "results.json"
         assert path.is_file(), self.log.read_text()[-3000:]
         self.results = json.loads(path.read_text())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from faulty_executors import (
@@ -212,3 +213,29 @@ def test_a_regression_job_runs_in_the_simulator(tmp_path):
     assert results["election"]["selected"]
     report = (run_dir / "report.md").read_text()
     assert "| strategy | RMSE | MAE | R² |" in report
+
+
+@pytest.mark.xdist_group(DEMO_RUNS)
+def test_the_console_shows_one_line_per_round_as_the_job_runs(demo_server_run):
+    """The server's progress lines reach the console while the simulator runs; FLARE's own
+    output goes to the log file only."""
+    lines = [line for line, _ in demo_server_run.progress]
+    rounds = sum(not h["reused"] for h in demo_server_run.results["tuning"]["history"])
+    phases = [
+        "schema",
+        "vote",
+        *[f"election tuning round {k}" for k in range(1, rounds + 1)],
+        "train",
+        "evaluate",
+    ]
+    assert len(lines) == len(phases) + 1 and lines[-1] == "job finished"
+    for line, phase in zip(lines, phases, strict=False):
+        assert re.fullmatch(rf"{phase}: 3 of 3 sites replied, \d+\.\d s", line), line
+    # every round's line came before the job had written its results: as the job ran
+    assert not any(done for line, done in demo_server_run.progress[:-1])
+    # the lines are the server's progress.txt, which stays in its run folder
+    assert (demo_server_run.run_dir / "progress.txt").read_text().splitlines() == lines
+    # nothing of FLARE's reached the terminal; it is in the log
+    shown, log = demo_server_run.terminal.read_text(), demo_server_run.log.read_text()
+    for flare_line in ("ClientTaskWorker started to run", "End the Simulator run"):
+        assert flare_line in log and flare_line not in shown, shown[:2000]

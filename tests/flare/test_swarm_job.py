@@ -202,3 +202,16 @@ def test_below_min_sites_every_site_stops_with_the_same_message(below_min_sites_
         own = below_min_sites_run.site_results(site)
         assert own["status"] == "failed" and own["error"] == errors["site-1"], site
     assert "**Error:**" in (below_min_sites_run.run_dir / "report.md").read_text()
+
+
+@pytest.mark.xdist_group(DEMO_RUNS)
+def test_the_console_follows_the_swarm_sites_states(demo_runs):
+    """In swarm mode the server's progress lines are each site's state as it changes."""
+    swarm, _ = demo_runs
+    lines = [line for line, _ in swarm.progress]
+    assert lines[-1] == "job finished"
+    for site in SITES:
+        mine = [line for line in lines if line.startswith(f"{site}: ")]
+        assert mine and mine[-1] == f"{site}: finished", lines
+        assert any(line.startswith(f"{site}: running (") for line in mine), lines
+    assert not any(done for _, done in swarm.progress[:-1])  # shown as the job ran

@@ -71,9 +71,12 @@ def swarm_status_line(site: str, status: dict) -> str:
     'site-2: running (train)'
     >>> swarm_status_line("site-3", {"state": "failed", "phase": "vote", "error": "no data"})
     'site-3: failed (vote): no data'
+    >>> swarm_status_line("site-1", {"state": "finished", "phase": "evaluate"})
+    'site-1: finished'
     """
-    phase = status.get("phase")
-    line = f"{site}: {status.get('state')}" + (f" ({phase})" if phase else "")
+    state, phase = status.get("state"), status.get("phase")
+    shown = phase and phase != "start" and state in ("running", "failed")
+    line = f"{site}: {state}" + (f" ({phase})" if shown else "")
     error = status.get("error")
     return f"{line}: {error}" if error and status.get("state") == "failed" else line
 

@@ -244,16 +244,11 @@ def run_poc(
     """
     workspace, out_dir = Path(workspace), Path(out_dir)
     if log_file is not None:
-        check_log(
-            log_file,
-            POC_LOG_HEADER,
-            "the POC log",
-            {"the POC workspace": workspace, "--out": out_dir},
-        )
-    with (
-        _output_to(log_file, f"{POC_LOG_HEADER} (workspace {workspace})"),
-        PocDeployment(recipe.sites, workspace, inputs=recipe_inputs(recipe)) as poc,
-    ):
+        check_log(log_file, POC_LOG_HEADER, "the POC log", {"--out": out_dir})
+    deployment = PocDeployment(
+        recipe.sites, workspace, inputs=recipe_inputs(recipe), log_file=log_file
+    )
+    with deployment as poc:
         return poc.run(recipe, out_dir, timeout=timeout, progress=progress)
 
 
@@ -279,27 +274,47 @@ class PocDeployment:
         Files for each site's ``local/`` folder.
     inputs : list of path, optional
         Files the runs were made from: no folder written may hold them.
+    log_file : path, optional
+        Where FLARE's output goes while the deployment is up: what FLARE prints
+        in this process (each job's metadata, its messages when the POC stops)
+        and the POC processes' output. It may not be inside ``workspace``, and
+        an existing file is replaced only when its first line is
+        :data:`POC_LOG_HEADER`. Without it the output goes where this
+        process's goes.
     """
 
-    def __init__(self, sites, workspace, site_files=None, inputs=()):
+    def __init__(self, sites, workspace, site_files=None, inputs=(), log_file=None):
         self.sites = list(sites)
         self.workspace = Path(workspace).resolve()
         self.site_files = _check_site_files(site_files, self.sites, simulator=False)
         self.inputs = list(inputs)
+        self.log_file = None if log_file is None else Path(log_file)
+        if self.log_file is not None:
+            check_log(
+                self.log_file, POC_LOG_HEADER, "the POC log", {"the POC workspace": workspace}
+            )
         self.env = None
         self._saved: dict[str, str | None] = {}
+        self._output = contextlib.ExitStack()
 
     def __enter__(self) -> PocDeployment:
         from nvflare.recipe import PocEnv
 
         outputs.claim_dir(self.workspace, POC_COMMAND, inputs=self.inputs)
+        self._output.enter_context(
+            _output_to(self.log_file, f"{POC_LOG_HEADER} (workspace {self.workspace})")
+        )
         self._saved = {k: os.environ.get(k) for k in ("NVFLARE_POC_WORKSPACE", "PATH")}
         os.environ["NVFLARE_POC_WORKSPACE"] = str(self.workspace)
         # the POC start scripts use the python3 on PATH: make it this environment's
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self._saved['PATH'] or ''}"
-        self.env = _shared_poc_env(_all_sites_poc_env(PocEnv), self.site_files)(
-            clients=self.sites, num_clients=len(self.sites)
-        )
+        try:
+            self.env = _shared_poc_env(_all_sites_poc_env(PocEnv), self.site_files)(
+                clients=self.sites, num_clients=len(self.sites)
+            )
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def run(self, recipe: FedForestRecipe, out_dir, timeout: float = 900, progress=None) -> Path:
@@ -316,6 +331,11 @@ class PocDeployment:
             )
         out_dir = Path(out_dir).resolve()
         _separate(self.workspace, out_dir)
+        if self.log_file is not None and self.log_file.resolve().is_relative_to(out_dir):
+            raise outputs.OutputError(
+                f"the POC log {self.log_file} is inside --out {out_dir}, which the run clears; "
+                "put it elsewhere"
+            )
         outputs.claim_dir(out_dir, POC_COMMAND, inputs=[*self.inputs, *recipe_inputs(recipe)])
         try:
             server = self._server_dir()
@@ -349,6 +369,7 @@ class PocDeployment:
                 else:
                     os.environ[key] = value
             outputs.record_dir(self.workspace, POC_COMMAND)
+            self._output.close()  # FLARE's output to the terminal again
 
 
 def _shared_poc_env(poc_env_class, site_files: dict[str, dict[str, str]]):

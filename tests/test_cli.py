@@ -1051,3 +1051,162 @@ def test_experiment_regression_refusals_name_the_task(tmp_path, capsys):
     assert main([*exp, "--task", "regression", "--no-report", "--out", str(out)]) == 0
     tidy = pd.read_csv(out / "results.csv")
     assert len(tidy) == 2 * 2 and set(tidy["metric"]) == {"rmse"}
+
+
+# --------------------------------------------------------------------------- help and console
+def all_parsers(parser, path=("fedforest",)):
+    """Every parser of the command line with its command words."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from all_parsers(sub, (*path, name))
+
+
+def test_every_help_shows_every_default(capsys):
+    import argparse
+
+    from fedforest.cli import build_parser
+
+    seen = set()
+    for path, parser in all_parsers(build_parser()):
+        seen.add(" ".join(path))
+        for action in parser._actions:
+            if action.default in (None, False, argparse.SUPPRESS) or action.required:
+                continue
+            if not action.option_strings and action.nargs not in ("?", "*"):
+                continue
+            if isinstance(action, argparse._SubParsersAction | argparse._HelpAction):
+                continue
+            # the option's own lines of the help: its text and default (the next option's
+            # lines start with "-")
+            text = parser.format_help()
+            name = action.option_strings[0] if action.option_strings else action.dest
+            block = text[text.index(f"  {name}") :].split("\n  -")[0]
+            assert "default" in block, (path, action.dest, block)
+    assert {"fedforest job build", "fedforest job poc", "fedforest predict"} <= seen
+    assert {"fedforest experiment", "fedforest report", "fedforest elect"} <= seen
+    # through the command line, as a user asks
+    for argv, shown in (
+        (["job", "build", "--help"], "(default: site_configs)"),
+        (["job", "poc", "--help"], "(default: workspaces/poc-env)"),
+        (["job", "simulate", "--help"], "(default: workspaces/simulator)"),
+        (["job", "poc", "--help"], "(default: 900"),
+    ):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert shown in " ".join(capsys.readouterr().out.split()), argv
+    # a switch that is off and an option without a default show no "(default: ...)"
+    with pytest.raises(SystemExit):
+        main(["job", "build", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: False)" not in out and "(default: None)" not in out
+
+
+def test_the_poc_workspace_is_under_the_project_and_make_poc_can_move_it():
+    from fedforest.cli import build_parser
+    from fedforest.cli.job import POC_WORKSPACE
+
+    args = build_parser().parse_args(["job", "poc"])
+    assert args.workspace == POC_WORKSPACE == "workspaces/poc-env"
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"POC_WORKSPACE ?= {POC_WORKSPACE}" in makefile
+    assert "/tmp" not in makefile.split("\npoc:")[1].split("\n\n")[0]
+    for extra, folder in (([], POC_WORKSPACE), (["POC_WORKSPACE=/data/poc env"], "/data/poc env")):
+        done = subprocess.run(
+            ["make", "-n", "-o", ".venv/.installed", "-o", "demo-data", "poc", *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        (line,) = [x for x in done.stdout.splitlines() if "fedforest job poc" in x]
+        assert f"--workspace {folder} --out workspaces/poc" in line
+
+
+def test_elect_shows_its_progress_lines_unless_quiet(tmp_path, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "federation"))
+    from test_offline import site_tables
+
+    paths = []
+    for site, frame in site_tables(3, rows=120).items():
+        path = tmp_path / f"{site}.csv"
+        frame.to_csv(path, index=False)
+        paths.append(str(path))
+    argv = ["elect", *paths, "--target", "y", "--auto-tune", "--tuning-rounds", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    import re
+
+    assert re.search(r"^schema: 3 of 3 sites replied, \d+\.\d s$", out, re.M), out
+    assert re.search(r"^election tuning round 1: 3 of 3 sites replied", out, re.M), out
+    assert "elected: " in out
+    for quiet in (["-q", *argv], [*argv[:1], "--quiet", *argv[1:]]):
+        assert main(quiet) == 0
+        out = capsys.readouterr().out
+        assert "sites replied" not in out and "elected: " in out
+
+
+def test_a_failed_job_prints_only_the_paths_it_wrote(tmp_path, capsys):
+    import json
+
+    from fedforest.cli.job import _show_results
+    from fedforest.federation.job_results import JobResults
+
+    run_dir = tmp_path / "ws" / "job" / "server" / "simulate_job"
+    run_dir.mkdir(parents=True)
+    failed = JobResults(job="job", status="failed", error="fewer than min_sites=3")
+    (run_dir / "results.json").write_text(json.dumps(failed.to_dict()))
+    log = tmp_path / "ws.log"
+    log.write_text("flare")
+    assert _show_results(run_dir / "results.json", log, []) == 1
+    out = capsys.readouterr().out
+    assert f"results: {run_dir / 'results.json'}" in out and f"FLARE's output: {log}" in out
+    assert "report:" not in out and "pooled_model" not in out and "site models" not in out
+    (run_dir / "report.md").write_text("# report")
+    model = tmp_path / "ws" / "job" / "site-1" / "simulate_job" / "pooled_model.npz"
+    model.parent.mkdir(parents=True)
+    model.write_bytes(b"x")
+    (run_dir / "results.json").write_text(json.dumps(JobResults(job="job").to_dict()))
+    assert _show_results(run_dir / "results.json", log, [model]) == 0
+    out = capsys.readouterr().out
+    assert f"report: {run_dir / 'report.md'}" in out and str(model) in out
+    assert "FLARE's output" not in out
+
+
+def test_report_and_the_next_run_work_in_either_order(tmp_path, capsys):
+    """The report of a run's results.json goes beside the run's folder, so the run that next
+    writes that folder (make demo) does not refuse it."""
+    from fedforest.cli.report import default_out
+    from fedforest.flare.job import SIMULATE_COMMAND, check_workspace
+    from fedforest.outputs import claim_dir, record_dir
+
+    demo = (ROOT / "tests" / "cli" / "data" / "demo_results.json").read_text()
+    ws = tmp_path / "workspaces" / "demo"
+    claim_dir(ws, SIMULATE_COMMAND)
+    run_dir = ws / "fedforest-demo" / "server" / "simulate_job"
+    run_dir.mkdir(parents=True)
+    (run_dir / "results.json").write_text(demo)
+    record_dir(ws, SIMULATE_COMMAND)
+    assert main(["report", str(run_dir / "results.json")]) == 0
+    report = tmp_path / "workspaces" / "demo-report" / "report.md"
+    assert f"report: {report}" in capsys.readouterr().out and report.is_file()
+    check_workspace(ws, tmp_path / "workspaces" / "demo.log")  # the next run is not refused
+    assert main(["report", str(run_dir / "results.json")]) == 0  # and again after it
+    # a path given relative to the current folder stays relative
+    relative = Path("workspaces/demo/fedforest-demo/server/simulate_job/results.json")
+    cwd = Path.cwd()
+    try:
+        import os
+
+        os.chdir(tmp_path)
+        assert default_out(relative) == Path("workspaces/demo-report")
+    finally:
+        os.chdir(cwd)
+    # a results.json that no run of fedforest wrote: report/ beside it, as before
+    loose = tmp_path / "mine" / "results.json"
+    loose.parent.mkdir()
+    loose.write_text(demo)
+    assert default_out(loose) == loose.parent / "report"

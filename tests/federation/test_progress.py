@@ -30,6 +30,8 @@ def test_round_and_end_lines_name_the_phase_the_replies_and_the_time():
 
 def test_swarm_status_lines():
     assert swarm_status_line("s1", {"state": "waiting", "phase": None}) == "s1: waiting"
+    assert swarm_status_line("s1", {"state": "waiting", "phase": "start"}) == "s1: waiting"
+    assert swarm_status_line("s1", {"state": "finished", "phase": "evaluate"}) == "s1: finished"
     assert swarm_status_line("s1", {"state": "running", "phase": "train"}) == "s1: running (train)"
     failed = {"state": "failed", "phase": "vote", "error": "refused"}
     assert swarm_status_line("s1", failed) == "s1: failed (vote): refused"

@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from flare_setup import DEMO_RUNS, write_configs
+from flare_setup import DEMO_RUNS, terminal, write_configs
 
 from fedforest.federation.config import JOB_STRATEGIES
 from fedforest.flare.environments import PocDeployment
@@ -54,16 +54,31 @@ def poc(tmp_path_factory):
     site_files = {
         site: {"privacy.json": privacy_json(site_1 if site == "site-1" else [])} for site in SITES
     }
-    ws = tmp / "ws"
-    with PocDeployment(SITES, ws, site_files=site_files) as deployment:
+    ws, log, shown = tmp / "ws", tmp / "poc.log", tmp / "terminal.txt"
+    progress: dict[str, list[tuple[str, bool]]] = {name: [] for name in jobs}
+
+    def follow(name: str):
+        # each line with whether any results.json was downloaded yet (False: shown as it ran)
+        out = tmp / f"out-{name}"
+        return lambda line: progress[name].append((line, any(out.rglob("results.json"))))
+
+    with terminal(shown), PocDeployment(SITES, ws, site_files=site_files, log_file=log) as poc:
         runs = {
-            name: deployment.run(recipe, tmp / f"out-{name}", timeout=600)
+            name: poc.run(recipe, tmp / f"out-{name}", timeout=600, progress=follow(name))
             for name, recipe in jobs.items()
         }
     results = {name: json.loads((d / "results.json").read_text()) for name, d in runs.items()}
     # each run is downloaded into <out>/<job id>/
     job_ids = {name: d.relative_to(tmp / f"out-{name}").parts[0] for name, d in runs.items()}
-    return {"runs": runs, "results": results, "ws": ws, "job_ids": job_ids}
+    return {
+        "runs": runs,
+        "results": results,
+        "ws": ws,
+        "job_ids": job_ids,
+        "progress": progress,
+        "log": log,
+        "terminal": shown,
+    }
 
 
 def site_run_dir(poc, site: str, job: str):
@@ -139,3 +154,20 @@ def test_a_regression_job_runs_in_swarm_mode(poc):
         assert all(row["rmse"] > 0 and row["bins"] is None for row in per.values())
         (path,) = site_run_dir(poc, site, "scoped").rglob("pooled_model.npz")
         assert load_model(path)["forest"].task == "regression"
+
+
+def test_the_console_shows_the_phases_and_none_of_flares_output(poc, demo_server_run):
+    lines = poc["progress"]["server"]
+    # the same rounds as the simulator's run of the same configs, shown as the job ran
+    expected = [line.split(":")[0] for line, _ in demo_server_run.progress]
+    assert [line.split(":")[0] for line, _ in lines] == expected and lines[-1][0] == "job finished"
+    assert not any(done for _, done in lines[:-2])  # as the job ran (test_simulator.py)
+    swarm = [line for line, _ in poc["progress"]["swarm"]]
+    assert swarm[-1] == "job finished" and "site-2: finished" in swarm
+    # FLARE prints each job's metadata and, when the POC stops, that the server is gone:
+    # into the log, never to the terminal
+    log, shown = poc["log"].read_text(), poc["terminal"].read_text()
+    assert log.startswith("# fedforest job poc: output of NVIDIA FLARE's POC mode")
+    for flare_line in ("Job Meta:", "Submitted job", "'deploy_map':"):
+        assert flare_line in log and flare_line not in shown, shown[:3000]
+    assert "target_unreachable" not in shown and "nvflare" not in shown, shown[:3000]

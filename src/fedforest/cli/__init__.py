@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in (strategies, elect, job, experiment, predict, report):
         command.add_parser(sub)
+    # `fedforest elect` runs the job's election in this process: its rounds are progress
+    # lines too (the `job simulate | poc | prod` parsers add the switch themselves)
+    console.add_quiet(sub.choices["elect"])
     return parser
 
 

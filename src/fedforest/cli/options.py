@@ -11,6 +11,7 @@ the command with ``fedforest: error: ...`` (exit status 1).
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 
 from ..vocabulary import SELECTORS
@@ -173,25 +174,40 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
     """Help that shows every option's default: ``(default: ...)`` after its text.
 
     Left out where there is nothing to show (no default, a switch that is off
-    by default, a required option) or where the help already says it.
+    by default, a required option) or where the help already says it; an
+    option without help text gets a line with its default.
     """
 
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
+    @staticmethod
+    def _default(action: argparse.Action) -> str | None:
+        """The default to show, escaped for argparse's ``%`` formatting; None: none."""
         default = action.default
         if (
-            "default" in text
-            or default is None
+            default is None
             or default is argparse.SUPPRESS
             or default is False
             or action.required
             or isinstance(action, argparse._HelpAction | argparse._VersionAction)
             or (not action.option_strings and action.nargs not in ("?", "*"))
         ):
-            return text
+            return None
         shown = ",".join(map(str, default)) if isinstance(default, list | tuple) else default
-        shown = str(shown).replace("%", "%%")
-        return f"{text} (default: {shown})" if text else f"default: {shown}"
+        return str(shown).replace("%", "%%")
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not (action.help or "").strip() and action.help is not argparse.SUPPRESS:
+            shown = self._default(action)
+            if shown is not None:
+                action = copy.copy(action)
+                action.help = f"default: {shown}"
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = self._default(action)
+        if shown is None or "default" in text:
+            return text
+        return f"{text} (default: {shown})"
 
 
 class Parser(argparse.ArgumentParser):

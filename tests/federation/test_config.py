@@ -721,6 +721,134 @@ def test_tables_already_read_are_used_as_they_are(tmp_path):
         job.check_against_sites(sites, tables)
 
 
+# --------------------------------------------------------------------------- target codings
+def coded_sites(tmp_path, codings: dict[str, tuple], label_maps=None, rows: int = 60) -> dict:
+    """Sites whose data files code the target ``codings[site]`` (labels dealt in turn)."""
+    sites = {}
+    for name, labels in codings.items():
+        data = write_csv(
+            tmp_path / f"{name}.csv",
+            ["age", "bmi", "outcome"],
+            [[30 + (7 * i) % 41, 20 + (3 * i) % 15, labels[i % len(labels)]] for i in range(rows)],
+        )
+        extra = {"label_map": (label_maps or {})[name]} if name in (label_maps or {}) else {}
+        sites[name] = SiteConfig.from_dict(
+            site_dict(site=name, data_path=str(data), **extra), f"site_configs/{name}.yaml"
+        )
+    return sites
+
+
+def coded_job(sites: dict, **sections) -> JobConfig:
+    data = {"job": {"sites": list(sites)}}
+    for dotted, value in sections.items():
+        set_key(data, dotted.replace("__", "."), value)
+    return JobConfig.from_dict(data, "site_configs/job.yaml")
+
+
+def test_two_codings_of_the_target_are_refused_naming_both_sites_and_the_fix(tmp_path):
+    sites = coded_sites(tmp_path, {"site-1": (0, 1), "site-2": ("M", "B"), "site-3": (1, 0)})
+    with pytest.raises(ConfigError) as info:
+        check_job_against_sites(coded_job(sites), sites)
+    msg = str(info.value)
+    # the odd site's file and key, both sites with their codings, what is allowed, the fix
+    assert msg.startswith("site_configs/site-2.yaml: key 'target' ('outcome') of site 'site-2'")
+    assert "is coded ['B', 'M'], but site 'site-1' (site_configs/site-1.yaml" in msg
+    assert "codes its target [0, 1]" in msg and "no class label in common" in msg
+    assert "allowed: one coding of the target at every site (a site may lack a class)" in msg
+    assert "site-2: label_map: {B: 0, M: 1} in site_configs/site-2.yaml" in msg
+    # the fix, applied, is the same job with one coding
+    fixed = coded_sites(
+        tmp_path,
+        {"site-1": (0, 1), "site-2": ("M", "B"), "site-3": (1, 0)},
+        label_maps={"site-2": {"B": 0, "M": 1}},
+    )
+    check_job_against_sites(coded_job(fixed), fixed)
+
+
+@pytest.mark.parametrize(
+    "codings, odd, other, fix",
+    [
+        # 1/2 against 0/1: they overlap, neither holds the other
+        ({"site-1": (0, 1), "site-2": (1, 2)}, "site-2", "site-1", "{1: 0, 2: 1}"),
+        # spellings: yes/no against Yes/No (quoted: YAML would read them as booleans)
+        ({"site-1": ("no", "yes"), "site-2": ("Yes", "No")}, "site-2", "site-1",
+         "{'No': 'no', 'Yes': 'yes'}"),
+        # the coding most sites use is kept; the one odd site gets the fix, wherever it is
+        ({"site-1": ("B", "M"), "site-2": (0, 1), "site-3": (1, 0)}, "site-1", "site-2",
+         "{B: 0, M: 1}"),
+        # three classes at one site, two others coded by letters
+        ({"site-1": (0, 1, 2), "site-2": ("a", "b")}, "site-2", "site-1", "{a: 0, b: 1}"),
+    ],
+)  # fmt: skip
+def test_codings_that_differ_are_refused_at_build_time(tmp_path, codings, odd, other, fix):
+    sites = coded_sites(tmp_path, codings)
+    with pytest.raises(ConfigError) as info:
+        check_job_against_sites(coded_job(sites), sites)
+    msg = str(info.value)
+    assert msg.startswith(f"site_configs/{odd}.yaml: key 'target'"), msg
+    assert f"but site {other!r} (site_configs/{other}.yaml" in msg, msg
+    assert f"{odd}: label_map: {fix} in site_configs/{odd}.yaml" in msg, msg
+
+
+def test_a_site_lacking_a_class_is_one_coding(tmp_path):
+    sites = coded_sites(tmp_path, {"site-1": (0, 1, 2), "site-2": (0, 1), "site-3": (2, 1, 0)})
+    check_job_against_sites(coded_job(sites), sites)
+    # two sites lacking different classes are refused, as the job's schema refuses them,
+    # without a mapping to suggest (each is part of site-1's coding)
+    sites = coded_sites(tmp_path, {"site-1": (0, 1, 2), "site-2": (0, 1), "site-3": (2, 1)})
+    with pytest.raises(ConfigError) as info:
+        check_job_against_sites(coded_job(sites), sites)
+    msg = str(info.value)
+    assert "'site-2' lacks [2], 'site-3' lacks [0]" in msg, msg
+    assert "label_map: {local label: global label} in site_configs/site-3.yaml" in msg, msg
+
+
+def test_the_fix_is_composed_with_the_sites_own_label_map(tmp_path):
+    # site-2 maps 'pos' to 'M' already: its fix maps 'pos' (the label in its file) onward
+    sites = coded_sites(
+        tmp_path,
+        {"site-1": (0, 1), "site-2": ("pos", "B")},
+        label_maps={"site-2": {"pos": "M"}},
+    )
+    with pytest.raises(ConfigError, match=r"site-2: label_map: \{pos: 1, B: 0\}"):
+        check_job_against_sites(coded_job(sites), sites)
+
+
+def test_codings_are_left_alone_for_a_regression_job_and_a_data_file_not_here(tmp_path):
+    sites = coded_sites(tmp_path, {"site-1": (0, 1), "site-2": ("M", "B")})
+    Path(sites["site-2"].data_path).unlink()  # e.g. a site-owned path the builder cannot read
+    check_job_against_sites(coded_job(sites), sites)
+    sites = coded_sites(tmp_path, {"site-1": (1.5, 2.5, 3.5), "site-2": (10.25, 20.5, 30.75)})
+    for name in sites:
+        sites[name] = SiteConfig.from_dict(
+            site_dict(site=name, data_path=sites[name].data_path),
+            f"site_configs/{name}.yaml",
+            task="regression",
+        )
+    check_job_against_sites(coded_job(sites, job__task="regression"), sites)
+
+
+def test_yaml_files_the_job_does_not_read_are_named_with_the_reason(tmp_path):
+    from fedforest.federation.config_folder import unlisted_yaml_files
+
+    folder = tmp_path / "site_configs"
+    for name in ("job.yaml", "site-1.yaml", "site-2.yaml", "site-4.yaml", "site-3.yml"):
+        write_yaml(folder / name, {"site": name.split(".")[0]})
+    (folder / "regression").mkdir()  # a folder of another job: not a file of this one
+    write_yaml(folder / "regression" / "site-9.yaml", {})
+    found = {path.name: why for path, why in unlisted_yaml_files(folder, ["site-1", "site-2"])}
+    assert sorted(found) == ["site-3.yml", "site-4.yaml"]
+    assert found["site-4.yaml"] == (
+        f"key 'job.sites' in {folder / 'job.yaml'} lists site-1, site-2, not 'site-4'; add "
+        "'site-4' to job.sites to make it a site of the job"
+    )
+    assert found["site-3.yml"] == (
+        "only <site>.yaml files are read; rename it to site-3.yaml and list 'site-3' in "
+        "job.sites to make it a site of the job"
+    )
+    assert unlisted_yaml_files(folder, ["site-1", "site-2", "site-4"])[0][0].name == "site-3.yml"
+
+
 # --------------------------------------------------------------------------- job.tracking
 def test_tracking_defaults_to_none_and_accepts_every_kind():
     from fedforest.vocabulary import TRACKING

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import pandas as pd
@@ -110,6 +111,40 @@ def test_cli_build_reports_config_errors(tmp_path, capsys):
     assert main(["job", "build", "--config", str(configs), "--out", str(tmp_path / "j")]) == 1
     err = capsys.readouterr().err
     assert "site-1.yaml: key 'selector' is 'magic'; allowed: lasso" in err
+
+
+def test_build_warns_of_a_site_yaml_the_job_does_not_list(tmp_path, caplog):
+    configs = write_configs(tmp_path, rows=60)
+    (configs / "site-4.yaml").write_text((configs / "site-3.yaml").read_text())
+    (configs / "site-1.yml").write_text((configs / "site-1.yaml").read_text())
+    with caplog.at_level(logging.WARNING, logger="fedforest.flare.job"):
+        assert main(["job", "build", "--config", str(configs), "--out", str(tmp_path / "j")]) == 0
+    err = "\n".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert f"{configs / 'site-4.yaml'} is not read by this job: key 'job.sites' in " in err
+    assert "not 'site-4'; add 'site-4' to job.sites" in err
+    assert f"{configs / 'site-1.yml'} is not read by this job: only <site>.yaml files are " in err
+    assert "site-1.yaml is read, not this file" in err
+
+
+def test_cli_build_refuses_two_codings_of_the_target(tmp_path, capsys):
+    configs = write_configs(tmp_path, rows=60)
+    data = tmp_path / "data" / "site-2.csv"
+    frame = pd.read_csv(data)
+    frame["outcome"] = frame["outcome"].map({1: "M", 0: "B"})
+    frame.to_csv(data, index=False)
+    out = tmp_path / "j"
+    assert main(["job", "build", "--config", str(configs), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{configs / 'site-2.yaml'}: key 'target' ('outcome') of site 'site-2'" in err
+    assert "site-2: label_map: {B: 0, M: 1}" in err and "site 'site-1'" in err
+    assert not out.exists()  # refused before anything is written
+    # simulate and poc build first: the same refusal, before FLARE starts
+    assert main(["job", "simulate", "--config", str(configs), "-q",
+                 "--workspace", str(tmp_path / "ws")]) == 1  # fmt: skip
+    assert "site-2: label_map: {B: 0, M: 1}" in capsys.readouterr().err
+    assert not (tmp_path / "ws").exists() and not (tmp_path / "ws.log").exists()
+    edit(configs / "site-2.yaml", lambda d: d.update(label_map={"B": 0, "M": 1}))
+    assert main(["job", "build", "--config", str(configs), "--out", str(out)]) == 0
 
 
 @pytest.mark.flare

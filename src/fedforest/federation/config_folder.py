@@ -39,10 +39,13 @@ def unlisted_yaml_files(config_dir, sites: Sequence[str]) -> list[tuple[Path, st
     for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
         if not path.is_file() or path.name == JOB_FILE_NAME:
             continue
-        if path.suffix == ".yml":
+        if path.suffix == ".yml" and (folder / f"{path.stem}.yaml").is_file():
+            why = f"only <site>.yaml files are read: {path.stem}.yaml is read, not this file"
+        elif path.suffix == ".yml":
+            listed_or_not = "" if path.stem in sites else f" and list {path.stem!r} in job.sites"
             why = (
-                f"only <site>.yaml files are read; rename it to {path.stem}.yaml (and list "
-                f"{path.stem!r} in job.sites) to make it a site of the job"
+                f"only <site>.yaml files are read; rename it to {path.stem}.yaml"
+                f"{listed_or_not} to make it a site of the job"
             )
         elif path.stem in sites:
             continue
@@ -134,6 +137,8 @@ def check_target_codings(
     la, lb = _sorted_labels(by_site[a]), _sorted_labels(by_site[b])
     per_site = "; ".join(f"{s}: {_labels_text(_sorted_labels(v))}" for s, v in by_site.items())
     fix = _suggested_map(lb, la, getattr(site_b, "label_map", {}) or {})
+    if reference not in (a, b) and nested(a, reference) and nested(b, reference):
+        fix = None  # two sites each lacking other classes of the reference's: no mapping fits
     example = (
         f"e.g. {b}: label_map: {_flow(fix)} in {site_b.source} (check which label means which)"
         if fix

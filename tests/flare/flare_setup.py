@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -68,19 +69,34 @@ def write_configs(
 
 @contextlib.contextmanager
 def terminal(path: Path):
-    """What the run writes to its standard output and error (file descriptors 1 and 2, its
-    child processes' included), into ``path``: what a user's terminal would show."""
+    """What the run writes to its standard output and error, into ``path``: what a user's
+    terminal would show.
+
+    As in the ``fedforest`` command: ``sys.stdout`` and ``sys.stderr`` write to file
+    descriptors 1 and 2 (pytest's capture writes elsewhere), which the child processes
+    share, and warnings are logged to standard error (``logging.basicConfig``).
+    """
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
+    streams = sys.stdout, sys.stderr
+    root = logging.getLogger()
     with open(path, "w") as out:
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setLevel(logging.WARNING)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
         try:
             yield
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            root.removeHandler(handler)
+            for stream in (sys.stdout, sys.stderr):
+                stream.close()  # the descriptors stay open (closefd=False)
+            sys.stdout, sys.stderr = streams
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
             os.close(saved[0])

@@ -288,8 +288,10 @@ def test_model_round_trip_gives_the_same_predictions(tmp_path, parts, strategy):
         "intersection",
         "settings",
         "deployment",
+        "inputs",
     }
     assert loaded["deployment"] is None  # a model bundled outside a job: nothing chosen
+    assert loaded["inputs"] is None  # nor any site's input mapping
     assert loaded["settings"] == {"depth_threshold": 2, "voting": "soft", "seed": 0}
     assert loaded["feature_std"] == parts["feature_std"]
     assert loaded["forest"].owners == ["site-a", "site-b"]

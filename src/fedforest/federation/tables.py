@@ -184,6 +184,27 @@ def read_csv_checked(path, fail) -> pd.DataFrame:
     return frame
 
 
+def read_text_columns(path, columns: Sequence[str]) -> pd.DataFrame:
+    """Columns of a CSV file as the text written there (no number or missing-value parsing),
+    one row per row of :func:`read_csv_checked` (a file it accepted)."""
+    path = Path(path)
+    text, header, _ = _read_csv_text(path, _unreadable(path))
+    names = [h if h.strip() else f"Unnamed: {i}" for i, h in enumerate(header)]
+    keep = [i for i, name in enumerate(names) if name in set(columns)]
+    frame = pd.read_csv(
+        io.StringIO(text), usecols=keep, dtype=str, keep_default_na=False, low_memory=False
+    )
+    frame.columns = [names[i] for i in keep]
+    return frame[list(columns)]
+
+
+def _unreadable(path: Path):
+    def fail(what: str, allowed: str) -> NoReturn:
+        raise ValueError(f"{path}: {what}; allowed: {allowed}")
+
+    return fail
+
+
 def table_summary(site) -> TableSummary:
     """The checked table's :class:`TableSummary` (the file is read again only when it or
     the site's configuration changed since it was last checked)."""

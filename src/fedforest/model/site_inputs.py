@@ -91,7 +91,8 @@ class SiteInputs:
         """The site's own label of each global class (the inverse of ``label_map``).
 
         A global label that several local labels map onto reads as those labels
-        joined by ``" or "``; a class no entry maps onto keeps its global label.
+        joined by ``" or "``; a class no entry maps onto keeps its global label,
+        followed by `` (model class ...)`` where that reads like another class.
         """
         out = []
         for label in classes:
@@ -103,6 +104,10 @@ class SiteInputs:
                 out.append(sources[0])
             else:
                 out.append(" or ".join(map(str, sources)))
+        texts = [str(v) for v in out]
+        for i, label in enumerate(classes):
+            if texts.count(texts[i]) > 1 and out[i] == _plain(label):
+                out[i] = f"{texts[i]} (model class {_plain(label)!r})"
         return out
 
     def to_payload(self) -> dict:

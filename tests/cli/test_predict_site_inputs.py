@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from fedforest.cli import main
 from fedforest.federation.driver import InProcessExchange, JobDriver
@@ -42,7 +41,13 @@ def deployed(tmp_path_factory):
             "privacy": {"min_level_rows": 5},
         }
     }
-    config, runners = make_job(folder, rows=160, n_estimators=6, site_changes=changes)
+    config, runners = make_job(
+        folder,
+        rows=160,
+        n_estimators=6,
+        site_changes=changes,
+        election={"always_keep": ["smoker"]},  # a text categorical among the features
+    )
     csv = folder / "data" / f"{SITE}.csv"
     frame = pd.read_csv(csv)
     frame["outcome"] = frame["outcome"].map({0: "no", 1: "yes"})

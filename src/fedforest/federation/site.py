@@ -62,9 +62,10 @@ from ..validation import PayloadReader
 from ..vocabulary import DEFAULT_AUTO_METRIC, METRICS
 from .config import JobConfig, SiteConfig, check_job_against_sites
 from .evaluation import evaluate_strategies
+from .inputs import model_input, site_inputs
 from .schema import GlobalSchema, SiteSchema
 from .splits import split_site_rows
-from .tables import check_table, model_input, read_table, site_inputs
+from .tables import check_table, read_table
 from .training import fit_site_models
 
 logger = logging.getLogger(__name__)

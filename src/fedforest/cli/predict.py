@@ -75,7 +75,7 @@ def _predict(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from ..federation.inputs import model_input
+    from ..federation.model_input import model_input
     from ..model.inputs import names_text
     from ..model.model_files import load_model
     from ..outputs import check_file, write_file

@@ -261,7 +261,7 @@ class GlobalSchema:
             Columns to return (default: the features of the schema present in
             ``frame``).
         """
-        from .inputs import encode_features
+        from .model_input import encode_features
 
         if columns is None:
             columns = [f for f in self.features if f in frame.columns]

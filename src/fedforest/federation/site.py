@@ -62,7 +62,7 @@ from ..validation import PayloadReader
 from ..vocabulary import DEFAULT_AUTO_METRIC, METRICS
 from .config import JobConfig, SiteConfig, check_job_against_sites
 from .evaluation import evaluate_strategies
-from .inputs import model_input, site_inputs
+from .model_input import model_input, site_inputs
 from .schema import GlobalSchema, SiteSchema
 from .splits import split_site_rows
 from .tables import check_table, read_table

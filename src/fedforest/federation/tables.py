@@ -37,7 +37,7 @@ from ..errors import ConfigError
 from ..model.inputs import FLOAT32_MAX
 from ..model.payload_checks import MAX_LEVELS
 from ..validation import ConfigChecker
-from .inputs import global_names
+from .model_input import global_names
 
 #: The fewest rows a site needs to train, validate and test.
 MIN_ROWS = 10

@@ -1,4 +1,4 @@
-"""A table in a site's own words made the model's input (``federation/inputs.py``)."""
+"""A table in a site's own words made the model's input (``federation/model_input.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from fedforest.errors import SchemaError
 
 # ------------------------------------------------ the model's input from a table in the site's words
 def test_model_input_drops_renames_hides_and_encodes():
-    from fedforest.federation.inputs import model_input
+    from fedforest.federation.model_input import model_input
     from fedforest.model.site_inputs import SiteInputs
 
     rows = pd.DataFrame(
@@ -42,7 +42,7 @@ def test_model_input_drops_renames_hides_and_encodes():
 
 
 def test_model_input_refuses_what_it_cannot_read_naming_the_column():
-    from fedforest.federation.inputs import model_input
+    from fedforest.federation.model_input import model_input
     from fedforest.model.site_inputs import SiteInputs
 
     inputs = SiteInputs("s", "y", renames={"glu": "glucose"}, hidden_levels={"c": ("z",)})
@@ -64,7 +64,7 @@ def test_model_input_refuses_what_it_cannot_read_naming_the_column():
 
 def test_site_inputs_are_the_sites_yaml_rules(tmp_path):
     from fedforest.federation.config import SiteConfig
-    from fedforest.federation.inputs import site_inputs
+    from fedforest.federation.model_input import site_inputs
 
     config = SiteConfig.from_dict(
         {

@@ -200,7 +200,7 @@ def model_input(
     for local, name in renamed.items():
         if columns.count(name) > 1:
             raise ValueError(
-                f"column {local!r} is renamed to {name!r}, but the table has another column "
+                f"column {local!r} is renamed to {name!r}, but the table already has a column "
                 f"{name!r}; allowed: a global name no other column has"
             )
     table = frame[kept].set_axis(columns, axis=1)

@@ -264,9 +264,10 @@ def _report(args, done, ignored, forest, inputs, renames) -> None:
             file=sys.stderr,
         )
     if absent:
+        verb = "is" if len(absent) == 1 else "are"
         print(
-            f"{len(absent)} of the model's {len(shares)} features are absent from {args.data}: "
-            "missing on every row",
+            f"{len(absent)} of the model's {len(shares)} features {verb} absent from "
+            f"{args.data}: missing on every row",
             file=sys.stderr,
         )
 

@@ -186,7 +186,7 @@ def test_every_older_version_has_an_upgrade():
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
     assert protocol.FORMATS[protocol.SITE_METRICS] == 3
     assert protocol.FORMATS[protocol.POOLED_FOREST] == 3
-    assert protocol.FORMATS[protocol.MODEL] == 2
+    assert protocol.FORMATS[protocol.MODEL] == 3
 
 
 def test_version_1_pooled_forests_still_load(job):

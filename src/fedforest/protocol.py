@@ -57,7 +57,8 @@ FORMATS: dict[str, int] = {
     MASK_SCORE: 1,
     SITE_MODELS: 1,
     # 2: settings.owner_weights (pooling weights) and the site's deployment (field ``deployment``)
-    MODEL: 2,
+    # 3: the site's input mapping (field ``inputs``: renames, label map, levels, target)
+    MODEL: 3,
     # 2: the site's effective privacy policy (field ``privacy``) was added
     # 3: each row's calibration and reliability bins; auto's calibration and runner-up
     SITE_METRICS: 3,
@@ -92,6 +93,12 @@ def _model_v1(payload: Mapping) -> dict:
     return {**payload, "deployment": None}
 
 
+def _model_v2(payload: Mapping) -> dict:
+    """``fedforest/model`` version 2 -> 3: no input mapping saved (the file's columns are
+    taken as the model's global names, its classes as the model's)."""
+    return {**payload, "inputs": None}
+
+
 def _pooled_forest_v2(payload: Mapping) -> dict:
     """``fedforest/pooled-forest`` version 2 -> 3: classification trees (3 names the task)."""
     return {**payload, "task": "classification"}
@@ -104,6 +111,7 @@ UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
     (SITE_METRICS, 1): _site_metrics_v1,
     (SITE_METRICS, 2): _site_metrics_v2,
     (MODEL, 1): _model_v1,
+    (MODEL, 2): _model_v2,
 }
 
 # ------------------------------------------------------------------ tasks

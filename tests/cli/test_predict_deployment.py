@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -139,3 +140,16 @@ def test_a_model_without_deployment_predicts_with_mp_and_says_so(
         X[SITE_A][:40]
     )
     assert np.allclose(pred[["p_0", "p_1"]].to_numpy(), expected)
+
+
+def test_a_version_2_model_predicts_as_it_did_when_it_was_written(tmp_path, capsys):
+    """``tests/model/data/model_v2.npz`` holds no input mapping: its rows are read by the
+    model's own names and the output is what fedforest wrote then, to the character."""
+    data = Path(__file__).resolve().parents[1] / "model" / "data"
+    out = tmp_path / "pred.csv"
+    argv = ["predict", "--model", str(data / "model_v2.npz"), "--data"]
+    assert main([*argv, str(data / "model_v2_rows.csv"), "--out", str(out)]) == 0
+    assert out.read_text() == (data / "model_v2_predictions.csv").read_text()
+    assert "strategy mp, calibration sigmoid: chosen by the job for site site-a" in (
+        capsys.readouterr().err
+    )

@@ -77,6 +77,10 @@ def test_three_sites_with_different_columns(demo_server_run):
         assert model["deployment"]["site"] == site
         assert model["deployment"]["strategy"] == auto["chosen"]
         assert model["deployment"]["calibrator"].method == auto["chosen_calibration"]
+        # and how its own file becomes the model's input (site-2 renames its glucose column)
+        assert model["inputs"].site == site and model["inputs"].target == "outcome"
+        renames = {"glucose_mg_dl": "glucose"} if site == "site-2" else {}
+        assert model["inputs"].renames == renames
         saved = json.loads((ws / site / "simulate_job" / "metrics.json").read_text())
         assert math.isclose(
             saved["strategies"]["mp"]["auprc"], results["metrics"][site]["mp"]["auprc"]

@@ -288,8 +288,10 @@ def test_model_round_trip_gives_the_same_predictions(tmp_path, parts, strategy):
         "intersection",
         "settings",
         "deployment",
+        "inputs",
     }
     assert loaded["deployment"] is None  # a model bundled outside a job: nothing chosen
+    assert loaded["inputs"] is None  # nor any site's input mapping
     assert loaded["settings"] == {"depth_threshold": 2, "voting": "soft", "seed": 0}
     assert loaded["feature_std"] == parts["feature_std"]
     assert loaded["forest"].owners == ["site-a", "site-b"]
@@ -389,3 +391,21 @@ def test_malformed_bundles_refused(parts, changes, match):
 
 def test_bundle_format_tag():
     assert MODEL_FORMAT == "fedforest/model"
+
+
+# ------------------------------------------------------------ version 2 model files
+MODEL_V2 = Path(__file__).resolve().parent / "data" / "model_v2.npz"
+
+
+def test_a_version_2_model_file_still_loads_without_an_input_mapping():
+    """``data/model_v2.npz``: a site's model as fedforest wrote it before ``inputs``
+    (``data/make_model_v2.py``)."""
+    raw = load_payload(MODEL_V2)
+    assert raw["version"] == 2 and "inputs" not in raw and raw["deployment"]["site"] == "site-a"
+    model = load_model(MODEL_V2)
+    assert model["inputs"] is None
+    assert model["deployment"]["strategy"] == "mp"
+    assert model["deployment"]["calibrator"].method == "sigmoid"
+    assert model["settings"]["owner_weights"] == {"site-a": 150.0, "site-b": 150.0}
+    read_model(raw, sender="model_v2.npz")
+    assert "inputs" not in raw and raw["version"] == 2  # the payload read is left as it was

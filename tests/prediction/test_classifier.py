@@ -362,15 +362,13 @@ def test_strategies_beat_chance_with_missing_columns(two_site_forest, table):
 def test_bad_inputs_give_clear_errors(real_forest):
     _, forest, X, _ = real_forest
     clf = PooledForestClassifier(forest, strategy="fpv")
-    with pytest.raises(ValueError, match=r"does not know: \['target'\]"):
-        clf.predict_proba(X.assign(target=1))
     with pytest.raises(ValueError, match="0 rows"):
         clf.predict_proba(X.iloc[:0])
     with pytest.raises(ValueError, match="non-numeric"):
         clf.predict_proba(X.assign(x0="high"))
     with pytest.raises(ValueError, match="duplicate"):
         clf.predict_proba(pd.concat([X, X[["x0"]]], axis=1))
-    with pytest.raises(ValueError, match="6 features"):
+    with pytest.raises(ValueError, match="one column per feature of the model, 6 "):
         clf.predict_proba(X.to_numpy()[:, :3])
     with pytest.raises(ValueError, match="infinite"):
         clf.predict_proba(X.assign(x0=np.inf))

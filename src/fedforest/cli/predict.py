@@ -75,6 +75,8 @@ def _predict(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
+    from ..federation.model_input import model_input
+    from ..model.inputs import names_text
     from ..model.model_files import load_model
     from ..outputs import check_file, write_file
     from ..prediction.classifier import PooledForestClassifier
@@ -88,6 +90,7 @@ def _predict(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--model: no such model file: {model_path}")
     model = load_model(model_path)
     frame = read_csv(args.data, "--data")
+    ids = _id_columns(args, frame)
     renames = args.rename or {}
     absent = [c for c in renames if c not in frame.columns]
     if absent:
@@ -95,14 +98,8 @@ def _predict(args: argparse.Namespace) -> int:
             f"--rename: {', '.join(map(repr, absent))} is not a column of {args.data}; columns: "
             + columns_text(frame)
         )
-    clash = [t for t in renames.values() if t in frame.columns and t not in renames]
-    if clash:
-        raise ValueError(
-            f"--rename: {args.data} already has a column {', '.join(map(repr, clash))}; "
-            "renaming another column to it would give two columns of that name"
-        )
-    frame = frame.rename(columns=renames)
     forest = model["forest"]
+    inputs = model["inputs"]
     deployed = model["deployment"]
     strategy, calibrator, site = _choice(args, deployed, model_path)
     args.site = site
@@ -118,22 +115,26 @@ def _predict(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--strategy {strategy} {given}; the model's sites: {', '.join(forest.owners)}"
         )
-    known = set(forest.feature_names)
+    features = list(forest.feature_names)
+    categories = dict(forest.categories)
     if model["intersection"] is not None:
-        known |= set(model["intersection"].feature_names)
-    drop = [c for c in frame.columns if c not in known]
-    _refuse_near_misses(drop, known - set(frame.columns), args.data)
-    if drop:
-        print(
-            f"ignoring columns the model does not use: {', '.join(map(str, drop))}", file=sys.stderr
+        features += [f for f in model["intersection"].feature_names if f not in set(features)]
+        categories = {**model["intersection"].categories, **categories}
+    try:  # the site's own path from its file to the model's input (tables.model_input)
+        done = model_input(frame, inputs, features, categories, renames)
+    except ValueError as err:
+        raise ValueError(f"--data {args.data}: {err}") from err
+    local = {g: loc for loc, g in done.renamed.items()}
+    ignored = [local.get(c, c) for c in done.ignored]
+    _refuse_near_misses(ignored, set(done.absent), args.data)
+    if done.X.shape[1] == 0:
+        expected = [_in_words(f, inputs) for f in forest.feature_names]
+        raise ValueError(
+            f"--data {args.data} has none of the model's features: it has "
+            f"{names_text(list(map(str, frame.columns)))}; the model expects some of "
+            f"{names_text(expected)} (rename a column with --rename local=global)"
         )
-    X = frame.drop(columns=drop)
-    # raw CSV values of categorical columns are levels (e.g. stage 1, 2, 3), never codes
-    from ..columns import as_level_strings
-
-    for col in X.columns:
-        if col in forest.categories:
-            X[col] = as_level_strings(X[col])
+    _report(args, done, ignored, forest, inputs, renames)
     settings = model["settings"]
     if strategy == "wmp":
         if deployed is not None and deployed["strategy"] == "wmp" and args.guess_weight is None:
@@ -153,16 +154,30 @@ def _predict(args: argparse.Namespace) -> int:
         owner_weights=settings.get("owner_weights"),
         intersection=model["intersection"],
     )
+    X = done.X
+    target = None if inputs is None else inputs.local_name(inputs.target)
+    predicted = "prediction" if target is None else f"predicted_{target}"
     if forest.is_regression:  # the task comes with the model: one column, the number
         clf = PooledForestRegressor(forest, **common)
-        out = pd.DataFrame({"prediction": clf.predict(X)}, index=frame.index)
+        out = pd.DataFrame({predicted: clf.predict(X)}, index=frame.index)
     else:
         clf = PooledForestClassifier(forest, voting=settings.get("voting", "soft"), **common)
         proba = clf.predict_proba(X)
         if calibrator is not None:
             proba = calibrator.transform(proba)
-        out = pd.DataFrame(proba, columns=[f"p_{c}" for c in clf.classes_], index=frame.index)
-        out.insert(0, "prediction", clf.classes_[proba.argmax(axis=1)])
+        labels = list(clf.classes_) if inputs is None else inputs.local_labels(clf.classes_)
+        names = [f"p_{c}" if target is None else f"p_{target}={c}" for c in labels]
+        out = pd.DataFrame(proba, columns=names, index=frame.index)
+        chosen = pd.Series(labels, dtype=object).to_numpy()[proba.argmax(axis=1)]
+        out.insert(0, predicted, chosen if inputs is not None else clf.classes_[proba.argmax(1)])
+    if ids is not None:
+        clash = [c for c in ids.columns if c in out.columns]
+        if clash:
+            raise ValueError(
+                f"--id {clash[0]!r}: the output already has a column of that name; "
+                f"its columns: {', '.join(out.columns)}"
+            )
+        out = pd.concat([ids.set_axis(out.index), out], axis=1)
     if args.out:
         check_file(args.out, "--out", overwrite=args.overwrite, inputs=[args.data, args.model])
         write_file(args.out, lambda handle: out.to_csv(handle, index=False))
@@ -173,6 +188,88 @@ def _predict(args: argparse.Namespace) -> int:
     else:
         out.to_csv(sys.stdout, index=False)
     return 0
+
+
+def _id_columns(args: argparse.Namespace, frame):
+    """The ``--id`` columns of the file, as text exactly as written there (or ``None``)."""
+    if not args.id:
+        return None
+    unknown = [c for c in args.id if c not in frame.columns]
+    if unknown:
+        raise ValueError(
+            f"--id {unknown[0]!r} is not a column of {args.data}; its columns: "
+            + columns_text(frame)
+        )
+    repeated = sorted({c for c in args.id if args.id.count(c) > 1})
+    if repeated:
+        raise ValueError(f"--id {repeated[0]!r} is given twice; give each column once")
+    from ..federation.tables import read_text_columns
+
+    return read_text_columns(args.data, args.id)
+
+
+def _in_words(feature: str, inputs) -> str:
+    """A model feature as the site calls it: ``local (the model's feature)`` when renamed."""
+    name = feature if inputs is None else inputs.local_name(feature)
+    return name if name == feature else f"{name} (the model's {feature})"
+
+
+def _split_shares(forest) -> dict[str, float]:
+    """Each feature's share of the forest's splits (its internal nodes)."""
+    import numpy as np
+
+    split = forest.feature[forest.feature >= 0]
+    counts = np.bincount(split, minlength=len(forest.feature_names))
+    total = max(int(counts.sum()), 1)
+    return {name: counts[j] / total for j, name in enumerate(forest.feature_names)}
+
+
+def _share_text(share: float) -> str:
+    if 0 < share < 0.005:
+        return "<1%"
+    return f"{share:.0%}"
+
+
+def _report(args, done, ignored, forest, inputs, renames) -> None:
+    """Say on standard error what was done to the file, in the site's words."""
+    from ..model.inputs import MAX_LISTED, names_text
+
+    site = f"site {inputs.site}" if inputs is not None else "the model"
+    from_model = {k: v for k, v in done.renamed.items() if k not in renames}
+    if from_model:
+        pairs = [f"{k} -> {v}" for k, v in from_model.items()]
+        print(f"renames from the model ({site}'s): {names_text(pairs)}", file=sys.stderr)
+    given = {k: v for k, v in done.renamed.items() if k in renames}
+    if given:
+        pairs = [f"{k} -> {v}" for k, v in given.items()]
+        print(f"renames from --rename: {names_text(pairs)}", file=sys.stderr)
+    if done.dropped:
+        print(
+            f"not read ({site}'s drop_columns): {names_text(done.dropped)}",
+            file=sys.stderr,
+        )
+    if ignored:
+        print(f"ignoring columns the model does not use: {names_text(ignored)}", file=sys.stderr)
+    shares = _split_shares(forest)
+    absent = sorted(done.absent, key=lambda f: (-shares.get(f, 0.0), f))
+    for feature in absent[:MAX_LISTED]:
+        share = shares.get(feature)
+        where = "" if share is None else f" ({_share_text(share)} of the forest's splits)"
+        print(f"{_in_words(feature, inputs)}: absent{where}", file=sys.stderr)
+    if len(absent) > MAX_LISTED:
+        rest = sum(shares.get(f, 0.0) for f in absent[MAX_LISTED:])
+        print(
+            f"and {len(absent) - MAX_LISTED} more absent features ({_share_text(rest)} of the "
+            "forest's splits)",
+            file=sys.stderr,
+        )
+    if absent:
+        verb = "is" if len(absent) == 1 else "are"
+        print(
+            f"{len(absent)} of the model's {len(shares)} features {verb} absent from "
+            f"{args.data}: missing on every row",
+            file=sys.stderr,
+        )
 
 
 def add_parser(sub) -> None:
@@ -197,7 +294,16 @@ def add_parser(sub) -> None:
         "metrics.json beside --model)",
     )
     p.add_argument(
-        "--rename", type=rename_pairs, help="local=global column renames, comma-separated"
+        "--rename",
+        type=rename_pairs,
+        help="local=global column renames, comma-separated; they extend the renames the model "
+        "records for its site, and win over them for the same local column",
+    )
+    p.add_argument(
+        "--id",
+        action="append",
+        metavar="COLUMN",
+        help="copy this column of --data to the output, first and unchanged (repeatable)",
     )
     p.add_argument(
         "--seed", type=integer(0, MAX_SEED), help="seed of pr / ipr (default: the job's)"

@@ -21,7 +21,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-import numpy as np
 import pandas as pd
 
 from .. import protocol
@@ -262,28 +261,11 @@ class GlobalSchema:
             Columns to return (default: the features of the schema present in
             ``frame``).
         """
+        from .model_input import encode_features
+
         if columns is None:
             columns = [f for f in self.features if f in frame.columns]
-        missing = [c for c in columns if c not in frame.columns]
-        if missing:
-            raise SchemaError(f"table lacks columns {missing}")
-        out = {}
-        for col in columns:
-            series = frame[col]
-            if col in self.categories:
-                lookup = {lvl: float(i) for i, lvl in enumerate(self.categories[col])}
-                as_str = as_level_strings(series)
-                codes = as_str.map(lookup).astype("Float64")
-                unknown = sorted(set(as_str[codes.isna() & as_str.notna()]))
-                if unknown:
-                    raise SchemaError(
-                        f"column {col!r} has levels {unknown[:10]} not in the schema's "
-                        f"{self.categories[col]}"
-                    )
-                out[col] = codes.to_numpy(dtype=float, na_value=np.nan)
-            else:
-                out[col] = pd.to_numeric(series, errors="raise").astype(float)
-        return pd.DataFrame(out, index=frame.index)
+        return encode_features(frame, self.categories, columns)
 
     def to_payload(self) -> dict:
         return {

@@ -62,6 +62,7 @@ from ..validation import PayloadReader
 from ..vocabulary import DEFAULT_AUTO_METRIC, METRICS
 from .config import JobConfig, SiteConfig, check_job_against_sites
 from .evaluation import evaluate_strategies
+from .model_input import model_input, site_inputs
 from .schema import GlobalSchema, SiteSchema
 from .splits import split_site_rows
 from .tables import check_table, read_table
@@ -320,7 +321,10 @@ class SiteRunner:
                 f"the global schema has classes {self.schema.classes}, but this site's job is "
                 f"a {self.task} job"
             )
-        X = self.schema.encode(self.frame, self.schema.site_columns[self.site])
+        # the table is checked, renamed and its rare levels hidden (load): encoded as
+        # fedforest predict encodes new rows (tables.model_input)
+        columns = self.schema.site_columns[self.site]
+        X = model_input(self.frame, None, columns, self.schema.categories).X
         target = self.frame[self.config.target]
         y = target.to_numpy(dtype=np.float64) if self.regression else normalize_labels(target)
         (self.X_train, self.X_val, self.X_test, self.y_train, self.y_val, self.y_test) = (
@@ -459,6 +463,20 @@ class SiteRunner:
             out["intersection"] = models.intersection.to_payload()
         return out
 
+    def saved_model(self, model: Mapping, fitted: Mapping) -> dict:
+        """The model as this site keeps it: the pooled model (current version), what the job
+        chose for the site (``deployment``) and its input mapping (``inputs``:
+        :func:`~fedforest.federation.tables.site_inputs`)."""
+        version = model.get("version")
+        current = protocol.upgrade(protocol.MODEL, int(version), model)
+        inputs = site_inputs(self.config, self.hidden, self.schema.classes)
+        return {
+            **current,
+            "version": protocol.FORMATS[protocol.MODEL],
+            "deployment": deployment(fitted),
+            "inputs": inputs.to_payload(),
+        }
+
     # ------------------------------------------------------------- phase 4
     def evaluate(
         self,
@@ -524,7 +542,7 @@ class SiteRunner:
         if save_dir is not None:
             save_dir = Path(save_dir)
             save_dir.mkdir(parents=True, exist_ok=True)
-            save_payload(save_dir / "pooled_model.npz", {**model, "deployment": deployment(fitted)})
+            save_payload(save_dir / "pooled_model.npz", self.saved_model(model, fitted))
             (save_dir / "metrics.json").write_text(json.dumps(out, indent=2) + "\n")
             logger.info("site %s: saved the pooled model and metrics in %s", self.site, save_dir)
         return out

@@ -37,6 +37,7 @@ from ..errors import ConfigError
 from ..model.inputs import FLOAT32_MAX
 from ..model.payload_checks import MAX_LEVELS
 from ..validation import ConfigChecker
+from .model_input import global_names
 
 #: The fewest rows a site needs to train, validate and test.
 MIN_ROWS = 10
@@ -182,6 +183,27 @@ def read_csv_checked(path, fail) -> pd.DataFrame:
     return frame
 
 
+def read_text_columns(path, columns: Sequence[str]) -> pd.DataFrame:
+    """Columns of a CSV file as the text written there (no number or missing-value parsing),
+    one row per row of :func:`read_csv_checked` (a file it accepted)."""
+    path = Path(path)
+    text, header, _ = _read_csv_text(path, _unreadable(path))
+    names = [h if h.strip() else f"Unnamed: {i}" for i, h in enumerate(header)]
+    keep = [i for i, name in enumerate(names) if name in set(columns)]
+    frame = pd.read_csv(
+        io.StringIO(text), usecols=keep, dtype=str, keep_default_na=False, low_memory=False
+    )
+    frame.columns = [names[i] for i in keep]
+    return frame[list(columns)]
+
+
+def _unreadable(path: Path):
+    def fail(what: str, allowed: str) -> NoReturn:
+        raise ValueError(f"{path}: {what}; allowed: {allowed}")
+
+    return fail
+
+
 def table_summary(site) -> TableSummary:
     """The checked table's :class:`TableSummary` (the file is read again only when it or
     the site's configuration changed since it was last checked)."""
@@ -228,7 +250,7 @@ def check_table(
     for local in site.renames:
         if local not in header:
             c.fail(f"renames.{local}", local, "a column of the data file: " + ", ".join(header))
-    columns = [site.renames.get(h, h) for h in header]
+    columns = global_names(header, site.renames)
     for local, name in site.renames.items():
         if columns.count(name) > 1:
             c.fail(

@@ -1,4 +1,13 @@
-"""Aligning user tables with a forest's global feature space."""
+"""Aligning user tables with a forest's global feature space.
+
+**The column rule** (:func:`model_columns`), the same for the library's
+estimators and ``fedforest predict``: a DataFrame is matched by column name;
+the model's features it lacks are missing on every row; its other columns are
+ignored (and named: the estimators warn once, the command line says so). A
+table with none of the model's features is refused, naming what it has and
+what the model expects. An array has no names: it must hold every feature, in
+the model's order.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +18,82 @@ import pandas as pd
 
 #: The largest magnitude a float32 holds: the trees split on float32 values.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+#: How many names a message lists before it says "and N more".
+MAX_LISTED = 20
+
+
+def names_text(names: Sequence, limit: int = MAX_LISTED) -> str:
+    """Names for a message, comma-separated; after ``limit`` of them, "and N more".
+
+    >>> names_text(["a", "b", "c"], limit=2)
+    'a, b and 1 more'
+    """
+    names = [str(n) for n in names]
+    if len(names) <= limit:
+        return ", ".join(names)
+    return f"{', '.join(names[:limit])} and {len(names) - limit} more"
+
+
+def model_columns(X, feature_names: Sequence[str], known: Sequence[str] | None = None, what="X"):
+    """Apply the column rule to ``X``; return the table to predict and the ignored columns.
+
+    Parameters
+    ----------
+    X : DataFrame or array of shape (n_rows, n_features)
+    feature_names : sequence of str
+        The model's features, in order (an array's columns).
+    known : sequence of str, optional
+        Every name the model uses (default ``feature_names``; with an
+        intersection forest, its features too).
+    what : str
+        How messages name ``X``.
+
+    Returns
+    -------
+    X : DataFrame or ndarray
+        ``X`` itself when nothing is ignored, else its columns the model uses.
+    ignored : list of str
+        The columns of ``X`` the model does not use.
+
+    Raises
+    ------
+    ValueError
+        A DataFrame with none of the model's features, or an array whose
+        number of columns is not the number of features.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> X, ignored = model_columns(pd.DataFrame({"a": [1.0], "pid": [7]}), ["a", "b"])
+    >>> list(X.columns), ignored
+    (['a'], ['pid'])
+    """
+    names = list(feature_names)
+    usable = set(names if known is None else known)
+    if isinstance(X, pd.DataFrame):
+        cols = [str(c) for c in X.columns]
+        ignored = [c for c in cols if c not in usable]
+        if len(ignored) == len(cols):
+            has = names_text(cols) if cols else "no columns"
+            raise ValueError(
+                f"{what} has none of the model's features: it has {has}; the model expects "
+                f"some of {names_text(sorted(usable))} (missing features are missing on every "
+                "row, other columns are ignored)"
+            )
+        if ignored:
+            X = X.loc[:, [c in usable for c in cols]]
+        return X, ignored
+    arr = np.asarray(X)
+    if arr.ndim != 2 or arr.shape[1] != len(names):
+        shape = f"shape {arr.shape}" if arr.ndim != 2 else f"{arr.shape[1]} columns"
+        raise ValueError(
+            f"{what} is an array with {shape}; an array must have one column per feature of "
+            f"the model, {len(names)} ({names_text(names)}), in that order: pass a pandas "
+            "DataFrame to match columns by name (features it lacks are missing)"
+        )
+    return X, []
 
 
 def to_global_matrix(

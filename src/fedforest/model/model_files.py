@@ -17,7 +17,10 @@ refused with a :class:`~fedforest.errors.PayloadError` naming the file.
 
 A saved *model* (what each site keeps after a job) bundles the pooled forest,
 the selected imputers, the pooled standard deviations, the intersection
-forest (when trained) and the prediction settings; :func:`load_model` validates
+forest (when trained) and the prediction settings, and, in the file a site
+keeps, its ``deployment`` (what the job chose for it) and its ``inputs`` (how
+its own data file becomes the model's input,
+:class:`~fedforest.model.site_inputs.SiteInputs`); :func:`load_model` validates
 every part as it would a payload received from another site.
 """
 
@@ -39,6 +42,7 @@ from ..validation import Checker, PayloadReader, describe
 from ..vocabulary import STRATEGIES, VOTING
 from .calibrator import Calibrator
 from .payload_checks import MAX_FEATURES, MAX_NODES, MAX_SEED
+from .site_inputs import SiteInputs
 
 #: Largest total uncompressed size of a payload file (all entries), in bytes.
 MAX_MODEL_BYTES = 2 * 1024**3
@@ -246,13 +250,16 @@ def model_bundle(
     intersection_payload: Mapping | None = None,
     settings: Mapping[str, Any] | None = None,
     deployment: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, Any] | None = None,
 ) -> dict:
     """A model payload: the pooled forest and everything prediction needs.
 
     ``deployment`` (a site's saved model only) records what the job chose for
     that site: ``site``, ``strategy`` (one of :data:`DEPLOYABLE`),
     ``calibrator`` (:meth:`~fedforest.model.calibrator.Calibrator.to_payload`)
-    and ``guess_weight`` (``wmp``'s, or ``None``).
+    and ``guess_weight`` (``wmp``'s, or ``None``). ``inputs`` (a site's saved
+    model only) is its input mapping
+    (:meth:`~fedforest.model.site_inputs.SiteInputs.to_payload`).
     """
     return {
         "format": MODEL_FORMAT,
@@ -263,6 +270,7 @@ def model_bundle(
         "intersection": dict(intersection_payload) if intersection_payload is not None else None,
         "settings": dict(settings or {}),
         "deployment": dict(deployment) if deployment is not None else None,
+        "inputs": dict(inputs) if inputs is not None else None,
     }
 
 
@@ -325,7 +333,9 @@ def read_model(payload: Mapping, sender: str | None = None) -> dict:
     from .imputers import ImputerSet
 
     r = PayloadReader(payload, MODEL_FORMAT, sender)
-    r.check_keys({"forest", "imputers", "feature_std", "intersection", "settings", "deployment"})
+    r.check_keys(
+        {"forest", "imputers", "feature_std", "intersection", "settings", "deployment", "inputs"}
+    )
     forest = PooledForest.from_payload(r.get("forest"), sender, where="forest")
     imps = r.get("imputers")
     imputers = None
@@ -345,14 +355,31 @@ def read_model(payload: Mapping, sender: str | None = None) -> dict:
             f"field 'settings.owner_weights' names sites {sorted(weights)}; the forest's sites "
             f"are {sorted(forest.owners)}"
         )
+    deployment = _read_deployment(r, forest, intersection)
+    inputs = _read_inputs(r, forest, deployment)
     return {
         "forest": forest,
         "imputers": imputers,
         "feature_std": std,
         "intersection": intersection,
         "settings": settings,
-        "deployment": _read_deployment(r, forest, intersection),
+        "deployment": deployment,
+        "inputs": inputs,
     }
+
+
+def _read_inputs(r: PayloadReader, forest, deployment) -> SiteInputs | None:
+    """The ``inputs`` field: the input mapping of the site that saved the model."""
+    value = r.get("inputs")
+    if value is None:
+        return None
+    inputs = SiteInputs.read(r.entry(value, "inputs"), forest)
+    if deployment is not None and deployment["site"] != inputs.site:
+        r.fail(
+            f"field 'inputs.site' is {inputs.site!r} but the deployment is site "
+            f"{deployment['site']!r}'s; expected the same site"
+        )
+    return inputs
 
 
 def _read_deployment(r: PayloadReader, forest, intersection) -> dict | None:

@@ -126,6 +126,11 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         The second best candidate (``auto`` only).
     calibrator_ : Calibrator
         The fitted calibration (identity for ``calibration="none"``).
+    feature_names_in_ : ndarray of str
+        The model's features (``forest.feature_names``): the names a DataFrame
+        is matched by, and an ndarray's column order.
+    n_features_in_ : int
+        The number of the model's features.
     guess_weight_ : float
         The guess weight in use (``wmp`` only; fitted with ``"auto"``).
     guess_weight_scores_ : dict
@@ -149,6 +154,8 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
     (200, 2)
     >>> bool(np.array_equal(clf.predict_proba(X), rf.predict_proba(X)))
     True
+    >>> clf.feature_names_in_.tolist(), clf.n_features_in_
+    (['a', 'b', 'c'], 3)
     """
 
     def __init__(
@@ -222,6 +229,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         -------
         self
         """
+        X = self._input(X)
         calibrate = check_calibration(self.calibration) != "none"
         if calibrate and (X is None or y is None):
             raise ValueError(
@@ -323,14 +331,23 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         Parameters
         ----------
         X : DataFrame or ndarray of shape (n_rows, n_columns)
-            Rows to predict. DataFrame columns are matched by name and may be
-            any subset of the forest's features; an ndarray must have every
-            feature in ``forest.feature_names`` order.
+            Rows to predict, under the column rule: DataFrame columns are
+            matched by name; the features it lacks are missing on every row,
+            and its other columns are ignored (one warning names them). An
+            ndarray must have :attr:`n_features_in_` columns, in
+            :attr:`feature_names_in_` order.
 
         Returns
         -------
         ndarray of shape (n_rows, n_classes)
+
+        Raises
+        ------
+        ValueError
+            A DataFrame with none of the model's features, or an ndarray with
+            another number of columns.
         """
+        X = self._input(X)
         proba, self.diagnostics_ = self._predict_values(X, self._strategy_in_use())
         if check_calibration(self.calibration) != "none":
             if not hasattr(self, "calibrator_"):

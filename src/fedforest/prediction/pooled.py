@@ -14,6 +14,7 @@ The estimators add what their task needs: classes, calibration and
 from __future__ import annotations
 
 import logging
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,7 @@ from sklearn.base import BaseEstimator
 
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
-from ..model.inputs import to_global_matrix
+from ..model.inputs import model_columns, names_text, to_global_matrix
 from ..model.traversal import CompiledForest
 from ..vocabulary import ENGINES, TREE_SELECTION, VOTING
 from . import fastpath
@@ -53,6 +54,37 @@ class PooledForestBase(BaseEstimator):
     task = "classification"
     #: How kept trees are averaged, for an estimator without the parameter.
     voting = "soft"
+
+    # ------------------------------------------------------------ columns
+    @property
+    def feature_names_in_(self) -> np.ndarray:
+        """The model's features (the forest's global names), as scikit-learn names them: an
+        array of ``str`` objects, the column order an ndarray input must have."""
+        return np.asarray(list(self.forest.feature_names), dtype=object)
+
+    @property
+    def n_features_in_(self) -> int:
+        """The number of the model's features (an ndarray input's number of columns)."""
+        return len(self.forest.feature_names)
+
+    def _input(self, X):
+        """``X`` under the column rule (:func:`~fedforest.model.inputs.model_columns`): its
+        columns the model does not use are left out, with one warning naming them."""
+        if X is None:
+            return X
+        if not isinstance(self.forest, PooledForest):
+            self._validate("mp")  # names the wrong type
+        known = list(self.forest.feature_names)
+        if isinstance(self.intersection, PooledForest):
+            known += [f for f in self.intersection.feature_names if f not in set(known)]
+        X, ignored = model_columns(X, self.forest.feature_names, known)
+        if ignored:
+            warnings.warn(
+                f"X has columns the model does not use, ignored: {names_text(ignored)}",
+                UserWarning,
+                stacklevel=3,
+            )
+        return X
 
     def _validate(self, strategy: str) -> None:
         if not isinstance(self.forest, PooledForest):

@@ -88,6 +88,11 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
         Validation mean squared error per candidate guess weight.
     diagnostics_ : PredictionDiagnostics
         Details of the last :meth:`predict` call.
+    feature_names_in_ : ndarray of str
+        The model's features (``forest.feature_names``): the names a DataFrame
+        is matched by, and an ndarray's column order.
+    n_features_in_ : int
+        The number of the model's features.
 
     Examples
     --------
@@ -104,6 +109,8 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
     (200,)
     >>> bool(np.array_equal(reg.predict(X), rf.predict(X)))
     True
+    >>> reg.n_features_in_
+    3
     """
 
     task = "regression"
@@ -155,6 +162,7 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
         -------
         self
         """
+        X = self._input(X)
         if self.strategy == "auto":
             y = self._targets(X, y, 'strategy="auto"')
             candidates = self.auto_candidates
@@ -203,13 +211,15 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
         Parameters
         ----------
         X : DataFrame or ndarray of shape (n_rows, n_columns)
-            DataFrame columns are matched by name and may be any subset of the
-            forest's features; an ndarray must have every feature in
-            ``forest.feature_names`` order.
+            Under the column rule: DataFrame columns are matched by name; the
+            features it lacks are missing on every row, and its other columns
+            are ignored (one warning names them). An ndarray must have
+            :attr:`n_features_in_` columns, in :attr:`feature_names_in_` order.
 
         Returns
         -------
         ndarray of shape (n_rows,)
         """
+        X = self._input(X)
         values, self.diagnostics_ = self._predict_values(X, self._strategy_in_use())
         return values[:, 0]

@@ -80,8 +80,12 @@ def test_results_with_calibration_get_diagrams_tables_and_the_chart(new_results,
     for name in expected:
         assert_png(out / name)
     assert "| strategy | calibration | Brier | log-loss | ECE |" in text
-    assert re.search(r"\| auto → local \| \w+ \| \S+ \| \S+ \| \S+ \|", text)
-    assert "Runner-up: `mp` (validation score 0.4812)" in text
+    # strategies spelled out; the Brier score with its interval when the rows carry one
+    assert re.search(
+        r"\| Auto \(chosen on validation rows\) → Local trees \| \w+ \| [^|]+ \| \S+ \| \S+ \|",
+        text,
+    )
+    assert "Runner-up: Marginal prediction (validation score 0.4812)" in text
     assert "No runner-up" in text  # site-1's auto had a single candidate
     site_1 = text.split("## Calibration")[1].split("### site-1")[1].split("###")[0]
     assert site_1.count("**") >= 2 * 3  # the best of each score is in bold (ties too)
@@ -104,7 +108,7 @@ def test_old_results_without_calibration_get_the_chart_and_say_what_is_missing(
     assert not list(out.glob("reliability-*.png"))
     assert "the calibration bins: no reliability diagrams" in text
     assert "the calibration metrics (Brier score, log-loss, ECE)" in text
-    assert "Deployed (`auto`): `local`." in text  # what the old file does say
+    assert "Deployed (`auto`): Local trees." in text  # what the old file does say
     assert "No Brier score in these results: the chart shows AUC only." in text
     assert "### Mean over sites" in text  # the job's own report comes first
 

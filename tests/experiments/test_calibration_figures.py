@@ -46,7 +46,7 @@ def test_reliability_diagram_of_the_top_label_and_an_empty_curve(tmp_path, caplo
     curves = {"mp": random_bins(1, classes=(0, 1, 2)), "local": empty}
     with caplog.at_level(logging.WARNING, logger="fedforest.experiments.reports"):
         assert_png(plot_reliability(curves, tmp_path, "r.png", title="three classes"))
-    assert "'local' has no non-empty bin" in caplog.text
+    assert "'local' has fewer than 10 rows; not drawn" in caplog.text
 
 
 def test_reliability_diagram_refuses_what_it_cannot_draw(tmp_path):
@@ -57,7 +57,7 @@ def test_reliability_diagram_refuses_what_it_cannot_draw(tmp_path):
             {"mp": random_bins(1), "local": random_bins(2, classes=(0, 1, 2))}, tmp_path, "r.png"
         )
     empty = {"target": "1", "count": [0, 0], "predicted": [None, None], "observed": [None] * 2}
-    with pytest.raises(ValueError, match="has a non-empty bin"):
+    with pytest.raises(ValueError, match="has 10 rows or more: nothing to draw"):
         plot_reliability({"mp": empty}, tmp_path, "r.png")
     assert not list(tmp_path.iterdir())
 

@@ -635,6 +635,30 @@ def _metrics(job, site="site-1"):
     return copy.deepcopy(job.metrics[site])
 
 
+def _interval(m: dict, metric: str, interval) -> None:
+    """Replace the ``mp`` row's interval of ``metric`` (its point kept)."""
+    m["strategies"]["mp"]["intervals"][metric] = interval
+
+
+def _shift_events(m: dict, strategy: str) -> None:
+    row = m["strategies"][strategy]
+    row["events"] = row["events"] - 1 if row["events"] else 1
+
+
+def test_a_site_reports_its_events_and_bootstrap_intervals_and_they_pass(job):
+    server = server_after_election(job)
+    metrics = server.read_metrics({s: _metrics(job, s) for s in job.config.sites})
+    assert server.dropped == {}
+    for site, read in metrics.items():
+        events = {row["events"] for row in read["strategies"].values()}
+        assert len(events) == 1 and 0 < events.pop() < read["rows"]
+        mp = read["strategies"]["mp"]
+        assert set(mp["intervals"]) == {"auc", "auprc", "brier"} & set(job.config.metrics)
+        for metric, (lo, hi) in mp["intervals"].items():
+            assert lo <= mp[metric] <= hi and hi - lo > 0, (site, metric)
+        assert mp["bins"]["outcome"] == job.runners[site].config.target
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
@@ -665,6 +689,22 @@ def _metrics(job, site="site-1"):
             "'privacy.min_leaf_rows' is 0",
         ),
         (lambda m: m["privacy"].update(k=3), "key 'privacy.k' is 3"),
+        # the counts: every row scored the reply's test rows, with the same events
+        (lambda m: m["strategies"]["mp"].update(rows=m["rows"] + 1), "the reply's 'rows' is"),
+        (lambda m: m["strategies"]["mp"].update(events=m["rows"] + 1), "'events' is"),
+        (lambda m: m["strategies"]["mp"].update(events=-2), "'events' is -2"),
+        (lambda m: m["strategies"]["mp"].update(events=2.5), "'events' is 2.5"),
+        (lambda m: _shift_events(m, "auto"), "(one site, one set of test rows)"),
+        # the bootstrap intervals: [low, high], finite, in range, holding the point
+        (lambda m: _interval(m, "auc", [0.1, 0.2]), "'intervals.auc': expected [low, high] with"),
+        (lambda m: _interval(m, "auprc", [0.0, 1.5]), "'intervals.auprc': expected low <= high"),
+        (lambda m: _interval(m, "brier", [-0.1, 0.5]), "'intervals.brier': expected low <= high"),
+        (lambda m: _interval(m, "auc", [float("nan"), 1.0]), "two finite numbers"),
+        (lambda m: _interval(m, "auc", [0.0, float("inf")]), "two finite numbers"),
+        (lambda m: _interval(m, "auc", [0.5]), "two finite numbers"),
+        (lambda m: _interval(m, "auc", {"lo": 0}), "two finite numbers"),
+        (lambda m: _interval(m, "mcc", [0.0, 1.0]), "field 'intervals' names 'mcc'"),
+        (lambda m: m["strategies"]["mp"].update(intervals=[0.1]), "field 'intervals' is"),
     ],
 )
 def test_malformed_metrics_drop_the_site(job, change, reason):

@@ -222,7 +222,9 @@ def test_wilson_intervals_are_scipys_and_hold_the_share(hits, rows):
     assert 0 <= lo <= hits / rows <= hi <= 1
     z = 1.959963984540054  # the score interval by its formula
     centre = (hits / rows + z**2 / (2 * rows)) / (1 + z**2 / rows)
-    half = z / (1 + z**2 / rows) * np.sqrt(hits / rows * (1 - hits / rows) / rows + z**2 / 4 / rows**2)
+    half = (
+        z / (1 + z**2 / rows) * np.sqrt(hits / rows * (1 - hits / rows) / rows + z**2 / 4 / rows**2)
+    )
     assert (lo, hi) == pytest.approx((centre - half, centre + half))
     with pytest.raises(ValueError, match="at least one row"):
         wilson_interval(0, 0)

@@ -206,8 +206,9 @@ def test_version_4_counts_warns_and_round_trips():
     assert data["version"] == RESULTS_VERSION == 4
     assert data["test_events"] == {"site-1": 20, "site-2": 6}
     assert list(data["sample_warnings"]) == ["site-2"]  # 30 rows and 6 events
-    assert "30 test rows (fewer than 50) and 6 events (fewer than 10)" in (
-        data["sample_warnings"]["site-2"]
+    assert (
+        "30 test rows (fewer than 50) and 6 events (fewer than 10)"
+        in (data["sample_warnings"]["site-2"])
     )
     results = JobResults.from_dict(data)
     assert results.to_dict() == data

@@ -166,10 +166,11 @@ def render_report(results: JobResults | Mapping) -> str:
 
 
 def _code(name) -> str:
-    """A participant's name shown as code: between backticks when it has none (code shows
-    everything as it is), else as escaped text (:func:`markdown_text`)."""
+    """A participant's name shown as code: between backticks when it holds no backtick and
+    nothing of HTML's (code shows the rest as it is), else as escaped text
+    (:func:`markdown_text`)."""
     text = re.sub(r"[\r\n]+", " ", str(name))
-    return f"`{text}`" if "`" not in text else markdown_text(text)
+    return markdown_text(text) if re.search(r"[`<>&]", text) else f"`{text}`"
 
 
 def _swarm_sites(r: JobResults) -> list[str]:

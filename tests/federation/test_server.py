@@ -18,6 +18,7 @@ from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
 from fedforest.privacy.policy import job_default_policy
+from fedforest.vocabulary import STRATEGY_NAMES
 
 ALL_FEATURES = [
     "activity",
@@ -127,6 +128,8 @@ def test_results_json(job):
         "strategies",
         "metrics",
         "test_rows",
+        "test_events",
+        "sample_warnings",
         "schema",
         "election",
         "tuning",
@@ -170,14 +173,16 @@ def test_phase_timings_and_payload_sizes_recorded(job):
         assert per_phase["train"] > per_phase["election"]
 
 
+def results_events(job, site: str) -> int:
+    return json.loads((job.run_dir / "results.json").read_text())["test_events"][site]
+
+
 def test_report_md(job):
     report = (job.run_dir / "report.md").read_text()
     assert report.startswith("# fedforest job `fedforest-demo`: finished")
     for heading in (
         "## Test metrics per site and strategy",
-        "### site-1 (75 test rows)",
-        "### site-2 (75 test rows)",
-        "### site-3 (75 test rows)",
+        *(f"### {s} (75 test rows, {results_events(job, s)} events)" for s in job.config.sites),
         "### Mean over sites",
         "## Feature election",
         "## Phase timings (seconds)",
@@ -185,17 +190,18 @@ def test_report_md(job):
     ):
         assert heading in report
     assert "## Dropped sites" not in report and "**Error:**" not in report
+    name = STRATEGY_NAMES.get  # the report spells every strategy out
     for strategy in JOB_STRATEGIES:
-        assert f"| {strategy} |" in report or f"| {strategy} →" in report
+        assert f"| {name(strategy)} |" in report or f"| {name(strategy)} →" in report
     auto = job.metrics["site-1"]["strategies"]["auto"]
-    label = f"| auto → {auto['chosen']}"
+    label = f"| {name('auto')} → {name(auto['chosen'])}"
     if auto["chosen_calibration"] != "none":
         label += f" + {auto['chosen_calibration']}"
-    assert f"{label} (runner-up {auto['runner_up']}) |" in report
+    assert f"{label} (runner-up {name(auto['runner_up'])}) |" in report
     assert "| strategy | AUPRC | AUC | MCC | accuracy | Brier | log-loss | ECE |" in report
     for site in SITES:  # wmp's row names the guess weight the site fitted
         weight = job.metrics[site]["strategies"]["wmp"]["guess_weight"]
-        assert f"| wmp (guess weight {weight:g}) |" in report
+        assert f"| {name('wmp')} (guess weight {weight:g}) |" in report
     assert f"Kept {len(job.elected)} features" in report
     assert "| freedom degree | features kept | validation score |" in report
 

@@ -46,6 +46,14 @@ def markdown_text(value) -> str:
     return html.escape(text, quote=False)
 
 
+def prose_text(value, table: bool = False) -> str:
+    """Free text from participants (an error, a reason) as markdown shows it: HTML's special
+    characters as entities and line breaks as spaces (``table``: ``|`` escaped too); other
+    characters are left as written, so a message reads as the log says it."""
+    text = html.escape(re.sub(r"[\r\n]+", " ", str(value)), quote=False)
+    return text.replace("|", "\\|") if table else text
+
+
 def strategy_name(strategy) -> str:
     """A strategy as reports name it: spelled out (:data:`~fedforest.vocabulary.STRATEGY_NAMES`),
     an unknown name as it is (escaped, :func:`markdown_text`)."""
@@ -90,7 +98,7 @@ def render_report(results: JobResults | Mapping) -> str:
     mode = " (swarm mode)" if r.swarm is not None else ""
     lines = [f"# fedforest job {_code(r.job)}{mode}: {r.status}", ""]
     if r.error:
-        lines += [f"**Error:** {markdown_text(r.error)}", ""]
+        lines += [f"**Error:** {prose_text(r.error)}", ""]
     if r.swarm is not None and r.swarm.site_states:
         lines += _swarm_sites(r)
     if r.classes_missing:
@@ -103,7 +111,7 @@ def render_report(results: JobResults | Mapping) -> str:
         lines.append("")
     if r.dropped_sites:
         lines += ["## Dropped sites", ""]
-        lines += [f"- {_code(s)}: {markdown_text(why)}" for s, why in r.dropped_sites.items()]
+        lines += [f"- {_code(s)}: {prose_text(why)}" for s, why in r.dropped_sites.items()]
         lines.append("")
     if r.sample_warnings:
         lines += ["## Sites with too few test rows or events", ""]
@@ -184,7 +192,7 @@ def _swarm_sites(r: JobResults) -> list[str]:
             else ("reported" if site in r.metrics else "–")
         )
         error = swarm.site_errors.get(site)
-        state = markdown_text(f"{state}{': ' + error if error else ''}")
+        state = prose_text(f"{state}{': ' + error if error else ''}", table=True)
         lines.append(f"| {markdown_text(site)} | {state} | {shown} |")
     lines.append("")
     if swarm.peer_messages_encrypted:

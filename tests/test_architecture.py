@@ -24,6 +24,7 @@ LAYERS = {
     "protocol": 0,
     "validation": 0,
     "metrics": 0,
+    "intervals": 0,
     "outputs": 0,
     "columns": 0,
     "yaml_files": 0,

@@ -184,7 +184,7 @@ def test_every_older_version_has_an_upgrade():
     for fmt, current in protocol.FORMATS.items():
         for version in range(1, current):
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
-    assert protocol.FORMATS[protocol.SITE_METRICS] == 3
+    assert protocol.FORMATS[protocol.SITE_METRICS] == 4
     assert protocol.FORMATS[protocol.POOLED_FOREST] == 3
     assert protocol.FORMATS[protocol.MODEL] == 3
 
@@ -226,9 +226,9 @@ def test_a_version_1_site_metrics_reply_still_loads(tmp_path):
     assert read["rows"] == 75 and read["strategies"]["auto"]["chosen"] == "ipr"
     mp = read["strategies"]["mp"]
     assert mp["calibration"] == "none" and mp["bins"] is None  # version 3 fields, as upgraded
-    assert {k: v for k, v in mp.items() if k not in ("calibration", "bins")} == (
-        SITE_METRICS_V1["strategies"]["mp"]
-    )
+    assert mp["events"] is None and mp["intervals"] is None  # version 4 fields, as upgraded
+    added = ("calibration", "bins", "events", "intervals")
+    assert {k: v for k, v in mp.items() if k not in added} == SITE_METRICS_V1["strategies"]["mp"]
     auto = read["strategies"]["auto"]
     assert auto["chosen_calibration"] == "none" and auto["runner_up"] is None
     # through the server: recorded as not reported
@@ -246,8 +246,20 @@ def test_a_version_1_site_metrics_reply_still_loads(tmp_path):
     assert "- `site-1`: not reported" in (tmp_path / "report.md").read_text()
 
 
+def _as_version_3(payload: dict) -> dict:
+    """A version 4 metrics reply as a version 3 site wrote it (no events, intervals, outcome)."""
+    rows = {}
+    for name, row in payload["strategies"].items():
+        row = {k: v for k, v in row.items() if k not in ("events", "intervals")}
+        if row.get("bins") is not None:
+            row["bins"] = {k: v for k, v in row["bins"].items() if k != "outcome"}
+        rows[name] = row
+    return {**payload, "version": 3, "strategies": rows}
+
+
 def _as_version_2(payload: dict) -> dict:
-    """A version 3 metrics reply as a version 2 site wrote it (no calibration fields)."""
+    """A version 4 metrics reply as a version 2 site wrote it (no calibration fields)."""
+    payload = _as_version_3(payload)
     added = ("calibration", "bins", "chosen_calibration", "runner_up")
     rows = {
         name: {k: v for k, v in row.items() if k not in added}
@@ -256,14 +268,16 @@ def _as_version_2(payload: dict) -> dict:
     return {**payload, "version": 2, "strategies": rows}
 
 
-@pytest.mark.parametrize("version", [2, 3])
-def test_a_version_2_or_3_site_metrics_reply_must_carry_the_policy(job, version):
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_a_version_2_3_or_4_site_metrics_reply_must_carry_the_policy(job, version):
     site = "site-1"
     payload = copy.deepcopy(job.metrics[site])
     default = job_default_policy().to_dict()  # a job's default
-    assert payload["version"] == 3 and payload["privacy"] == default
+    assert payload["version"] == 4 and payload["privacy"] == default
     if version == 2:
         payload = _as_version_2(payload)
+    elif version == 3:
+        payload = _as_version_3(payload)
     strategies, metrics = job.config.strategies, job.config.metrics
     read = read_site_metrics(payload, site, strategies, metrics)
     assert read["privacy"] == payload["privacy"]
@@ -272,3 +286,23 @@ def test_a_version_2_or_3_site_metrics_reply_must_carry_the_policy(job, version)
     del payload["privacy"]
     with pytest.raises(PayloadError, match="field 'privacy' is missing"):
         read_site_metrics(payload, site, strategies, metrics)
+
+
+def test_a_version_3_site_metrics_reply_reads_as_no_events_and_no_intervals(job):
+    site = "site-1"
+    current = copy.deepcopy(job.metrics[site])
+    old = _as_version_3(current)
+    strategies, metrics = job.config.strategies, job.config.metrics
+    read = read_site_metrics(old, site, strategies, metrics)
+    new = read_site_metrics(current, site, strategies, metrics)
+    for name, row in read["strategies"].items():
+        assert row["events"] is None and row["intervals"] is None
+        if row.get("bins") is not None:
+            assert "outcome" not in row["bins"]
+        # everything else reads as the current reply does
+        skip = ("events", "intervals", "bins")
+        assert {k: v for k, v in row.items() if k not in skip} == {
+            k: v for k, v in new["strategies"][name].items() if k not in skip
+        }
+    assert new["strategies"]["mp"]["events"] > 0
+    assert set(new["strategies"]["mp"]["intervals"]) == {"auc", "auprc", "brier"}

@@ -61,7 +61,8 @@ FORMATS: dict[str, int] = {
     MODEL: 3,
     # 2: the site's effective privacy policy (field ``privacy``) was added
     # 3: each row's calibration and reliability bins; auto's calibration and runner-up
-    SITE_METRICS: 3,
+    # 4: each row's events and bootstrap intervals; the bins' outcome (the target's name)
+    SITE_METRICS: 4,
     SWARM_MESSAGE: 1,
     SWARM_STATUS: 1,
 }
@@ -88,6 +89,19 @@ def _site_metrics_v2(payload: Mapping) -> dict:
     return {**payload, "strategies": rows}
 
 
+def _site_metrics_v3(payload: Mapping) -> dict:
+    """``fedforest/site-metrics`` version 3 -> 4: no events were counted and no interval was
+    computed (``None``); the bins did not name the outcome."""
+    per = payload.get("strategies")
+    if not isinstance(per, Mapping):
+        return dict(payload)  # the current reader refuses it, naming the field
+    rows = {
+        name: {"events": None, "intervals": None, **row} if isinstance(row, Mapping) else row
+        for name, row in per.items()
+    }
+    return {**payload, "strategies": rows}
+
+
 def _model_v1(payload: Mapping) -> dict:
     """``fedforest/model`` version 1 -> 2: equal pooling weights, no deployment chosen."""
     return {**payload, "deployment": None}
@@ -110,6 +124,7 @@ UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
     (POOLED_FOREST, 2): _pooled_forest_v2,
     (SITE_METRICS, 1): _site_metrics_v1,
     (SITE_METRICS, 2): _site_metrics_v2,
+    (SITE_METRICS, 3): _site_metrics_v3,
     (MODEL, 1): _model_v1,
     (MODEL, 2): _model_v2,
 }

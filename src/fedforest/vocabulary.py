@@ -77,3 +77,19 @@ PHASES = ("schema", "election", "train", "evaluate")
 TRACKING = ("none", "tensorboard", "mlflow")
 #: Who runs the phases (``job.mode``): the FLARE server, or the sites among themselves.
 MODES = ("server", "swarm")
+#: How figures and reports name each strategy (the one source of display names): spelled out,
+#: as the README's strategy table describes them.
+STRATEGY_NAMES = {
+    "intersection": "Intersection forest",
+    "local": "Local trees",
+    "park": "Park et al. tree selection",
+    "fpv": "Feasible-path voting",
+    "pr": "Probabilistic routing",
+    "mi": "Model imputation",
+    "ipr": "Informed probabilistic routing",
+    "mp": "Marginal prediction",
+    "ss": "Surrogate splits",
+    "node": "Stop at the node",
+    "wmp": "Weighted marginal prediction",
+    "auto": "Auto (chosen on validation rows)",
+}

@@ -80,8 +80,12 @@ def test_results_with_calibration_get_diagrams_tables_and_the_chart(new_results,
     for name in expected:
         assert_png(out / name)
     assert "| strategy | calibration | Brier | log-loss | ECE |" in text
-    assert re.search(r"\| auto → local \| \w+ \| \S+ \| \S+ \| \S+ \|", text)
-    assert "Runner-up: `mp` (validation score 0.4812)" in text
+    # strategies spelled out; the Brier score with its interval when the rows carry one
+    assert re.search(
+        r"\| Auto \(chosen on validation rows\) → Local trees \| \w+ \| [^|]+ \| \S+ \| \S+ \|",
+        text,
+    )
+    assert "Runner-up: Marginal prediction (validation score 0.4812)" in text
     assert "No runner-up" in text  # site-1's auto had a single candidate
     site_1 = text.split("## Calibration")[1].split("### site-1")[1].split("###")[0]
     assert site_1.count("**") >= 2 * 3  # the best of each score is in bold (ties too)
@@ -104,7 +108,7 @@ def test_old_results_without_calibration_get_the_chart_and_say_what_is_missing(
     assert not list(out.glob("reliability-*.png"))
     assert "the calibration bins: no reliability diagrams" in text
     assert "the calibration metrics (Brier score, log-loss, ECE)" in text
-    assert "Deployed (`auto`): `local`." in text  # what the old file does say
+    assert "Deployed (`auto`): Local trees." in text  # what the old file does say
     assert "No Brier score in these results: the chart shows AUC only." in text
     assert "### Mean over sites" in text  # the job's own report comes first
 
@@ -180,3 +184,123 @@ def test_a_failed_job_gets_its_report_and_no_figures(tmp_path, capsys):
     text = (tmp_path / "report" / "report.md").read_text()
     assert "too few sites" in text and "no per-site metrics" in text
     assert not list((tmp_path / "report").glob("*.png"))
+
+
+# --------------------------------------------------------------------------- real jobs
+def _in_process_job(folder: Path, task: str, rows: int) -> Path:
+    """The demo (or regression demo) job run in this process (JobDriver, the sites as
+    runners); the path of the results.json the server wrote, untouched."""
+    import sys
+
+    import yaml
+
+    from fedforest.federation.config import JobConfig, SiteConfig
+    from fedforest.federation.driver import InProcessExchange, JobDriver
+    from fedforest.federation.server import JobServer
+    from fedforest.federation.site import SiteRunner
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "data_prep"))
+    from make_demo_data import make_demo_data
+
+    make_demo_data(folder / "data", rows=rows, seed=0, task=task)
+    shipped = root / "site_configs" / ("regression" if task == "regression" else "")
+    configs = folder / "site_configs"
+    configs.mkdir()
+    job = yaml.safe_load((shipped / "job.yaml").read_text())
+    job["forest"]["n_estimators"] = 6
+    job["election"]["enabled"] = False
+    (configs / "job.yaml").write_text(yaml.safe_dump(job))
+    for site in job["job"]["sites"]:
+        cfg = yaml.safe_load((shipped / f"{site}.yaml").read_text())
+        cfg["data_path"] = str(folder / "data" / f"{site}.csv")
+        (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
+    config = JobConfig.load(configs / "job.yaml")
+    runners = {
+        s: SiteRunner(SiteConfig.load(configs / f"{s}.yaml", task=config.task), config.seed).load(
+            job=config
+        )
+        for s in config.sites
+    }
+    run_dir = folder / "run"
+    driver = JobDriver(JobServer(config), InProcessExchange(runners), run_dir=run_dir)
+    assert driver.run().finished
+    return run_dir / "results.json"
+
+
+@pytest.fixture(scope="module")
+def small_job(tmp_path_factory) -> Path:
+    """The demo job with 120 rows a site: about 30 test rows each, too few."""
+    return _in_process_job(tmp_path_factory.mktemp("small_job"), "classification", 120)
+
+
+@pytest.fixture(scope="module")
+def regression_job(tmp_path_factory) -> Path:
+    return _in_process_job(tmp_path_factory.mktemp("regression_job"), "regression", 160)
+
+
+def test_a_small_jobs_results_carry_counts_intervals_and_warnings(small_job, capsys):
+    data = json.loads(small_job.read_text())
+    assert data["version"] == 4
+    assert set(data["sample_warnings"]) == set(data["sites"])  # about 30 test rows each
+    for site in data["sites"]:
+        rows, events = data["test_rows"][site], data["test_events"][site]
+        assert rows < 50 and 0 < events < rows
+        assert f"{rows} test rows (fewer than 50)" in data["sample_warnings"][site]
+        for strategy, row in data["metrics"][site].items():
+            assert row["events"] == events
+            for metric, (lo, hi) in (row["intervals"] or {}).items():
+                assert lo <= row[metric] <= hi, (site, strategy, metric)
+    # the job's own report.md warns and shows the counts and the intervals
+    job_md = (small_job.parent / "report.md").read_text()
+    assert "## Sites with too few test rows or events" in job_md
+    site = data["sites"][0]
+    assert (
+        f"### {site} ({data['test_rows'][site]} test rows, {data['test_events'][site]} events)"
+        in (job_md)
+    )
+    assert "> **Warning:** unreliable metrics" in job_md
+    assert re.search(r"\| Marginal prediction \| \d\.\d{3} \(\d\.\d{3}–\d\.\d{3}\) \|", job_md)
+    # fedforest report: the same warnings on stderr and in report.md, axes naming the outcome
+    assert main(["report", str(small_job)]) == 0
+    err = capsys.readouterr().err
+    assert all(f"warning: {s}: unreliable metrics" in err for s in data["sites"])
+    text = (small_job.parent / "report" / "report.md").read_text()
+    assert text.count("> **Warning:** unreliable metrics") >= 2 * len(data["sites"])
+    assert "Colour is scaled within each site" in text
+    for name in links(small_job.parent / "report" / "report.md"):
+        assert_png(small_job.parent / "report" / name)
+
+
+def test_an_untouched_regression_results_json_gets_its_report(regression_job, capsys):
+    data = json.loads(regression_job.read_text())
+    assert all(row["bins"] is None for per in data["metrics"].values() for row in per.values())
+    assert main(["report", str(regression_job)]) == 0
+    out = regression_job.parent / "report"
+    text = (out / "report.md").read_text()
+    assert "A regression job predicts numbers, not risks" in text
+    assert links(out / "report.md") == ["strategies-by-site.png"]
+    assert_png(out / "strategies-by-site.png")
+    assert "RMSE and MAE by strategy and site" in text
+    row = data["metrics"]["site-1"]["mp"]
+    assert row["events"] is None and set(row["intervals"]) == {"rmse", "mae"}
+    assert re.search(r"\| Marginal prediction \| \d+\.\d{3} \(\d+\.\d{3}–\d+\.\d{3}\) \|", text)
+
+
+def test_names_holding_html_or_markdown_are_escaped(new_results, capsys):
+    data = json.loads(new_results.read_text())
+    hostile = "<script>alert(1)</script>|**x**_`y`"
+    data["metrics"][hostile] = data["metrics"].pop("site-2")
+    data["test_rows"][hostile] = data["test_rows"].pop("site-2")
+    data["metrics"][hostile]["my|<b>strategy</b>"] = data["metrics"][hostile]["mp"]
+    data["dropped_sites"] = {"<img src=x>": "train: <b>bold</b> | broken"}
+    new_results.write_text(json.dumps(data))
+    assert main(["report", str(new_results)]) == 0
+    text = (new_results.parent / "report" / "report.md").read_text()
+    assert "<script>" not in text and "<b>" not in text and "<img" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;\\|\\*\\*x\\*\\*\\_\\`y\\`" in text
+    assert "my\\|&lt;b&gt;strategy&lt;/b&gt;" in text
+    # every table row still has its columns: no name adds a cell
+    for table in re.findall(r"(?:^\|.*\|$\n?)+", text, flags=re.M):
+        widths = {len(re.findall(r"(?<!\\)\|", line)) for line in table.strip().splitlines()}
+        assert len(widths) == 1, table

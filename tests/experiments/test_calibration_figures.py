@@ -46,7 +46,7 @@ def test_reliability_diagram_of_the_top_label_and_an_empty_curve(tmp_path, caplo
     curves = {"mp": random_bins(1, classes=(0, 1, 2)), "local": empty}
     with caplog.at_level(logging.WARNING, logger="fedforest.experiments.reports"):
         assert_png(plot_reliability(curves, tmp_path, "r.png", title="three classes"))
-    assert "'local' has no non-empty bin" in caplog.text
+    assert "'local' has fewer than 10 rows; not drawn" in caplog.text
 
 
 def test_reliability_diagram_refuses_what_it_cannot_draw(tmp_path):
@@ -57,7 +57,7 @@ def test_reliability_diagram_refuses_what_it_cannot_draw(tmp_path):
             {"mp": random_bins(1), "local": random_bins(2, classes=(0, 1, 2))}, tmp_path, "r.png"
         )
     empty = {"target": "1", "count": [0, 0], "predicted": [None, None], "observed": [None] * 2}
-    with pytest.raises(ValueError, match="has a non-empty bin"):
+    with pytest.raises(ValueError, match="has 10 rows or more: nothing to draw"):
         plot_reliability({"mp": empty}, tmp_path, "r.png")
     assert not list(tmp_path.iterdir())
 
@@ -187,3 +187,73 @@ def test_read_calibration_refuses_a_bad_table_naming_the_file(tmp_path, column, 
     table.drop(columns="observed").to_csv(path, index=False)
     with pytest.raises(ValueError, match=r"columns \['observed'\] are missing"):
         read_calibration(path)
+
+
+# --------------------------------------------------------------------------- sparse bins
+
+
+def test_sparse_bins_are_merged_with_their_neighbours_exactly():
+    from fedforest.experiments.calibration_figures import MIN_BIN_ROWS, merge_sparse_bins
+    from fedforest.intervals import wilson_interval
+
+    rng = np.random.default_rng(2)
+    p = rng.beta(0.7, 3, 60)  # few rows at high risk: 1-2-row bins there
+    y = (rng.uniform(size=60) < p).astype(int)
+    bins = calibration_bins(y, np.c_[1 - p, p], [0, 1])
+    points = merge_sparse_bins(bins)
+    assert all(pt["rows"] >= MIN_BIN_ROWS for pt in points)
+    assert sum(pt["rows"] for pt in points) == 60
+    assert [j for pt in points for j in pt["bins"]] == list(range(10))  # each bin once, in order
+    for pt in points:  # a merged point is the mean over its rows
+        idx = np.isin(np.minimum((p * 10).astype(int), 9), pt["bins"])
+        assert pt["predicted"] == pytest.approx(p[idx].mean())
+        assert pt["observed"] == pytest.approx(y[idx].mean())
+        assert (pt["low"], pt["high"]) == pytest.approx(wilson_interval(y[idx].sum(), idx.sum()))
+        assert pt["low"] <= pt["observed"] <= pt["high"]
+    # neighbours: exactly the minimum, one short of it, and fewer rows than it in all
+    exact = {"count": [10, 0], "predicted": [0.05, None], "observed": [0.3, None]}
+    assert [pt["bins"] for pt in merge_sparse_bins(exact)] == [[0, 1]]
+    short = {"count": [9, 0], "predicted": [0.05, None], "observed": [1 / 3, None]}
+    assert merge_sparse_bins(short) == []
+    tail = {"count": [12, 3], "predicted": [0.1, 0.9], "observed": [0.25, 1.0]}
+    assert [pt["bins"] for pt in merge_sparse_bins(tail)] == [[0, 1]]  # the short tail joins
+
+
+def test_a_diagram_of_too_few_rows_is_refused(tmp_path):
+    bins = calibration_bins([0, 1, 1], np.array([[0.9, 0.1], [0.2, 0.8], [0.1, 0.9]]), [0, 1])
+    with pytest.raises(ValueError, match="10 rows or more"):
+        plot_reliability({"mp": bins}, tmp_path, "r.png")
+
+
+def test_the_axes_name_the_outcome():
+    from fedforest.experiments.calibration_figures import _axis_labels
+
+    assert _axis_labels("1", "readmitted") == (
+        "predicted risk of readmitted = 1",
+        "observed frequency of readmitted = 1",
+    )
+    assert _axis_labels("1") == (
+        "predicted risk of the outcome 1",
+        "observed frequency of the outcome 1",
+    )
+    assert _axis_labels(None)[1] == "observed frequency of the outcome"
+    assert "top label" in _axis_labels("top-label", "y")[0]
+
+
+def test_the_grid_is_scaled_within_each_site():
+    from fedforest.experiments.calibration_figures import column_scaled
+
+    # site-2 is easy for everyone: one scale for all would make all its cells bright
+    grid = np.array([[0.60, 0.95], [0.70, 0.96], [np.nan, 0.90]])
+    scaled = column_scaled(grid)
+    np.testing.assert_allclose(scaled[:, 0], [0.0, 1.0, np.nan])
+    np.testing.assert_allclose(scaled[:, 1], [5 / 6, 1.0, 0.0])
+    lower = column_scaled(np.array([[0.1, 0.3], [0.2, 0.3]]), lower=True)
+    np.testing.assert_allclose(lower, [[1.0, 1.0], [0.0, 1.0]])  # lowest best; a tie: all best
+
+
+def test_names_with_a_dollar_sign_draw(tmp_path):
+    frame = pd.DataFrame(
+        {"strategy": ["mp", "$\\frac$"], "site": "$x", "metric": "auc", "value": [0.8, 0.7]}
+    )
+    assert_png(plot_strategy_grid(frame, tmp_path, "g.png", metrics=("auc",), title="a $ b"))

@@ -32,7 +32,7 @@ def test_write_report(tidy, tmp_path):
     for link in links:
         assert_png(path.parent / link)
     assert "| Method | J=0.3, 2 peers | J=0.3, 4 peers | J=0.7, 2 peers | J=0.7, 4 peers |" in text
-    assert "| MP | **0.810** |" in text
+    assert "| Marginal prediction | **0.810** |" in text
     assert "+32.8%" in text  # MP over Intersection at 2 peers, J = 0.3: 0.2 / 0.61
     assert "**Friedman test** over 30 blocks" in text
     assert "**Nemenyi CD**" in text

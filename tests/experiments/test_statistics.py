@@ -77,7 +77,11 @@ def test_every_experiment_method_has_a_name_and_a_place():
     assert set(DISPLAY_NAMES) == set(EXPERIMENT_METHODS)
     names = [display_name(m) for m in EXPERIMENT_METHODS]
     assert len(set(names)) == len(names)  # no two methods look alike in a table
-    assert [display_name(m) for m in ("node", "wmp", "auto")] == ["Node", "WMP", "Auto"]
+    assert [display_name(m) for m in ("node", "wmp", "mp")] == [
+        "Stop at the node",
+        "Weighted marginal prediction",
+        "Marginal prediction",
+    ]  # spelled out, as fedforest.vocabulary.STRATEGY_NAMES
     assert _order_methods(["auto", "custom", "wmp", "mp", "node"]) == [
         "mp",
         "node",
@@ -287,11 +291,11 @@ def test_the_report_marks_the_lowest_brier_score_best(with_brier, tmp_path):
     assert "Lower is better for Brier score" in text
     brier = text.split("## Brier score")[1]
     # MP at 2 peers, J = 0.3: 1 - 0.81 = 0.190, the lowest, in bold; Intersection's is not
-    assert "| MP | **0.190** |" in brier
-    assert "| Intersection | 0.390 |" in brier
+    assert "| Marginal prediction | **0.190** |" in brier
+    assert "| Intersection forest | 0.390 |" in brier
     assert "+32.8%" in text and "+51.3%" in brier  # (0.39 - 0.19) / 0.39
     ranks = brier.split("| Rank | Method | Average rank |")[1]
-    assert ranks.split("\n")[2].startswith("| 1 | MP | 1.00 |")
+    assert ranks.split("\n")[2].startswith("| 1 | Marginal prediction | 1.00 |")
 
 
 # --------------------------------------------------------------------------- regression metrics
@@ -331,9 +335,9 @@ def test_the_report_shows_rmse_lowest_best(with_rmse, tmp_path):
     text = path.read_text(encoding="utf-8")
     assert "Lower is better for RMSE" in text and "## RMSE" in text and "## R²" in text
     rmse = text.split("## RMSE")[1].split("## R²")[0]
-    assert "| MP | **7.600** |" in rmse  # 40 * (1 - 0.81), the lowest, in bold
+    assert "| Marginal prediction | **7.600** |" in rmse  # 40 * (1 - 0.81), the lowest, in bold
     ranks = rmse.split("| Rank | Method | Average rank |")[1]
-    assert ranks.split("\n")[2].startswith("| 1 | MP | 1.00 |")
+    assert ranks.split("\n")[2].startswith("| 1 | Marginal prediction | 1.00 |")
     assert "**Friedman test** over 30 blocks" in rmse and "**Nemenyi CD**" in rmse
     for name in ("cd_rmse.png", "synth_rmse_vs_jaccard.png", "synth_methods_by_sites.png"):
         assert (tmp_path / "out" / name).is_file(), name

@@ -79,8 +79,13 @@ def versioned(data: dict) -> dict:
 def test_the_unversioned_form_is_read_and_written_back_with_a_version(old):
     results = JobResults.from_dict(copy.deepcopy(old))
     again = results.to_dict()
-    assert again == versioned(old)
-    assert list(again) == ["format", "version", *old]  # the same fields in the same order
+    added = ("test_events", "sample_warnings")  # version 4: derived from the rows
+    assert {k: v for k, v in again.items() if k not in added} == versioned(old)
+    assert again["test_events"] == dict.fromkeys(old["test_rows"])  # no events counted then
+    assert again["sample_warnings"] == {}  # 75 test rows each, events unknown
+    fields = list(old)
+    fields[fields.index("test_rows") + 1 : fields.index("test_rows") + 1] = added
+    assert list(again) == ["format", "version", *fields]  # the same fields in the same order
     assert JobResults.from_dict(json.loads(json.dumps(again))) == results
 
 
@@ -125,7 +130,7 @@ def test_as_results_takes_either():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(version=RESULTS_VERSION + 1), "version 4 is not supported"),
+        (lambda d: d.update(version=RESULTS_VERSION + 1), f"version {RESULTS_VERSION + 1} is not"),
         (lambda d: d.update(version=0), "field 'version' is 0"),
         (lambda d: d.update(version=True), "field 'version' is True"),
         (lambda d: d.update(format="fedforest/model"), "field 'format' is 'fedforest/model'"),
@@ -181,3 +186,85 @@ def test_malformed_site_models_are_refused_naming_the_field(bad):
     data["model"] = {**data["model"], "site_models": bad}
     with pytest.raises(ValueError, match=r"model\.site_models"):
         JobResults.from_dict(data)
+
+
+# --------------------------------------------------------------------------- version 4
+def version_4() -> dict:
+    """A version 4 server results.json: rows with events and intervals, site-2 warned."""
+    data = versioned(json.loads(json.dumps(SERVER_UNVERSIONED)))  # rows no longer shared
+    data["test_rows"] = {"site-1": 75, "site-2": 30}
+    for site, events in (("site-1", 20), ("site-2", 6)):
+        for row in data["metrics"][site].values():
+            row.update(rows=data["test_rows"][site], events=events)
+            row["intervals"] = {"auc": [0.7, 0.9], "auprc": [0.66, 0.93]}
+    results = JobResults.from_dict(data)
+    return json.loads(json.dumps(results.to_dict()))
+
+
+def test_version_4_counts_warns_and_round_trips():
+    data = version_4()
+    assert data["version"] == RESULTS_VERSION == 4
+    assert data["test_events"] == {"site-1": 20, "site-2": 6}
+    assert list(data["sample_warnings"]) == ["site-2"]  # 30 rows and 6 events
+    assert (
+        "30 test rows (fewer than 50) and 6 events (fewer than 10)"
+        in (data["sample_warnings"]["site-2"])
+    )
+    results = JobResults.from_dict(data)
+    assert results.to_dict() == data
+    assert results.metrics["site-1"]["mp"]["intervals"]["auc"] == [0.7, 0.9]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_every_older_version_reads_with_no_events_and_no_intervals(version):
+    data = {**versioned(copy.deepcopy(SERVER_UNVERSIONED)), "version": version}
+    results = JobResults.from_dict(data)
+    assert results.test_events == {"site-1": None, "site-2": None}
+    assert results.sample_warnings == {}  # 75 test rows: enough, events unknown
+    small = {**data, "test_rows": {"site-1": 75, "site-2": 20}}
+    assert list(JobResults.from_dict(small).sample_warnings) == ["site-2"]  # rows alone
+
+
+def _row(d, key, value, site="site-1", strategy="mp"):
+    d["metrics"][site][strategy][key] = value
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: _row(d, "events", 80), "field 'metrics.site-1.mp.events' is 80"),
+        (lambda d: _row(d, "events", -1), "field 'metrics.site-1.mp.events' is -1"),
+        (lambda d: _row(d, "events", "6"), "field 'metrics.site-1.mp.events' is '6'"),
+        (lambda d: _row(d, "intervals", [1]), "field 'metrics.site-1.mp.intervals' is [1]"),
+        (
+            lambda d: _row(d, "intervals", {"auc": [0.9, 0.95]}),
+            "field 'metrics.site-1.mp.intervals.auc': expected [low, high] with low <= 0.84",
+        ),
+        (
+            lambda d: _row(d, "intervals", {"auc": [0.5, 1.5]}),
+            "'metrics.site-1.mp.intervals.auc': expected low <= high within [0, 1]",
+        ),
+        (
+            lambda d: _row(d, "intervals", {"auc": [0.5, float("nan")]}),
+            "'metrics.site-1.mp.intervals.auc': expected [low, high], two finite numbers",
+        ),
+        (lambda d: _row(d, "intervals", {"speed": [0, 1]}), "intervals' names 'speed'"),
+        (lambda d: _row(d, "auc", "high"), "field 'metrics.site-1.mp.auc' is 'high'"),
+        (lambda d: d["test_events"].update({"site-1": 3}), "field 'test_events' does not match"),
+        (lambda d: d.update(test_events=[1]), "field 'test_events': expected a dict"),
+        (lambda d: d.update(sample_warnings={}), "field 'sample_warnings' does not match"),
+        (
+            lambda d: d["sample_warnings"].update({"site-1": "x"}),
+            "field 'sample_warnings' does not match the metric rows at 'site-1'",
+        ),
+        (lambda d: d["sample_warnings"].update({"site-2": 5}), "'sample_warnings.site-2' is 5"),
+        (lambda d: d["test_rows"].update({"site-1": -3}), "field 'test_rows.site-1' is -3"),
+        (lambda d: d["test_rows"].update({"site-1": "75"}), "field 'test_rows.site-1' is '75'"),
+    ],
+)
+def test_tampered_counts_and_intervals_are_refused_naming_the_field(change, message):
+    data = version_4()
+    change(data)
+    with pytest.raises(ValueError, match="^run/results.json: ") as err:
+        JobResults.from_dict(data, source="run/results.json")
+    assert message in str(err.value), str(err.value)

@@ -39,7 +39,9 @@ def long_names() -> JobResults:
 def test_the_table_lines_up_names_of_any_length():
     lines = results_table(long_names()).splitlines()
     assert lines[:2] == ["job long: finished", "dropped lost-site: train: OSError: disk full"]
-    table = lines[lines.index("AUPRC on each site's test rows") + 1 : -1]
+    start = lines.index("AUPRC on each site's test rows") + 1
+    table = lines[start : start + 3]
+    assert lines[start + 3] == "test rows: " + "; ".join(f"{s} 75 test rows" for s in sorted(LONG))
     header, mp, long_row = table
     assert header.split() == ["strategy", *sorted(LONG), "mean"]
     assert "hungarianswitzerland" not in header
@@ -82,7 +84,7 @@ def test_the_report_keeps_long_names_whole(tmp_path):
         assert f"### {site} (75 test rows)" in report
     assert "| a-strategy-with-a-long-name-xy | 0.810 |" in report
     assert "| a-strategy-with-a-long-name-xy | – |" in report  # switzerland's missing AUPRC
-    rows = [line for line in report.splitlines() if line.startswith("| mp |")]
+    rows = [line for line in report.splitlines() if line.startswith("| Marginal prediction |")]
     assert [line.count("|") for line in rows] == [8, 8, 8, 6]  # three sites, then the mean
     swarm = render_report(SWARM_UNVERSIONED)
     assert "| site-2 | failed: OSError: disk full | – |" in swarm

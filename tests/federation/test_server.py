@@ -18,6 +18,7 @@ from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
 from fedforest.privacy.policy import job_default_policy
+from fedforest.vocabulary import STRATEGY_NAMES
 
 ALL_FEATURES = [
     "activity",
@@ -127,6 +128,8 @@ def test_results_json(job):
         "strategies",
         "metrics",
         "test_rows",
+        "test_events",
+        "sample_warnings",
         "schema",
         "election",
         "tuning",
@@ -170,14 +173,16 @@ def test_phase_timings_and_payload_sizes_recorded(job):
         assert per_phase["train"] > per_phase["election"]
 
 
+def results_events(job, site: str) -> int:
+    return json.loads((job.run_dir / "results.json").read_text())["test_events"][site]
+
+
 def test_report_md(job):
     report = (job.run_dir / "report.md").read_text()
     assert report.startswith("# fedforest job `fedforest-demo`: finished")
     for heading in (
         "## Test metrics per site and strategy",
-        "### site-1 (75 test rows)",
-        "### site-2 (75 test rows)",
-        "### site-3 (75 test rows)",
+        *(f"### {s} (75 test rows, {results_events(job, s)} events)" for s in job.config.sites),
         "### Mean over sites",
         "## Feature election",
         "## Phase timings (seconds)",
@@ -185,17 +190,18 @@ def test_report_md(job):
     ):
         assert heading in report
     assert "## Dropped sites" not in report and "**Error:**" not in report
+    name = STRATEGY_NAMES.get  # the report spells every strategy out
     for strategy in JOB_STRATEGIES:
-        assert f"| {strategy} |" in report or f"| {strategy} →" in report
+        assert f"| {name(strategy)} |" in report or f"| {name(strategy)} →" in report
     auto = job.metrics["site-1"]["strategies"]["auto"]
-    label = f"| auto → {auto['chosen']}"
+    label = f"| {name('auto')} → {name(auto['chosen'])}"
     if auto["chosen_calibration"] != "none":
         label += f" + {auto['chosen_calibration']}"
-    assert f"{label} (runner-up {auto['runner_up']}) |" in report
+    assert f"{label} (runner-up {name(auto['runner_up'])}) |" in report
     assert "| strategy | AUPRC | AUC | MCC | accuracy | Brier | log-loss | ECE |" in report
     for site in SITES:  # wmp's row names the guess weight the site fitted
         weight = job.metrics[site]["strategies"]["wmp"]["guess_weight"]
-        assert f"| wmp (guess weight {weight:g}) |" in report
+        assert f"| {name('wmp')} (guess weight {weight:g}) |" in report
     assert f"Kept {len(job.elected)} features" in report
     assert "| freedom degree | features kept | validation score |" in report
 
@@ -635,6 +641,30 @@ def _metrics(job, site="site-1"):
     return copy.deepcopy(job.metrics[site])
 
 
+def _interval(m: dict, metric: str, interval) -> None:
+    """Replace the ``mp`` row's interval of ``metric`` (its point kept)."""
+    m["strategies"]["mp"]["intervals"][metric] = interval
+
+
+def _shift_events(m: dict, strategy: str) -> None:
+    row = m["strategies"][strategy]
+    row["events"] = row["events"] - 1 if row["events"] else 1
+
+
+def test_a_site_reports_its_events_and_bootstrap_intervals_and_they_pass(job):
+    server = server_after_election(job)
+    metrics = server.read_metrics({s: _metrics(job, s) for s in job.config.sites})
+    assert server.dropped == {}
+    for site, read in metrics.items():
+        events = {row["events"] for row in read["strategies"].values()}
+        assert len(events) == 1 and 0 < events.pop() < read["rows"]
+        mp = read["strategies"]["mp"]
+        assert set(mp["intervals"]) == {"auc", "auprc", "brier"} & set(job.config.metrics)
+        for metric, (lo, hi) in mp["intervals"].items():
+            assert lo <= mp[metric] <= hi and hi - lo > 0, (site, metric)
+        assert mp["bins"]["outcome"] == job.runners[site].config.target
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
@@ -665,6 +695,22 @@ def _metrics(job, site="site-1"):
             "'privacy.min_leaf_rows' is 0",
         ),
         (lambda m: m["privacy"].update(k=3), "key 'privacy.k' is 3"),
+        # the counts: every row scored the reply's test rows, with the same events
+        (lambda m: m["strategies"]["mp"].update(rows=m["rows"] + 1), "the reply's 'rows' is"),
+        (lambda m: m["strategies"]["mp"].update(events=m["rows"] + 1), "'events' is"),
+        (lambda m: m["strategies"]["mp"].update(events=-2), "'events' is -2"),
+        (lambda m: m["strategies"]["mp"].update(events=2.5), "'events' is 2.5"),
+        (lambda m: _shift_events(m, "auto"), "(one site, one set of test rows)"),
+        # the bootstrap intervals: [low, high], finite, in range, holding the point
+        (lambda m: _interval(m, "auc", [0.1, 0.2]), "'intervals.auc': expected [low, high] with"),
+        (lambda m: _interval(m, "auprc", [0.0, 1.5]), "'intervals.auprc': expected low <= high"),
+        (lambda m: _interval(m, "brier", [-0.1, 0.5]), "'intervals.brier': expected low <= high"),
+        (lambda m: _interval(m, "auc", [float("nan"), 1.0]), "two finite numbers"),
+        (lambda m: _interval(m, "auc", [0.0, float("inf")]), "two finite numbers"),
+        (lambda m: _interval(m, "auc", [0.5]), "two finite numbers"),
+        (lambda m: _interval(m, "auc", {"lo": 0}), "two finite numbers"),
+        (lambda m: _interval(m, "mcc", [0.0, 1.0]), "field 'intervals' names 'mcc'"),
+        (lambda m: m["strategies"]["mp"].update(intervals=[0.1]), "field 'intervals' is"),
     ],
 )
 def test_malformed_metrics_drop_the_site(job, change, reason):

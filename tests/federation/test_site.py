@@ -410,10 +410,13 @@ def test_evaluate_without_an_intersection_forest(job):
     runner = job.runners["site-1"]
     # no site shared an intersection forest: that row is undefined, the others are scored
     out = runner.evaluate(model, ["intersection", "fpv"], metrics=["auc", "mcc"])
+    events = int(sum(runner.y_test == runner.schema.classes[1]))
     assert out["strategies"]["intersection"] == {
         "auc": None,
         "mcc": None,
         "rows": 75,
+        "events": events,
+        "intervals": {"auc": None},  # an undefined score has no interval
         "mean_trees_kept": 0.0,
         "fallback_rows": 0,
     }
@@ -726,7 +729,7 @@ def test_a_job_with_privacy_policies_completes_and_records_them(policy_job):
     assert "- `site-3`: withholds imputers, feature_std, surrogates; dp_epsilon 8" in report
     for site in SITES:
         metrics = policy_job.metrics[site]
-        assert metrics["version"] == 3 and metrics["privacy"] == policies[site]
+        assert metrics["version"] == 4 and metrics["privacy"] == policies[site]
         for row in metrics["strategies"].values():
             assert row["auc"] is None or 0.0 <= row["auc"] <= 1.0
 

@@ -372,7 +372,7 @@ def test_the_other_replies_pass_when_they_comply(table):
     sent = flt.process(reply(metrics), ctx("evaluate"))[protocol.PAYLOAD]
     assert sent["strategies"] == metrics["strategies"]
     assert sent["privacy"]["min_leaf_rows"] == 20  # the policy that applied on the way out
-    few = {**metrics, "rows": 9}
+    few = {**metrics, "rows": 9, "strategies": {"mp": {**metrics["strategies"]["mp"], "rows": 9}}}
     assert "(test rows) describes 9 rows" in refused(flt.process(reply(few), ctx("evaluate")))
 
 

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..vocabulary import CALIBRATION_METRICS, METRICS
+from ..intervals import INTERVAL_METRICS
+from ..vocabulary import CALIBRATION_METRICS, METRICS, REGRESSION_METRICS
 
 if TYPE_CHECKING:
     from ..federation.job_results import JobResults
@@ -40,6 +42,8 @@ REPORT_COMMAND = "fedforest report"
 RELIABILITY_STRATEGIES = ("auto", "mp", "local", "intersection")
 #: The metrics of the strategy-by-site chart, left to right (those the results hold).
 CHART_METRICS = ("auc", "brier")
+#: The chart's metrics for a regression job.
+REGRESSION_CHART_METRICS = ("rmse", "mae")
 #: The chart's file name.
 CHART_FILE = "strategies-by-site.png"
 _HEADERS = {"brier": "Brier", "log_loss": "log-loss", "ece": "ECE"}
@@ -84,7 +88,7 @@ def check_rows(results, source: str = "results") -> None:
     for _, _, row, where in _rows(results, source):
         for metric in METRICS:
             _number(row, metric, where)
-        if "bins" in row:
+        if row.get("bins") is not None:  # null: a regression row, or a row never scored
             check_bins(row["bins"], f"{where}['bins']")
         _runner_up(row, where)
 
@@ -148,6 +152,12 @@ def _rows(r, source: str):
             yield site, strategy, row, where
 
 
+def _regression(rows) -> bool:
+    """Whether the rows are a regression job's: regression scores and no classification one."""
+    keys = {k for _, _, row, _ in rows for k in row}
+    return bool(keys & set(REGRESSION_METRICS)) and not keys & set(METRICS)
+
+
 def _method(row: Mapping) -> str | None:
     """The calibration a row's probabilities went through (``auto``: the one it chose)."""
     return row.get("chosen_calibration") or row.get("calibration")
@@ -175,10 +185,17 @@ def _calibration_section(r, out: Path, source: str) -> list[str]:
     if not r.metrics:
         return [*lines, "> These results hold no per-site metrics: nothing to draw.", ""]
     rows = list(_rows(r, source))
+    if _regression(rows):
+        return [
+            *lines,
+            "> A regression job predicts numbers, not risks: no calibration and no "
+            "reliability diagram.",
+            "",
+        ]
     scored = any(
         _number(row, m, w) is not None for _, _, row, w in rows for m in CALIBRATION_METRICS
     )
-    binned = any("bins" in row for _, _, row, _ in rows)
+    binned = any(row.get("bins") is not None for _, _, row, _ in rows)
     autos = [row for _, s, row, _ in rows if s == "auto"]
     missing = []
     if not scored:
@@ -210,12 +227,21 @@ def _calibration_section(r, out: Path, source: str) -> list[str]:
 
 
 def _site_calibration(r, site, per, out, source, scored, binned) -> list[str]:
-    from ..experiments.calibration_figures import check_bins, plot_reliability
+    from ..experiments.calibration_figures import (
+        MIN_BIN_ROWS,
+        check_bins,
+        merge_sparse_bins,
+        plot_reliability,
+    )
     from ..experiments.statistics import _slug
+    from ..federation.results import markdown_text, site_counts
 
     where = f"{source}: metrics[{site!r}]"
     auto = per.get("auto")
-    lines = [f"### {site} ({r.test_rows.get(site)} test rows)", ""]
+    lines = [f"### {markdown_text(site)} ({site_counts(r, site)})", ""]
+    if site in r.sample_warnings:
+        lines += [f"> **Warning:** {markdown_text(r.sample_warnings[site])}.", ""]
+    head = len(lines)
     if scored:
         lines += _score_table(per, where)
     if auto is not None and auto.get("chosen"):
@@ -223,29 +249,38 @@ def _site_calibration(r, site, per, out, source, scored, binned) -> list[str]:
     curves, labels = {}, {}
     for strategy in RELIABILITY_STRATEGIES:
         row = per.get(strategy)
-        if row is not None and "bins" in row:
+        if row is not None and row.get("bins") is not None:
             curves[strategy] = check_bins(row["bins"], f"{where}[{strategy!r}]['bins']")
             labels[strategy] = _label(strategy, row)
-    if any(any(b["count"]) for b in curves.values()):
+    if any(merge_sparse_bins(b) for b in curves.values()):
         png = plot_reliability(
             curves,
             out,
             f"reliability-{_slug(site)}.png",
             labels=labels,
-            title=f"{site}: predicted against observed risk ({r.test_rows.get(site)} test rows)",
+            title=f"{site}: predicted against observed risk ({site_counts(r, site)})",
         )
-        lines += [f"![Reliability diagram, {site}]({png.name})", ""]
-    elif binned:
+        lines += [f"![Reliability diagram, {markdown_text(site)}]({png.name})", ""]
+    elif curves:
         lines += [
-            f"> No calibration bins for {', '.join(RELIABILITY_STRATEGIES)} at {site}: "
-            "no reliability diagram.",
+            f"> Fewer than {MIN_BIN_ROWS} test rows at {markdown_text(site)}: no reliability "
+            "diagram (a point needs that many rows).",
             "",
         ]
-    return lines if len(lines) > 2 else []
+    elif binned:
+        lines += [
+            f"> No calibration bins for {', '.join(RELIABILITY_STRATEGIES)} at "
+            f"{markdown_text(site)}: no reliability diagram.",
+            "",
+        ]
+    return lines if len(lines) > head else []
 
 
 def _score_table(per: Mapping, where: str) -> list[str]:
-    """One site's calibration table: strategy, calibration method, scores (best in bold)."""
+    """One site's calibration table: strategy, calibration method, scores (best in bold), the
+    Brier score with its bootstrap interval."""
+    from ..federation.results import markdown_text, strategy_name, with_interval
+
     values = {
         s: {m: _number(row, m, f"{where}[{s!r}]") for m in CALIBRATION_METRICS}
         for s, row in per.items()
@@ -259,22 +294,35 @@ def _score_table(per: Mapping, where: str) -> list[str]:
         "|---|---|" + "---|" * len(CALIBRATION_METRICS),
     ]
     for strategy, row in per.items():
-        name = strategy + (f" → {row['chosen']}" if row.get("chosen") else "")
+        name = strategy_name(strategy)
+        if row.get("chosen"):
+            name += f" → {strategy_name(row['chosen'])}"
         cells = []
         for m in CALIBRATION_METRICS:
             v = values[strategy][m]
             text = "–" if v is None else f"{v:.3f}"
-            cells.append(f"**{text}**" if v is not None and text == f"{best[m]:.3f}" else text)
-        lines.append(f"| {name} | {_method(row) or '–'} | " + " | ".join(cells) + " |")
+            bold = v is not None and text == f"{best[m]:.3f}"
+            text = f"**{text}**" if bold else text
+            if v is not None and m in INTERVAL_METRICS:
+                text = f"{text} {with_interval(row, m).removeprefix(f'{v:.3f}').strip()}".strip()
+            cells.append(text)
+        method = markdown_text(_method(row) or "–")
+        lines.append(f"| {name} | {method} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
 
 def _deployed(auto: Mapping, where: str) -> str:
     """What ``auto`` deployed at a site, and its runner-up when the results say."""
-    text = f"Deployed (`auto`): `{auto['chosen']}`"
+    from ..federation.results import markdown_text, strategy_name
+
+    text = f"Deployed (`auto`): {strategy_name(auto['chosen'])}"
     method = auto.get("chosen_calibration")
     if method:
-        text += " without calibration" if method == "none" else f" with `{method}` calibration"
+        text += (
+            " without calibration"
+            if method == "none"
+            else f" with {markdown_text(method)} calibration"
+        )
     text += "."
     if "runner_up" not in auto:
         return text
@@ -284,7 +332,7 @@ def _deployed(auto: Mapping, where: str) -> str:
     validation = auto.get("validation")
     score = validation.get(runner) if isinstance(validation, Mapping) else None
     shown = f" (validation score {score:.4g})" if isinstance(score, (int, float)) else ""
-    return text + f" Runner-up: `{runner}`{shown}."
+    return text + f" Runner-up: {strategy_name(runner)}{shown}."
 
 
 def _runner_up(row: Mapping, where: str) -> str | None:
@@ -306,17 +354,19 @@ def _chart_section(r, out: Path, source: str) -> list[str]:
     from ..experiments.calibration_figures import plot_strategy_grid
     from ..experiments.statistics import _metric_name
 
+    rows = list(_rows(r, source))
+    chart = REGRESSION_CHART_METRICS if _regression(rows) else CHART_METRICS
     records = [
         (strategy, site, m, _number(row, m, where))
-        for site, strategy, row, where in _rows(r, source)
-        for m in CHART_METRICS
+        for site, strategy, row, where in rows
+        for m in chart
     ]
-    present = [m for m in CHART_METRICS if any(v is not None for *_, k, v in records if k == m)]
+    present = [m for m in chart if any(v is not None for *_, k, v in records if k == m)]
     lines = ["## Strategies by site", ""]
     if not present:
         return [
             *lines,
-            f"> These results hold no {' or '.join(CHART_METRICS)} scores: no chart.",
+            f"> These results hold no {' or '.join(chart)} scores: no chart.",
             "",
         ]
     order = {s: i for i, s in enumerate(r.strategies)}
@@ -329,8 +379,14 @@ def _chart_section(r, out: Path, source: str) -> list[str]:
     png = plot_strategy_grid(
         frame, out, CHART_FILE, metrics=present, title=f"{r.job}: {names} by strategy and site"
     )
-    lines += [f"![{names} by strategy and site]({png.name})", ""]
-    absent = [_metric_name(m) for m in CHART_METRICS if m not in present]
+    lines += [
+        "Colour is scaled within each site: the brightest cell is the strategy that wins at "
+        "that site, whatever the site's level; the values are written in the cells.",
+        "",
+        f"![{names} by strategy and site]({png.name})",
+        "",
+    ]
+    absent = [_metric_name(m) for m in chart if m not in present]
     if absent:
         lines += [f"> No {' or '.join(absent)} in these results: the chart shows {names} only.", ""]
     return lines
@@ -350,6 +406,8 @@ def _report(args: argparse.Namespace) -> int:
         path = write_job_report(results, out, source=str(source))
     finally:
         record_dir(out, REPORT_COMMAND)
+    for site, why in results.sample_warnings.items():
+        print(f"warning: {site}: {why}", file=sys.stderr)
     print(f"report: {path}")
     return 0
 

@@ -42,7 +42,10 @@ logger = logging.getLogger("fedforest.experiments.reports")  # as figures and ma
 
 __all__ = [
     "CALIBRATION_COLUMNS",
+    "MIN_BIN_ROWS",
     "check_bins",
+    "column_scaled",
+    "merge_sparse_bins",
     "plot_reliability",
     "plot_strategy_grid",
     "pool_bins",
@@ -73,7 +76,8 @@ def check_bins(bins, where: str) -> dict:
     Parameters
     ----------
     bins : mapping
-        ``target`` (str or None), ``count`` (non-negative integers),
+        ``target`` (str or None), ``outcome`` (the target's name, optional),
+        ``count`` (non-negative integers),
         ``predicted`` and ``observed`` (numbers in [0, 1] or None, as many
         as ``count``).
     where : str
@@ -97,6 +101,9 @@ def check_bins(bins, where: str) -> dict:
     target = bins.get("target")
     if target is not None and not isinstance(target, str):
         raise ValueError(f"{where}: 'target' is {target!r}, expected a class name or 'top-label'")
+    outcome = bins.get("outcome")
+    if outcome is not None and not isinstance(outcome, str):
+        raise ValueError(f"{where}: 'outcome' is {outcome!r}, expected the target's name")
     count = bins["count"]
     if (
         not isinstance(count, (list, tuple))
@@ -105,6 +112,8 @@ def check_bins(bins, where: str) -> dict:
     ):
         raise ValueError(f"{where}: 'count' is {count!r}, expected a list of integers >= 0")
     out: dict = {"target": target, "count": list(count)}
+    if outcome is not None:
+        out["outcome"] = outcome
     for key in ("predicted", "observed"):
         values = bins[key]
         if not isinstance(values, (list, tuple)) or len(values) != len(count):
@@ -216,15 +225,90 @@ def pool_bins(table: pd.DataFrame, n_bins: int = N_BINS) -> dict[str, dict]:
 # --------------------------------------------------------------------------- figures
 
 
-def _axis_labels(target: str | None) -> tuple[str, str]:
-    if target is None:
-        return "predicted probability", "observed frequency"
+#: A reliability diagram draws no point for fewer rows than this: a sparse bin is merged
+#: with its neighbours (:func:`merge_sparse_bins`).
+MIN_BIN_ROWS = 10
+
+
+def merge_sparse_bins(bins: Mapping, min_rows: int = MIN_BIN_ROWS) -> list[dict]:
+    """The points of a reliability curve: adjacent bins merged until each holds ``min_rows``.
+
+    Bins are taken from the lowest risk up; a run of bins is closed once it
+    holds ``min_rows`` rows, and a last run short of them joins the run before
+    it. A merged point is the count-weighted mean of its bins' predicted and
+    observed risks (exactly the mean over its rows), with the Wilson score 95%
+    interval of its observed frequency
+    (:func:`~fedforest.intervals.wilson_interval`). A curve with fewer than
+    ``min_rows`` rows in all has no point.
+
+    Parameters
+    ----------
+    bins : mapping
+        As :func:`check_bins` returns them.
+    min_rows : int
+        The fewest rows of a point.
+
+    Returns
+    -------
+    list of dict
+        ``{"rows", "predicted", "observed", "low", "high", "bins"}`` per point,
+        lowest risk first (``bins``: the indices merged).
+
+    Examples
+    --------
+    >>> b = {"count": [3, 9, 0, 20], "predicted": [0.05, 0.15, None, 0.35],
+    ...      "observed": [0.0, 1 / 9, None, 0.3]}
+    >>> [(p["rows"], p["bins"]) for p in merge_sparse_bins(b)]
+    [(12, [0, 1]), (20, [2, 3])]
+    """
+    from ..intervals import wilson_interval
+
+    runs: list[list[int]] = []
+    current: list[int] = []
+    for i in range(len(bins["count"])):
+        current.append(i)
+        if sum(bins["count"][j] for j in current) >= min_rows:
+            runs.append(current)
+            current = []
+    if current:
+        if runs:
+            runs[-1] = runs[-1] + current
+        elif sum(bins["count"][j] for j in current) >= min_rows:
+            runs.append(current)
+    points = []
+    for run in runs:
+        rows = sum(bins["count"][j] for j in run)
+        used = [j for j in run if bins["count"][j]]
+        predicted = sum(bins["count"][j] * bins["predicted"][j] for j in used) / rows
+        observed = sum(bins["count"][j] * bins["observed"][j] for j in used) / rows
+        low, high = wilson_interval(observed * rows, rows)
+        points.append(
+            {
+                "rows": rows,
+                "predicted": predicted,
+                "observed": observed,
+                "low": low,
+                "high": high,
+                "bins": run,
+            }
+        )
+    return points
+
+
+def _axis_labels(target: str | None, outcome: str | None = None) -> tuple[str, str]:
+    """The axes of a reliability diagram, naming the outcome: ``outcome = target`` when the
+    target column's name is known, else the class alone."""
     if target == "top-label":
         return (
             "predicted probability of the top label (confidence)",
             "share of rows whose top label is right",
         )
-    return f"predicted risk of class {target}", f"observed share of class {target}"
+    if target is None:
+        if outcome is None:
+            return "predicted risk of the outcome", "observed frequency of the outcome"
+        return f"predicted risk of {outcome}", f"observed frequency of {outcome}"
+    event = f"{outcome} = {target}" if outcome else f"the outcome {target}"
+    return f"predicted risk of {event}", f"observed frequency of {event}"
 
 
 def plot_reliability(
@@ -234,8 +318,16 @@ def plot_reliability(
     *,
     labels: Mapping[str, str] | None = None,
     title: str | None = None,
+    min_rows: int = MIN_BIN_ROWS,
 ) -> Path:
     """Reliability diagram: predicted against observed risk per bin, rows per bin below.
+
+    Each point is a bin of at least ``min_rows`` rows (sparser bins merged with
+    their neighbours, :func:`merge_sparse_bins`), drawn at its mean predicted
+    risk with its Wilson score 95% interval of the observed frequency; the
+    rows per bin below are those of the bins before merging. The axes name the
+    outcome: the bins' ``outcome`` (the target's name) and ``target`` (the
+    positive class), e.g. "observed frequency of readmitted = 1".
 
     Parameters
     ----------
@@ -243,7 +335,8 @@ def plot_reliability(
         ``{strategy or method: bins}``, bins as
         :func:`~fedforest.metrics.calibration_bins` returns them (checked
         with :func:`check_bins`), all with the same ``target`` and bins.
-        Each curve has its method's fixed colour; empty bins are not drawn.
+        Each curve has its method's fixed colour; a curve with fewer than
+        ``min_rows`` rows in all is not drawn.
     out_dir : path
         Directory for ``name`` (created if needed).
     name : str
@@ -252,6 +345,8 @@ def plot_reliability(
         Legend text per curve (default: the method's display name).
     title : str, optional
         The figure's title.
+    min_rows : int
+        The fewest rows of a drawn point (:data:`MIN_BIN_ROWS`).
 
     Returns
     -------
@@ -262,7 +357,7 @@ def plot_reliability(
     ------
     ValueError
         With no curve, curves of different targets or bin counts, or no
-        non-empty bin at all.
+        curve of ``min_rows`` rows at all.
 
     Examples
     --------
@@ -281,11 +376,14 @@ def plot_reliability(
                 f"{k}: {b['target']!r} ({len(b['count'])} bins)" for k, b in checked.items()
             )
         )
-    drawn = {k: b for k, b in checked.items() if any(b["count"])}
+    points = {k: merge_sparse_bins(b, min_rows) for k, b in checked.items()}
+    drawn = {k: b for k, b in checked.items() if points[k]}
     if not drawn:
-        raise ValueError(f"no curve of {sorted(checked)} has a non-empty bin: nothing to draw")
+        raise ValueError(
+            f"no curve of {sorted(checked)} has {min_rows} rows or more: nothing to draw"
+        )
     for k in sorted(set(checked) - set(drawn)):
-        logger.warning("curve %r has no non-empty bin; not drawn", k)
+        logger.warning("curve %r has fewer than %d rows; not drawn", k, min_rows)
     labels = dict(labels or {})
     colors = _method_colors(list(drawn))
     n_bins = sizes.pop()
@@ -294,16 +392,20 @@ def plot_reliability(
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     top.plot([0, 1], [0, 1], ls="--", lw=1, color="0.45", label="perfectly calibrated")
     for key, bins in drawn.items():
-        shown = [
-            (p, o)
-            for c, p, o in zip(bins["count"], bins["predicted"], bins["observed"], strict=True)
-            if c and p is not None and o is not None
-        ]
-        x, y = (np.array(v, dtype=float) for v in zip(*shown, strict=True))
-        label = labels.get(key, display_name(key))
-        top.plot(x, y, marker="o", ms=4.5, lw=1.7, color=colors[key], label=label)
+        pts = points[key]
+        x = np.array([p["predicted"] for p in pts])
+        y = np.array([p["observed"] for p in pts])
+        err = np.array([[p["observed"] - p["low"] for p in pts], [p["high"] - p["observed"]
+                                                                    for p in pts]])  # fmt: skip
+        label = _plain(labels.get(key, display_name(key)))
+        top.errorbar(x, y, yerr=np.clip(err, 0, None), marker="o", ms=4.5, lw=1.7, capsize=2.5,
+                     elinewidth=1, color=colors[key], label=label)  # fmt: skip
         bottom.stairs(np.asarray(bins["count"], dtype=float), edges, lw=1.5, color=colors[key])
-    xlabel, ylabel = _axis_labels(targets.pop())
+    outcomes = {b.get("outcome") for b in drawn.values()} - {None}
+    xlabel, ylabel = (
+        _plain(t)
+        for t in _axis_labels(targets.pop(), outcomes.pop() if len(outcomes) == 1 else None)
+    )
     top.set_xlim(0, 1)
     top.set_ylim(0, 1)
     top.set_ylabel(ylabel)
@@ -315,7 +417,7 @@ def plot_reliability(
     bottom.grid(alpha=0.3)
     bottom.tick_params(labelsize=8)
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(_plain(title), fontsize=11)
     return _save(fig, out_dir, name)
 
 
@@ -331,11 +433,12 @@ def plot_strategy_grid(
 ) -> Path:
     """One heatmap per metric: rows (strategies) by columns (sites), values in the cells.
 
-    Each panel has its own colour scale, from its worst to its best value,
-    with the best end bright, so a lower-is-better metric
-    (:data:`~fedforest.vocabulary.LOWER_IS_BETTER`) is scaled the right way;
-    the best value of every column is in bold, and a missing value is a grey
-    ``n/a`` cell.
+    The colour is scaled within each column (:func:`column_scaled`): from the
+    column's worst value to its best, the best end bright, so the colour shows
+    which strategy wins at that site rather than which site is easy, and a
+    lower-is-better metric (:data:`~fedforest.vocabulary.LOWER_IS_BETTER`) is
+    scaled the right way. The values themselves are written in the cells, the
+    best of every column in bold; a missing value is a grey ``n/a`` cell.
 
     Parameters
     ----------
@@ -394,39 +497,71 @@ def plot_strategy_grid(
         )
         grid = wide.to_numpy(dtype=float)
         lower = metric in LOWER_IS_BETTER
-        finite = grid[np.isfinite(grid)]
-        lo, hi = float(finite.min()), float(finite.max())
-        if hi - lo < 1e-9:
-            lo, hi = lo - 0.5e-3, hi + 0.5e-3
-        cmap = _colormap("viridis_r" if lower else "viridis").with_extremes(bad="0.85")
-        norm = Normalize(lo, hi)
+        shade = column_scaled(grid, lower)
+        cmap = _colormap("viridis").with_extremes(bad="0.85")
+        norm = Normalize(0.0, 1.0)
         im = ax.imshow(
-            np.ma.masked_invalid(grid), cmap=cmap, norm=norm, aspect="auto", interpolation="nearest"
-        )
+            np.ma.masked_invalid(shade), cmap=cmap, norm=norm, aspect="auto",
+            interpolation="nearest",
+        )  # fmt: skip
         with np.errstate(all="ignore"):
             best = np.nanmin(grid, axis=0) if lower else np.nanmax(grid, axis=0)
         for (i, j), v in np.ndenumerate(grid):
             if not np.isfinite(v):
                 ax.text(j, i, "n/a", ha="center", va="center", fontsize=8, color="0.3")
                 continue
-            r, g, b, _ = cmap(norm(v))
+            r, g, b, _ = cmap(norm(shade[i, j]))
             dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
             ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=8,
                     color="white" if dark else "black",
                     fontweight="bold" if np.isclose(v, best[j]) else "normal")  # fmt: skip
-        ax.set_xticks(range(len(col_keys)), [str(c) for c in col_keys], fontsize=8)
-        ax.set_yticks(range(len(row_keys)), [display_name(str(r)) for r in row_keys], fontsize=8)
+        ax.set_xticks(range(len(col_keys)), [_plain(c) for c in col_keys], fontsize=8)
+        ax.set_yticks(
+            range(len(row_keys)), [_plain(display_name(str(r))) for r in row_keys], fontsize=8
+        )
         ax.tick_params(length=0)
         ax.xaxis.tick_top()
         better = "lower" if lower else "higher"
         ax.set_title(f"{_metric_name(metric)} ({better} is better)", fontsize=10)
-        cb = fig.colorbar(im, ax=ax, fraction=0.08, pad=0.02)
+        cb = fig.colorbar(im, ax=ax, fraction=0.08, pad=0.02, ticks=[0, 1])
+        cb.ax.set_yticklabels([f"worst of the {columns}", f"best of the {columns}"])
         cb.ax.tick_params(labelsize=7)
-        if lower:
-            cb.ax.invert_yaxis()  # the better end at the top, as for the other metrics
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(_plain(title), fontsize=11)
     return _save(fig, out_dir, name)
+
+
+def column_scaled(grid: np.ndarray, lower: bool = False) -> np.ndarray:
+    """Each column of ``grid`` scaled from its worst value (0) to its best (1).
+
+    A lower-is-better metric (``lower``) has its best value lowest. A column
+    whose finite values are all equal is 1 throughout (all tied best); NaN
+    stays NaN.
+
+    Examples
+    --------
+    >>> column_scaled(np.array([[0.9, 0.2], [0.7, 0.4]]), lower=False).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    grid = np.asarray(grid, dtype=float)
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column
+            lo, hi = np.nanmin(grid, axis=0), np.nanmax(grid, axis=0)
+        span = hi - lo
+        scaled = (grid - lo) / np.where(span > 1e-12, span, 1.0)
+        scaled = np.where(span > 1e-12, scaled, 1.0)
+        if lower:
+            scaled = np.where(span > 1e-12, 1.0 - scaled, 1.0)
+    return np.where(np.isfinite(grid), scaled, np.nan)
+
+
+def _plain(text) -> str:
+    """``text`` as matplotlib shows it literally: a ``$`` in a participant's name would
+    otherwise start mathematical text."""
+    return str(text).replace("$", r"\$")
 
 
 def _keys(column: pd.Series) -> list:

@@ -5,8 +5,10 @@ and a ``report.md`` linking them, and the helpers that render summary tables,
 relative gains and Friedman/Nemenyi results as markdown tables. It computes
 nothing itself: tables and tests come from :mod:`.statistics` and PNGs from
 :mod:`.figures` and :mod:`.calibration_figures` (which also reads and pools
-the runner's ``calibration.csv``), the only fedforest modules it imports (it
-never imports matplotlib directly).
+the runner's ``calibration.csv``), and escapes the names of the results
+(datasets, methods) with :func:`fedforest.federation.results.markdown_text`;
+those are the only fedforest modules it imports (it never imports matplotlib
+directly).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..federation.results import markdown_text
 from .calibration_figures import plot_reliability, plot_strategy_grid, pool_bins, read_calibration
 from .figures import plot_critical_difference, plot_gain_heatmap, plot_metric_vs_jaccard
 from .statistics import (
@@ -42,6 +45,14 @@ from .statistics import (
 logger = logging.getLogger("fedforest.experiments.reports")  # the name used before the split
 
 __all__ = ["write_report"]
+
+
+def _shown(name) -> str:
+    """A method's display name (:func:`~.statistics.display_name`) as markdown shows it
+    literally (:func:`~fedforest.federation.results.markdown_text`): names come from the
+    results CSV."""
+    return markdown_text(display_name(str(name)))
+
 
 #: The runner's per-bin table beside ``results.csv`` (``CALIBRATION_COLUMNS``, one row per bin).
 CALIBRATION_FILE = "calibration.csv"
@@ -67,7 +78,7 @@ def _summary_markdown(table: pd.DataFrame, metric: str = "auprc") -> str:
     best = table.apply(lambda col: best_value(col, metric), axis=0)
     rows = []
     for method, values in table.iterrows():
-        cells = [display_name(str(method))]
+        cells = [_shown(str(method))]
         for col, v in values.items():
             s = _fmt(v)
             if np.isfinite(v) and np.isclose(v, best[col]):
@@ -79,7 +90,7 @@ def _summary_markdown(table: pd.DataFrame, metric: str = "auprc") -> str:
 
 def _gain_markdown(gains: pd.DataFrame) -> str:
     """Scenarios as rows (as in the paper's tables), methods as columns, in percent."""
-    header = ["Peers", "Jaccard"] + [display_name(str(m)) for m in gains.index]
+    header = ["Peers", "Jaccard"] + [_shown(str(m)) for m in gains.index]
     rows = []
     for (n, j), col in gains.items():
         best = col.max(skipna=True)
@@ -108,8 +119,7 @@ def _friedman_markdown(test: RankTest, n_blocks: int, alpha: float) -> str:
         _markdown(
             ["Rank", "Method", "Average rank"],
             [
-                [str(i + 1), display_name(str(m)), f"{v:.2f}"]
-                for i, (m, v) in enumerate(ranks.items())
+                [str(i + 1), _shown(str(m)), f"{v:.2f}"] for i, (m, v) in enumerate(ranks.items())
             ],  # fmt: skip
             n_label_cols=2,
         ),
@@ -185,13 +195,13 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     datasets = sorted(df["dataset"].unique())
 
-    md: list[str] = [f"# {title}", ""]
+    md: list[str] = [f"# {markdown_text(title)}", ""]
     md.append(
-        f"{len(df)} scores; datasets: {', '.join(datasets)}; "
+        f"{len(df)} scores; datasets: {markdown_text(', '.join(map(str, datasets)))}; "
         f"peers: {', '.join(str(n) for n in sorted(df['n_sites'].unique()))}; "
         f"Jaccard levels: {', '.join(f'{j:g}' for j in sorted(df['jaccard'].unique()))}; "
         f"repetitions per scenario: up to {df.groupby(_BLOCK[:3])['rep'].nunique().max()}; "
-        f"methods: {', '.join(display_name(m) for m in _order_methods(df['method'].unique()))}."
+        f"methods: {', '.join(_shown(m) for m in _order_methods(df['method'].unique()))}."
     )
     md += [
         "",
@@ -230,14 +240,14 @@ def write_report(
 
         for dataset in datasets:
             ddf = mdf[mdf["dataset"] == dataset]
-            md += [f"### {dataset} — {name}", ""]
+            md += [f"### {markdown_text(dataset)} — {name}", ""]
             if ddf.empty:
-                note(f"No {name} scores for dataset {dataset}.")
+                note(f"No {name} scores for dataset {markdown_text(dataset)}.")
                 continue
             present = set(ddf["method"])
             drawn = [m for m in line_methods if m in present] or _order_methods(present)
             png = plot_metric_vs_jaccard(ddf, out, metric, dataset, drawn)
-            md += [f"![{name} vs. Jaccard, {dataset}]({png.name})", ""]
+            md += [f"![{name} vs. Jaccard, {markdown_text(dataset)}]({png.name})", ""]
 
             table = summary_table(ddf, metric, jaccards, dataset=dataset)
             sd = summary_table(ddf, metric, jaccards, dataset=dataset, std=True)
@@ -253,26 +263,32 @@ def write_report(
             ]
 
             if baseline not in present:
-                note(f"No {display_name(baseline)} scores for {dataset}: no relative gains.")
+                note(
+                    f"No {_shown(baseline)} scores for {markdown_text(dataset)}: no relative gains."
+                )
             elif len(present) < 2:
-                note(f"Only {display_name(baseline)} has {name} scores for {dataset}: no gains.")
+                note(
+                    f"Only {_shown(baseline)} has {name} scores for {markdown_text(dataset)}: no gains."
+                )
             else:
                 gains = relative_gain(ddf, metric, baseline, dataset=dataset)
                 md += [
-                    f"**Relative {name} gain over {display_name(baseline)}** (eq. 25):",
+                    f"**Relative {name} gain over {_shown(baseline)}** (eq. 25):",
                     "",
                     _gain_markdown(gains),
                     "",
                 ]
                 png = plot_gain_heatmap(ddf, out, metric, dataset, baseline)
-                md += [f"![Relative gain heatmap, {dataset}]({png.name})", ""]
+                md += [f"![Relative gain heatmap, {markdown_text(dataset)}]({png.name})", ""]
 
             if len(datasets) > 1:
                 try:
                     test, n_blocks = _rank_test(ddf, alpha)
                     md += [_friedman_markdown(test, n_blocks, alpha), ""]
                 except ValueError as exc:
-                    note(f"Ranking not available for {dataset}: {exc}")
+                    note(
+                        f"Ranking not available for {markdown_text(dataset)}: {markdown_text(exc)}"
+                    )
 
     md += _grid_section(df, out)
     if (out / CALIBRATION_FILE).is_file():
@@ -318,7 +334,10 @@ def _grid_section(df: pd.DataFrame, out: Path) -> list[str]:
             columns="sites",
             title=f"{dataset}: {names} by method and number of sites",
         )
-        md += [f"![{names} by method and number of sites, {dataset}]({png.name})", ""]
+        md += [
+            f"![{names} by method and number of sites, {markdown_text(dataset)}]({png.name})",
+            "",
+        ]
     return md
 
 
@@ -337,7 +356,7 @@ def _reliability_section(table: pd.DataFrame, out: Path) -> list[str]:
     for dataset in sorted(table["dataset"].unique()):
         curves = pool_bins(table[table["dataset"] == dataset])
         if not curves:
-            md += [f"> No non-empty bin for {dataset}: no reliability diagram.", ""]
+            md += [f"> No non-empty bin for {markdown_text(dataset)}: no reliability diagram.", ""]
             continue
         png = plot_reliability(
             curves,
@@ -345,5 +364,5 @@ def _reliability_section(table: pd.DataFrame, out: Path) -> list[str]:
             f"{_slug(dataset)}_reliability.png",
             title=f"{dataset}: predicted against observed risk, all sites and scenarios",
         )
-        md += [f"![Reliability diagram, {dataset}]({png.name})", ""]
+        md += [f"![Reliability diagram, {markdown_text(dataset)}]({png.name})", ""]
     return md

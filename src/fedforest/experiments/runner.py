@@ -368,6 +368,7 @@ def run_repetition(
             random_state=rep,
             calibration=calibration,
             owner_weights=weights,
+            resamples=0,  # spread over repetitions instead of a bootstrap per test set
             **options,
         )
         key = {"dataset": dataset, "n_sites": n_sites, "jaccard": jaccard, "rep": rep}

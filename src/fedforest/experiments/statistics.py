@@ -34,7 +34,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..vocabulary import EXPERIMENT_METHODS, LOWER_IS_BETTER, METRICS, REGRESSION_METRICS
+from ..vocabulary import (
+    EXPERIMENT_METHODS,
+    LOWER_IS_BETTER,
+    METRICS,
+    REGRESSION_METRICS,
+    STRATEGY_NAMES,
+)
 
 logger = logging.getLogger("fedforest.experiments.reports")  # the name used before the split
 
@@ -60,21 +66,8 @@ COLUMNS = ("dataset", "n_sites", "jaccard", "rep", "site", "method", "metric", "
 METHOD_ORDER = EXPERIMENT_METHODS
 """Order of methods in tables and figures; unknown methods follow, sorted."""
 
-DISPLAY_NAMES = {
-    "intersection": "Intersection",
-    "local": "Local",
-    "park": "Park et al.",
-    "fpv": "FPV",
-    "pr": "PR",
-    "mi": "MI",
-    "ipr": "IPR",
-    "mp": "MP",
-    "ss": "SS",
-    "node": "Node",
-    "wmp": "WMP",
-    "auto": "Auto",
-}
-"""Names used in figures and in ``report.md``."""
+DISPLAY_NAMES = STRATEGY_NAMES
+"""Names used in figures and in ``report.md`` (:data:`fedforest.vocabulary.STRATEGY_NAMES`)."""
 
 _METRIC_NAMES = {
     "auprc": "AUPRC",
@@ -128,7 +121,7 @@ def display_name(method: str) -> str:
     Examples
     --------
     >>> display_name("park"), display_name("mp"), display_name("custom")
-    ('Park et al.', 'MP', 'custom')
+    ('Park et al. tree selection', 'Marginal prediction', 'custom')
     """
     return DISPLAY_NAMES.get(method, method)
 

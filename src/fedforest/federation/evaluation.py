@@ -10,6 +10,13 @@ import numpy as np
 import pandas as pd
 
 from .. import protocol
+from ..intervals import (
+    BOOTSTRAP_RESAMPLES,
+    INTERVAL_METRICS,
+    bootstrap_intervals,
+    check_interval,
+    event_count,
+)
 from ..metrics import METRIC_RANGES, N_BINS, calibration_bins, score_all, score_values
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
@@ -53,6 +60,8 @@ def evaluate_strategies(
     calibration: str = "none",
     owner_weights: Mapping[str, float] | None = None,
     models: dict | None = None,
+    outcome: str | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> dict[str, dict]:
     """Score strategies on a site's test rows.
 
@@ -60,10 +69,18 @@ def evaluate_strategies(
     ignored). ``intersection`` scores the intersection forest; ``auto`` chooses
     on ``X_val``, ``y_val`` among the strategies that fit nothing of their own
     and the intersection forest. Returns ``{strategy: {metric: value, ...,
-    "rows", "mean_trees_kept", "fallback_rows", "calibration", "bins"}}``,
-    where ``calibration`` is the method the row's probabilities went through
-    and ``bins`` their reliability-diagram bins
-    (:func:`~fedforest.metrics.calibration_bins`).
+    "rows", "events", "intervals", "mean_trees_kept", "fallback_rows", "calibration",
+    "bins"}}``, where ``events`` counts the test rows of the outcome
+    (:func:`~fedforest.intervals.event_count`; ``None`` for regression),
+    ``intervals`` holds the percentile bootstrap 95% interval ``[low, high]``
+    of each metric of :data:`~fedforest.intervals.INTERVAL_METRICS` the job
+    reports (:func:`~fedforest.intervals.bootstrap_intervals`: ``resamples``
+    resamples of the test rows drawn from ``random_state``, the same for every
+    strategy; ``resamples=0``: no intervals, ``intervals`` is ``None``),
+    ``calibration`` is the method the row's probabilities went through and
+    ``bins`` their reliability-diagram bins
+    (:func:`~fedforest.metrics.calibration_bins`), with ``outcome`` (the
+    target column's name, when given) as the bins' ``outcome``.
 
     ``calibration`` (one of :data:`~fedforest.vocabulary.CALIBRATIONS`) is
     fitted on the validation rows for every strategy, after it
@@ -112,6 +129,9 @@ def evaluate_strategies(
     if not regression:
         common.update(voting=voting, calibration=calibration)
     results: dict[str, dict] = {}
+    events = event_count(y_test, classes)
+    seed = _bootstrap_seed(random_state)
+    wanted = [m for m in INTERVAL_METRICS if m in metrics]
     # the pooled forest's predictions of these two tables, shared by every classifier below
     # (same forest and settings): a strategy's own row, auto's candidates and its chosen
     # strategy's test rows, and wmp's parts are each predicted once
@@ -127,7 +147,13 @@ def evaluate_strategies(
                 site,
             )
             row = dict.fromkeys(metrics)
-            row.update(rows=int(len(X_test)), mean_trees_kept=0.0, fallback_rows=0)
+            row.update(
+                rows=int(len(X_test)),
+                events=events,
+                intervals=dict.fromkeys(wanted) if resamples and wanted else None,
+                mean_trees_kept=0.0,
+                fallback_rows=0,
+            )
             results[strategy] = row
             continue
         Estimator = PooledForestRegressor if regression else PooledForestClassifier
@@ -158,16 +184,30 @@ def evaluate_strategies(
         if regression:
             predicted = clf.predict(X_use)
             row = {m: _finite(score_values(m, y_test, predicted)) for m in metrics}
+            shape = {"predicted": predicted}
         else:
             proba = clf.predict_proba(X_use)
             row = {k: _finite(v) for k, v in score_all(y_test, proba, classes, metrics).items()}
+            shape = {"proba": proba, "classes": classes}
+        intervals = None
+        if resamples and wanted:
+            intervals = bootstrap_intervals(
+                y_test, metrics=wanted, points=row, resamples=resamples, random_state=seed, **shape
+            )
+        bins = None
+        if not regression:
+            bins = calibration_bins(y_test, proba, classes)
+            if outcome is not None:
+                bins["outcome"] = str(outcome)[:200]
         diag = clf.diagnostics_
         row.update(
             rows=int(len(X_use)),
+            events=events,
+            intervals=intervals,
             mean_trees_kept=float(np.mean(diag.trees_kept)),
             fallback_rows=int(diag.n_fallback),
             calibration=clf.calibrator_.method if hasattr(clf, "calibrator_") else "none",
-            bins=None if regression else calibration_bins(y_test, proba, classes),
+            bins=bins,
             **extra,
         )
         results[strategy] = row
@@ -180,9 +220,20 @@ def evaluate_strategies(
     return results
 
 
+def _bootstrap_seed(random_state) -> int:
+    """The bootstrap's seed: the job's seed itself (an int), else drawn from ``random_state``."""
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return int(random_state)
+    from sklearn.utils import check_random_state
+
+    return int(check_random_state(random_state).randint(2**31 - 1))
+
+
 #: Fields of one strategy's row in a site's metrics, besides the metrics themselves.
 ROW_FIELDS = (
     "rows",
+    "events",
+    "intervals",
     "mean_trees_kept",
     "fallback_rows",
     "calibration",
@@ -203,7 +254,10 @@ def read_site_metrics(
     """Validate a site's ``fedforest/site-metrics`` reply against what the job asked for.
 
     Every requested strategy has a row; every requested metric is a finite
-    number in its range (:data:`~fedforest.metrics.METRIC_RANGES`) or ``None`` (undefined); counts are non-negative; ``auto``
+    number in its range (:data:`~fedforest.metrics.METRIC_RANGES`) or ``None`` (undefined); counts are non-negative; every
+    row scored the reply's ``rows`` and the same ``events`` (at most ``rows``; version 4); each
+    bootstrap interval (version 4) is ``[low, high]``, finite, in the metric's range and
+    holding the point (:func:`~fedforest.intervals.check_interval`); ``auto``
     names a strategy it chose; ``wmp`` gives its guess weight in [0, 1]; ``privacy`` (version 2) is the site's effective
     privacy policy, read as a ``privacy:`` block
     (:meth:`~fedforest.privacy.policy.PrivacyPolicy.from_dict`), or
@@ -234,6 +288,16 @@ def read_site_metrics(
             value = row.get(m)
             clean[m] = None if value is None else row.number(m, value, *METRIC_RANGES[m])
         clean["rows"] = row.read_integer("rows", 0)
+        if clean["rows"] != rows:
+            row.fail(f"field 'rows' is {clean['rows']}; the reply's 'rows' is {rows}")
+        events = row.get("events", None)
+        clean["events"] = None if events is None else row.integer("events", events, 0, rows)
+        if out and clean["events"] != out[strategies[0]]["events"]:
+            row.fail(
+                f"field 'events' is {clean['events']}; the row of {strategies[0]!r} has "
+                f"{out[strategies[0]]['events']} (one site, one set of test rows)"
+            )
+        clean["intervals"] = _read_intervals(row, clean, metrics)
         clean["mean_trees_kept"] = row.number("mean_trees_kept", row.get("mean_trees_kept"), 0)
         clean["fallback_rows"] = row.read_integer("fallback_rows", 0)
         if "calibration" in row.payload:  # absent only in a row that was not scored
@@ -266,15 +330,38 @@ def read_site_metrics(
     return {"site": sender, "rows": rows, "strategies": out, "privacy": _read_policy(r)}
 
 
+def _read_intervals(row: PayloadReader, clean: Mapping, metrics: Sequence[str]) -> dict | None:
+    """A row's bootstrap intervals: ``{metric: [low, high] or None}`` for metrics of
+    :data:`~fedforest.intervals.INTERVAL_METRICS` the job asked for, each holding its point
+    (:func:`~fedforest.intervals.check_interval`)."""
+    value = row.get("intervals", None)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        row.refuse("intervals", value, "a dict of [low, high] per metric, or null")
+    allowed = [m for m in INTERVAL_METRICS if m in metrics]
+    out = {}
+    for metric, interval in value.items():
+        if metric not in allowed:
+            row.fail(f"field 'intervals' names {describe(metric)}; allowed: {allowed}")
+        problem = check_interval(metric, clean[metric], interval)
+        if problem:
+            row.fail(f"field 'intervals.{metric}': {problem}")
+        out[metric] = None if interval is None else [float(interval[0]), float(interval[1])]
+    return out
+
+
 def _read_bins(row: PayloadReader, rows: int) -> dict | None:
     """A row's reliability-diagram bins (:func:`~fedforest.metrics.calibration_bins`)."""
     value = row.get("bins")
     if value is None:
         return None
     bins = row.entry(value, "bins")
-    bins.check_keys({"target", "count", "predicted", "observed"})
+    bins.check_keys({"target", "outcome", "count", "predicted", "observed"})
     target = bins.read_string("target")
     out: dict[str, Any] = {"target": target[:200]}
+    if bins.get("outcome", None) is not None:
+        out["outcome"] = bins.read_string("outcome")[:200]
     lists = {}
     for key in ("count", "predicted", "observed"):
         items = bins.get(key)

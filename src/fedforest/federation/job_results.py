@@ -22,13 +22,26 @@ The schema, election and tuning blocks keep the JSON layout of their own
 classes (``GlobalSchema.to_payload``, ``ElectionResult.to_dict``,
 ``TuningResult.to_dict``); the per-strategy metric rows keep the layout
 :func:`~fedforest.federation.evaluation.read_site_metrics` checked.
+
+How sure each site's metrics are: ``test_rows`` and ``test_events`` count each
+site's test rows and events (:func:`~fedforest.intervals.event_count`), each
+row's ``intervals`` hold bootstrap 95% intervals
+(:func:`~fedforest.intervals.bootstrap_intervals`) and ``sample_warnings``
+names every site with too few rows or events
+(:func:`~fedforest.intervals.sample_warning`). ``test_events`` and
+``sample_warnings`` follow from the rows (:attr:`JobResults.test_events`,
+:attr:`JobResults.sample_warnings`); the reader checks them against the rows.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..intervals import check_interval, sample_warning
+from ..metrics import METRIC_RANGES
 
 #: The ``format`` of ``results.json``.
 RESULTS_FORMAT = "fedforest/results"
@@ -36,8 +49,11 @@ RESULTS_FORMAT = "fedforest/results"
 #: 2: each metric row may carry ``calibration`` and ``bins``, the ``auto`` row
 #: ``chosen_calibration`` and ``runner_up``, as site-metrics version 3 reports them;
 #: 3: ``model.site_models``, the model each site was sent under
-#: ``evaluation.trees_per_site``; a version 2 file reads as every site sent the pooled model).
-RESULTS_VERSION = 3
+#: ``evaluation.trees_per_site``; a version 2 file reads as every site sent the pooled model;
+#: 4: ``test_events`` and ``sample_warnings``, and each metric row's ``events`` and
+#: ``intervals``, as site-metrics version 4 reports them; a version 3 file reads as no events
+#: counted and no interval computed).
+RESULTS_VERSION = 4
 #: The status of a job.
 STATUSES = ("finished", "failed")
 
@@ -52,6 +68,8 @@ SERVER_FIELDS = (
     "strategies",
     "metrics",
     "test_rows",
+    "test_events",
+    "sample_warnings",
     "schema",
     "election",
     "tuning",
@@ -74,6 +92,8 @@ SWARM_FIELDS = (
     "strategies",
     "metrics",
     "test_rows",
+    "test_events",
+    "sample_warnings",
     "metrics_withheld",
     "model_digest",
     "model_digests",
@@ -201,6 +221,32 @@ class JobResults:
     def finished(self) -> bool:
         return self.status == "finished"
 
+    @property
+    def test_events(self) -> dict[str, int | None]:
+        """``{site: events}`` of the sites with metrics: the ``events`` their rows report
+        (``None``: regression, or a site-metrics reply before version 4)."""
+        out = {}
+        for site, per in self.metrics.items():
+            rows = (
+                [r for r in per.values() if isinstance(r, Mapping)]
+                if isinstance(per, Mapping)
+                else []
+            )
+            out[site] = next((r["events"] for r in rows if r.get("events") is not None), None)
+        return out
+
+    @property
+    def sample_warnings(self) -> dict[str, str]:
+        """``{site: why its metrics are unreliable}`` for every site with fewer test rows or
+        events than :func:`~fedforest.intervals.sample_warning` asks for."""
+        events = self.test_events
+        out = {}
+        for site, rows in self.test_rows.items():
+            text = sample_warning(rows, events.get(site))
+            if text is not None:
+                out[site] = text
+        return out
+
     # ------------------------------------------------------------------ writing
     def to_dict(self) -> dict[str, Any]:
         """``results.json``: ``format``, ``version``, then the fields of the mode in file order."""
@@ -214,6 +260,8 @@ class JobResults:
             "strategies": self.strategies,
             "metrics": self.metrics,
             "test_rows": self.test_rows,
+            "test_events": self.test_events,
+            "sample_warnings": self.sample_warnings,
             "schema": self.schema,
             "election": self.election,
             "tuning": self.tuning,
@@ -304,7 +352,10 @@ class JobResults:
         elif data.get("mode") not in (None, "server"):
             raise ValueError(f"{source}: field 'mode' is {data['mode']!r}; allowed: server, swarm")
         model = data.get("model")
-        return cls(
+        test_rows = _test_rows(data.get("test_rows"), source)
+        metrics = dict(_mapping(data.get("metrics") or {}, f"{source}: field 'metrics'"))
+        _check_counts_and_intervals(metrics, test_rows, source)
+        results = cls(
             job=data["job"],
             status=data.get("status", "failed"),
             error=data.get("error"),
@@ -312,8 +363,8 @@ class JobResults:
             dropped_sites=dict(data.get("dropped_sites") or {}),
             classes_missing=dict(data.get("classes_missing") or {}),
             strategies=list(data.get("strategies") or []),
-            metrics=dict(data.get("metrics") or {}),
-            test_rows=dict(data.get("test_rows") or {}),
+            metrics=metrics,
+            test_rows=test_rows,
             schema=data.get("schema"),
             election=data.get("election"),
             tuning=data.get("tuning"),
@@ -323,11 +374,99 @@ class JobResults:
             model=None if model is None else ModelSummary.from_dict(model, source),
             swarm=swarm,
         )
+        _check_derived(data, results, source)
+        return results
 
 
 def as_results(results: JobResults | Mapping) -> JobResults:
     """``results`` as :class:`JobResults` (a dict is read with :meth:`JobResults.from_dict`)."""
     return results if isinstance(results, JobResults) else JobResults.from_dict(results)
+
+
+def _test_rows(value: Any, source: str) -> dict[str, int | None]:
+    """``test_rows``: ``{site: whole number >= 0 or null}``."""
+    out = {}
+    for site, rows in _mapping(value or {}, f"{source}: field 'test_rows'").items():
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 0):
+            raise ValueError(
+                f"{source}: field 'test_rows.{site}' is {rows!r}; allowed: a whole number >= 0 "
+                "or null"
+            )
+        out[str(site)] = rows
+    return out
+
+
+def _check_counts_and_intervals(metrics: Mapping, test_rows: Mapping, source: str) -> None:
+    """Each metric row's ``events`` (at most the site's test rows) and ``intervals`` (each
+    ``[low, high]`` holding its point, :func:`~fedforest.intervals.check_interval`)."""
+    for site, per in metrics.items():
+        if not isinstance(per, Mapping):
+            continue  # the report refuses it, naming the site
+        for strategy, row in per.items():
+            if not isinstance(row, Mapping):
+                continue
+            where = f"{source}: field 'metrics.{site}.{strategy}"
+            events, rows = row.get("events"), test_rows.get(site)
+            if events is not None and (
+                isinstance(events, bool)
+                or not isinstance(events, int)
+                or events < 0
+                or (rows is not None and events > rows)
+            ):
+                limit = f" and at most the site's {rows} test rows" if rows is not None else ""
+                raise ValueError(
+                    f"{where}.events' is {events!r}; allowed: null or a whole number >= 0{limit}"
+                )
+            intervals = row.get("intervals")
+            if intervals is None:
+                continue
+            if not isinstance(intervals, Mapping):
+                raise ValueError(
+                    f"{where}.intervals' is {intervals!r}; allowed: null or a dict of "
+                    "[low, high] per metric"
+                )
+            for metric, interval in intervals.items():
+                if metric not in METRIC_RANGES:
+                    raise ValueError(
+                        f"{where}.intervals' names {metric!r}; allowed: {sorted(METRIC_RANGES)}"
+                    )
+                point = row.get(metric)
+                if point is not None and (
+                    isinstance(point, bool)
+                    or not isinstance(point, (int, float))
+                    or not math.isfinite(point)
+                ):
+                    raise ValueError(f"{where}.{metric}' is {point!r}; expected a number or null")
+                problem = check_interval(metric, point, interval)
+                if problem:
+                    raise ValueError(f"{where}.intervals.{metric}': {problem}")
+
+
+def _check_derived(data: Mapping, results: JobResults, source: str) -> None:
+    """``test_events`` of a file must be what its rows say, and ``sample_warnings`` name the
+    sites the counts say (the texts are written anew from the counts)."""
+    for key in ("test_events", "sample_warnings"):
+        if key not in data:
+            continue  # before version 4
+        stored = dict(_mapping(data[key], f"{source}: field {key!r}"))
+        expected = getattr(results, key)
+        if key == "sample_warnings":
+            bad = [s for s, v in stored.items() if not isinstance(v, str)]
+            if bad:
+                raise ValueError(
+                    f"{source}: field 'sample_warnings.{bad[0]}' is {stored[bad[0]]!r}; "
+                    "expected the warning's text"
+                )
+            stored = {s: expected.get(s, v) for s, v in stored.items()}
+        if stored != expected:
+            wrong = sorted(
+                str(s) for s in set(stored) | set(expected) if stored.get(s) != expected.get(s)
+            )
+            raise ValueError(
+                f"{source}: field {key!r} does not match the metric rows at "
+                f"{', '.join(map(repr, wrong))}: the rows say "
+                f"{ {s: expected.get(s) for s in wrong}!r}"
+            )
 
 
 def _head() -> dict[str, Any]:

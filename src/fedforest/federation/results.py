@@ -10,20 +10,54 @@ takes a :class:`JobResults` or a ``results.json`` dict.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from ..privacy.policy import PrivacyPolicy
-from ..vocabulary import METRICS, REGRESSION_METRICS
+from ..vocabulary import METRICS, REGRESSION_METRICS, STRATEGY_NAMES
 from .job_results import JobResults, as_results
 
 #: The narrowest column of the command line's table: labels column, then each value column.
 LABEL_WIDTH, VALUE_WIDTH = 14, 10
 #: Spaces at least between two columns of the command line's table.
 GUTTER = 2
+
+
+def markdown_text(value) -> str:
+    """``value`` as text that markdown (and the HTML it may hold) shows as it is.
+
+    Site, strategy and dataset names and error messages come from participants: a name
+    holding ``<script>``, ``|`` or ``**`` must neither run, break a table nor change the
+    emphasis. HTML's special characters become entities, markdown's inline markers are
+    escaped with a backslash, and line breaks become spaces.
+
+    Examples
+    --------
+    >>> markdown_text("site|<b>1</b>*")
+    'site\\|&lt;b&gt;1&lt;/b&gt;\\*'
+    """
+    text = re.sub(r"[\r\n]+", " ", str(value))
+    text = re.sub(r"([\\`*_\[\]|~])", r"\\\1", text)
+    return html.escape(text, quote=False)
+
+
+def prose_text(value, table: bool = False) -> str:
+    """Free text from participants (an error, a reason) as markdown shows it: HTML's special
+    characters as entities and line breaks as spaces (``table``: ``|`` escaped too); other
+    characters are left as written, so a message reads as the log says it."""
+    text = html.escape(re.sub(r"[\r\n]+", " ", str(value)), quote=False)
+    return text.replace("|", "\\|") if table else text
+
+
+def strategy_name(strategy) -> str:
+    """A strategy as reports name it: spelled out (:data:`~fedforest.vocabulary.STRATEGY_NAMES`),
+    an unknown name as it is (escaped, :func:`markdown_text`)."""
+    return markdown_text(STRATEGY_NAMES.get(str(strategy), str(strategy)))
 
 
 def payload_bytes(value) -> int:
@@ -62,22 +96,29 @@ def render_report(results: JobResults | Mapping) -> str:
     """A readable report of a job's results (server or swarm mode)."""
     r = as_results(results)
     mode = " (swarm mode)" if r.swarm is not None else ""
-    lines = [f"# fedforest job `{r.job}`{mode}: {r.status}", ""]
+    lines = [f"# fedforest job {_code(r.job)}{mode}: {r.status}", ""]
     if r.error:
-        lines += [f"**Error:** {r.error}", ""]
+        lines += [f"**Error:** {prose_text(r.error)}", ""]
     if r.swarm is not None and r.swarm.site_states:
         lines += _swarm_sites(r)
     if r.classes_missing:
         lines += ["## Classes a site has no row of", ""]
         lines += [
-            f"- `{s}`: {', '.join(map(str, lacking))} (its trees never predict them; its "
-            "metrics are on the classes it has)"
+            f"- {_code(s)}: {markdown_text(', '.join(map(str, lacking)))} (its trees never "
+            "predict them; its metrics are on the classes it has)"
             for s, lacking in r.classes_missing.items()
         ]
         lines.append("")
     if r.dropped_sites:
         lines += ["## Dropped sites", ""]
-        lines += [f"- `{s}`: {why}" for s, why in r.dropped_sites.items()]
+        lines += [f"- {_code(s)}: {prose_text(why)}" for s, why in r.dropped_sites.items()]
+        lines.append("")
+    if r.sample_warnings:
+        lines += ["## Sites with too few test rows or events", ""]
+        lines += [
+            f"- **{markdown_text(site)}**: {markdown_text(why)}."
+            for site, why in r.sample_warnings.items()
+        ]
         lines.append("")
     if r.metrics:
         lines += _metric_tables(r)
@@ -88,7 +129,8 @@ def render_report(results: JobResults | Mapping) -> str:
             "",
             f"Kept {st['kept']} features (intersection {st['intersection']}, union "
             f"{st['union']}, disputed {st['disputed']}) at freedom degree "
-            f"{r.election['freedom_degree']:.4g}: {', '.join(r.election['selected'])}",
+            f"{r.election['freedom_degree']:.4g}: "
+            + markdown_text(", ".join(map(str, r.election["selected"]))),
             "",
         ]
     if r.tuning:
@@ -100,7 +142,10 @@ def render_report(results: JobResults | Mapping) -> str:
         lines.append("")
     if r.privacy:
         lines += ["## Privacy policies", ""]
-        lines += [f"- `{site}`: {describe_policy(policy)}" for site, policy in r.privacy.items()]
+        lines += [
+            f"- {_code(site)}: {describe_policy(policy)}"  # validated keys and numbers
+            for site, policy in r.privacy.items()
+        ]
         lines.append("")
     if r.model is not None and r.model.site_models:
         lines += [
@@ -112,7 +157,7 @@ def render_report(results: JobResults | Mapping) -> str:
             "",
         ]
         lines += [
-            f"- `{site}`: {v['trees']} trees, {v['bytes']:,} bytes"
+            f"- {_code(site)}: {v['trees']} trees, {v['bytes']:,} bytes"
             for site, v in r.model.site_models.items()
         ]
         lines.append("")
@@ -120,9 +165,20 @@ def render_report(results: JobResults | Mapping) -> str:
     if r.payload_bytes:
         lines += ["## Payload sizes (bytes)", ""]
         for site, sizes in r.payload_bytes.items():
-            lines.append(f"- `{site}`: " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
+            lines.append(
+                f"- {_code(site)}: "
+                + ", ".join(f"{markdown_text(k)} {v:,}" for k, v in sizes.items())
+            )
         lines.append("")
     return "\n".join(lines)
+
+
+def _code(name) -> str:
+    """A participant's name shown as code: between backticks when it holds no backtick and
+    nothing of HTML's (code shows the rest as it is), else as escaped text
+    (:func:`markdown_text`)."""
+    text = re.sub(r"[\r\n]+", " ", str(name))
+    return markdown_text(text) if re.search(r"[`<>&]", text) else f"`{text}`"
 
 
 def _swarm_sites(r: JobResults) -> list[str]:
@@ -136,26 +192,29 @@ def _swarm_sites(r: JobResults) -> list[str]:
             else ("reported" if site in r.metrics else "–")
         )
         error = swarm.site_errors.get(site)
-        lines.append(f"| {site} | {state}{': ' + error if error else ''} | {shown} |")
+        state = prose_text(f"{state}{': ' + error if error else ''}", table=True)
+        lines.append(f"| {markdown_text(site)} | {state} | {shown} |")
     lines.append("")
     if swarm.peer_messages_encrypted:
         said = {True: "encrypted end to end", False: "not encrypted end to end", None: "unknown"}
         lines += [
             "Messages between sites: "
             + ", ".join(
-                f"`{s}` {said.get(v, 'unknown')}" for s, v in swarm.peer_messages_encrypted.items()
+                f"{_code(s)} {said.get(v, 'unknown')}"
+                for s, v in swarm.peer_messages_encrypted.items()
             )
             + ".",
             "",
         ]
     if swarm.model_digest:
         lines += [
-            f"Every finished site pooled the same model (SHA-256 `{swarm.model_digest[:16]}…`).",
+            "Every finished site pooled the same model (SHA-256 "
+            f"{_code(str(swarm.model_digest)[:16] + '…')}).",
             "",
         ]
     elif swarm.model_digests:
         lines += ["**The finished sites pooled different models:**", ""]
-        lines += [f"- `{s}`: `{d}`" for s, d in swarm.model_digests.items()]
+        lines += [f"- {_code(s)}: {_code(d)}" for s, d in swarm.model_digests.items()]
         lines.append("")
     return lines
 
@@ -182,18 +241,39 @@ def _metrics_of(r: JobResults) -> list[str]:
     return [m for m in (*METRICS, *REGRESSION_METRICS) if m in present]
 
 
-def _strategy_label(strategy: str, row: Mapping) -> str:
-    """A row's name in the report: ``auto`` names its choice, ``wmp`` its weight."""
-    name = strategy
+def _strategy_label(strategy: str, row: Mapping, markdown: bool = True) -> str:
+    """A row's name in the report: spelled out (:func:`strategy_name`); ``auto`` names its
+    choice, ``wmp`` its weight. ``markdown=False``: the command line's plain text, with the
+    names a job's configuration spells (``evaluation.strategies``)."""
+    name_of = strategy_name if markdown else str
+    name = name_of(strategy)
     if row.get("chosen"):
-        name += f" → {row['chosen']}"
+        name += f" → {name_of(row['chosen'])}"
         if row.get("chosen_calibration") not in (None, "none"):
             name += f" + {row['chosen_calibration']}"
         if row.get("runner_up"):
-            name += f" (runner-up {row['runner_up']})"
+            name += f" (runner-up {name_of(row['runner_up'])})"
     if row.get("guess_weight") is not None:
         name += f" (guess weight {row['guess_weight']:g})"
     return name
+
+
+def site_counts(r: JobResults, site: str) -> str:
+    """A site's test rows and events as the report heads its tables, e.g. ``250 test rows,
+    61 events`` (the events when known)."""
+    rows, events = r.test_rows.get(site), r.test_events.get(site)
+    text = f"{rows} test rows"
+    return text if events is None else f"{text}, {events} events"
+
+
+def with_interval(row: Mapping, metric: str) -> str:
+    """A metric's value with its bootstrap 95% interval, e.g. ``0.812 (0.751–0.866)``."""
+    value = row.get(metric)
+    intervals = row.get("intervals")
+    interval = intervals.get(metric) if isinstance(intervals, Mapping) else None
+    if value is None or interval is None:
+        return _fmt(value)
+    return f"{value:.3f} ({interval[0]:.3f}–{interval[1]:.3f})"
 
 
 def _metric_tables(r: JobResults) -> list[str]:
@@ -214,19 +294,25 @@ def _metric_tables(r: JobResults) -> list[str]:
         ]
     if any(m in metrics for m in ("rmse", "mae")):
         lines += ["RMSE and MAE: lower is better (in the target's unit); R²: higher is better.", ""]
+    if any(row.get("intervals") for per in r.metrics.values() for row in per.values()):
+        lines += [
+            "In brackets: the 95% interval of the score over the site's test rows (percentile "
+            "bootstrap, the same resamples for every strategy of a site). Strategies whose "
+            "intervals overlap widely cannot be told apart on these rows.",
+            "",
+        ]
     extra = ["calibration"] if calibrated else []
+    warnings = r.sample_warnings
     for site, per in r.metrics.items():
         header = ["strategy", *labels, *extra, "trees kept", "fallback rows"]
-        lines += [
-            f"### {site} ({r.test_rows.get(site)} test rows)",
-            "",
-            "| " + " | ".join(header) + " |",
-            "|" + "---|" * len(header),
-        ]
+        lines += [f"### {markdown_text(site)} ({site_counts(r, site)})", ""]
+        if site in warnings:
+            lines += [f"> **Warning:** {markdown_text(warnings[site])}.", ""]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for strategy, row in per.items():
-            cells = [_strategy_label(strategy, row), *(_fmt(row.get(m)) for m in metrics)]
+            cells = [_strategy_label(strategy, row), *(with_interval(row, m) for m in metrics)]
             if calibrated:
-                cells.append(str(row.get("calibration") or "none"))
+                cells.append(markdown_text(row.get("calibration") or "none"))
             cells += [f"{row.get('mean_trees_kept', 0):.1f}", str(row.get("fallback_rows", 0))]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
@@ -246,7 +332,7 @@ def _metric_tables(r: JobResults) -> list[str]:
             for m in metrics
         }
         lines.append(
-            f"| {strategy} | "
+            f"| {strategy_name(strategy)} | "
             + " | ".join(_fmt(float(np.mean(v)) if v else None) for v in vals.values())
             + " |"
         )
@@ -259,13 +345,13 @@ def _timings(seconds: Mapping) -> list[str]:
     if seconds and all(isinstance(v, Mapping) for v in seconds.values()):
         lines = ["## Phase timings (seconds, per site)", ""]
         lines += [
-            f"- `{site}`: " + ", ".join(f"{k} {v:.2f}" for k, v in per.items())
+            f"- {_code(site)}: " + ", ".join(f"{markdown_text(k)} {v:.2f}" for k, v in per.items())
             for site, per in seconds.items()
         ]
         return [*lines, ""]
     if seconds:
         lines = ["## Phase timings (seconds)", "", "| phase | seconds |", "|---|---|"]
-        lines += [f"| {k} | {v:.2f} |" for k, v in seconds.items()]
+        lines += [f"| {markdown_text(k)} | {v:.2f} |" for k, v in seconds.items()]
         return [*lines, ""]
     return []
 
@@ -298,12 +384,17 @@ def results_table(results: JobResults | Mapping) -> str:
         if any("brier" in r.metrics[s].get(x, {}) for s in sites for x in r.strategies):
             lines += ["", "Brier score (lower is better)", *_site_table(r, sites, "brier")]
     chosen = {
-        s: _strategy_label("auto", r.metrics[s]["auto"]).removeprefix("auto → ")
+        s: _strategy_label("auto", r.metrics[s]["auto"], markdown=False).split(" → ", 1)[1]
         for s in sites
         if r.metrics[s].get("auto", {}).get("chosen")
     }
     for site, what in chosen.items():
         lines.append(f"{site} deploys {what}")
+    counts = {s: site_counts(r, s) for s in sites}
+    if counts:
+        lines.append("test rows: " + "; ".join(f"{s} {c}" for s, c in counts.items()))
+    for site, why in r.sample_warnings.items():
+        lines.append(f"warning: {site}: {why}")
     timings = r.phase_seconds
     if timings and all(isinstance(v, Mapping) for v in timings.values()):  # per site (swarm)
         for site, per in timings.items():

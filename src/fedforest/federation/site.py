@@ -530,6 +530,7 @@ class SiteRunner:
             calibration=calibration,
             owner_weights=parts["settings"].get("owner_weights"),
             models=fitted,
+            outcome=self.config.target,
         )
         out = {
             "format": protocol.SITE_METRICS,

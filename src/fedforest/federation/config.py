@@ -110,7 +110,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from ..columns import column_kind
 from ..election.ballot import NORMALIZATIONS
@@ -140,7 +139,7 @@ from ..vocabulary import (
     TRACKING,
     VOTING,
 )
-from ..yaml_files import load_yaml
+from ..yaml_files import read_yaml_file
 from .config_folder import check_target_codings
 from .config_values import (
     _check_label_map,
@@ -279,12 +278,7 @@ class _Checker(ConfigChecker):
 
 
 def _read_yaml(path: Path) -> Any:
-    if not path.is_file():
-        raise ConfigError(f"{path}: file not found")
-    try:
-        return load_yaml(path.read_text(), str(path))
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    return read_yaml_file(path)
 
 
 @dataclass

@@ -32,7 +32,7 @@ from ..errors import ConfigError
 from ..federation.config import JobConfig, SiteConfig
 from ..federation.config_folder import unlisted_yaml_files
 from ..federation.tables import check_data
-from ..yaml_files import load_yaml
+from ..yaml_files import read_yaml_file
 from . import tracking
 from .controller import FedForestController
 from .executor import FedForestExecutor
@@ -202,7 +202,7 @@ def make_fed_job(
     for name, site in sites.items():
         resolved = stage / name / SITE_FILE
         resolved.parent.mkdir(parents=True, exist_ok=True)
-        data = load_yaml(Path(site.source).read_text(), site.source)
+        data = read_yaml_file(Path(site.source))
         data["data_path"] = site.data_path
         resolved.write_text(yaml.safe_dump(data, sort_keys=False))
         if swarm:

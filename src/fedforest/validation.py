@@ -79,6 +79,25 @@ def describe(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+#: At most this many items of a list are named in a message (:func:`listing`).
+MAX_LISTED = 20
+
+
+def listing(items, limit: int = MAX_LISTED) -> str:
+    """Items for a message, comma-separated: the first ``limit``, then "and N more".
+
+    Examples
+    --------
+    >>> listing(["a", "b"])
+    'a, b'
+    >>> listing(range(25), limit=3)
+    '0, 1, 2 and 22 more'
+    """
+    items = [str(item) for item in items]
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
 def _finite(value) -> bool:
     """``math.isfinite`` that is false (not an error) for integers too large for a float."""
     try:

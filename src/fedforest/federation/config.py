@@ -120,7 +120,7 @@ from ..privacy.policy import (
     PrivacyPolicy,
     effective_policy,
 )
-from ..validation import ConfigChecker
+from ..validation import ConfigChecker, listing
 from ..vocabulary import (
     AGGREGATIONS,
     AUTO_METRICS,
@@ -147,6 +147,7 @@ from .config_values import (
     _regression_defaults,
     _site_privacy,
 )
+from .site_rules import check_site_table
 from .splits import describe_short_classes, split_sizes
 from .tables import TableSummary, table_summary
 
@@ -748,6 +749,7 @@ def check_job_against_sites(
     for name, summary in summaries.items():
         site = sites[name]
         columns, n_rows = summary.columns, summary.n_rows
+        check_site_table(job, site, summary)  # names, features, label_map, part sizes
         _check_classes_in_every_part(job, site, summary)
         n_train = split_sizes(n_rows, site.validation_fraction, site.test_fraction)[0]
         if 2 * leaf > n_train:
@@ -786,5 +788,5 @@ def check_job_against_sites(
                     "election.always_keep",
                     feature,
                     "feature columns of at least one site's data file (global names, after "
-                    "renames and drop_columns): " + ", ".join(known),
+                    "renames and drop_columns): " + listing(known),
                 )

@@ -301,6 +301,7 @@ def build_job(
     out_dir = Path(out_dir)
     folder = out_dir / job_cfg.name
     inputs = [config_dir, *(site.data_path for site in sites.values())]
+    outputs.check_parent(out_dir, BUILD_COMMAND, inputs)  # not the demo data's folder
     outputs.check_dir(folder, BUILD_COMMAND, inputs)  # before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, _staging(out_dir) as staging:

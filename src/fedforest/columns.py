@@ -24,13 +24,13 @@ it) and :func:`clean_name` is its plain spelling.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-
 
 #: Integer-valued labels beyond this magnitude stay text (they do not fit int64).
 _INT64_LIMIT = 2.0**63
@@ -193,3 +193,16 @@ def match_look_alikes(wanted: Sequence, given: Iterable) -> dict[str, str]:
         if len(found) == 1:
             out[name] = found[0]
     return out
+
+
+def spelled(name) -> str:
+    """``name`` quoted for a message so that look-alikes look different.
+
+    A plain ASCII name as Python quotes it (``'bmi'``); any other as a YAML
+    double-quoted string with escapes (``"glucos\\u00e9"``, ``"glucose\\u0301"``),
+    which can be pasted into a YAML file as it is.
+    """
+    name = str(name)
+    if name.isascii() and name.isprintable():
+        return repr(name)
+    return json.dumps(name)

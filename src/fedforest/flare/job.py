@@ -29,6 +29,7 @@ import yaml
 
 from .. import outputs, protocol
 from ..errors import ConfigError
+from ..federation.build_checks import check_sites_at_build, refuse_shared_data_files
 from ..federation.config import JobConfig, SiteConfig
 from ..federation.config_folder import unlisted_yaml_files
 from ..federation.tables import check_data
@@ -77,7 +78,9 @@ def load_configs(config_dir, data_checks: bool = True) -> tuple[JobConfig, dict[
         sites[name] = site
     if data_checks:
         job.check_against_sites(sites)  # always_keep, min_samples_leaf, max_features vs data
+        check_sites_at_build(job, sites)  # one table per site; the schema phase's rules
     else:
+        refuse_shared_data_files(sites)
         logger.info("data files not checked here: each site checks its own when it starts")
     return job, sites
 

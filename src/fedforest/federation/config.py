@@ -233,6 +233,8 @@ OVERRIDE_KEYS = ("data_path", "privacy", "report_metrics")
 
 #: A site or job name: it becomes a folder name, so no path separators or dots first.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: The longest timeout (seconds, 30 days): longer ones overflow the clocks that wait.
+MAX_TIMEOUT = 30 * 24 * 3600
 #: Names FLARE keeps for itself.
 RESERVED_NAMES = ("server", "admin", "overseer")
 
@@ -332,9 +334,9 @@ class JobConfig:
         c.integer("job.seed", job["seed"], 0, MAX_SEED)
         timeouts = c.merge(job["timeouts"], JOB_DEFAULTS["job"]["timeouts"], "job.timeouts.")
         for phase in PHASES:
-            c.number(f"job.timeouts.{phase}", timeouts[phase], 0)
+            c.number(f"job.timeouts.{phase}", timeouts[phase], 0, MAX_TIMEOUT)
         if job["wait_after_min"] is not None:
-            c.number("job.wait_after_min", job["wait_after_min"], 0)
+            c.number("job.wait_after_min", job["wait_after_min"], 0, MAX_TIMEOUT)
         check_name(c, "job.name", job["name"], "a job name")
         c.choice("job.tracking", job["tracking"], TRACKING)
         c.choice("job.mode", job["mode"], MODES)

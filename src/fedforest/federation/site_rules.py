@@ -86,16 +86,6 @@ def _column_text(site, name: str) -> str:
 
 def check_column_names(site, columns: Sequence[str]) -> None:
     """Refuse a column name that cannot be matched as written, and two that read alike."""
-    for name in columns:
-        why = name_problem(name)
-        if why is not None:
-            local = _local(site, name)
-            key = f"renames.{local}" if local != name else "renames"
-            raise ConfigError(
-                f"{site.source}: data file {site.data_path}: {_column_text(site, name)} {why}; "
-                f"allowed: names as they read: rename it with {key}: {{{local!r}: "
-                f"{_plain(name)!r}}} in {site.source} (or correct the header)"
-            )
     groups = look_alike_groups(columns)
     if groups:
         group = groups[0]
@@ -118,6 +108,16 @@ def check_column_names(site, columns: Sequence[str]) -> None:
             "so other sites and the predict command could not tell them apart; allowed: names "
             f"that read differently: {fix} (keeping {keep!r})"
         )
+    for name in columns:
+        why = name_problem(name)
+        if why is not None:
+            local = _local(site, name)
+            key = f"renames.{local}" if local != name else "renames"
+            raise ConfigError(
+                f"{site.source}: data file {site.data_path}: {_column_text(site, name)} {why}; "
+                f"allowed: names as they read: rename it with {key}: {{{local!r}: "
+                f"{_plain(name)!r}}} in {site.source} (or correct the header)"
+            )
 
 
 def _plain(name: str) -> str:

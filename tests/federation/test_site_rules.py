@@ -184,3 +184,16 @@ def test_a_regression_target_near_1e30_is_read_without_a_raw_warning(tmp_path):
         check_job_against_sites(job("regression"), {"site-1": config})
         runner = SiteRunner(config).load(job=job("regression"))
     assert runner.frame["outcome"].max() == pytest.approx(9e30)
+
+
+def test_a_site_starting_without_the_job_file_checks_its_own_keys(tmp_path):
+    """Server mode: the site has only its YAML; its own keys are checked when it starts."""
+    for frame, keys, words in (
+        (table(**{"BMI": np.linspace(18, 40, 60)}), {}, "read alike"),
+        (table(60, classes=3), {"validation_fraction": 0.001}, "key 'validation_fraction'"),
+        (table(40), {"calibration": "isotonic"}, "key 'calibration' is 'isotonic'"),
+        (table(), {"drop_columns": ["age", "bmi", "glucose"]}, "key 'drop_columns'"),
+    ):
+        with pytest.raises(ConfigError, match=words):
+            SiteRunner(site(tmp_path, frame, **keys)).load()
+    SiteRunner(site(tmp_path, table(40))).load()  # the job's calibration is not known here

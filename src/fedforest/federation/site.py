@@ -63,8 +63,9 @@ from ..vocabulary import DEFAULT_AUTO_METRIC, METRICS
 from .config import JobConfig, SiteConfig, check_job_against_sites
 from .evaluation import evaluate_strategies
 from .schema import GlobalSchema, SiteSchema
+from .site_rules import check_site_table
 from .splits import split_site_rows
-from .tables import check_table, read_table
+from .tables import TableSummary, check_table, read_table
 from .training import fit_site_models
 
 logger = logging.getLogger(__name__)
@@ -247,6 +248,9 @@ class SiteRunner:
             frame = check_table(self.config, frame)
         if job is not None:
             check_job_against_sites(job, {self.site: self.config}, {self.site: frame})
+        else:  # the site's own keys against its table (server mode: no job file here)
+            summary = TableSummary.of(frame, self.config.target)
+            check_site_table(None, self.config, summary, self.random_state)
         self.policy = self.config.check_privacy(frame)
         try:
             frame, self.hidden = hide_rare_levels(

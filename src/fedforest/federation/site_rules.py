@@ -51,12 +51,15 @@ STEP = 0.001
 MAX_HELD_OUT = 0.9
 
 
-def check_site_table(job, site, summary) -> None:
+def check_site_table(job, site, summary, seed: int = 0) -> None:
     """Every rule of the module on one site's checked table.
 
     Parameters
     ----------
-    job : JobConfig
+    job : JobConfig or None
+        None at a site that starts without the job's file (server mode): the
+        site's own keys are checked (its task, its own ``calibration``), and
+        ``seed`` is the job's seed as the site knows it.
     site : SiteConfig
     summary : TableSummary
         The site's checked table (global columns, target after ``label_map``).
@@ -72,7 +75,7 @@ def check_site_table(job, site, summary) -> None:
             + "; allowed: at least one feature column: remove some columns from drop_columns"
         )
     check_label_map_merges(site)
-    check_part_sizes(job, site, summary.target)
+    check_part_sizes(job, site, summary.target, seed)
 
 
 def _local(site, name: str) -> str:
@@ -162,8 +165,8 @@ def check_label_map_merges(site) -> None:
         )
 
 
-def _need(job, site, classes: int) -> int:
-    return classes if job.task != "regression" else MIN_REGRESSION_PART_ROWS
+def _need(site, classes: int) -> int:
+    return classes if site.task != "regression" else MIN_REGRESSION_PART_ROWS
 
 
 def _smallest(n_rows: int, key: str, site, need: int) -> float | None:
@@ -178,17 +181,17 @@ def _smallest(n_rows: int, key: str, site, need: int) -> float | None:
     return None
 
 
-def check_part_sizes(job, site, target) -> None:
+def check_part_sizes(job, site, target, seed: int = 0) -> None:
     """Refuse fractions that leave a part fewer rows than the split and calibration need."""
     y = np.asarray(target)
     n = len(y)
-    classes = len(np.unique(y)) if job.task != "regression" else 0
-    need = _need(job, site, classes)
+    classes = len(np.unique(y)) if site.task != "regression" else 0
+    need = _need(site, classes)
     n_train, n_val, n_test = split_sizes(n, site.validation_fraction, site.test_fraction)
     what = (
         f"the {classes} classes of target {site.target!r} (a stratified split needs a row of "
         "each class in every part)"
-        if job.task != "regression"
+        if site.task != "regression"
         else f"{MIN_REGRESSION_PART_ROWS}, the fewest a part needs"
     )
     for key, rows, part in (
@@ -216,8 +219,8 @@ def check_part_sizes(job, site, target) -> None:
             f"{site.data_path} they leave {n_train} training row(s), fewer than {what}; "
             "allowed: smaller fractions (or more rows)"
         )
-    if job.task != "regression":
-        _check_calibration_rows(job, site, y)
+    if site.task != "regression":
+        _check_calibration_rows(job, site, y, job.seed if job is not None else seed)
 
 
 def _part(n: int, site, key: str, value: float, part: str) -> int:
@@ -230,13 +233,13 @@ def _part(n: int, site, key: str, value: float, part: str) -> int:
     return sizes[1] if part == "validation" else sizes[2]
 
 
-def _check_calibration_rows(job, site, y: np.ndarray) -> None:
+def _check_calibration_rows(job, site, y: np.ndarray, seed: int) -> None:
     """A ``sigmoid`` or ``isotonic`` calibration needs validation rows of every class."""
-    method = site.calibration or job.calibration
+    method = site.calibration or (job.calibration if job is not None else None)
     needed = MIN_CLASS_ROWS.get(method)
     if needed is None:
         return
-    rows = part_class_rows(y, site.validation_fraction, site.test_fraction, job.seed)
+    rows = part_class_rows(y, site.validation_fraction, site.test_fraction, seed)
     short = {label: r[1] for label, r in rows.items() if r[1] < needed}
     if not short:
         return

@@ -355,9 +355,14 @@ def refuse_no_shared_feature(schema: GlobalSchema) -> None:
     if not schema.shared:
         raise SchemaError(
             "the sites share no column: at least one feature every site has is needed "
-            f"(columns per site: {schema.site_columns}); allowed: sites with a common feature: "
+            f"(columns per site: {_columns_by_site(schema.site_columns)}); allowed: sites with a "
+            "common feature: "
             "rename a column with renames so that it has the same global name at every site"
         )
+
+
+def _columns_by_site(site_columns: Mapping) -> str:
+    return "; ".join(f"{site}: [{listing(cols)}]" for site, cols in site_columns.items())
 
 
 def lacking_classes(sites: Sequence[SiteSchema]) -> dict[str, list]:
@@ -394,7 +399,10 @@ _LABEL_MAP_HINT = (
 
 
 def _labels_by_site(sites: Sequence[SiteSchema]) -> str:
-    return "; ".join(f"{s.site}: {sorted(s.classes)}" for s in sorted(sites, key=lambda s: s.site))
+    return "; ".join(
+        f"{s.site}: [{listing(map(repr, sorted(s.classes)))}]"
+        for s in sorted(sites, key=lambda s: s.site)
+    )
 
 
 def _refuse_spellings(by_site: Mapping[str, Iterable], what: str, allowed: str) -> None:

@@ -114,7 +114,7 @@ import pandas as pd
 from ..columns import column_kind
 from ..election.ballot import NORMALIZATIONS
 from ..errors import ConfigError
-from ..model.payload_checks import MAX_SEED
+from ..model.payload_checks import MAX_NODE_SAMPLES, MAX_SEED
 from ..privacy.policy import (
     JOB_MIN_LEAF_ROWS,
     PrivacyPolicy,
@@ -374,8 +374,8 @@ class JobConfig:
         c.choice("pooling.weights", pooling["weights"], POOLING_WEIGHTS)
         c.integer("forest.n_estimators", forest["n_estimators"], 1, 10_000)
         if forest["max_depth"] is not None:
-            c.integer("forest.max_depth", forest["max_depth"], 1)
-        c.integer("forest.min_samples_leaf", forest["min_samples_leaf"], 1)
+            c.integer("forest.max_depth", forest["max_depth"], 1, MAX_NODE_SAMPLES)
+        c.integer("forest.min_samples_leaf", forest["min_samples_leaf"], 1, MAX_NODE_SAMPLES)
         mf = forest["max_features"]
         if not (
             mf in ("sqrt", "log2", None)

@@ -28,6 +28,7 @@ LAYERS = {
     "outputs": 0,
     "columns": 0,
     "yaml_files": 0,
+    "input_files": 0,
     "model": 1,
     "prediction": 2,
     "election": 3,

@@ -20,6 +20,10 @@ may be replaced without ``overwrite``. :func:`write_file` replaces a file
 by renaming a new one over its name, so another name of the same file (a
 hard link) keeps its content.
 
+**The folder a folder is made in** (``job build --out``): :func:`check_parent`
+refuses it inside a folder fedforest made for a command (the demo data, an
+experiment's output) and when it holds, or lies in, an input of the command.
+
 **Inputs** are compared by identity, not by name: the same file is the
 same path after resolving links and relative parts, or the same device and
 inode (a hard link, a bind mount). A folder is refused when an input of the
@@ -199,6 +203,51 @@ def check_dir(folder, command: str, inputs: Iterable = ()) -> set[str] | None:
         )
     _check_inputs_outside(folder, recorded, inputs, command)
     return recorded
+
+
+def check_parent(out_dir, command: str, inputs: Iterable = ()) -> None:
+    """Refuse ``out_dir`` as the folder ``command`` makes its own folder in; change nothing.
+
+    ``fedforest job build --out jobs`` writes ``jobs/<job name>/``. That
+    folder is checked by :func:`check_dir`; its parent ``out_dir`` is refused
+    when it lies in a folder fedforest made for a command (the demo data's
+    folder, an experiment's ``--out``, another job folder: such a folder holds
+    only what its command wrote, and the next run of that command would refuse
+    it or remove its files), when it is or lies inside one of the command's
+    input folders, and when one of the command's inputs lies in it (the
+    configuration folder, a site's data file).
+
+    Raises
+    ------
+    OutputError
+        Naming ``out_dir``, the folder or input in the way, and the fix.
+    """
+    out_dir = Path(out_dir)
+    fix = f"nothing was changed. Give a folder of its own for `{command}`, such as jobs"
+    resolved = out_dir.resolve()
+    for folder in (resolved, *resolved.parents):
+        marker = folder / MARKER
+        if marker.is_file() and not marker.is_symlink():
+            try:
+                made_by = _read_marker(folder)[0]
+            except OutputError:
+                made_by = "another command"
+            where = "is" if folder == resolved else f"lies in {folder}, which is"
+            raise OutputError(
+                f"refusing to write into {out_dir}: it {where} a folder fedforest made for "
+                f"`{made_by}` (its {MARKER} file), which holds that command's outputs only; {fix}"
+            )
+    for given in (Path(i) for i in inputs if i is not None):
+        if given.is_dir() and _within(out_dir, given):
+            raise OutputError(
+                f"refusing to write into {out_dir}: it is or lies in {given}, an input folder "
+                f"of `{command}`; {fix}"
+            )
+        if given.exists() and _within(given, out_dir):
+            raise OutputError(
+                f"refusing to write into {out_dir}: it holds {given}, an input of `{command}`, "
+                f"and a folder of outputs should hold outputs alone; {fix}"
+            )
 
 
 def _write_marker(folder: Path, command: str, entries: Iterable[str]) -> None:

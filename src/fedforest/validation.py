@@ -79,6 +79,34 @@ def describe(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+#: At most this many items of a list are named in a message (:func:`listing`).
+MAX_LISTED = 20
+
+
+def listing(items, limit: int = MAX_LISTED) -> str:
+    """Items for a message, comma-separated: the first ``limit``, then "and N more".
+
+    Examples
+    --------
+    >>> listing(["a", "b"])
+    'a, b'
+    >>> listing(range(25), limit=3)
+    '0, 1, 2 and 22 more'
+    """
+    items = [str(item) for item in items]
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def _float_text(text: str) -> bool:
+    """Whether ``text`` reads as a number in Python (``"1e-5"``, which YAML leaves as text)."""
+    try:
+        float(text)
+    except (ValueError, OverflowError):
+        return False
+    return True
+
+
 def _finite(value) -> bool:
     """``math.isfinite`` that is false (not an error) for integers too large for a float."""
     try:
@@ -104,6 +132,11 @@ class Checker:
 
     def number(self, key, value, lo=None, hi=None, open_lo=False, open_hi=False) -> float:
         allowed = f"a finite number{_range(lo, hi, open_lo, open_hi)}"
+        if isinstance(value, str) and _float_text(value):
+            allowed += (
+                f" (the text {value!r} is not a number here: YAML reads a number with an "
+                "exponent only with a dot and a signed exponent, such as 1.0e-5, or write 0.00001)"
+            )
         if isinstance(value, (np.integer, np.floating)):
             value = value.item()
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):

@@ -4,33 +4,90 @@ PyYAML's safe loader keeps the last of two equal keys in a mapping, so a
 second ``forest:`` block, or a ``job:`` pasted twice, silently replaces the
 first and the mistake surfaces later as a wrong value of some other key.
 :func:`load_yaml` uses the safe loader (no Python objects are ever built)
-and refuses a key that appears twice in one mapping, naming the file, the
-key's path and both lines.
+and refuses, naming the file, the line and the key's path:
+
+* a key that appears twice in one mapping (both lines);
+* a merge key (``<<: *defaults``): it copies keys from another block, which
+  hides where a value comes from and which of two copies wins; write the keys
+  out in full;
+* nesting deeper than :data:`MAX_DEPTH` blocks (no fedforest file needs more
+  than a few; a deeper one is a mistake or an attack on the parser);
+* an integer of more than :data:`MAX_INT_DIGITS` digits or outside
+  [:data:`INT_MIN`, :data:`INT_MAX`] (the keys that take integers have their
+  own, smaller ranges, checked after).
+
+:func:`read_yaml_file` reads a file for it: UTF-8 text (a byte-order mark is
+fine) of at most :data:`MAX_BYTES` bytes; a UTF-16 or UTF-32 file, other
+bytes that are not UTF-8 (Latin-1, a spreadsheet's export) and NUL bytes are
+refused naming the encoding expected.
 """
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .errors import ConfigError
 
+#: The deepest nesting of blocks (mappings and lists) a YAML file may have.
+MAX_DEPTH = 64
+#: The most digits an integer in a YAML file may have.
+MAX_INT_DIGITS = 30
+#: The range of an integer in a YAML file (int64).
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+#: The largest YAML file read (configuration files are a few kilobytes).
+MAX_BYTES = 1_000_000
+_UTF8_BOM = b"\xef\xbb\xbf"
+#: Byte-order marks of encodings other than UTF-8 (longest first: UTF-32 LE starts as UTF-16 LE).
+_OTHER_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+_SAVE_AS = "UTF-8 text: save the file as UTF-8 (in an editor: 'UTF-8', not 'Unicode' or 'ANSI')"
+_DIGITS = re.compile(r"[0-9a-fA-F]")
+
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that records the first line of every key of every mapping."""
+    """A safe loader that refuses repeated keys, merge keys, deep nesting and huge integers."""
 
     source = "<yaml>"
+
+    def compose_node(self, parent, index):
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise ConfigError(
+                    f"{self.source}: line {mark.line + 1}: the blocks are nested more than "
+                    f"{MAX_DEPTH} deep; allowed: at most {MAX_DEPTH} levels of nested "
+                    "mappings and lists (fedforest's files need a few)"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            line = key_node.start_mark.line + 1
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise ConfigError(
+                    f"{self.source}: line {line}: key {_path(self, node, '<<')!r} is a merge key "
+                    "(<<), which copies the keys of another block; allowed: every key written "
+                    "out in its own block (merge keys are not supported: they hide where a "
+                    "value comes from)"
+                )
             key = self.construct_object(key_node, deep=True)
             try:
                 first = seen.get(key)
             except TypeError:  # an unhashable key: the safe loader reports it itself
                 continue
-            line = key_node.start_mark.line + 1
             if first is not None:
                 raise ConfigError(
                     f"{self.source}: key {_path(self, node, key)!r} appears twice (lines {first} "
@@ -39,6 +96,23 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node):
+        digits = len(_DIGITS.findall(str(node.value)))
+        value = None if digits > MAX_INT_DIGITS else super().construct_yaml_int(node)
+        if value is None or not INT_MIN <= value <= INT_MAX:
+            where = _node_path(self, node)
+            shown = f"an integer of {digits} digits" if value is None else f"{value}"
+            raise ConfigError(
+                f"{self.source}: line {node.start_mark.line + 1}: "
+                + (f"key {where!r} is " if where else "")
+                + f"{shown}; allowed: integers in [{INT_MIN}, {INT_MAX}] (each key has its "
+                "own range within it)"
+            )
+        return value
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
 
 
 def _path(loader: _UniqueKeyLoader, node, key) -> str:
@@ -52,25 +126,35 @@ def _path(loader: _UniqueKeyLoader, node, key) -> str:
     return ".".join(parts)
 
 
-def _find(node, target, prefix=()) -> list[str] | None:
-    """The keys leading from ``node`` to the mapping ``target``, or None."""
+def _node_path(loader: _UniqueKeyLoader, node) -> str:
+    """The dotted path of a value node in the document ('' at the top level)."""
+    root = getattr(loader, "_root", None)
+    chain = _find(root, node) if root is not None else None
+    return ".".join(chain or ())
+
+
+def _find(node, target, prefix=(), depth=0) -> list[str] | None:
+    """The keys leading from ``node`` to the node ``target``, or None."""
     if node is target:
         return list(prefix)
+    if depth > MAX_DEPTH:
+        return None
     if isinstance(node, yaml.MappingNode):
         for key_node, value in node.value:
-            found = _find(value, target, (*prefix, str(getattr(key_node, "value", key_node))))
+            step = (*prefix, str(getattr(key_node, "value", key_node)))
+            found = _find(value, target, step, depth + 1)
             if found is not None:
                 return found
     elif isinstance(node, yaml.SequenceNode):
         for i, value in enumerate(node.value):
-            found = _find(value, target, (*prefix, str(i)))
+            found = _find(value, target, (*prefix, str(i)), depth + 1)
             if found is not None:
                 return found
     return None
 
 
 def load_yaml(text: str, source: str) -> Any:
-    """Parse ``text`` (the file ``source``) with the safe loader, refusing duplicate keys.
+    """Parse ``text`` (the file ``source``) with the safe loader and the rules of the module.
 
     Parameters
     ----------
@@ -86,9 +170,10 @@ def load_yaml(text: str, source: str) -> Any:
     Raises
     ------
     ConfigError
-        For a key that appears twice in one mapping (naming its path and lines).
-    yaml.YAMLError
-        For text that is not YAML.
+        For a key that appears twice in one mapping (naming its path and
+        lines), a merge key, nesting deeper than :data:`MAX_DEPTH` and an
+        integer outside int64; and for text that is not YAML (naming the
+        file, the line and PyYAML's reason).
 
     Examples
     --------
@@ -101,8 +186,79 @@ def load_yaml(text: str, source: str) -> Any:
     """
     loader = _UniqueKeyLoader(text)
     loader.source = source
+    loader.name = source  # PyYAML's own messages name the file too
+    loader._root = None
     try:
         loader._root = loader.get_single_node()
         return None if loader._root is None else loader.construct_document(loader._root)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source}: not valid YAML: {err}") from None
+    except RecursionError:  # a guard above should stop it first; never a raw traceback
+        raise ConfigError(
+            f"{source}: nested too deep to read; allowed: at most {MAX_DEPTH} levels of nested "
+            "mappings and lists"
+        ) from None
     finally:
         loader.dispose()
+
+
+def decode_yaml_bytes(raw: bytes, source: str) -> str:
+    """The text of a YAML file's bytes: UTF-8 (a byte-order mark is dropped), else refused.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the encoding found (UTF-16 or UTF-32 by its byte-order
+        mark) or the line and bytes that are not UTF-8, and that UTF-8 is expected.
+    """
+    for bom, encoding in _OTHER_BOMS:
+        if raw.startswith(bom):
+            raise ConfigError(
+                f"{source}: the file is {encoding} text (it starts with the {encoding} "
+                f"byte-order mark); allowed: {_SAVE_AS}"
+            )
+    if raw.startswith(_UTF8_BOM):
+        raw = raw[len(_UTF8_BOM) :]
+    if b"\x00" in raw:
+        line = raw.count(b"\n", 0, raw.index(b"\x00")) + 1
+        raise ConfigError(
+            f"{source}: line {line} holds a NUL byte (UTF-16 text without a byte-order mark, "
+            f"or a binary file); allowed: {_SAVE_AS}"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ConfigError(
+            f"{source}: line {line} holds the byte(s) {raw[err.start : err.end]!r}, which are "
+            f"not UTF-8 (a Latin-1 or Windows-1252 file?); allowed: {_SAVE_AS}"
+        ) from None
+
+
+def read_yaml_file(path) -> Any:
+    """Read and parse a YAML file with :func:`load_yaml`, refusing what is not UTF-8 YAML.
+
+    Raises
+    ------
+    ConfigError
+        For a missing or unreadable file, one larger than :data:`MAX_BYTES`,
+        bytes that are not UTF-8 (:func:`decode_yaml_bytes`) and every rule
+        of :func:`load_yaml`; each names the file.
+    """
+    path = Path(path)
+    source = os.fspath(path)
+    if not path.is_file():
+        raise ConfigError(f"{source}: file not found; allowed: an existing YAML file")
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise ConfigError(
+                f"{source}: the file has {size} bytes; allowed: a YAML file of at most "
+                f"{MAX_BYTES} bytes (a configuration file is a few kilobytes)"
+            )
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(
+            f"{source}: cannot be read ({err.strerror or err}); allowed: a readable YAML file"
+        ) from None
+    return load_yaml(decode_yaml_bytes(raw, source), source)

@@ -128,7 +128,7 @@ def test_regression_site_files_may_hold_one_value_at_a_site(tmp_path):
     check_dataset(data, [2])  # the dataset's task: accepted
     with pytest.raises(ValueError, match="a regression dataset .* run it with --task regression"):
         check_dataset(data, [2], task="classification")
-    b = write(tmp_path / "b.csv", pd.read_csv(a))
+    b = write(tmp_path / "b.csv", pd.read_csv(a).iloc[::-1])  # its rows in another order
     data = load_site_files([a, b], "los")  # classification: two "classes" at least
     with pytest.raises(ValueError, match="non-integer numbers .* For a measurement use --task"):
         check_dataset(data, [2])

@@ -96,7 +96,9 @@ def test_labels_differing_only_by_case_are_refused_with_a_label_map_fix():
             [site("a", ["no", "yes"]), site("b", ["No", "Yes"]), site("c", ["no", "yes "])]
         )
     msg = str(info.value)
-    assert msg.startswith("class labels differ only by case or surrounding whitespace")
+    assert msg.startswith(
+        "class labels differ only by case, spaces, invisible characters or Unicode form"
+    )
     assert "'No' at 'b', 'no' at 'a'" in msg and "'Yes' at 'b', 'yes' at 'a', 'yes ' at 'c'" in msg
     assert "(per site: a: ['no', 'yes']; b: ['No', 'Yes']; c: ['no', 'yes '])" in msg
     assert (
@@ -150,7 +152,9 @@ def test_column_names_differing_only_by_case_are_refused():
     with pytest.raises(SchemaError) as info:
         GlobalSchema.build([site("a", [0, 1], ["age", "bmi"]), site("b", [0, 1], ["Age", "bmi"])])
     msg = str(info.value)
-    assert msg.startswith("column names differ only by case or surrounding whitespace")
+    assert msg.startswith(
+        "column names differ only by case, spaces, invisible characters or Unicode form"
+    )
     assert "'Age' at 'b', 'age' at 'a'" in msg and "renames" in msg
 
 

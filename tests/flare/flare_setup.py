@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+import pandas as pd
 import yaml
 from swarm_inspector import Inspector, read_records
 
@@ -63,6 +64,12 @@ def write_configs(
         cfg = yaml.safe_load((shipped / f"{template}.yaml").read_text())
         cfg["site"] = site
         cfg["data_path"] = str(data / f"{template}.csv")
+        if site != template:  # one table per site: the copy's rows in another order
+            own = pd.read_csv(data / f"{template}.csv")
+            own.sample(frac=1.0, random_state=len(site) + sum(map(ord, site))).to_csv(
+                data / f"{site}.csv", index=False
+            )
+            cfg["data_path"] = str(data / f"{site}.csv")
         (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
     return configs
 

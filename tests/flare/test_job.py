@@ -241,3 +241,73 @@ def test_a_swarm_job_with_the_privacy_filter_is_refused_naming_job_mode(tmp_path
     # the same filter is accepted in server mode
     server = write_configs(tmp_path / "server", rows=60)
     FedForestRecipe(server, privacy_filter=PrivacyPolicyFilter(min_leaf_rows=5))
+
+
+# ------------------------------------------------------------------ refused at build, not at run
+def _build(configs, out, capsys) -> tuple[int, str]:
+    code = main(["job", "build", "--config", str(configs), "--out", str(out)])
+    return code, capsys.readouterr().err
+
+
+def test_build_refuses_an_out_folder_of_another_command_or_holding_inputs(tmp_path, capsys):
+    configs = write_configs(tmp_path, rows=60)
+    data = tmp_path / "data"  # make_demo_data's folder, with its marker
+    before = sorted(p.name for p in data.iterdir())
+    for out, words in (
+        (data, "data_prep/make_demo_data.py"),
+        (data / "jobs", "data_prep/make_demo_data.py"),
+        (configs, "an input folder"),
+        (tmp_path, "it holds"),
+    ):
+        code, err = _build(configs, out, capsys)
+        assert code == 1 and str(out) in err and words in err, err
+    assert sorted(p.name for p in data.iterdir()) == before
+    assert _build(configs, tmp_path / "jobs", capsys)[0] == 0
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda d: d.update(renames={"age": "BMI"}), "key 'renames.age'"),
+        (
+            lambda d: d.update(
+                drop_columns=["age", "bmi", "systolic_bp", "smoker", "glucose", "insulin", "ldl"]
+            ),
+            "key 'drop_columns'",
+        ),
+        (lambda d: d.update(label_map={0: 1, 1: 1}), "key 'label_map'"),
+        (lambda d: d.update(validation_fraction=0.001), "key 'validation_fraction' is 0.001"),
+        (lambda d: d.update(calibration="isotonic"), "key 'calibration' is 'isotonic'"),
+        (lambda d: d.update(privacy={"count_noise_epsilon": 1e-320}), "count_noise_epsilon"),
+    ],
+)
+def test_what_the_job_would_refuse_when_it_runs_is_refused_at_build(
+    tmp_path, capsys, change, words
+):
+    configs = write_configs(tmp_path, rows=60)
+    edit(configs / "site-1.yaml", change)
+    code, err = _build(configs, tmp_path / "jobs", capsys)
+    assert code == 1 and "site-1.yaml" in err and words in err, err
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())
+
+
+def test_build_refuses_look_alike_columns_and_one_table_at_two_sites(tmp_path, capsys):
+    configs = write_configs(tmp_path, rows=60)
+    data = tmp_path / "data"
+    table = pd.read_csv(data / "site-1.csv")
+    table.assign(BMI=table["bmi"] + 1).to_csv(data / "site-1.csv", index=False)
+    code, err = _build(configs, tmp_path / "jobs", capsys)
+    assert code == 1 and "column 'bmi' and column 'BMI' have names that read alike" in err
+    table.to_csv(data / "site-1.csv", index=False)
+    os.remove(data / "site-3.csv")
+    os.link(data / "site-1.csv", data / "site-3.csv")
+    code, err = _build(configs, tmp_path / "jobs", capsys)
+    assert code == 1 and "hard link" in err and "site-3.yaml: key 'data_path'" in err
+
+
+def test_build_refuses_a_utf16_site_file_naming_utf8(tmp_path, capsys):
+    configs = write_configs(tmp_path, rows=60)
+    path = configs / "site-2.yaml"
+    path.write_bytes(path.read_text().encode("utf-16"))
+    code, err = _build(configs, tmp_path / "jobs", capsys)
+    assert code == 1 and f"{path}: the file is UTF-16" in err and "UTF-8" in err

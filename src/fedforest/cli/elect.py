@@ -18,6 +18,12 @@ def _elect(args: argparse.Namespace) -> int:
 
     if args.json:
         check_file(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
+    from ..input_files import refuse_same_tables
+
+    refuse_same_tables(
+        [("site table", path) for path in args.tables],
+        "give each site's own CSV file once",
+    )
     tables = {}
     for path in args.tables:
         path = Path(path)

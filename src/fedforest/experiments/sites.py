@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..input_files import refuse_same_tables
 from .datasets import Dataset, NaturalSites, code_categoricals
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,47 @@ def _read_site(path: Path, target: str, task: str = "classification") -> pd.Data
             "every site needs at least two classes"
         )
     return frame
+
+
+def check_with_job_rules(
+    frames: Sequence[pd.DataFrame],
+    paths: Sequence[Path],
+    target: str,
+    categorical: Sequence[str] = (),
+    task: str = "classification",
+) -> None:
+    """Refuse site files the job would refuse for the same reasons, by the job's functions.
+
+    Each file described as a site describes its table
+    (:class:`~fedforest.federation.schema.SiteSchema`: columns whose names
+    read alike in one file are refused, :func:`fedforest.columns.look_alike_groups`),
+    and the files joined by the schema phase's rules
+    (:meth:`~fedforest.federation.schema.GlobalSchema.build`): a column numeric
+    in one file and categorical in another, names, levels and class labels
+    that read alike across files (``bmi``/``BMI``, ``never``/``NEVER``), class
+    labels of two types (0/1 in one file, no/yes in another) or two codings.
+    Unlike the job, files that share no column are allowed: the experiment
+    measures that scenario. Errors are ``ValueError`` naming the file(s).
+    """
+    from ..errors import SchemaError
+    from ..federation.schema import GlobalSchema, SiteSchema
+
+    schemas = []
+    for path, frame in zip(paths, frames, strict=True):
+        listed = [c for c in categorical if c in frame.columns]
+        try:
+            schemas.append(SiteSchema.from_frame(path.stem, frame, target, listed, task))
+        except SchemaError as err:
+            raise ValueError(
+                f"site file {path}: {err} (for a site file: correct its header)"
+            ) from None
+    try:
+        GlobalSchema.build(schemas)
+    except SchemaError as err:
+        files = ", ".join(str(p) for p in paths)
+        raise ValueError(
+            f"site files {files}: {err} (for site files: correct the files named)"
+        ) from None
 
 
 def load_site_files(
@@ -146,7 +188,11 @@ def load_site_files(
         )
     if target in categorical:
         raise ValueError(f"site files: --categorical names the target {target!r}")
+    refuse_same_tables(
+        [("site file", path) for path in paths], "give each site's own CSV file once"
+    )
     frames = [_read_site(path, target, task) for path in paths]
+    check_with_job_rules(frames, paths, target, categorical, task)
     union = list(dict.fromkeys(c for f in frames for c in f.columns if c != target))
     unknown = [c for c in categorical if c not in union]
     if unknown:

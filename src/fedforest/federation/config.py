@@ -110,18 +110,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from ..columns import column_kind
 from ..election.ballot import NORMALIZATIONS
 from ..errors import ConfigError
-from ..model.payload_checks import MAX_SEED
+from ..model.payload_checks import MAX_NODE_SAMPLES, MAX_SEED
 from ..privacy.policy import (
     JOB_MIN_LEAF_ROWS,
     PrivacyPolicy,
     effective_policy,
 )
-from ..validation import ConfigChecker
+from ..validation import ConfigChecker, listing
 from ..vocabulary import (
     AGGREGATIONS,
     AUTO_METRICS,
@@ -140,7 +139,7 @@ from ..vocabulary import (
     TRACKING,
     VOTING,
 )
-from ..yaml_files import load_yaml
+from ..yaml_files import read_yaml_file
 from .config_folder import check_target_codings
 from .config_values import (
     _check_label_map,
@@ -148,6 +147,7 @@ from .config_values import (
     _regression_defaults,
     _site_privacy,
 )
+from .site_rules import check_site_table
 from .splits import describe_short_classes, split_sizes
 from .tables import TableSummary, table_summary
 
@@ -233,6 +233,8 @@ OVERRIDE_KEYS = ("data_path", "privacy", "report_metrics")
 
 #: A site or job name: it becomes a folder name, so no path separators or dots first.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: The longest timeout (seconds, 30 days): longer ones overflow the clocks that wait.
+MAX_TIMEOUT = 30 * 24 * 3600
 #: Names FLARE keeps for itself.
 RESERVED_NAMES = ("server", "admin", "overseer")
 
@@ -279,12 +281,7 @@ class _Checker(ConfigChecker):
 
 
 def _read_yaml(path: Path) -> Any:
-    if not path.is_file():
-        raise ConfigError(f"{path}: file not found")
-    try:
-        return load_yaml(path.read_text(), str(path))
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    return read_yaml_file(path)
 
 
 @dataclass
@@ -337,9 +334,9 @@ class JobConfig:
         c.integer("job.seed", job["seed"], 0, MAX_SEED)
         timeouts = c.merge(job["timeouts"], JOB_DEFAULTS["job"]["timeouts"], "job.timeouts.")
         for phase in PHASES:
-            c.number(f"job.timeouts.{phase}", timeouts[phase], 0)
+            c.number(f"job.timeouts.{phase}", timeouts[phase], 0, MAX_TIMEOUT)
         if job["wait_after_min"] is not None:
-            c.number("job.wait_after_min", job["wait_after_min"], 0)
+            c.number("job.wait_after_min", job["wait_after_min"], 0, MAX_TIMEOUT)
         check_name(c, "job.name", job["name"], "a job name")
         c.choice("job.tracking", job["tracking"], TRACKING)
         c.choice("job.mode", job["mode"], MODES)
@@ -377,8 +374,8 @@ class JobConfig:
         c.choice("pooling.weights", pooling["weights"], POOLING_WEIGHTS)
         c.integer("forest.n_estimators", forest["n_estimators"], 1, 10_000)
         if forest["max_depth"] is not None:
-            c.integer("forest.max_depth", forest["max_depth"], 1)
-        c.integer("forest.min_samples_leaf", forest["min_samples_leaf"], 1)
+            c.integer("forest.max_depth", forest["max_depth"], 1, MAX_NODE_SAMPLES)
+        c.integer("forest.min_samples_leaf", forest["min_samples_leaf"], 1, MAX_NODE_SAMPLES)
         mf = forest["max_features"]
         if not (
             mf in ("sqrt", "log2", None)
@@ -754,6 +751,7 @@ def check_job_against_sites(
     for name, summary in summaries.items():
         site = sites[name]
         columns, n_rows = summary.columns, summary.n_rows
+        check_site_table(job, site, summary)  # names, features, label_map, part sizes
         _check_classes_in_every_part(job, site, summary)
         n_train = split_sizes(n_rows, site.validation_fraction, site.test_fraction)[0]
         if 2 * leaf > n_train:
@@ -792,5 +790,5 @@ def check_job_against_sites(
                     "election.always_keep",
                     feature,
                     "feature columns of at least one site's data file (global names, after "
-                    "renames and drop_columns): " + ", ".join(known),
+                    "renames and drop_columns): " + listing(known),
                 )

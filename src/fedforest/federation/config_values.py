@@ -86,7 +86,7 @@ def _site_privacy(block: Any, source: str) -> PrivacyPolicy:
         value = getattr(policy, key)
         if key not in given or value is None:
             defaults[key] = default
-        elif value < default or (key == "tree_sample_fraction" and value > default):
+        elif _looser(key, value, default):
             looser = "below" if key == "min_leaf_rows" else "above"
             logger.warning(
                 "%s: privacy.%s is %s, %s the default of %s: this site's trees tell more "
@@ -99,6 +99,16 @@ def _site_privacy(block: Any, source: str) -> PrivacyPolicy:
                 default,
             )
     return dataclasses.replace(policy, **defaults) if defaults else policy
+
+
+#: Which way a privacy key loosens the policy: a smaller ``min_leaf_rows`` (smaller leaves),
+#: a larger ``tree_sample_fraction`` (each tree sees more of the rows).
+LOOSER_WHEN = {"min_leaf_rows": "lower", "tree_sample_fraction": "higher"}
+
+
+def _looser(key: str, value: float, default: float) -> bool:
+    """Whether ``value`` of the privacy ``key`` is looser than the job's ``default``."""
+    return value < default if LOOSER_WHEN[key] == "lower" else value > default
 
 
 def _scalar_label(value: Any) -> Any:
@@ -131,6 +141,18 @@ def _check_label_map(c: ConfigChecker, label_map: Any) -> dict:
         if str(k) in {str(x) for x in out}:
             c.fail("label_map", label_map, "a mapping with one entry per local label")
         out[k] = v
+    onto: dict[str, list] = {}
+    for k, v in out.items():
+        onto.setdefault(str(v), []).append(k)
+    merged = [keys for keys in onto.values() if len(keys) > 1]
+    if merged:
+        c.fail(
+            "label_map",
+            label_map,
+            "a map that gives each local label its own global label (it maps "
+            f"{', '.join(map(repr, merged[0]))} onto one label {out[merged[0][0]]!r}, which "
+            "would merge two outcomes)",
+        )
     return out
 
 

@@ -153,7 +153,7 @@ def run_election(
             },
             source=f"site {site!r}",
         )
-        runners[site] = SiteRunner(config, random_state).load(frame)
+        runners[site] = SiteRunner(config, random_state).load(frame, job=job)
     server = JobServer(job)
     # offline, a site that cannot take part is an error to fix, not a site to drop
     JobDriver(server, InProcessExchange(runners, raise_errors=True), strict=True).elect()

@@ -7,7 +7,9 @@ one global code per category level, the global class list and the *shared*
 features every site has. Contradictions are refused with a message naming the
 sites and the column or labels: a column numeric at one site and categorical at
 another; names, levels or class labels that differ only by case or surrounding
-whitespace across sites; a categorical column with more than ``MAX_LEVELS``
+whitespace, invisible characters or Unicode form across sites (they read alike:
+:func:`~fedforest.columns.reading_key`), or two columns of one site that read
+alike; a categorical column with more than ``MAX_LEVELS``
 levels over all sites; class labels of different types, or label sets of two
 sites that are disjoint or differ while neither contains the other (a coding
 difference such as 0/1 against 1/2). A site whose labels are a strict subset
@@ -24,10 +26,18 @@ from itertools import combinations
 import pandas as pd
 
 from .. import protocol
-from ..columns import as_level_strings, class_labels, column_kind
+from ..columns import (
+    as_level_strings,
+    class_labels,
+    clean_name,
+    column_kind,
+    look_alike_groups,
+    reading_key,
+    spelled,
+)
 from ..errors import SchemaError
 from ..model.payload_checks import MAX_FEATURES, MAX_LEVELS
-from ..validation import PayloadReader
+from ..validation import PayloadReader, listing
 from ..vocabulary import FEATURE_KINDS as KINDS
 
 FORMAT_SITE = protocol.SITE_SCHEMA
@@ -87,6 +97,13 @@ class SiteSchema:
         columns = [str(c) for c in frame.columns if c != target]
         if not columns:
             raise SchemaError(f"site {site!r}: the table has no feature column besides {target!r}")
+        alike = look_alike_groups([*columns, str(target)])
+        if alike:
+            raise SchemaError(
+                f"site {site!r}: columns {alike[0]} have names that read alike (case, spaces, "
+                "invisible characters or Unicode form); allowed: names that read differently: "
+                "rename one with renames in the site's YAML, or drop it with drop_columns"
+            )
         kinds, levels = {}, {}
         for col in columns:
             series = frame[col]
@@ -315,6 +332,21 @@ class GlobalSchema:
         )
 
 
+def refuse_no_shared_feature(schema: GlobalSchema) -> None:
+    """Refuse a schema whose sites share no feature (a pooled forest needs one every site has)."""
+    if not schema.shared:
+        raise SchemaError(
+            "the sites share no column: at least one feature every site has is needed "
+            f"(columns per site: {_columns_by_site(schema.site_columns)}); allowed: sites with a "
+            "common feature: "
+            "rename a column with renames so that it has the same global name at every site"
+        )
+
+
+def _columns_by_site(site_columns: Mapping) -> str:
+    return "; ".join(f"{site}: [{listing(cols)}]" for site, cols in site_columns.items())
+
+
 def lacking_classes(sites: Sequence[SiteSchema]) -> dict[str, list]:
     """The classes each site has no row of, for the sites that lack any.
 
@@ -349,11 +381,15 @@ _LABEL_MAP_HINT = (
 
 
 def _labels_by_site(sites: Sequence[SiteSchema]) -> str:
-    return "; ".join(f"{s.site}: {sorted(s.classes)}" for s in sorted(sites, key=lambda s: s.site))
+    return "; ".join(
+        f"{s.site}: [{listing(map(repr, sorted(s.classes)))}]"
+        for s in sorted(sites, key=lambda s: s.site)
+    )
 
 
 def _refuse_spellings(by_site: Mapping[str, Iterable], what: str, allowed: str) -> None:
-    """Refuse values that differ only by case or surrounding whitespace across sites.
+    """Refuse values that differ only as written across sites (:func:`~fedforest.columns.reading_key`:
+    case, spaces, invisible characters, Unicode form).
 
     Spellings of one value (``"Yes"``, ``"yes"``, ``"yes "``) clash when the
     sites do not all use the same set of them. The message names every
@@ -364,7 +400,7 @@ def _refuse_spellings(by_site: Mapping[str, Iterable], what: str, allowed: str) 
     for site, values in sorted(by_site.items()):
         for value in values:
             if isinstance(value, str):
-                groups.setdefault(value.strip().casefold(), {}).setdefault(site, set()).add(value)
+                groups.setdefault(reading_key(value), {}).setdefault(site, set()).add(value)
     found, fixes = [], {}
     for canonical in sorted(groups):
         per_site = groups[canonical]
@@ -373,21 +409,38 @@ def _refuse_spellings(by_site: Mapping[str, Iterable], what: str, allowed: str) 
             continue
         users = {v: sorted(s for s, used in per_site.items() if v in used) for v in spellings}
         # the spelling most sites use; on a tie, one without spaces, then in lower case
-        best = min(spellings, key=lambda v: (-len(users[v]), v != v.strip(), v != v.lower(), v))
+        best = min(
+            spellings,
+            key=lambda v: (-len(users[v]), v != clean_name(v), v != v.lower(), v),
+        )
         found.append(
-            ", ".join(f"{v!r} at {', '.join(map(repr, users[v]))}" for v in sorted(spellings))
+            ", ".join(
+                f"{_spelled(v)} at {', '.join(map(repr, users[v]))}" for v in sorted(spellings)
+            )
         )
         for spelling in sorted(spellings - {best}):
             for site in users[spelling]:
                 fixes.setdefault(site, {})[spelling] = best
     if not found:
         return
-    per_site = "; ".join(f"{k}: {sorted(v)}" for k, v in sorted(by_site.items()))
-    suggestion = "; ".join(f"site {site!r}: {mapping}" for site, mapping in sorted(fixes.items()))
+    per_site = "; ".join(
+        f"{k}: [{listing(map(_spelled, sorted(v, key=str)))}]" for k, v in sorted(by_site.items())
+    )
+    suggestion = "; ".join(
+        f"site {site!r}: {{"
+        + ", ".join(f"{_spelled(a)}: {_spelled(b)}" for a, b in mapping.items())
+        + "}"
+        for site, mapping in sorted(fixes.items())
+    )
     raise SchemaError(
-        f"{what} differ only by case or surrounding whitespace across sites: "
+        f"{what} differ only by case, spaces, invisible characters or Unicode form across "
+        "sites: "
         f"{'; '.join(found)} (per site: {per_site}); allowed: {allowed} (e.g. {suggestion})"
     )
+
+
+def _spelled(value) -> str:
+    return spelled(value) if isinstance(value, str) else repr(value)
 
 
 def _refuse_label_codings(sites: Sequence[SiteSchema]) -> None:

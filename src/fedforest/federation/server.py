@@ -32,7 +32,7 @@ from .config import JobConfig
 from .evaluation import read_site_metrics
 from .job_results import JobResults, ModelSummary
 from .results import payload_bytes, write_results_files
-from .schema import GlobalSchema, SchemaError, SiteSchema
+from .schema import GlobalSchema, SchemaError, SiteSchema, refuse_no_shared_feature
 from .site_trees import forest_for_site
 from .training import SiteModels, owner_weights, pool_site_models
 
@@ -162,11 +162,7 @@ class JobServer:
         for site, lacking in self.classes_missing.items():
             logger.warning("site %s has no row of class(es) %s", site, lacking)
         self.site_rows = dict(self.schema.site_rows)
-        if not self.schema.shared:
-            raise SchemaError(
-                "the sites share no column: at least one feature every site has is needed "
-                f"(columns per site: {self.schema.site_columns})"
-            )
+        refuse_no_shared_feature(self.schema)
         logger.info(
             "schema: %d features (%d shared) over %d sites, classes %s",
             len(self.schema.features),

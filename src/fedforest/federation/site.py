@@ -64,8 +64,9 @@ from .config import JobConfig, SiteConfig, check_job_against_sites
 from .evaluation import evaluate_strategies
 from .model_input import model_input, site_inputs
 from .schema import GlobalSchema, SiteSchema
+from .site_rules import check_site_table
 from .splits import split_site_rows
-from .tables import check_table, read_table
+from .tables import TableSummary, check_table, read_table
 from .training import fit_site_models
 
 logger = logging.getLogger(__name__)
@@ -248,6 +249,9 @@ class SiteRunner:
             frame = check_table(self.config, frame)
         if job is not None:
             check_job_against_sites(job, {self.site: self.config}, {self.site: frame})
+        else:  # the site's own keys against its table (server mode: no job file here)
+            summary = TableSummary.of(frame, self.config.target)
+            check_site_table(None, self.config, summary, self.random_state)
         self.policy = self.config.check_privacy(frame)
         try:
             frame, self.hidden = hide_rare_levels(

@@ -29,10 +29,11 @@ import yaml
 
 from .. import outputs, protocol
 from ..errors import ConfigError
+from ..federation.build_checks import check_sites_at_build, refuse_shared_data_files
 from ..federation.config import JobConfig, SiteConfig
 from ..federation.config_folder import unlisted_yaml_files
 from ..federation.tables import check_data
-from ..yaml_files import load_yaml
+from ..yaml_files import read_yaml_file
 from . import tracking
 from .controller import FedForestController
 from .executor import FedForestExecutor
@@ -77,7 +78,9 @@ def load_configs(config_dir, data_checks: bool = True) -> tuple[JobConfig, dict[
         sites[name] = site
     if data_checks:
         job.check_against_sites(sites)  # always_keep, min_samples_leaf, max_features vs data
+        check_sites_at_build(job, sites)  # one table per site; the schema phase's rules
     else:
+        refuse_shared_data_files(sites)
         logger.info("data files not checked here: each site checks its own when it starts")
     return job, sites
 
@@ -202,7 +205,7 @@ def make_fed_job(
     for name, site in sites.items():
         resolved = stage / name / SITE_FILE
         resolved.parent.mkdir(parents=True, exist_ok=True)
-        data = load_yaml(Path(site.source).read_text(), site.source)
+        data = read_yaml_file(Path(site.source))
         data["data_path"] = site.data_path
         resolved.write_text(yaml.safe_dump(data, sort_keys=False))
         if swarm:
@@ -301,6 +304,7 @@ def build_job(
     out_dir = Path(out_dir)
     folder = out_dir / job_cfg.name
     inputs = [config_dir, *(site.data_path for site in sites.values())]
+    outputs.check_parent(out_dir, BUILD_COMMAND, inputs)  # not the demo data's folder
     outputs.check_dir(folder, BUILD_COMMAND, inputs)  # before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, _staging(out_dir) as staging:

@@ -111,7 +111,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from nvflare.apis.filter import Filter, FilterChainType, FilterContextKey
 from nvflare.apis.fl_constant import FilterKey, FLContextKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
@@ -134,7 +133,7 @@ from ..privacy.policy import PrivacyPolicy, effective_policy
 from ..privacy.transforms import add_count_noise, enforce_min_leaf_rows, strip_surrogates
 from ..validation import PayloadReader
 from ..vocabulary import METRICS, REGRESSION_METRICS
-from ..yaml_files import load_yaml
+from ..yaml_files import read_yaml_file
 
 logger = logging.getLogger(__name__)
 
@@ -575,9 +574,9 @@ def _policy_from_file(policy_file) -> PrivacyPolicy:
             f"(a relative path is read from {Path.cwd()}); allowed: {allowed}"
         )
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"), str(path))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise ConfigError(f"{path}: cannot be read as YAML ({err}); allowed: {allowed}") from None
+        data = read_yaml_file(path)
+    except ConfigError as err:
+        raise ConfigError(f"{err}; the file: {allowed}") from None
     if not isinstance(data, Mapping) or "privacy" not in data:
         raise ConfigError(f"{path}: key 'privacy' is missing; allowed: {allowed}")
     return PrivacyPolicy.from_dict(data["privacy"], source=str(path))

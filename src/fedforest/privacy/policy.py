@@ -75,6 +75,14 @@ DEFAULT_DP_MAX_DEPTH = 4
 MAX_DP_DEPTH = 16
 #: Largest number of significant digits of a threshold grid.
 MAX_DIGITS = 15
+#: The range of a noise budget (``count_noise_epsilon``, ``dp_epsilon``): below it the
+#: noise scale (a multiple of 1 / epsilon) overflows or drowns every count; above it
+#: the noise is nil and the key only pretends to protect.
+MIN_EPSILON, MAX_EPSILON = 1e-6, 1e6
+#: The range of a threshold grid's step (smaller steps overflow threshold / step).
+MIN_STEP = 1e-9
+#: The largest magnitude of a public range's bound (trees split on float32).
+MAX_RANGE = float(np.finfo(np.float32).max)
 
 _KEYS = (
     "min_leaf_rows",
@@ -244,7 +252,7 @@ class ThresholdGrid:
                 f"null when {key}.step is set (one default rule at most)",
             )
         if data.get("step") is not None:
-            default = ("step", c.number(f"{key}.step", data["step"], 0, open_lo=True))
+            default = ("step", c.number(f"{key}.step", data["step"], MIN_STEP, MAX_RANGE))
         elif data.get("significant_digits") is not None:
             n = c.integer(f"{key}.significant_digits", data["significant_digits"], 1, MAX_DIGITS)
             default = ("digits", n)
@@ -262,7 +270,7 @@ class ThresholdGrid:
                 if name in features:
                     c.refuse(where, value, f"a feature under only one of {key}.steps and .edges")
                 if part == "steps":
-                    features[name] = ("step", c.number(where, value, 0, open_lo=True))
+                    features[name] = ("step", c.number(where, value, MIN_STEP, MAX_RANGE))
                 else:
                     features[name] = ("edges", _read_edges(c, where, value))
         if default is None and not features:
@@ -425,7 +433,7 @@ class PrivacyPolicy:
             value = data.get(key)
             if value is None:
                 return None
-            return c.number(prefix + key, value, 0, open_lo=True)
+            return c.number(prefix + key, value, MIN_EPSILON, MAX_EPSILON)
 
         def optional_int(key, lo, hi):
             value = data.get(key)
@@ -484,7 +492,7 @@ class PrivacyPolicy:
                     )
                 if not isinstance(value, (list, tuple)) or len(value) != 2:
                     c.refuse(where, value, allowed)
-                lo, hi = (c.number(where, v) for v in value)
+                lo, hi = (c.number(where, v, -MAX_RANGE, MAX_RANGE) for v in value)
                 if not lo < hi:
                     c.refuse(where, list(value), allowed)
                 feature_ranges[name] = (lo, hi)
@@ -492,8 +500,8 @@ class PrivacyPolicy:
         if target_range is not None:
             where = prefix + "target_range"
             allowed = (
-                "a list [low, high] of two finite numbers with low < high (public bounds of "
-                "the regression target)"
+                f"a list [low, high] of two finite numbers of magnitude at most {MAX_RANGE:.7g} "
+                "with low < high (public bounds of the regression target)"
             )
             numbers = (
                 isinstance(target_range, (list, tuple))
@@ -501,7 +509,7 @@ class PrivacyPolicy:
                 and all(
                     isinstance(v, (int, float, np.integer, np.floating))
                     and not isinstance(v, bool)
-                    and math.isfinite(v)
+                    and abs(float(v)) <= MAX_RANGE
                     for v in target_range
                 )
             )

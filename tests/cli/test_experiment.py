@@ -1,0 +1,79 @@
+"""``fedforest experiment --site-files``: the job's rules on the files."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedforest.cli import main
+
+COMMON = ["--reps", "1", "--trees", "3", "--methods", "local", "--metrics", "auc", "--no-report"]
+
+
+def frame(n=80, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "age": rng.integers(20, 90, n).astype(float),
+            "bmi": rng.normal(27, 4, n).round(1),
+            "smoker": rng.choice(["never", "former"], n),
+            "y": np.arange(n) % 2,
+        }
+    )
+
+
+def run(tmp_path, frames: dict, capsys) -> tuple[int, str]:
+    paths = []
+    for name, table in frames.items():
+        path = tmp_path / f"{name}.csv"
+        table.to_csv(path, index=False)
+        paths.append(str(path))
+    argv = ["experiment", "--site-files", *paths, "--target", "y", *COMMON]
+    code = main([*argv, "--out", str(tmp_path / "out")])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spelling", ["BMI", "Bmi", "bmi\u200b"])
+def test_column_names_that_read_alike_across_files_are_refused(tmp_path, capsys, spelling):
+    code, err = run(
+        tmp_path,
+        {"north": frame(), "south": frame(seed=1).rename(columns={"bmi": spelling})},
+        capsys,
+    )
+    assert code == 1 and "column names differ only by case" in err
+    assert "north.csv" in err and "south.csv" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_levels_that_read_alike_across_files_are_refused(tmp_path, capsys):
+    upper = frame(seed=1)
+    upper["smoker"] = upper["smoker"].str.upper()
+    code, err = run(tmp_path, {"north": frame(), "south": upper}, capsys)
+    assert code == 1 and "levels of categorical column 'smoker'" in err
+    assert "'NEVER' at 'south'" in err
+
+
+def test_labels_of_two_types_are_refused_not_a_type_error(tmp_path, capsys):
+    words = frame(seed=1)
+    words["y"] = np.where(words["y"] == 1, "yes", "no")
+    code, err = run(tmp_path, {"north": frame(), "south": words}, capsys)
+    assert code == 1 and "class labels have different types" in err
+    assert "TypeError" not in err and "Traceback" not in err
+
+
+def test_two_columns_that_read_alike_in_one_file_are_refused(tmp_path, capsys):
+    code, err = run(tmp_path, {"north": frame().assign(BMI=1.0), "south": frame(seed=1)}, capsys)
+    assert code == 1 and "site file" in err and "north.csv" in err and "read alike" in err
+
+
+def test_one_table_twice_is_refused(tmp_path, capsys):
+    first = tmp_path / "north.csv"
+    frame().to_csv(first, index=False)
+    os.link(first, tmp_path / "south.csv")
+    argv = ["experiment", "--site-files", str(first), str(tmp_path / "south.csv"), "--target", "y"]
+    assert main([*argv, *COMMON, "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "hard link" in err and "one table per site" in err

@@ -15,24 +15,25 @@ with explicit buffers (no recursion), and give the same results bit for bit
   ``p``. Trees are summed one after the other and divided by their number, as
   the classifier does with the numpy engine's per-tree distributions.
 * **resolved routing** (:func:`route_leaves`; rows with NaN in columns the
-  site has, and strategies off the compiled path). The resolver's decisions
-  follow :meth:`.strategies.Strategy.resolver`, and its random numbers are
-  drawn from the same generator in the same order: per row chunk
-  (:func:`fedforest.model.traversal.row_chunks`), per depth, one block for
-  the pairs at an unresolvable node of that depth in (tree, row) order, then
-  (``ipr``) one block for those of them with an imputed value. ``fpv`` and ``node`` draw
-  nothing; a ``node`` pair ends at its unresolvable node, which is written
-  to the result as a leaf would be.
+  site has, strategies off the compiled path, and the strategies whose
+  compiled trees would split on columns of draws). Each pair is walked from
+  the root to its leaf on its own; at an unresolvable node the decision
+  follows :meth:`.strategies.Strategy.resolver` at once, its draws computed
+  from the keys of :class:`.draws.Draws` with the same uint64 arithmetic
+  (:func:`_mix64`, :func:`_uniform`): a draw is a function of the seed, the
+  pair's tree and depth, the stream and the row's values, so no pair waits
+  for another and no draw depends on the order of the walk. ``fpv`` and
+  ``node`` draw nothing; a ``node`` pair ends at its unresolvable node, which
+  is written to the result as a leaf would be.
 * **probabilities** follow :meth:`.strategies.Strategy.right_probability`:
   ``1 / (1 + A * B)`` from the row's and the node's factor
   (:func:`.routing.factored_right`) where both exist, with
   :func:`.routing.sigmoid`'s arithmetic elsewhere.
 
 The kernels go tree after tree over blocks of rows (a tree's nodes stay in
-cache) and run without the GIL, on up to :data:`MAX_THREADS` threads: marginal
-prediction splits its rows, resolved routing each depth's block of pairs
-(drawn beforehand, in order). Every row or pair is computed whole by one
-thread, so the result does not depend on the number of threads. These are
+cache) and run without the GIL, on up to :data:`MAX_THREADS` threads, which
+split the rows. Every row or pair is computed whole by one thread, so the
+result does not depend on the number of threads. These are
 Python threads, not numba's ``parallel=True``: its threading layers are not
 thread-safe (workqueue) or not fork-safe (GNU OpenMP), and fedforest predicts
 in threads (swarm mode) and in forked processes (the experiment runner).
@@ -320,9 +321,7 @@ def _uniform(level_key, row_key):
 
 
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _route_rows(
-    lo, hi, strategy, depth_threshold, learned, X, trees, nodes, probs, keys, out
-):
+def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, probs, keys, out):
     """The node where every (tree, row) pair of rows ``lo:hi`` ends, written to ``out``.
 
     Tree after tree, each pair walked from the root: a missing value the node
@@ -433,27 +432,24 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
     n_rows, n_feat = X.shape
     out = np.empty((len(trees), n_rows), dtype=np.int64)
     learned = rules is None
-    n_nodes = cf.feature.shape[0]
-    if learned or rules.name in ("fpv", "node"):
-        keys = Keys(_NO_KEYS, _NO_KEYS, _NO_KEYS)  # nothing is drawn
-    if learned:
-        strategy, depth_threshold = FPV, 0
-        probs = _probabilities(_no_imputation(n_rows, n_feat, n_nodes))
-    else:
+    strategy, depth_threshold = FPV, 0
+    keys = Keys(_NO_KEYS, _NO_KEYS, _NO_KEYS)
+    if not learned:
         if rules.name not in _CODES:
             raise ValueError(f"strategy {rules.name!r} has no per-node resolver")
         strategy, depth_threshold = _CODES[rules.name], int(rules.depth_threshold)
-        if strategy in (FPV, NODE):
-            probs = _probabilities(_no_imputation(n_rows, n_feat, n_nodes))
-        else:
-            probs = _probabilities(rules.kernel_tables())
-            draws = rules.draws
-            ipr = draws.node_keys(IPR_STREAM) if strategy == IPR else _NO_KEYS
-            keys = Keys(
-                np.ascontiguousarray(draws.node_keys(PR_STREAM), dtype=np.uint64),
-                np.ascontiguousarray(ipr, dtype=np.uint64),
-                np.ascontiguousarray(draws.row_keys, dtype=np.uint64),
-            )
+    if strategy in (FPV, NODE):  # nothing imputed, nothing drawn
+        probs = _probabilities(_no_imputation(n_rows, n_feat, cf.feature.shape[0]))
+    else:
+        probs = _probabilities(rules.kernel_tables())
+        draws = rules.draws
+        keys = Keys(
+            np.ascontiguousarray(draws.node_keys(PR_STREAM), dtype=np.uint64),
+            np.ascontiguousarray(
+                draws.node_keys(IPR_STREAM) if strategy == IPR else _NO_KEYS, dtype=np.uint64
+            ),
+            np.ascontiguousarray(draws.row_keys, dtype=np.uint64),
+        )
 
     def run(lo: int, hi: int) -> None:
         _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, cf, probs, keys, out)

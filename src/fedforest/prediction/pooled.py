@@ -477,4 +477,3 @@ class PooledForestBase(BaseEstimator):
         leaves = treeset.apply(X_aug, n_feat, draws)
         leaves[discard[leaves]] = -1
         return leaves
-

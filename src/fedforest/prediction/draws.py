@@ -207,19 +207,24 @@ class Draws:
     True
     """
 
-    def __init__(self, random_state, X, tree_of_node, depth, *, key=None, rows=None):
+    def __init__(self, random_state, X, tree_of_node, depth, *, key=None):
         self.key = seed_key(random_state) if key is None else np.uint64(key)
         self._X = X
-        self._row_keys = rows
+        self._parent: tuple[Draws, object] | None = None
+        self._row_keys: np.ndarray | None = None
         self.tree_of_node = tree_of_node
         self.depth = depth
         self._node_keys: dict[int, np.ndarray] = {}
 
     @property
     def row_keys(self) -> np.ndarray:
-        """:func:`row_keys` of the rows (computed once)."""
+        """:func:`row_keys` of the rows (computed once, when a draw first needs them)."""
         if self._row_keys is None:
-            self._row_keys = row_keys(self._X)
+            if self._parent is not None:
+                parent, mask = self._parent
+                self._row_keys = parent.row_keys[mask]
+            else:
+                self._row_keys = row_keys(self._X)
         return self._row_keys
 
     def node_keys(self, stream: int) -> np.ndarray:
@@ -238,15 +243,12 @@ class Draws:
         keys = level_keys(self.key, np.full(len(depths), tree), depths, stream)
         return uniforms(keys[None, :], self.row_keys[:, None])
 
-    def subset(self, mask: np.ndarray) -> Draws:
-        """The same draws for the rows in ``mask`` (row indices restart at 0)."""
-        out = Draws(
-            None,
-            None if self._X is None else self._X[mask],
-            self.tree_of_node,
-            self.depth,
-            key=self.key,
-            rows=None if self._row_keys is None else self._row_keys[mask],
-        )
+    def subset(self, mask) -> Draws:
+        """The same draws for the rows in ``mask`` (a boolean mask or a slice; rows restart at 0).
+
+        Nothing is copied or hashed until a draw needs the rows' keys.
+        """
+        out = Draws(None, None, self.tree_of_node, self.depth, key=self.key)
+        out._parent = (self, mask)
         out._node_keys = self._node_keys  # the same forest and seed
         return out

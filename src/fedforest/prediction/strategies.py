@@ -368,7 +368,19 @@ class Strategy:
         """Whether rows missing exactly the ``absent`` columns can meet a ``pr`` draw."""
         if self.name not in ("pr", "mi", "ss") or not absent.any():
             return False
-        return any(d.size for d in self.static_trees(absent)[2])
+        imputed = ~np.all(np.isnan(self.imputed), axis=0) if self.name == "mi" else ()
+        key = (
+            self.name,
+            absent.tobytes(),
+            int(self.depth_threshold),
+            tuple(np.flatnonzero(imputed)),
+        )
+        cache = self.forest._cache.setdefault("guesses", {})
+        if key not in cache:
+            if len(cache) >= 64:
+                cache.clear()
+            cache[key] = any(d.size for d in self.static_trees(absent)[2])
+        return cache[key]
 
 
 def _depths_per_tree(tree_of_node, depth, marked, n_trees: int) -> list:

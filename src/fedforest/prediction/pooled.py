@@ -267,9 +267,10 @@ class PooledForestBase(BaseEstimator):
         sklearn_missing = strategy in TREE_SELECTION
         leaves = np.empty((len(trees), n_rows), dtype=np.int64)
         if fast.any():
-            leaves[:, fast] = self._route_static(
+            static = self._route_static(
                 rules, absent, trees, Xg[fast], imputed[fast], draws.subset(fast), sklearn_missing
             )
+            leaves = static if fast.all() else _place(leaves, fast, static)
         # the engine of the dynamic traversals; numba is imported only when one runs
         n_rest = int(rest.sum())
         kernels = self._kernels(n_rest * len(trees)) if n_rest else None
@@ -286,7 +287,8 @@ class PooledForestBase(BaseEstimator):
         else:
             if rest.any():
                 sub = None if sklearn_missing else rules.restricted(rest)
-                leaves[:, rest] = resolved_leaves(kernels, cf, Xg[rest], trees, sub)
+                dynamic = resolved_leaves(kernels, cf, Xg[rest], trees, sub)
+                leaves = dynamic if rest.all() else _place(leaves, rest, dynamic)
             proba, kept = average_leaves(cf, leaves, voting, weights)
         engine = "compiled" if fast.all() else ("numpy" if not fast.any() else "mixed")
         kept_weight = None
@@ -477,3 +479,9 @@ class PooledForestBase(BaseEstimator):
         leaves = treeset.apply(X_aug, n_feat, draws)
         leaves[discard[leaves]] = -1
         return leaves
+
+
+def _place(leaves: np.ndarray, rows: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """``leaves`` with ``part`` in the columns of ``rows`` (a whole table needs no copy)."""
+    leaves[:, rows] = part
+    return leaves

@@ -234,6 +234,31 @@ class Draws:
             self._node_keys[stream] = np.ascontiguousarray(keys)
         return self._node_keys[stream]
 
+    def tree_levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The flat table of every tree's levels: ``(start, tree, depth)``.
+
+        ``start`` (int64, n_trees + 1): tree t's depth d is entry ``start[t] +
+        d``, down to its deepest node; ``tree`` and ``depth`` name every
+        entry (for :meth:`level_table`).
+        """
+        n_trees = int(self.tree_of_node.max()) + 1 if self.tree_of_node.size else 0
+        deepest = np.zeros(n_trees, dtype=np.int64)
+        np.maximum.at(deepest, self.tree_of_node, self.depth)
+        start = np.zeros(n_trees + 1, dtype=np.int64)
+        np.cumsum(deepest + 1, out=start[1:])
+        tree = np.repeat(np.arange(n_trees), deepest + 1)
+        depth = np.arange(start[-1]) - start[tree]
+        return start, tree, depth
+
+    def level_table(self, stream: int) -> tuple[np.ndarray, np.ndarray]:
+        """The keys of every (tree, depth) in ``stream``, flat: ``(start, keys)``.
+
+        ``keys[start[t] + d]`` is :func:`level_keys` of tree t at depth d (what
+        :meth:`node_keys` gives each node there); at most one entry per node.
+        """
+        start, tree, depth = self.tree_levels()
+        return start, np.ascontiguousarray(level_keys(self.key, tree, depth, stream))
+
     def uniform(self, nodes: np.ndarray, rows: np.ndarray, stream: int) -> np.ndarray:
         """The draws of (node, row) pairs in ``stream`` (float64 in [0, 1))."""
         return uniforms(self.node_keys(stream)[nodes], self.row_keys[rows])

@@ -92,6 +92,7 @@ ROW_BLOCK = 1024
 FPV, PR, MI, IPR, SS, NODE = 0, 1, 2, 3, 4, 5
 _CODES = {"fpv": FPV, "pr": PR, "mi": MI, "ipr": IPR, "ss": SS, "node": NODE}
 _NO_KEYS = np.zeros(0, dtype=np.uint64)
+_NO_START = np.zeros(0, dtype=np.int64)
 # the constants of .draws, as the kernels read them
 _MIX_1, _MIX_2 = np.uint64(MIX_1), np.uint64(MIX_2)
 _UNIFORM_SHIFT, _UNIFORM_SCALE = np.uint64(UNIFORM_SHIFT), float(UNIFORM_SCALE)
@@ -337,24 +338,41 @@ def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, pro
     saw_missing = nodes.saw_missing
     missing_right = nodes.missing_right
     right_fraction = nodes.right_fraction
-    depth = nodes.depth
     pr_key = keys.pr
     ipr_key = keys.ipr
     row_key = keys.rows
+    imputed = probs.imputed
+    node_kind = probs.node_kind
+    row_factor = probs.row_factor
+    node_column = probs.node_column
+    node_factor = probs.node_factor
     for ti in range(trees.shape[0]):
-        root = nodes.roots[trees[ti]]
+        tree = trees[ti]
+        root = nodes.roots[tree]
+        # the keys of the tree's levels: a node's depth is the number of steps from the root
+        level = keys.start[tree] if keys.start.shape[0] else 0
         for row in range(lo, hi):
             node = root
+            at = level
             while True:
                 f = feature[node]
                 if f < 0:
                     break
+                # both children are loaded before the comparison decides (no load waits on it)
+                left = children[2 * node]
+                right = children[2 * node + 1]
                 x = X[row, f]
-                if not np.isnan(x):
-                    node = children[2 * node + (x > threshold[node])]
+                if x <= threshold[node]:
+                    node = left
+                    at += 1
                     continue
-                if learned or saw_missing[node]:
+                if x > threshold[node]:
+                    node = right
+                    at += 1
+                    continue
+                if learned or saw_missing[node]:  # x is NaN
                     node = children[2 * node + missing_right[node]]
+                    at += 1
                     continue
                 if strategy == NODE:
                     break
@@ -363,22 +381,25 @@ def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, pro
                     break
                 decision = -1  # the pr rule, unless the strategy's own rule decides
                 if strategy == MI:
-                    v = probs.imputed[row, f]
+                    v = imputed[row, f]
                     if not np.isnan(v):
                         decision = RIGHT if np.float64(v) > threshold[node] else LEFT
                 elif strategy == IPR:
-                    if not np.isnan(probs.imputed[row, f]):
+                    if not np.isnan(imputed[row, f]):
                         fraction = right_fraction[node]
-                        pk = probs.node_kind[node]
+                        pk = node_kind[node]
                         if pk == 1:
-                            p = _numeric_right(node, row, fraction, nodes, probs)
+                            # the factored probability inline (no call with arrays in the loop)
+                            p = 1.0 / (1.0 + row_factor[row, node_column[node]] * node_factor[node])
+                            if np.isnan(p):
+                                p = _numeric_right(node, row, fraction, nodes, probs)
                         elif pk == 2:
                             code = _level_code(threshold[node], probs.n_levels[f])
                             p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
                             p = _probability(1.0 - p_left, fraction)
                         else:
                             p = fraction
-                        decision = RIGHT if _uniform(ipr_key[node], row_key[row]) < p else LEFT
+                        decision = RIGHT if _uniform(ipr_key[at], row_key[row]) < p else LEFT
                 elif strategy == SS:
                     s = nodes.surrogate_feature[node]
                     if s >= 0:
@@ -387,21 +408,23 @@ def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, pro
                             below = np.float64(xs) <= nodes.surrogate_threshold[node]
                             decision = LEFT if below == nodes.surrogate_left_le[node] else RIGHT
                 if decision < 0:
-                    if depth[node] < depth_threshold:
+                    if at - level < depth_threshold:
                         node = -1
                         break
-                    u = _uniform(pr_key[node], row_key[row])
+                    u = _uniform(pr_key[at], row_key[row])
                     decision = RIGHT if u < right_fraction[node] else LEFT
                 node = children[2 * node + decision]
+                at += 1
             out[ti, row] = node
 
 
 class Keys(NamedTuple):
-    """The keys of :class:`.draws.Draws` for the kernels (uint64)."""
+    """The keys of :class:`.draws.Draws` for the kernels (:meth:`.draws.Draws.level_table`)."""
 
-    pr: np.ndarray  # per node: its (tree, depth) key in the pr stream
-    ipr: np.ndarray  # per node: in ipr's stream
-    rows: np.ndarray  # per row
+    start: np.ndarray  # int64 per tree: where its levels start in pr and ipr
+    pr: np.ndarray  # uint64 per (tree, depth): the level's key in the pr stream
+    ipr: np.ndarray  # uint64 per (tree, depth): in ipr's stream
+    rows: np.ndarray  # uint64 per row
 
 
 def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=None) -> np.ndarray:
@@ -433,7 +456,7 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
     out = np.empty((len(trees), n_rows), dtype=np.int64)
     learned = rules is None
     strategy, depth_threshold = FPV, 0
-    keys = Keys(_NO_KEYS, _NO_KEYS, _NO_KEYS)
+    keys = Keys(_NO_START, _NO_KEYS, _NO_KEYS, _NO_KEYS)
     if not learned:
         if rules.name not in _CODES:
             raise ValueError(f"strategy {rules.name!r} has no per-node resolver")
@@ -443,11 +466,12 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
     else:
         probs = _probabilities(rules.kernel_tables())
         draws = rules.draws
+        start, pr = draws.level_table(PR_STREAM)
+        ipr = draws.level_table(IPR_STREAM)[1] if strategy == IPR else _NO_KEYS
         keys = Keys(
-            np.ascontiguousarray(draws.node_keys(PR_STREAM), dtype=np.uint64),
-            np.ascontiguousarray(
-                draws.node_keys(IPR_STREAM) if strategy == IPR else _NO_KEYS, dtype=np.uint64
-            ),
+            np.ascontiguousarray(start, dtype=np.int64),
+            np.ascontiguousarray(pr, dtype=np.uint64),
+            np.ascontiguousarray(ipr, dtype=np.uint64),
             np.ascontiguousarray(draws.row_keys, dtype=np.uint64),
         )
 

@@ -371,7 +371,7 @@ def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, pro
                     at += 1
                     continue
                 if learned or saw_missing[node]:  # x is NaN
-                    node = children[2 * node + missing_right[node]]
+                    node = right if missing_right[node] else left
                     at += 1
                     continue
                 if strategy == NODE:
@@ -413,7 +413,7 @@ def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, pro
                         break
                     u = _uniform(pr_key[at], row_key[row])
                     decision = RIGHT if u < right_fraction[node] else LEFT
-                node = children[2 * node + decision]
+                node = right if decision == RIGHT else left
                 at += 1
             out[ti, row] = node
 

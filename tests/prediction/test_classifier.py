@@ -101,12 +101,17 @@ def test_pr_discards_at_shallow_depth_and_routes_by_training_fractions_below():
     p, clf = proba(forest, rows([-1.0]), strategy="pr", depth_threshold=2)
     assert np.allclose(p, [[0.9, 0.1]]) and clf.diagnostics_.trees_kept.tolist() == [1]
     n = 20000
-    p, clf = proba(forest, rows(np.full(n, -1.0)), strategy="pr", depth_threshold=0, random_state=0)
+    # distinct rows that all route alike where a is read (a <= 0): each draws its own coin
+    a = np.linspace(-2.0, -1.0, n)
+    p, clf = proba(forest, rows(a), strategy="pr", depth_threshold=0, random_state=0)
     went_right = np.isclose(p[:, 1], (1.0 + 0.1) / 2)
     went_left = np.isclose(p[:, 1], (0.0 + 0.1) / 2)
     assert np.all(went_right | went_left)
     assert abs(went_right.mean() - 0.7) < 0.015  # N_right / N_node = 70 / 100
     assert clf.diagnostics_.trees_kept.min() == 2
+    # identical rows draw the same coin
+    same, _ = proba(forest, rows(np.full(50, -1.0)), strategy="pr", depth_threshold=0)
+    assert (same == same[0]).all()
 
 
 def test_mi_routes_by_the_imputed_value():
@@ -121,15 +126,11 @@ def test_ipr_routes_with_sigmoid_probability():
     forest = make_tree_forest([T1, T2], NAMES, categories=CATS)
     imps = ImputerSet([numeric_imputer()])
     n = 20000
+    a = np.linspace(-1.01, -0.99, n)  # distinct rows, each its own draw; the route of a <= 0
     p, _ = proba(
-        forest,
-        rows(np.full(n, -1.0)),
-        strategy="ipr",
-        imputers=imps,
-        feature_std={"b": 2.0},
-        random_state=1,
+        forest, rows(a), strategy="ipr", imputers=imps, feature_std={"b": 2.0}, random_state=1
     )
-    expected = expit((1.0 - 0.5) / 2.0)
+    expected = expit((a + 2.0 - 0.5) / 2.0).mean()  # b imputed as a + 2
     went_right = np.isclose(p[:, 1], 0.55)
     assert abs(went_right.mean() - expected) < 0.015
 
@@ -197,7 +198,8 @@ def test_categorical_routing_with_imputer_probabilities():
     assert np.allclose(p, [[0.0, 1.0]])
     n = 20000
     imps = ImputerSet([categorical_imputer((0.6, 0.2, 0.2))])
-    p, _ = proba(forest, rows(np.zeros(n)), strategy="ipr", imputers=imps, random_state=0)
+    # distinct rows (the imputer ignores a): each draws its own
+    p, _ = proba(forest, rows(np.linspace(-1, 1, n)), strategy="ipr", imputers=imps, random_state=0)
     assert abs(p[:, 0].mean() - 0.8) < 0.015
     # an available categorical column given as level strings
     p, _ = proba(forest, rows([0.0, 0.0], c=["y", "z"]), strategy="fpv")

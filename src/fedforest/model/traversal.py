@@ -33,8 +33,8 @@ import numpy as np
 from .forest import PooledForest
 
 #: (tree, row) pairs walked at once: bounds memory (about 100 bytes per pair).
-#: Resolvers that draw random numbers draw them chunk after chunk, so the
-#: chunks of :func:`row_chunks` are part of what a seed reproduces.
+#: A resolver decides for each pair on its own (a draw is a function of the pair,
+#: :mod:`fedforest.prediction.draws`), so the chunks change no result.
 MAX_PAIRS = 1 << 17
 
 #: Decisions for an unresolvable pair. ``STOP`` ends the walk at the node itself,
@@ -159,8 +159,7 @@ def node_kinds(cf: CompiledForest, absent: np.ndarray | None) -> np.ndarray:
 def row_chunks(n_rows: int, n_trees: int, max_pairs: int | None = None):
     """Row ranges ``(lo, hi)`` holding at most ``max_pairs`` (tree, row) pairs each.
 
-    ``max_pairs`` defaults to :data:`MAX_PAIRS`. Random draws are made chunk
-    after chunk, so both engines use these chunks.
+    ``max_pairs`` defaults to :data:`MAX_PAIRS`.
     """
     step = max(1, (max_pairs or MAX_PAIRS) // max(n_trees, 1))
     for start in range(0, n_rows, step):

@@ -73,8 +73,12 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
     site : str, optional
         This site's name as in ``forest.owners`` (``park``, ``local``).
     random_state : int, numpy Generator or None, default=None
-        Seed of the random routing of ``pr`` and ``ipr``: the same seed gives
-        the same predictions.
+        Seed of the random routing of ``pr`` and ``ipr`` (and of ``mi`` and
+        ``ss`` where they fall back to the ``pr`` rule): each branch is a hash
+        of the seed, the tree, the depth and the row's own values
+        (:mod:`fedforest.prediction.draws`), so a row's prediction depends on
+        that row and the model only, whatever its batch. ``None`` is seed 0;
+        a Generator gives one seed per prediction call.
     auto_candidates : sequence of str, optional
         Strategies tried by ``strategy="auto"`` (default: all that apply,
         :func:`~fedforest.prediction.selection.default_candidates`).
@@ -110,8 +114,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         (needs numba: ``pip install 'fedforest[fast]'``), or ``numpy``,
         vectorised numpy. ``auto`` uses numba when it can be imported and the
         traversal has at least :data:`AUTO_NUMBA_PAIRS` (row, tree) pairs.
-        Both give the same probabilities bit for bit, and the same draws for
-        the same ``random_state``.
+        Both give the same probabilities bit for bit, draws included.
 
     Attributes
     ----------

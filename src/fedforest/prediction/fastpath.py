@@ -11,9 +11,12 @@ makes one decision per node (``fpv``, ``pr``, ``mi``, ``ss``, ``node``,
 * ``mi`` compares an imputed column with the node's threshold;
 * ``ss`` splits on the surrogate feature (children swapped when the surrogate
   runs the other way);
-* a ``pr`` coin flip at depth ``d`` splits on a fresh uniform column ``u_d``
-  with threshold ``1 - N_right / N_node`` (each path visits every depth at
-  most once, so the flips along a path are independent).
+* a ``pr`` coin flip at depth ``d`` splits on a column that holds minus the
+  row's draw at (tree, depth ``d``) (:mod:`.draws`: a pure function of the
+  seed, the tree, the depth and the row's values, an exact float32), with
+  threshold ``-N_right / N_node``: right exactly when the draw is below
+  ``N_right / N_node``, as in the dynamic traversals (a path visits every
+  depth at most once, so the flips along a path are independent).
 
 Such trees are built as scikit-learn ``Tree`` objects straight from numpy
 arrays (no pickle involved) and traversed by its compiled ``apply``, which is
@@ -72,8 +75,8 @@ class TreeSet:
         As in :class:`~fedforest.PooledForest`.
     n_columns : int
         Width of the augmented matrix.
-    random_columns : ndarray of bool, shape (n_trees,)
-        Which trees split on uniform columns.
+    random_depths : list of ndarray of int, one per forest tree
+        The depths at which each tree splits on a column of draws.
     """
 
     def __init__(
@@ -88,12 +91,12 @@ class TreeSet:
         missing_left,
         value,
         n_columns,
-        random_columns,
+        random_depths,
     ):
         self.trees = np.asarray(trees)
         self.offsets = tree_start[self.trees]
         self.n_columns = int(n_columns)
-        self.random_columns = np.asarray(random_columns, bool)[self.trees]
+        self.random_depths = [np.asarray(random_depths[t], dtype=np.int64) for t in self.trees]
         n_classes = np.array([value.shape[1]], dtype=np.intp)
         leaf = feature < 0
         nodes = np.zeros(left.shape[0], dtype=NODE_DTYPE)
@@ -119,21 +122,27 @@ class TreeSet:
             )
             self._trees.append(tree)
 
-    def apply(self, X_aug: np.ndarray, n_features: int, rng) -> np.ndarray:
+    def apply(self, X_aug: np.ndarray, n_features: int, draws) -> np.ndarray:
         """Global leaf index per (tree, row).
 
-        ``X_aug`` has the real and imputed columns filled in; the uniform
-        columns after ``2 * n_features`` are drawn here, per tree.
+        ``X_aug`` has the real and imputed columns filled in; the columns of
+        draws after ``2 * n_features`` are filled here, per tree, from
+        ``draws`` (:class:`~.draws.Draws` over the same rows; only read when
+        a tree splits on them).
         """
         n_rows = X_aug.shape[0]
         out = np.empty((len(self._trees), n_rows), dtype=np.int64)
-        n_random = self.n_columns - 2 * n_features
         for lo in range(0, n_rows, ROW_CHUNK):
             hi = min(n_rows, lo + ROW_CHUNK)
             chunk = np.ascontiguousarray(X_aug[lo:hi])
+            part = None
             for i, tree in enumerate(self._trees):
-                if n_random and self.random_columns[i]:
-                    chunk[:, 2 * n_features :] = rng.random((hi - lo, n_random), np.float32)
+                depths = self.random_depths[i]
+                if depths.size:
+                    if part is None:
+                        part = draws.subset(slice(lo, hi))
+                    u = part.tree_uniforms(int(self.trees[i]), depths)
+                    chunk[:, 2 * n_features + depths] = -u.astype(np.float32)
                 out[i, lo:hi] = tree.apply(chunk)
         out += self.offsets[:, None]
         return out

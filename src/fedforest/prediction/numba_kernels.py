@@ -15,24 +15,25 @@ with explicit buffers (no recursion), and give the same results bit for bit
   ``p``. Trees are summed one after the other and divided by their number, as
   the classifier does with the numpy engine's per-tree distributions.
 * **resolved routing** (:func:`route_leaves`; rows with NaN in columns the
-  site has, and strategies off the compiled path). The resolver's decisions
-  follow :meth:`.strategies.Strategy.resolver`, and its random numbers are
-  drawn from the same generator in the same order: per row chunk
-  (:func:`fedforest.model.traversal.row_chunks`), per depth, one block for
-  the pairs at an unresolvable node of that depth in (tree, row) order, then
-  (``ipr``) one block for those of them with an imputed value. ``fpv`` and ``node`` draw
-  nothing; a ``node`` pair ends at its unresolvable node, which is written
-  to the result as a leaf would be.
+  site has, strategies off the compiled path, and the strategies whose
+  compiled trees would split on columns of draws). Each pair is walked from
+  the root to its leaf on its own; at an unresolvable node the decision
+  follows :meth:`.strategies.Strategy.resolver` at once, its draws computed
+  from the keys of :class:`.draws.Draws` with the same uint64 arithmetic
+  (:func:`_mix64`, :func:`_uniform`): a draw is a function of the seed, the
+  pair's tree and depth, the stream and the row's values, so no pair waits
+  for another and no draw depends on the order of the walk. ``fpv`` and
+  ``node`` draw nothing; a ``node`` pair ends at its unresolvable node, which
+  is written to the result as a leaf would be.
 * **probabilities** follow :meth:`.strategies.Strategy.right_probability`:
   ``1 / (1 + A * B)`` from the row's and the node's factor
   (:func:`.routing.factored_right`) where both exist, with
   :func:`.routing.sigmoid`'s arithmetic elsewhere.
 
 The kernels go tree after tree over blocks of rows (a tree's nodes stay in
-cache) and run without the GIL, on up to :data:`MAX_THREADS` threads: marginal
-prediction splits its rows, resolved routing each depth's block of pairs
-(drawn beforehand, in order). Every row or pair is computed whole by one
-thread, so the result does not depend on the number of threads. These are
+cache) and run without the GIL, on up to :data:`MAX_THREADS` threads, which
+split the rows. Every row or pair is computed whole by one thread, so the
+result does not depend on the number of threads. These are
 Python threads, not numba's ``parallel=True``: its threading layers are not
 thread-safe (workqueue) or not fork-safe (GNU OpenMP), and fedforest predicts
 in threads (swarm mode) and in forked processes (the experiment runner).
@@ -55,15 +56,8 @@ import numpy as np
 from numba import config as numba_config
 from numba import njit
 
-from ..model.traversal import (
-    DISCARD,
-    LEAF_KIND,
-    LEFT,
-    RIGHT,
-    CompiledForest,
-    node_kinds,
-    row_chunks,
-)
+from ..model.traversal import LEAF_KIND, LEFT, RIGHT, CompiledForest, node_kinds
+from .draws import IPR_STREAM, MIX_1, MIX_2, PR_STREAM, UNIFORM_SCALE, UNIFORM_SHIFT
 from .kernel_cache import install as install_kernel_cache
 from .routing import (
     EXP_INV_LN2,
@@ -97,12 +91,11 @@ ROW_BLOCK = 1024
 #: Strategy codes of :func:`_resolve`.
 FPV, PR, MI, IPR, SS, NODE = 0, 1, 2, 3, 4, 5
 _CODES = {"fpv": FPV, "pr": PR, "mi": MI, "ipr": IPR, "ss": SS, "node": NODE}
-#: Strategies that draw no random number.
-_DRAWLESS = (FPV, NODE)
-
-_NO_DRAWS = np.zeros(0, dtype=np.float64)
-#: Larger than any depth.
-_DEEPER = 1 << 62
+_NO_KEYS = np.zeros(0, dtype=np.uint64)
+_NO_START = np.zeros(0, dtype=np.int64)
+# the constants of .draws, as the kernels read them
+_MIX_1, _MIX_2 = np.uint64(MIX_1), np.uint64(MIX_2)
+_UNIFORM_SHIFT, _UNIFORM_SCALE = np.uint64(UNIFORM_SHIFT), float(UNIFORM_SCALE)
 #: 2**j for j in [-60, 1023], at index j + 60: exact powers of two, so that
 #: ``y * _POW2[k + 59] * 2.0`` equals ``ldexp(y, k)`` whenever that is a normal number.
 _POW2 = np.ldexp(1.0, np.arange(-60, 1024))
@@ -314,165 +307,124 @@ def marginal_proba(
 
 
 # -------------------------------------------------------- resolved routing
-# The pairs of a row chunk still walking are kept in one compact list, in
-# (tree, row) order: position j holds a pair's tree, row, node and the depth
-# it waits at. Every pass reads and writes the list in order (no lookup by
-# pair number), and dropping the pairs that ended keeps the order.
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _walk(positions, j0, j1, X, nodes, learned, tree_of, row_of, node_of, depth_of, out):
-    """Walk the pairs at ``positions[j0:j1]`` to a leaf or a node they cannot resolve.
+def _mix64(z):
+    """:func:`.draws.mix64` of one uint64 (arithmetic modulo 2**64)."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX_1
+    z = (z ^ (z >> np.uint64(27))) * _MIX_2
+    return z ^ (z >> np.uint64(31))
 
-    A pair that reaches a leaf is written to ``out`` and ends (``node_of``
-    -1); the others wait at their node, whose depth goes to ``depth_of``.
+
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
+def _uniform(level_key, row_key):
+    """:func:`.draws.uniforms` of one (level, row) pair."""
+    return np.float64(_mix64(level_key ^ row_key) >> _UNIFORM_SHIFT) * _UNIFORM_SCALE
+
+
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
+def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, probs, keys, out):
+    """The node where every (tree, row) pair of rows ``lo:hi`` ends, written to ``out``.
+
+    Tree after tree, each pair walked from the root: a missing value the node
+    saw in training (or any, when ``learned``) follows the learned direction;
+    another one is decided as ``Strategy.resolver`` decides, with the pair's
+    draws computed from the keys (:mod:`.draws`), so a pair never waits for
+    another. ``out`` is -1 where the tree is discarded; a ``node`` pair ends
+    at its unresolvable node.
     """
     feature = nodes.feature
     threshold = nodes.threshold
     children = nodes.children
     saw_missing = nodes.saw_missing
     missing_right = nodes.missing_right
-    for i in range(j0, j1):
-        j = positions[i]
-        node = node_of[j]
-        if node < 0:  # discarded, or stopped
-            continue
-        row = row_of[j]
-        while True:
-            f = feature[node]
-            if f < 0:
-                break
-            x = X[row, f]
-            if np.isnan(x):
-                if not (learned or saw_missing[node]):
-                    break
-                node = children[2 * node + missing_right[node]]
-            else:
-                node = children[2 * node + (x > threshold[node])]
-        if feature[node] < 0:
-            out[tree_of[j], row] = node
-            node_of[j] = -1
-        else:
-            node_of[j] = node
-            depth_of[j] = nodes.depth[node]
-
-
-@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _start(lo, hi, trees, roots, tree_of, row_of, node_of, everyone):
-    """Every pair of rows ``lo:hi`` at its tree's root, in (tree, row) order."""
-    j = 0
-    for t in range(trees.shape[0]):
-        root = roots[trees[t]]
+    right_fraction = nodes.right_fraction
+    pr_key = keys.pr
+    ipr_key = keys.ipr
+    row_key = keys.rows
+    imputed = probs.imputed
+    node_kind = probs.node_kind
+    row_factor = probs.row_factor
+    node_column = probs.node_column
+    node_factor = probs.node_factor
+    for ti in range(trees.shape[0]):
+        tree = trees[ti]
+        root = nodes.roots[tree]
+        # the keys of the tree's levels: a node's depth is the number of steps from the root
+        level = keys.start[tree] if keys.start.shape[0] else 0
         for row in range(lo, hi):
-            tree_of[j] = t
-            row_of[j] = row
-            node_of[j] = root
-            everyone[j] = j
-            j += 1
-    return j
+            node = root
+            at = level
+            while True:
+                f = feature[node]
+                if f < 0:
+                    break
+                # both children are loaded before the comparison decides (no load waits on it)
+                left = children[2 * node]
+                right = children[2 * node + 1]
+                x = X[row, f]
+                if x <= threshold[node]:
+                    node = left
+                    at += 1
+                    continue
+                if x > threshold[node]:
+                    node = right
+                    at += 1
+                    continue
+                if learned or saw_missing[node]:  # x is NaN
+                    node = right if missing_right[node] else left
+                    at += 1
+                    continue
+                if strategy == NODE:
+                    break
+                if strategy == FPV:
+                    node = -1
+                    break
+                decision = -1  # the pr rule, unless the strategy's own rule decides
+                if strategy == MI:
+                    v = imputed[row, f]
+                    if not np.isnan(v):
+                        decision = RIGHT if np.float64(v) > threshold[node] else LEFT
+                elif strategy == IPR:
+                    if not np.isnan(imputed[row, f]):
+                        fraction = right_fraction[node]
+                        pk = node_kind[node]
+                        if pk == 1:
+                            # the factored probability inline (no call with arrays in the loop)
+                            p = 1.0 / (1.0 + row_factor[row, node_column[node]] * node_factor[node])
+                            if np.isnan(p):
+                                p = _numeric_right(node, row, fraction, nodes, probs)
+                        elif pk == 2:
+                            code = _level_code(threshold[node], probs.n_levels[f])
+                            p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
+                            p = _probability(1.0 - p_left, fraction)
+                        else:
+                            p = fraction
+                        decision = RIGHT if _uniform(ipr_key[at], row_key[row]) < p else LEFT
+                elif strategy == SS:
+                    s = nodes.surrogate_feature[node]
+                    if s >= 0:
+                        xs = X[row, s]
+                        if not np.isnan(xs):
+                            below = np.float64(xs) <= nodes.surrogate_threshold[node]
+                            decision = LEFT if below == nodes.surrogate_left_le[node] else RIGHT
+                if decision < 0:
+                    if at - level < depth_threshold:
+                        node = -1
+                        break
+                    u = _uniform(pr_key[at], row_key[row])
+                    decision = RIGHT if u < right_fraction[node] else LEFT
+                node = right if decision == RIGHT else left
+                at += 1
+            out[ti, row] = node
 
 
-@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _still_waiting(n_waiting, tree_of, row_of, node_of, depth_of):
-    """Drop the pairs that ended, keeping the order; returns their number and smallest depth."""
-    kept = 0
-    level = _DEEPER
-    for j in range(n_waiting):
-        if node_of[j] >= 0:
-            tree_of[kept] = tree_of[j]
-            row_of[kept] = row_of[j]
-            node_of[kept] = node_of[j]
-            depth_of[kept] = depth_of[j]
-            kept += 1
-            level = min(level, depth_of[j])
-    return kept, level
+class Keys(NamedTuple):
+    """The keys of :class:`.draws.Draws` for the kernels (:meth:`.draws.Draws.level_table`)."""
 
-
-@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _collect(level, n_waiting, row_of, node_of, depth_of, feature, imputed, block, draw_at):
-    """The positions of the pairs waiting at depth ``level``, in (tree, row) order.
-
-    ``draw_at[j]`` is the index of the block's ``j``-th pair among those with
-    an imputed value (-1 without). Returns the block's size and that count.
-    """
-    n_block = 0
-    n_imputed = 0
-    for j in range(n_waiting):
-        if depth_of[j] == level:
-            block[n_block] = j
-            if np.isnan(imputed[row_of[j], feature[node_of[j]]]):
-                draw_at[n_block] = -1
-            else:
-                draw_at[n_block] = n_imputed
-                n_imputed += 1
-            n_block += 1
-    return n_block, n_imputed
-
-
-@njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _resolve(
-    strategy,
-    depth_threshold,
-    j0,
-    j1,
-    block,
-    draws,
-    imputed_draws,
-    draw_at,
-    X,
-    nodes,
-    probs,
-    tree_of,
-    row_of,
-    node_of,
-    depth_of,
-    out,
-):
-    """Decide for the pairs at ``block[j0:j1]`` as ``Strategy.resolver`` does, and walk on.
-
-    ``node`` (STOP) ends the pair at its current node, written to ``out`` as a
-    leaf; the walk then skips it (``node_of`` -1).
-    """
-    for i in range(j0, j1):
-        j = block[i]
-        node = node_of[j]
-        row = row_of[j]
-        if strategy == NODE:
-            out[tree_of[j], row] = node
-            node_of[j] = -1
-            continue
-        f = nodes.feature[node]
-        fraction = nodes.right_fraction[node]
-        if strategy == FPV:
-            decision = DISCARD
-        else:
-            # the pr rule, drawn for every pair of the block
-            decision = RIGHT if draws[i] < fraction else LEFT
-            if nodes.depth[node] < depth_threshold:
-                decision = DISCARD
-            if strategy == MI:
-                v = probs.imputed[row, f]
-                if not np.isnan(v):
-                    decision = RIGHT if np.float64(v) > nodes.threshold[node] else LEFT
-            elif strategy == IPR:
-                if draw_at[i] >= 0:
-                    pk = probs.node_kind[node]
-                    if pk == 1:
-                        p = _numeric_right(node, row, fraction, nodes, probs)
-                    elif pk == 2:
-                        code = _level_code(nodes.threshold[node], probs.n_levels[f])
-                        p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
-                        p = _probability(1.0 - p_left, fraction)
-                    else:
-                        p = fraction
-                    decision = RIGHT if imputed_draws[draw_at[i]] < p else LEFT
-            elif strategy == SS:
-                s = nodes.surrogate_feature[node]
-                if s >= 0:
-                    xs = X[row, s]
-                    if not np.isnan(xs):
-                        below = np.float64(xs) <= nodes.surrogate_threshold[node]
-                        decision = LEFT if below == nodes.surrogate_left_le[node] else RIGHT
-        node_of[j] = -1 if decision == DISCARD else nodes.children[2 * node + decision]
-    _walk(block, j0, j1, X, nodes, False, tree_of, row_of, node_of, depth_of, out)
+    start: np.ndarray  # int64 per tree: where its levels start in pr and ipr
+    pr: np.ndarray  # uint64 per (tree, depth): the level's key in the pr stream
+    ipr: np.ndarray  # uint64 per (tree, depth): in ipr's stream
+    rows: np.ndarray  # uint64 per row
 
 
 def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=None) -> np.ndarray:
@@ -487,8 +439,9 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
         The trees to traverse.
     rules : Strategy or None
         The strategy, over the same rows, whose resolver decides at the
-        unresolvable nodes; its random generator gives the draws. ``None``
-        sends every missing value the learned direction, as scikit-learn does.
+        unresolvable nodes; its :class:`~.draws.Draws` give the keys of the
+        draws. ``None`` sends every missing value the learned direction, as
+        scikit-learn does.
 
     Returns
     -------
@@ -500,69 +453,33 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
     X = np.ascontiguousarray(X, dtype=np.float32)
     trees = np.ascontiguousarray(trees, dtype=np.int64)
     n_rows, n_feat = X.shape
-    out = np.full((len(trees), n_rows), -1, dtype=np.int64)
+    out = np.empty((len(trees), n_rows), dtype=np.int64)
     learned = rules is None
-    nodes = cf
-    if learned:
-        strategy, depth_threshold, rng = FPV, 0, None
-        probs = _probabilities(_no_imputation(n_rows, n_feat, cf.feature.shape[0]))
-    else:
+    strategy, depth_threshold = FPV, 0
+    keys = Keys(_NO_START, _NO_KEYS, _NO_KEYS, _NO_KEYS)
+    if not learned:
         if rules.name not in _CODES:
             raise ValueError(f"strategy {rules.name!r} has no per-node resolver")
-        strategy, depth_threshold, rng = _CODES[rules.name], int(rules.depth_threshold), rules.rng
+        strategy, depth_threshold = _CODES[rules.name], int(rules.depth_threshold)
+    if strategy in (FPV, NODE):  # nothing imputed, nothing drawn
+        probs = _probabilities(_no_imputation(n_rows, n_feat, cf.feature.shape[0]))
+    else:
         probs = _probabilities(rules.kernel_tables())
-    chunks = list(row_chunks(n_rows, len(trees)))
-    largest = max((hi - lo for lo, hi in chunks), default=0) * len(trees)
-    # the pairs still walking, in (tree, row) order: tree, row, node (-1: ended), depth waited at
-    state = tuple(np.empty(largest, np.int64) for _ in range(4))
-    everyone, block, draw_at = (np.empty(largest, np.int64) for _ in range(3))
-    tree_of, row_of, node_of, depth_of = state
+        draws = rules.draws
+        start, pr = draws.level_table(PR_STREAM)
+        ipr = draws.level_table(IPR_STREAM)[1] if strategy == IPR else _NO_KEYS
+        keys = Keys(
+            np.ascontiguousarray(start, dtype=np.int64),
+            np.ascontiguousarray(pr, dtype=np.uint64),
+            np.ascontiguousarray(ipr, dtype=np.uint64),
+            np.ascontiguousarray(draws.row_keys, dtype=np.uint64),
+        )
 
-    def walk(j0: int, j1: int) -> None:
-        _walk(everyone, j0, j1, X, nodes, learned, *state, out)
+    def run(lo: int, hi: int) -> None:
+        _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, cf, probs, keys, out)
 
     with _Workers(_threads(n_rows * len(trees))) as workers:
-        for lo, hi in chunks:
-            n_waiting = _start(lo, hi, trees, nodes.roots, tree_of, row_of, node_of, everyone)
-            workers.run(walk, n_waiting)
-            n_waiting, level = _still_waiting(n_waiting, *state)
-            while n_waiting:
-                n_block, n_imputed = _collect(
-                    level,
-                    n_waiting,
-                    row_of,
-                    node_of,
-                    depth_of,
-                    nodes.feature,
-                    probs.imputed,
-                    block,
-                    draw_at,
-                )
-                # the numpy resolver's draws: the pr rule's for the block, then ipr's
-                draws = _NO_DRAWS if strategy in _DRAWLESS else rng.random(n_block)
-                imputed_draws = (
-                    rng.random(n_imputed) if strategy == IPR and n_imputed else _NO_DRAWS
-                )
-
-                def resolve(j0: int, j1: int, draws=draws, imputed_draws=imputed_draws) -> None:
-                    _resolve(
-                        strategy,
-                        depth_threshold,
-                        j0,
-                        j1,
-                        block,
-                        draws,
-                        imputed_draws,
-                        draw_at,
-                        X,
-                        nodes,
-                        probs,
-                        *state,
-                        out,
-                    )
-
-                workers.run(resolve, n_block)
-                n_waiting, level = _still_waiting(n_waiting, *state)
+        workers.run(run, n_rows, ROW_BLOCK)
     return out
 
 

@@ -27,6 +27,7 @@ from ..model.traversal import CompiledForest
 from ..vocabulary import ENGINES, TREE_SELECTION, VOTING
 from . import fastpath
 from .diagnostics import PredictionDiagnostics
+from .draws import Draws
 from .engines import AUTO_NUMBA_PAIRS, load_kernels, marginal, resolved_leaves
 from .routing import average_leaves
 from .selection import CANDIDATES
@@ -260,7 +261,7 @@ class PooledForestBase(BaseEstimator):
         forest = self.forest
         Xg, present = to_global_matrix(X, forest.feature_names, forest.categories)
         cf = self._compiled()
-        rng = np.random.default_rng(self.random_state)
+        draws = Draws(self.random_state, Xg, forest.tree_of_node, cf.depth)
         trees = np.arange(forest.n_trees)
         if strategy == "local":
             trees = np.flatnonzero(forest.owner_mask(self.site))
@@ -281,7 +282,7 @@ class PooledForestBase(BaseEstimator):
             level_cdf,
             self._sigma(),
             int(self.depth_threshold),
-            rng,
+            draws,
         )
         n_rows = Xg.shape[0]
         # Rows the compiled engine can take: no NaN in the columns the site has
@@ -292,13 +293,16 @@ class PooledForestBase(BaseEstimator):
         if strategy == "mi":  # a row without an imputed value follows the pr rule (numpy engine)
             with_imputer = ~np.all(np.isnan(imputed), axis=0)
             fast &= ~np.isnan(imputed[:, with_imputer]).any(axis=1)
+        if fast.any() and rules.guesses(absent) and self._kernels(n_rows * len(trees)):
+            fast[:] = False  # the kernels draw per pair, the compiled trees per (tree, depth, row)
         rest = ~fast
         sklearn_missing = strategy in TREE_SELECTION
         leaves = np.empty((len(trees), n_rows), dtype=np.int64)
         if fast.any():
-            leaves[:, fast] = self._route_static(
-                rules, absent, trees, Xg[fast], imputed[fast], rng, sklearn_missing
+            static = self._route_static(
+                rules, absent, trees, Xg[fast], imputed[fast], draws.subset(fast), sklearn_missing
             )
+            leaves = static if fast.all() else _place(leaves, fast, static)
         # the engine of the dynamic traversals; numba is imported only when one runs
         n_rest = int(rest.sum())
         kernels = self._kernels(n_rest * len(trees)) if n_rest else None
@@ -309,13 +313,14 @@ class PooledForestBase(BaseEstimator):
             if fast.any():
                 proba[fast] = average_leaves(cf, leaves[:, fast], "soft", weights)[0]
             if rest.any():
-                rows = _rows(rules, rest)
+                rows = rules.restricted(rest)
                 proba[rest] = marginal(kernels, cf, Xg[rest], trees, rows, absent, weights)
             kept = np.full(n_rows, len(trees))
         else:
             if rest.any():
-                sub = None if sklearn_missing else _rows(rules, rest)
-                leaves[:, rest] = resolved_leaves(kernels, cf, Xg[rest], trees, sub)
+                sub = None if sklearn_missing else rules.restricted(rest)
+                dynamic = resolved_leaves(kernels, cf, Xg[rest], trees, sub)
+                leaves = dynamic if rest.all() else _place(leaves, rest, dynamic)
             proba, kept = average_leaves(cf, leaves, voting, weights)
         engine = "compiled" if fast.all() else ("numpy" if not fast.any() else "mixed")
         kept_weight = None
@@ -332,7 +337,7 @@ class PooledForestBase(BaseEstimator):
         elif fallback.any():
             fallback_kernels = self._kernels(int(fallback.sum()) * forest.n_trees)
             used.add("numpy" if fallback_kernels is None else "numba")
-            sub = _rows(rules, fallback, name="mp")
+            sub = rules.restricted(fallback, name="mp")
             all_trees = np.arange(forest.n_trees)
             proba[fallback] = marginal(
                 fallback_kernels, cf, Xg[fallback], all_trees, sub, absent, all_weights
@@ -456,7 +461,7 @@ class PooledForestBase(BaseEstimator):
                 imputed[:, j] = np.clip(imp.predict(Xg, index), -_F32_MAX, _F32_MAX)
         return imputed, level_cdf
 
-    def _route_static(self, rules: Strategy, absent, trees, Xc, imputed_c, rng, sklearn_missing):
+    def _route_static(self, rules: Strategy, absent, trees, Xc, imputed_c, draws, sklearn_missing):
         """Leaves of the clean rows through scikit-learn's compiled engine."""
         forest = self.forest
         n_feat = forest.n_features
@@ -485,17 +490,17 @@ class PooledForestBase(BaseEstimator):
                     "missing_left": forest.missing_left,
                 }
                 discard = np.zeros(forest.n_nodes, dtype=bool)
-                random_trees = np.zeros(forest.n_trees, dtype=bool)
+                random_depths = [np.zeros(0, dtype=np.int64)] * forest.n_trees
                 n_columns = 2 * n_feat
             else:
-                arrays, discard, random_trees, n_columns = rules.static_trees(absent)
+                arrays, discard, random_depths, n_columns = rules.static_trees(absent)
             treeset = fastpath.TreeSet(
                 forest.tree_start,
                 trees,
                 n_node_samples=forest.n_node_samples,
                 value=forest.value,
                 n_columns=n_columns,
-                random_columns=random_trees,
+                random_depths=random_depths,
                 **arrays,
             )
             cache[key] = (treeset, discard)
@@ -503,21 +508,12 @@ class PooledForestBase(BaseEstimator):
         X_aug = np.zeros((Xc.shape[0], treeset.n_columns), dtype=np.float32)
         X_aug[:, :n_feat] = Xc
         X_aug[:, n_feat : 2 * n_feat] = imputed_c
-        leaves = treeset.apply(X_aug, n_feat, rng)
+        leaves = treeset.apply(X_aug, n_feat, draws)
         leaves[discard[leaves]] = -1
         return leaves
 
 
-def _rows(rules: Strategy, mask: np.ndarray, name: str | None = None) -> Strategy:
-    """The same rules restricted to the rows in ``mask`` (row indices restart at 0)."""
-    return Strategy(
-        name or rules.name,
-        rules.forest,
-        rules.cf,
-        rules.X[mask],
-        rules.imputed[mask],
-        {k: v[mask] for k, v in rules.level_cdf.items()},
-        rules.sigma,
-        rules.depth_threshold,
-        rules.rng,
-    )
+def _place(leaves: np.ndarray, rows: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """``leaves`` with ``part`` in the columns of ``rows`` (a whole table needs no copy)."""
+    leaves[:, rows] = part
+    return leaves

@@ -62,6 +62,8 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
     site : str, optional
         This site's name as in ``forest.owners`` (``park``, ``local``).
     random_state : int, numpy Generator or None, default=None
+        Seed of the random routing, as for the classifier: a row's prediction
+        depends on that row and the model only.
     auto_candidates : sequence of str, optional
         Strategies tried by ``strategy="auto"`` (default: all that apply).
     engine : {"auto", "numba", "numpy"}, default="auto"

@@ -16,9 +16,10 @@ prediction).
 :mod:`.numba_kernels` holds the compiled twin of these traversals; both give
 the same results bit for bit (``docs/architecture.md``, "Engines with the same
 semantics"). Keep them in step: the order in which :func:`route_marginal`
-sums leaves (left to right), the order in which :func:`route_leaves` asks its
-resolver (and so draws random numbers), and :func:`sigmoid` are what the
-kernels reproduce.
+sums leaves (left to right), the resolver's rules and :func:`sigmoid` are
+what the kernels reproduce. A resolver's draws are pure functions of the
+seed, the pair's tree and depth and the row's values (:mod:`.draws`), so the
+order and the chunks in which it is asked change nothing.
 """
 
 from __future__ import annotations
@@ -152,8 +153,8 @@ def route_leaves(
         decisions are ``LEFT``, ``RIGHT``, ``DISCARD`` or ``STOP`` (the pair
         ends at this node). ``None`` sends such pairs the way scikit-learn
         does (the learned default direction). It is called once per depth of
-        each :func:`~fedforest.model.traversal.row_chunks` chunk, with the
-        pairs in (tree, row) order.
+        each :func:`~fedforest.model.traversal.row_chunks` chunk; its
+        decision for a pair must depend on that pair alone.
 
     Returns
     -------

@@ -23,13 +23,14 @@ import numpy as np
 
 from ..model.traversal import DISCARD, LEFT, RIGHT, STOP, CompiledForest
 from ..vocabulary import STRATEGIES, TREE_SELECTION
+from .draws import IPR_STREAM, PR_STREAM, Draws
 from .routing import exp_factor, factored_right, sigmoid
 
 __all__ = ["STATIC", "STRATEGIES", "TREE_SELECTION", "Strategy"]
 
 #: Strategies whose decision at a node can be written into the tree (a split, a
-#: coin flip on a uniform column, a "discard" leaf or, for ``node``, an ordinary
-#: leaf): the compiled fast path.
+#: coin flip on a column of the rows' draws, a "discard" leaf or, for ``node``,
+#: an ordinary leaf): the compiled fast path.
 STATIC = ("fpv", "pr", "mi", "ss", "node")
 
 
@@ -37,8 +38,11 @@ class Strategy:
     """Resolution rules of one strategy for one prediction call.
 
     ``fpv`` and ``node`` are deterministic and draw nothing (``node`` stops
-    at the node: ``STOP``); ``pr``, ``mi``, ``ipr`` and ``ss`` draw the
-    ``pr`` rule's uniforms for every pair they resolve.
+    at the node: ``STOP``); ``pr`` draws the ``pr`` rule's uniform for every
+    pair it resolves at a depth of at least ``depth_threshold``, and ``mi``, ``ipr`` and ``ss``
+    for those their own rule cannot decide; ``ipr`` draws a second one, in
+    its own stream, for a pair with an imputed value. Each draw is a pure
+    function of the seed, the node and the row (:mod:`.draws`).
 
     Parameters
     ----------
@@ -57,11 +61,21 @@ class Strategy:
     sigma : ndarray of shape (n_features,)
         Pooled standard deviation per feature (NaN where unknown).
     depth_threshold : int
-    rng : numpy.random.Generator
+    draws : Draws
+        The call's draws, over the same rows as ``X``.
     """
 
     def __init__(
-        self, name, forest, cf: CompiledForest, X, imputed, level_cdf, sigma, depth_threshold, rng
+        self,
+        name,
+        forest,
+        cf: CompiledForest,
+        X,
+        imputed,
+        level_cdf,
+        sigma,
+        depth_threshold,
+        draws: Draws,
     ):
         self.name = name
         self.forest = forest
@@ -71,14 +85,35 @@ class Strategy:
         self.level_cdf = level_cdf
         self.sigma = sigma
         self.depth_threshold = depth_threshold
-        self.rng = rng
+        self.draws = draws
+
+    def restricted(self, mask: np.ndarray, name: str | None = None) -> Strategy:
+        """The same rules (or ``name``'s) for the rows in ``mask`` (row indices restart at 0)."""
+        return Strategy(
+            name or self.name,
+            self.forest,
+            self.cf,
+            self.X[mask],
+            self.imputed[mask],
+            {k: v[mask] for k, v in self.level_cdf.items()},
+            self.sigma,
+            self.depth_threshold,
+            self.draws.subset(mask),
+        )
 
     # ------------------------------------------------------------ dynamic
     def pr_rule(self, nodes, rows) -> np.ndarray:
-        """Discard above ``depth_threshold``; below it, go right w.p. N_right/N_node."""
-        draw = self.rng.random(nodes.size)
-        decision = np.where(draw < self.cf.right_fraction[nodes], RIGHT, LEFT)
-        decision[self.cf.depth[nodes] < self.depth_threshold] = DISCARD
+        """Discard above ``depth_threshold``; below it, go right w.p. N_right/N_node.
+
+        Right when the pair's draw (:data:`~.draws.PR_STREAM`) is below
+        ``N_right / N_node``; nothing is drawn for a pair that discards.
+        """
+        decision = np.full(nodes.size, DISCARD)
+        deep = np.flatnonzero(self.cf.depth[nodes] >= self.depth_threshold)
+        if deep.size:
+            n, r = nodes[deep], rows[deep]
+            draw = self.draws.uniform(n, r, PR_STREAM)
+            decision[deep] = np.where(draw < self.cf.right_fraction[n], RIGHT, LEFT)
         return decision
 
     def _probability_tables(self):
@@ -211,14 +246,18 @@ class Strategy:
         return np.clip(np.where(np.isnan(p), self.cf.right_fraction[nodes], p), 0.0, 1.0)
 
     def resolver(self, nodes, rows) -> np.ndarray:
-        """Decision (LEFT, RIGHT, DISCARD, STOP) for pairs at unresolvable nodes."""
+        """Decision (LEFT, RIGHT, DISCARD, STOP) for pairs at unresolvable nodes.
+
+        A pure function of each (node, row) pair: the order and the company in
+        which pairs are asked change nothing.
+        """
         if self.name == "fpv":
             return np.full(nodes.size, DISCARD)
         if self.name == "node":  # stop here: the node's own distribution; no draws
             return np.full(nodes.size, STOP)
         if self.name == "pr":
             return self.pr_rule(nodes, rows)
-        decision = self.pr_rule(nodes, rows)
+        decision = np.empty(nodes.size, dtype=np.int64)
         if self.name == "mi":
             value = self.imputed[rows, self.cf.feature[nodes]]
             has = ~np.isnan(value)
@@ -226,18 +265,22 @@ class Strategy:
         elif self.name == "ipr":
             has = ~np.isnan(self.imputed[rows, self.cf.feature[nodes]])
             if has.any():
-                p = self.right_probability(nodes[has], rows[has])
-                decision[has] = np.where(self.rng.random(p.size) < p, RIGHT, LEFT)
+                n, r = nodes[has], rows[has]
+                p = self.right_probability(n, r)
+                decision[has] = np.where(self.draws.uniform(n, r, IPR_STREAM) < p, RIGHT, LEFT)
         elif self.name == "ss":
             sf = self.forest.surrogate_feature[nodes]
             has = sf >= 0
             xs = np.full(nodes.size, np.nan, dtype=np.float32)
             xs[has] = self.X[rows[has], sf[has]]
-            ok = ~np.isnan(xs)
-            le = xs[ok] <= self.forest.surrogate_threshold[nodes[ok]]
-            decision[ok] = np.where(le == self.forest.surrogate_left_le[nodes[ok]], LEFT, RIGHT)
+            has = ~np.isnan(xs)
+            le = xs[has] <= self.forest.surrogate_threshold[nodes[has]]
+            decision[has] = np.where(le == self.forest.surrogate_left_le[nodes[has]], LEFT, RIGHT)
         else:  # pragma: no cover - guarded by the classifier
             raise ValueError(f"strategy {self.name!r} has no per-node resolver")
+        rest = np.flatnonzero(~has)  # the pr rule
+        if rest.size:
+            decision[rest] = self.pr_rule(nodes[rest], rows[rest])
         return decision
 
     # ------------------------------------------------------------- static
@@ -253,11 +296,20 @@ class Strategy:
             Leaves that stand for "discard this tree for this row". For
             ``node`` none: its unresolvable nodes become ordinary leaves, so
             the tree's prediction is the node's own ``value`` row.
-        random_trees : ndarray of bool, shape (n_trees,)
-            Trees that split on uniform columns.
+        random_depths : list of ndarray of int64, one per tree
+            The depths at which the tree splits on a uniform column (empty
+            for a tree that draws nothing).
         n_columns : int
             Width of the augmented matrix: features, imputed columns, one
             uniform column per depth.
+
+        Notes
+        -----
+        A ``pr`` coin flip at depth ``d`` splits on column ``2 * n_features +
+        d``, which holds minus the row's draw there (:mod:`.draws`; an exact
+        float32), with threshold ``-N_right / N_node``: the row goes right
+        exactly when its draw is below ``N_right / N_node``, as in the
+        dynamic traversals.
         """
         f = self.forest
         n_feat = f.n_features
@@ -292,7 +344,7 @@ class Strategy:
             shallow = stuck & (depth < self.depth_threshold)
             deep = stuck & ~shallow
             feature[deep] = 2 * n_feat + depth[deep]
-            threshold[deep] = 1.0 - self.cf.right_fraction[deep]
+            threshold[deep] = -self.cf.right_fraction[deep]
             random_node = deep
             stuck = shallow
         feature[stuck] = -1
@@ -301,8 +353,7 @@ class Strategy:
         # fpv, pr, mi, ss: a leaf that discards the tree; node: a leaf like any other
         if self.name != "node":
             discard = stuck
-        random_trees = np.zeros(f.n_trees, dtype=bool)
-        random_trees[np.unique(f.tree_of_node[random_node])] = True
+        random_depths = _depths_per_tree(f.tree_of_node, depth, random_node, f.n_trees)
         arrays = {
             "left": left,
             "right": right,
@@ -310,8 +361,36 @@ class Strategy:
             "threshold": threshold,
             "missing_left": f.missing_left,
         }
-        n_columns = 2 * n_feat + (max_depth if random_trees.any() else 0)
-        return arrays, discard, random_trees, n_columns
+        n_columns = 2 * n_feat + (max_depth if random_node.any() else 0)
+        return arrays, discard, random_depths, n_columns
+
+    def guesses(self, absent: np.ndarray) -> bool:
+        """Whether rows missing exactly the ``absent`` columns can meet a ``pr`` draw."""
+        if self.name not in ("pr", "mi", "ss") or not absent.any():
+            return False
+        imputed = ~np.all(np.isnan(self.imputed), axis=0) if self.name == "mi" else ()
+        key = (
+            self.name,
+            absent.tobytes(),
+            int(self.depth_threshold),
+            tuple(np.flatnonzero(imputed)),
+        )
+        cache = self.forest._cache.setdefault("guesses", {})
+        if key not in cache:
+            if len(cache) >= 64:
+                cache.clear()
+            cache[key] = any(d.size for d in self.static_trees(absent)[2])
+        return cache[key]
+
+
+def _depths_per_tree(tree_of_node, depth, marked, n_trees: int) -> list:
+    """Per tree, the sorted distinct depths of its ``marked`` nodes (int64 arrays)."""
+    at = np.flatnonzero(marked)
+    span = int(depth.max()) + 1 if depth.size else 1
+    pairs = np.unique(tree_of_node[at].astype(np.int64) * span + depth[at])
+    trees, depths = pairs // span, pairs % span
+    bounds = np.searchsorted(trees, np.arange(n_trees + 1))
+    return [depths[bounds[t] : bounds[t + 1]] for t in range(n_trees)]
 
 
 def _inverse_sigma(sigma: np.ndarray) -> np.ndarray:

@@ -83,3 +83,35 @@ def test_write_report_without_calibration_csv_or_auc_draws_neither(tmp_path):
     text = write_report(make_tidy(metrics=("auprc",)), tmp_path).read_text(encoding="utf-8")
     assert "reliability" not in text and "methods_by_sites" not in text
     assert not list(tmp_path.glob("*_reliability.png"))
+
+
+# --------------------------------------------------------------------------- small samples
+
+
+def test_write_report_counts_test_rows_and_warns_of_small_sites(tmp_path):
+    from fedforest.experiments.runner import load_table, run_repetition
+
+    mix = load_table("S-500-Mix")  # 500 rows, 30% test rows: ~50 per site at 3 sites, ~15 at 10
+    rows = [
+        r
+        for n_sites in (3, 10)
+        for r in run_repetition(mix, n_sites, 0.5, 0, ["mp", "local"], ["auprc"], n_estimators=5)
+    ]
+    tidy = pd.DataFrame(rows)
+    counts = tidy.groupby(["n_sites", "site"])[["test_rows", "events"]].first()
+    assert (counts["events"] <= counts["test_rows"]).all() and (counts["events"] > 0).all()
+    assert counts.loc[10, "test_rows"].max() < 50  # ten sites of a 500-row table: small sites
+    text = write_report(tidy, tmp_path / "out", metrics=("auprc",)).read_text(encoding="utf-8")
+    section = text.split("## Test rows per site", 1)[1]
+    ten = counts.loc[10]
+    assert (
+        f"| S-500-Mix | 10 | 0.5 | {ten['test_rows'].min()}–{ten['test_rows'].max()} | "
+        f"{ten['events'].min()}–{ten['events'].max()} | 10 of 10 |" in section
+    )
+    assert "scenarios have sites with fewer than 50 test rows or 10 events" in section
+
+
+def test_write_report_says_when_results_hold_no_counts(tidy, tmp_path):
+    assert "test_rows" not in tidy.columns  # results written before the runner counted rows
+    text = write_report(tidy, tmp_path / "out").read_text(encoding="utf-8")
+    assert "These results do not record the sites' test rows and events." in text

@@ -7,7 +7,8 @@ nothing itself: tables and tests come from :mod:`.statistics` and PNGs from
 :mod:`.figures` and :mod:`.calibration_figures` (which also reads and pools
 the runner's ``calibration.csv``), and escapes the names of the results
 (datasets, methods) with :func:`fedforest.federation.results.markdown_text`;
-those are the only fedforest modules it imports (it never imports matplotlib
+the small-sample rule (a site with fewer than 50 test rows or 10 events) is
+:mod:`fedforest.intervals`'; those are the only fedforest modules it imports (it never imports matplotlib
 directly).
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..federation.results import markdown_text
+from ..intervals import MIN_EVENTS, MIN_TEST_ROWS
 from .calibration_figures import plot_reliability, plot_strategy_grid, pool_bins, read_calibration
 from .figures import plot_critical_difference, plot_gain_heatmap, plot_metric_vs_jaccard
 from .statistics import (
@@ -185,6 +187,8 @@ def write_report(
     >>> write_report(results, "report", metrics=("auprc", "auc"))  # doctest: +SKIP
     PosixPath('report/report.md')
     """
+    if isinstance(tidy, (str, os.PathLike)):
+        tidy = pd.read_csv(tidy)
     df = _prepare(tidy)
     metrics = list(metrics)
     if not metrics:
@@ -290,6 +294,7 @@ def write_report(
                         f"Ranking not available for {markdown_text(dataset)}: {markdown_text(exc)}"
                     )
 
+    md += _sample_section(tidy)
     md += _grid_section(df, out)
     if (out / CALIBRATION_FILE).is_file():
         md += _reliability_section(read_calibration(out / CALIBRATION_FILE), out)
@@ -297,6 +302,70 @@ def write_report(
     path.write_text("\n".join(md).rstrip() + "\n", encoding="utf-8")
     logger.info("wrote %s", path)
     return path
+
+
+def _site_counts(tidy: pd.DataFrame) -> pd.DataFrame | None:
+    """One row per (dataset, n_sites, jaccard, rep, site) with its test rows and events, or
+    ``None`` when the results do not hold them (written before the runner counted them)."""
+    if not {"test_rows", "events"} <= set(tidy.columns):
+        return None
+    keys = ["dataset", "n_sites", "jaccard", "rep", "site"]
+    counts = tidy.loc[:, [*keys, "test_rows", "events"]].copy()
+    for col in ("test_rows", "events"):
+        counts[col] = pd.to_numeric(counts[col], errors="coerce")
+    counts = counts.dropna(subset=["test_rows"])
+    if counts.empty:
+        return None
+    return counts.groupby(keys, sort=True, as_index=False).first()
+
+
+def _sample_section(tidy: pd.DataFrame) -> list[str]:
+    """How many test rows and events the sites' scores rest on, per scenario, with a
+    warning where a site has fewer than :data:`~fedforest.intervals.MIN_TEST_ROWS` test
+    rows or :data:`~fedforest.intervals.MIN_EVENTS` events (the job's rule)."""
+    counts = _site_counts(tidy)
+    md = ["## Test rows per site", ""]
+    if counts is None:
+        return md + ["These results do not record the sites' test rows and events.", ""]
+    has_events = bool(counts["events"].notna().any())
+    scenario = ["dataset", "n_sites", "jaccard"]
+    header = ["dataset", "sites", "Jaccard", "test rows per site (min–max)"]
+    if has_events:
+        header.append("events per site (min–max)")
+    header.append("sites below the minimum")
+    rows, warned = [], 0
+    for (dataset, n_sites, jaccard), group in counts.groupby(scenario, sort=True):
+        few = group["test_rows"] < MIN_TEST_ROWS
+        if has_events:
+            few |= group["events"].fillna(np.inf) < MIN_EVENTS
+        warned += bool(few.any())
+        row = [
+            markdown_text(dataset),
+            str(int(n_sites)),
+            f"{float(jaccard):g}",
+            f"{int(group['test_rows'].min())}–{int(group['test_rows'].max())}",
+        ]
+        if has_events:
+            ev = group["events"].dropna()
+            row.append(f"{int(ev.min())}–{int(ev.max())}" if len(ev) else "–")
+        row.append(f"{int(few.sum())} of {len(group)}")
+        rows.append(row)
+    md += [
+        "Each site's scores rest on its own test rows. The counts are over every site and "
+        "repetition of a scenario.",
+        "",
+        _markdown(header, rows, n_label_cols=3),
+        "",
+    ]
+    if warned:
+        md += [
+            f"> {warned} of {len(rows)} scenarios have sites with fewer than {MIN_TEST_ROWS} "
+            f"test rows or {MIN_EVENTS} events: a single site's score there is unreliable (an "
+            "AUPRC of 1.000 on a dozen rows says little). The means above average many such "
+            "scores over sites and repetitions; their spread is in the `_std.csv` tables.",
+            "",
+        ]
+    return md
 
 
 def _grid_section(df: pd.DataFrame, out: Path) -> list[str]:

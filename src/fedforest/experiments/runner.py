@@ -92,7 +92,21 @@ METHODS = PAPER_METHODS
 ALL_METHODS = EXPERIMENT_METHODS
 PAPER_SITES = (2, 3, 4, 6)
 PAPER_JACCARDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-TIDY_COLUMNS = ["dataset", "n_sites", "jaccard", "rep", "site", "method", "metric", "value"]
+#: Columns of the runner's tidy table (``results.csv``): one row per site, method and metric;
+#: ``test_rows`` and ``events`` are the site's test rows and its events (rows of the positive
+#: class; empty for regression), what the report's small-sample warning rests on.
+TIDY_COLUMNS = [
+    "dataset",
+    "n_sites",
+    "jaccard",
+    "rep",
+    "site",
+    "method",
+    "metric",
+    "value",
+    "test_rows",
+    "events",
+]
 #: The metrics each task can score (:data:`~fedforest.vocabulary.TASKS`).
 TASK_METRICS = {"classification": METRICS, "regression": REGRESSION_METRICS}
 #: The metrics scored when none are named: the paper's, and RMSE for regression.
@@ -384,6 +398,8 @@ def run_repetition(
                         "method": method,
                         "metric": metric,
                         "value": float("nan") if value is None else value,
+                        "test_rows": row["rows"],
+                        "events": row["events"],
                     }
                 )
     return rows
@@ -770,6 +786,7 @@ def _run_tasks(plan: ExperimentPlan, tasks: list, out_path) -> pd.DataFrame:
             for future in as_completed(futures):
                 collect(futures[future], future.result())
     tidy = pd.DataFrame(rows, columns=TIDY_COLUMNS)
+    tidy["events"] = pd.to_numeric(tidy["events"])  # None (regression) as NaN, as the CSV reads
     tidy = tidy.sort_values(
         ["dataset", "n_sites", "jaccard", "rep", "site", "method", "metric"], kind="stable"
     ).reset_index(drop=True)

@@ -908,11 +908,11 @@ def test_experiment_calibration_pooling_weights_and_auto_metric(tmp_path, capsys
         ),
         (
             "a;b\n0.1;1\n0.2;3\n",
-            "the header is a single column 'a;b': the fields seem separated by ';'; allowed: a "
-            "comma-separated file",
+            "the header is a single column 'a;b': the fields seem separated by ';' (semicolons: "
+            "2 fields on each of the first 3 lines); allowed: a comma-separated file",
         ),
-        ("a,b\n1e39,1\n0.2,3\n", "column 'a' (data row 1: 1e+39) hold values that are infinite or"),
-        ("a,b\n0.1,1\n-inf,3\n", "column 'a' (data row 2: -inf) hold values that are infinite or"),
+        ("a,b\n1e39,1\n0.2,3\n", "column 'a' holds 1e+39 (row 1), whose magnitude overflows"),
+        ("a,b\n0.1,1\n-inf,3\n", "column 'a' holds -inf (row 2), whose magnitude overflows"),
         ("a,b\n0.1,1,7\n0.2,3\n", "line 2 has 3 field(s) but the header has 2"),
     ],
 )

@@ -306,3 +306,29 @@ def test_a_version_3_site_metrics_reply_reads_as_no_events_and_no_intervals(job)
         }
     assert new["strategies"]["mp"]["events"] > 0
     assert set(new["strategies"]["mp"]["intervals"]) == {"auc", "auprc", "brier"}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "version", "field"),
+    [
+        (protocol.MODEL, 1, "deployment"),
+        (protocol.MODEL, 1, "inputs"),
+        (protocol.MODEL, 2, "inputs"),
+        (protocol.SITE_METRICS, 1, "privacy"),
+        (protocol.POOLED_FOREST, 2, "task"),
+    ],
+)
+def test_a_field_of_a_later_version_is_refused_in_an_older_payload(fmt, version, field):
+    with pytest.raises(ValueError) as info:
+        protocol.upgrade(fmt, version, {"a": 0, field: None})
+    message = str(info.value)
+    assert f"field {field!r} belongs to version" in message
+    assert f"declares version {version}" in message
+
+
+def test_an_older_payload_of_its_own_fields_is_upgraded():
+    assert protocol.upgrade(protocol.MODEL, 1, {"forest": {}}) == {
+        "forest": {},
+        "deployment": None,
+        "inputs": None,
+    }

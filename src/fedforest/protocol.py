@@ -239,9 +239,31 @@ def check_version(fmt: str, version: Any) -> int:
     return version
 
 
+def _added_fields(step: Callable[[Mapping], dict]) -> set:
+    """The top-level fields an upgrade step adds (what it makes of an empty payload)."""
+    try:
+        return set(step({}))
+    except Exception:  # noqa: BLE001 - a step that needs its fields adds none by itself
+        return set()
+
+
 def upgrade(fmt: str, version: int, payload: Mapping) -> Mapping:
-    """Bring a payload of an older ``version`` of ``fmt`` to the current layout."""
+    """Bring a payload of an older ``version`` of ``fmt`` to the current layout.
+
+    A field that a later version added is refused in a payload that declares
+    an older version (``version: 1`` with a ``deployment``): its fields must be
+    its version's, or the upgrade would silently replace them.
+    """
+    declared = version
     while version < FORMATS[fmt]:
-        payload = UPGRADES[(fmt, version)](payload)
+        step = UPGRADES[(fmt, version)]
+        newer = sorted(set(_added_fields(step)) & set(payload))
+        if newer:
+            raise ValueError(
+                f"field {newer[0]!r} belongs to version {version + 1} and later of {fmt!r}, but "
+                f"the payload declares version {declared}; allowed: the fields of version "
+                f"{declared} only (a payload is written whole by one version)"
+            )
+        payload = step(payload)
         version += 1
     return payload

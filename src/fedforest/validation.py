@@ -32,6 +32,7 @@ This module imports only :mod:`fedforest.errors` and :mod:`fedforest.protocol`.
 from __future__ import annotations
 
 import math
+import re
 import reprlib
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -166,6 +167,18 @@ class Checker:
         if not isinstance(value, str) or not value.strip():
             self.refuse(key, value, "a non-empty string")
         return str(value)
+
+    def site_name(self, key, value) -> str:
+        """A site's name (:data:`~fedforest.vocabulary.SITE_NAME`, as job configs check it)."""
+        from .vocabulary import RESERVED_SITE_NAMES, SITE_NAME, SITE_NAME_RULE
+
+        if (
+            not isinstance(value, str)
+            or not re.fullmatch(SITE_NAME, value)
+            or value in RESERVED_SITE_NAMES
+        ):
+            self.refuse(key, value, SITE_NAME_RULE)
+        return value
 
     def str_list(
         self, key, value, allowed=None, unique=True, max_len=None, allow_empty=False

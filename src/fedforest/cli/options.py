@@ -151,7 +151,9 @@ def read_csv(path, option: str):
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{option}: no such CSV file: {path}")
+        if not path.exists() and not path.is_symlink():
+            raise FileNotFoundError(f"{option}: no such CSV file: {path}")
+        raise FileNotFoundError(f"{option}: {path} {not_a_file(path)}; give a CSV file")
 
     def fail(what: str, allowed: str):
         raise ValueError(f"{option} {path}: {what}; allowed: {allowed}")
@@ -165,9 +167,85 @@ def read_csv(path, option: str):
     return frame
 
 
+def not_a_file(path) -> str:
+    """What ``path`` is instead of a regular file, for a message: ``is a folder``, ..."""
+    import os
+    import stat
+    from pathlib import Path
+
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        return f"is a link to {os.readlink(path)}, which does not exist"
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    kind = next((name for test, name in kinds if test(mode)), None)
+    return "is not a regular file" if kind is None else f"is {kind}, not a file"
+
+
+def check_output(path, option: str, overwrite: bool, inputs) -> None:
+    """Refuse to write the file ``path`` (given as ``option``) unless it is safe and writable.
+
+    :func:`~fedforest.outputs.check_file` first (never an input, whatever
+    ``overwrite`` says; an existing file only with ``--overwrite``), then what
+    writing would run into, each named with the fix: a link to nothing, a
+    read-only file, a folder the user cannot write in.
+    """
+    import os
+    from pathlib import Path
+
+    from ..outputs import OutputError, check_file
+
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise OutputError(
+            f"{option} {path} is a link to {os.readlink(path)}, which does not exist; give the "
+            "name of a file to write (or remove the link)"
+        )
+    check_file(path, option, overwrite=overwrite, inputs=inputs)
+    if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
+        raise OutputError(
+            f"{option} {path} is read-only; refusing to replace it. Give another name (or make "
+            f"it writable: chmod u+w {path})"
+        )
+    folder = path.resolve().parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(
+            f"{option} {path}: cannot write in the folder {folder} (no permission); give a file "
+            "in a folder you can write"
+        )
+
+
+def write_output(path, option: str, write) -> None:
+    """Write ``path`` by :func:`~fedforest.outputs.write_file`; a failure names ``path``
+    (never the temporary file it writes first)."""
+    from ..outputs import OutputError, write_file
+
+    try:
+        write_file(path, write)
+    except OSError as err:
+        raise OutputError(
+            f"{option} {path}: cannot write it ({err.strerror or err}); nothing was changed. "
+            "Give a file in a folder you can write"
+        ) from None
+
+
 def columns_text(frame) -> str:
-    """The columns of ``frame``, comma-separated, for a message."""
-    return ", ".join(map(str, frame.columns))
+    """The columns of ``frame``, comma-separated, for a message (at most
+    :data:`~fedforest.model.inputs.MAX_LISTED`, then how many more)."""
+    from ..model.inputs import names_text
+
+    return names_text(list(map(str, frame.columns)))
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):

@@ -7,7 +7,43 @@ import sys
 
 from ..model.payload_checks import MAX_SEED
 from ..vocabulary import STRATEGIES
-from .options import columns_text, integer, number, read_csv, rename_pairs
+from .options import (
+    check_output,
+    columns_text,
+    integer,
+    not_a_file,
+    number,
+    read_csv,
+    rename_pairs,
+    write_output,
+)
+from .predict_report import in_words, refuse_gaps, refuse_near_misses, report, split_shares
+
+#: Files ``predict`` reads beside the model (``wmp``'s guess weight): inputs, never outputs.
+COMPANIONS = ("metrics.json",)
+
+
+def inputs_of(args: argparse.Namespace) -> list:
+    """Every file ``predict`` reads: ``--data``, ``--model`` and the model's companions."""
+    from pathlib import Path
+
+    model = Path(args.model)
+    return [args.data, model, *(model.parent / name for name in COMPANIONS)]
+
+
+def _check_outputs(args: argparse.Namespace, only: str | None = None) -> None:
+    """``--out`` and ``--report-json`` (or the ``only`` one): never a file ``predict`` reads,
+    never each other, never an existing file unless ``--overwrite``."""
+    from ..outputs import OutputError, same_file
+
+    inputs = inputs_of(args)
+    if args.out and args.report_json and same_file(args.out, args.report_json):
+        raise OutputError(
+            f"--report-json {args.report_json} is the --out file {args.out}; give two names"
+        )
+    for option, path in (("--out", args.out), ("--report-json", args.report_json)):
+        if path and only in (None, option):
+            check_output(path, option, overwrite=args.overwrite, inputs=inputs)
 
 
 def _guess_weight(args: argparse.Namespace, model_path) -> float:
@@ -16,7 +52,7 @@ def _guess_weight(args: argparse.Namespace, model_path) -> float:
         return args.guess_weight
     import json
 
-    metrics = model_path.parent / "metrics.json"
+    metrics = model_path.parent / COMPANIONS[0]
     weight = None
     if metrics.is_file():
         try:
@@ -75,19 +111,20 @@ def _predict(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
+    from ..federation.input_gaps import input_gaps
     from ..federation.model_input import model_input
     from ..model.inputs import names_text
     from ..model.model_files import load_model
-    from ..outputs import check_file, write_file
     from ..prediction.classifier import PooledForestClassifier
     from ..prediction.regressor import PooledForestRegressor
     from ..vocabulary import TREE_SELECTION
 
-    if args.out:  # before any work: never an input, never an existing file unless --overwrite
-        check_file(args.out, "--out", overwrite=args.overwrite, inputs=[args.data, args.model])
+    _check_outputs(args)  # before any work: never an input, never an existing file
     model_path = Path(args.model)
     if not model_path.is_file():
-        raise FileNotFoundError(f"--model: no such model file: {model_path}")
+        if not model_path.exists() and not model_path.is_symlink():
+            raise FileNotFoundError(f"--model: no such model file: {model_path}")
+        raise FileNotFoundError(f"--model: {model_path} {not_a_file(model_path)}")
     model = load_model(model_path)
     frame = read_csv(args.data, "--data")
     ids = _id_columns(args, frame)
@@ -95,8 +132,8 @@ def _predict(args: argparse.Namespace) -> int:
     absent = [c for c in renames if c not in frame.columns]
     if absent:
         raise ValueError(
-            f"--rename: {', '.join(map(repr, absent))} is not a column of {args.data}; columns: "
-            + columns_text(frame)
+            f"--rename: {names_text(list(map(repr, absent)))} is not a column of {args.data}; "
+            "columns: " + columns_text(frame)
         )
     forest = model["forest"]
     inputs = model["inputs"]
@@ -113,7 +150,7 @@ def _predict(args: argparse.Namespace) -> int:
             f"--site {args.site!r} trained no tree of this model" if args.site else "needs --site"
         )
         raise ValueError(
-            f"--strategy {strategy} {given}; the model's sites: {', '.join(forest.owners)}"
+            f"--strategy {strategy} {given}; the model's sites: {names_text(forest.owners)}"
         )
     features = list(forest.feature_names)
     categories = dict(forest.categories)
@@ -121,20 +158,28 @@ def _predict(args: argparse.Namespace) -> int:
         features += [f for f in model["intersection"].feature_names if f not in set(features)]
         categories = {**model["intersection"].categories, **categories}
     try:  # the site's own path from its file to the model's input (tables.model_input)
-        done = model_input(frame, inputs, features, categories, renames)
+        done = model_input(frame, inputs, features, categories, renames, unseen_missing=True)
     except ValueError as err:
         raise ValueError(f"--data {args.data}: {err}") from err
     local = {g: loc for loc, g in done.renamed.items()}
     ignored = [local.get(c, c) for c in done.ignored]
-    _refuse_near_misses(ignored, set(done.absent), args.data)
+    refuse_near_misses(ignored, set(done.absent), args.data)
     if done.X.shape[1] == 0:
-        expected = [_in_words(f, inputs) for f in forest.feature_names]
+        expected = [in_words(f, inputs) for f in forest.feature_names]
         raise ValueError(
             f"--data {args.data} has none of the model's features: it has "
             f"{names_text(list(map(str, frame.columns)))}; the model expects some of "
             f"{names_text(expected)} (rename a column with --rename local=global)"
         )
-    _report(args, done, ignored, forest, inputs, renames)
+    shares = split_shares(forest)
+    gaps = input_gaps(
+        str(args.data), done.X, features, categories, done, shares, lambda f: in_words(f, inputs)
+    )
+    report(args, done, ignored, forest, inputs, renames, gaps)
+    if args.report_json:
+        _write_report(args, gaps)
+    if args.strict:
+        refuse_gaps(args, gaps)
     settings = model["settings"]
     if strategy == "wmp":
         if deployed is not None and deployed["strategy"] == "wmp" and args.guess_weight is None:
@@ -175,12 +220,12 @@ def _predict(args: argparse.Namespace) -> int:
         if clash:
             raise ValueError(
                 f"--id {clash[0]!r}: the output already has a column of that name; "
-                f"its columns: {', '.join(out.columns)}"
+                f"its columns: {names_text(list(out.columns))}"
             )
         out = pd.concat([ids.set_axis(out.index), out], axis=1)
     if args.out:
-        check_file(args.out, "--out", overwrite=args.overwrite, inputs=[args.data, args.model])
-        write_file(args.out, lambda handle: out.to_csv(handle, index=False))
+        _check_outputs(args, "--out")
+        write_output(args.out, "--out", lambda handle: out.to_csv(handle, index=False))
         print(
             f"{len(out)} predictions written to {args.out} (strategy {strategy}; "
             f"{clf.diagnostics_.n_fallback} rows fell back to mp)"
@@ -188,6 +233,18 @@ def _predict(args: argparse.Namespace) -> int:
     else:
         out.to_csv(sys.stdout, index=False)
     return 0
+
+
+def _write_report(args: argparse.Namespace, gaps) -> None:
+    """``--report-json``: what the model's input lacks, per feature (written before any
+    ``--strict`` refusal, so that the refusal's reasons are in it)."""
+    import json
+
+    payload = {**gaps.to_dict(), "model": str(args.model), "strict": bool(args.strict)}
+    _check_outputs(args, "--report-json")
+    text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    write_output(args.report_json, "--report-json", lambda handle: handle.write(text))
+    print(f"input report written to {args.report_json}", file=sys.stderr)
 
 
 def _id_columns(args: argparse.Namespace, frame):
@@ -206,70 +263,6 @@ def _id_columns(args: argparse.Namespace, frame):
     from ..federation.tables import read_text_columns
 
     return read_text_columns(args.data, args.id)
-
-
-def _in_words(feature: str, inputs) -> str:
-    """A model feature as the site calls it: ``local (the model's feature)`` when renamed."""
-    name = feature if inputs is None else inputs.local_name(feature)
-    return name if name == feature else f"{name} (the model's {feature})"
-
-
-def _split_shares(forest) -> dict[str, float]:
-    """Each feature's share of the forest's splits (its internal nodes)."""
-    import numpy as np
-
-    split = forest.feature[forest.feature >= 0]
-    counts = np.bincount(split, minlength=len(forest.feature_names))
-    total = max(int(counts.sum()), 1)
-    return {name: counts[j] / total for j, name in enumerate(forest.feature_names)}
-
-
-def _share_text(share: float) -> str:
-    if 0 < share < 0.005:
-        return "<1%"
-    return f"{share:.0%}"
-
-
-def _report(args, done, ignored, forest, inputs, renames) -> None:
-    """Say on standard error what was done to the file, in the site's words."""
-    from ..model.inputs import MAX_LISTED, names_text
-
-    site = f"site {inputs.site}" if inputs is not None else "the model"
-    from_model = {k: v for k, v in done.renamed.items() if k not in renames}
-    if from_model:
-        pairs = [f"{k} -> {v}" for k, v in from_model.items()]
-        print(f"renames from the model ({site}'s): {names_text(pairs)}", file=sys.stderr)
-    given = {k: v for k, v in done.renamed.items() if k in renames}
-    if given:
-        pairs = [f"{k} -> {v}" for k, v in given.items()]
-        print(f"renames from --rename: {names_text(pairs)}", file=sys.stderr)
-    if done.dropped:
-        print(
-            f"not read ({site}'s drop_columns): {names_text(done.dropped)}",
-            file=sys.stderr,
-        )
-    if ignored:
-        print(f"ignoring columns the model does not use: {names_text(ignored)}", file=sys.stderr)
-    shares = _split_shares(forest)
-    absent = sorted(done.absent, key=lambda f: (-shares.get(f, 0.0), f))
-    for feature in absent[:MAX_LISTED]:
-        share = shares.get(feature)
-        where = "" if share is None else f" ({_share_text(share)} of the forest's splits)"
-        print(f"{_in_words(feature, inputs)}: absent{where}", file=sys.stderr)
-    if len(absent) > MAX_LISTED:
-        rest = sum(shares.get(f, 0.0) for f in absent[MAX_LISTED:])
-        print(
-            f"and {len(absent) - MAX_LISTED} more absent features ({_share_text(rest)} of the "
-            "forest's splits)",
-            file=sys.stderr,
-        )
-    if absent:
-        verb = "is" if len(absent) == 1 else "are"
-        print(
-            f"{len(absent)} of the model's {len(shares)} features {verb} absent from "
-            f"{args.data}: missing on every row",
-            file=sys.stderr,
-        )
 
 
 def add_parser(sub) -> None:
@@ -309,20 +302,21 @@ def add_parser(sub) -> None:
         "--seed", type=integer(0, MAX_SEED), help="seed of pr / ipr (default: the job's)"
     )
     p.add_argument("--out", help="write predictions here instead of standard output")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument(
+        "--report-json",
+        metavar="PATH",
+        help="write what the model's input lacks here (JSON): per feature of the model, the rows "
+        "absent, empty, or holding a level the model never saw",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse to predict when a feature of the model is absent, empty or holds a level "
+        "the model never saw on some row (default: predict them as missing and say so)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --out or --report-json file (never a file predict reads)",
+    )
     p.set_defaults(func=_predict)
-
-
-def _refuse_near_misses(ignored, absent, data) -> None:
-    """Refuse a column that would be ignored while its name differs from an absent feature
-    of the model only by case or surrounding spaces: the feature would silently be treated
-    as missing on every row."""
-    wanted = {str(name).strip().casefold(): name for name in absent}
-    for column in ignored:
-        feature = wanted.get(str(column).strip().casefold())
-        if feature is not None:
-            raise ValueError(
-                f"--data {data}: column {column!r} is not the model's feature {feature!r} (names "
-                "must match exactly, or the feature is missing on every row); allowed: the "
-                f"model's names: rename it in the file or with --rename '{column}={feature}'"
-            )

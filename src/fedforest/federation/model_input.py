@@ -20,8 +20,10 @@ import pandas as pd
 
 from ..columns import as_level_strings
 from ..errors import SchemaError
+from ..model.inputs import FLOAT32_MAX
 from ..model.site_inputs import SiteInputs
 from ..privacy.levels import hide_levels
+from .csv_text import number_text_hint
 
 
 def global_names(header: Sequence[str], renames: Mapping[str, str]) -> list[str]:
@@ -51,8 +53,13 @@ def encode_features(
     categories: Mapping[str, Sequence[str]],
     columns: Sequence[str],
     names: Mapping[str, str] | None = None,
+    unseen: dict | None = None,
 ) -> pd.DataFrame:
     """Feature columns of ``frame`` as floats, categorical levels as global codes.
+
+    A categorical column's values are its levels as written, never their
+    codes: numbers in a column whose levels are all text are refused. Text
+    in a numeric column is refused, booleans (``True``, ``no``) too.
 
     Parameters
     ----------
@@ -64,11 +71,16 @@ def encode_features(
         The columns to return, in this order.
     names : mapping of str to str, optional
         The table's own name of a renamed column (global -> local), for messages.
+    unseen : dict, optional
+        Where to record levels the categories do not list, which are then
+        missing: ``unseen[column] = {level: rows}``. Without it such a level is
+        refused (a job's own rows only hold levels of the schema).
 
     Raises
     ------
     SchemaError
-        A column the table lacks, a level the categories do not list, or text
+        A column the table lacks, a level the categories do not list (without
+        ``unseen``), a number in a categorical column of text levels, or text
         in a numeric column; naming the column, the values and what is allowed.
     """
     names = names or {}
@@ -84,19 +96,9 @@ def encode_features(
     for col in columns:
         series = frame[col]
         if col in categories:
-            levels = list(categories[col])
-            lookup = {lvl: float(i) for i, lvl in enumerate(levels)}
-            as_str = as_level_strings(series)
-            codes = as_str.map(lookup).astype("Float64")
-            unknown = sorted(set(as_str[codes.isna() & as_str.notna()]))
-            if unknown:
-                raise SchemaError(
-                    f"{what(col)} has levels {unknown[:10]} not in the schema's {levels[:50]}; "
-                    "allowed: those levels, or an empty field for a missing value"
-                )
-            out[col] = codes.to_numpy(dtype=float, na_value=np.nan)
+            out[col] = _level_codes(series, list(categories[col]), what(col), col, unseen)
             continue
-        if series.dtype == bool:
+        if series.dtype == bool:  # a table built in memory (a file's booleans are text)
             series = series.astype(float)
         numbers = pd.to_numeric(series, errors="coerce")
         text = series.notna() & numbers.isna()
@@ -104,11 +106,61 @@ def encode_features(
             examples = sorted(set(series[text].astype(str)))[:5]
             raise SchemaError(
                 f"{what(col)} holds text such as {examples} (row {int(np.flatnonzero(text)[0]) + 1}"
-                f") but {col!r} is a numeric feature; allowed: numbers, with an empty field for a "
-                "missing value"
+                f"){number_text_hint(examples)} but {col!r} is a numeric feature; allowed: "
+                "numbers, with an empty field for a missing value"
+            )
+        values = numbers.to_numpy(dtype=float, na_value=np.nan)
+        too_big = ~np.isnan(values) & ~(np.abs(values) <= FLOAT32_MAX)
+        if too_big.any():
+            row = int(np.flatnonzero(too_big)[0])
+            raise SchemaError(
+                f"{what(col)} holds {float(values[row])!r} (row {row + 1}), whose magnitude "
+                "overflows float32, the type trees split on; allowed: finite numbers of magnitude "
+                f"at most {FLOAT32_MAX:.7g}, with an empty field for a missing value"
             )
         out[col] = numbers.astype(float)
     return pd.DataFrame(out, index=frame.index)
+
+
+def _level_codes(series: pd.Series, levels: list, what: str, col: str, unseen) -> np.ndarray:
+    """A categorical column's global codes: a level's position in ``levels``."""
+    lookup = {lvl: float(i) for i, lvl in enumerate(levels)}
+    as_str = as_level_strings(series)
+    codes = as_str.map(lookup).astype("Float64")
+    other = codes.isna() & as_str.notna()
+    if other.any():
+        counts = as_str[other].value_counts(sort=False)
+        found = sorted(counts.index)
+        numbers = [v for v in found if _is_number(v)]
+        if numbers and not any(_is_number(lvl) for lvl in levels):
+            row = int(np.flatnonzero(as_str.isin(numbers).to_numpy(dtype=bool, na_value=False))[0])
+            raise SchemaError(
+                f"{what} holds numbers such as {numbers[:5]} (row {row + 1}), but the levels of "
+                f"{col!r} are text ({levels_text(levels)}): a categorical column's values are its "
+                "levels as written, never their codes; allowed: those levels, or an empty field "
+                "for a missing value (write the level names in the file)"
+            )
+        if unseen is None:
+            raise SchemaError(
+                f"{what} has levels {found[:10]} not in the schema's {levels[:50]}; "
+                "allowed: those levels, or an empty field for a missing value"
+            )
+        unseen[col] = {str(level): int(counts[level]) for level in found}
+    return codes.to_numpy(dtype=float, na_value=np.nan)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def levels_text(levels: Sequence[str], limit: int = 20) -> str:
+    """Levels for a message: quoted, at most ``limit``, then how many more."""
+    shown = ", ".join(map(repr, levels[:limit]))
+    return shown + (f" and {len(levels) - limit} more" if len(levels) > limit else "")
 
 
 @dataclasses.dataclass
@@ -128,6 +180,12 @@ class ModelInput:
         The table's other columns the model does not use (global names).
     absent : list of str
         The model's features the table lacks (missing on every row).
+    empty : dict of str to int
+        Rows of each feature the table has that are empty (a missing value).
+    unseen : dict of str to dict
+        Levels of a categorical feature the model never saw, with their rows
+        (``{feature: {level: rows}}``); they are missing in ``X``. Only with
+        ``unseen_missing`` (else they are refused).
     """
 
     X: pd.DataFrame
@@ -135,6 +193,8 @@ class ModelInput:
     dropped: list
     ignored: list
     absent: list
+    empty: dict = dataclasses.field(default_factory=dict)
+    unseen: dict = dataclasses.field(default_factory=dict)
 
 
 def model_input(
@@ -143,6 +203,7 @@ def model_input(
     features: Sequence[str],
     categories: Mapping[str, Sequence[str]],
     renames: Mapping[str, str] | None = None,
+    unseen_missing: bool = False,
 ) -> ModelInput:
     """Turn a table in the site's own words into the model's input.
 
@@ -166,6 +227,9 @@ def model_input(
         Levels of the categorical features.
     renames : mapping of str to str, optional
         More local -> global renames.
+    unseen_missing : bool
+        Read a level the model never saw as missing, and record it in
+        :attr:`ModelInput.unseen` (``fedforest predict``), instead of refusing it.
 
     Returns
     -------
@@ -213,11 +277,14 @@ def model_input(
             ) from err
     wanted = set(features)
     present = [f for f in features if f in table.columns]
-    X = encode_features(table, categories, present, {v: k for k, v in renamed.items()})
+    unseen: dict | None = {} if unseen_missing else None
+    X = encode_features(table, categories, present, {v: k for k, v in renamed.items()}, unseen)
     return ModelInput(
         X=X,
         renamed=renamed,
         dropped=dropped,
         ignored=[c for c in columns if c not in wanted],
         absent=[f for f in features if f not in table.columns],
+        empty={f: int(table[f].isna().sum()) for f in present},
+        unseen=unseen or {},
     )

@@ -1,10 +1,13 @@
 """A site's data file: read as a whole and checked, before anything is learned from it.
 
 The file is checked as a whole (:func:`read_table`), when the job is built and
-when the site starts: UTF-8 text, every row with as many fields as the header,
+when the site starts: UTF-8 text separated by commas, every row with as many
+fields as the header, values read as what they are (booleans as text: a column
+of ``True``/``False`` is a category; :mod:`~fedforest.federation.csv_text`),
 distinct column names, no index-like column (an empty or ``Unnamed: N`` name,
 or values exactly 0..n-1 or 1..n in row order), numbers within float32's
-range, no numeric column with stray text, text columns with at most
+range, no numeric column with stray text (a boolean among numbers, numbers
+with decimal commas or thousands separators), text columns with at most
 ``MAX_LEVELS`` distinct values, at least ``MIN_ROWS`` rows and a target of
 class labels. A table given in memory gets the same checks
 (:func:`check_table`), and :func:`check_data` adds what the job's build
@@ -20,7 +23,6 @@ and what is allowed.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import io
 import re
@@ -34,16 +36,16 @@ import pandas as pd
 
 from ..columns import as_level_strings, class_labels, column_kind, normalize_labels
 from ..errors import ConfigError
-from ..model.inputs import FLOAT32_MAX
+from ..model.inputs import FLOAT32_MAX, names_text
 from ..model.payload_checks import MAX_LEVELS
 from ..validation import ConfigChecker
+from .csv_text import looks_like_comma_numbers, number_text_hint, parse_csv, read_csv_text
 from .model_input import global_names
 
 #: The fewest rows a site needs to train, validate and test.
 MIN_ROWS = 10
 #: How pandas names a column with an empty header field (a saved index).
 UNNAMED = re.compile(r"Unnamed: \d+(_level_\d+)?")
-_BOM = b"\xef\xbb\xbf"
 
 
 def check_data(site) -> list[str]:
@@ -112,16 +114,15 @@ def read_table(site) -> pd.DataFrame:
             "allowed: a path to an existing CSV file (file not found)"
         )
     fail = partial(_data_error, site)
-    text, header, lines = _read_csv_text(path, fail)
+    text, header, lines = read_csv_text(path, fail)
     names = [h if h.strip() else f"Unnamed: {i}" for i, h in enumerate(header)]
     _check_distinct(names, fail)
     _check_drop_columns(site, names)
     keep = [i for i, name in enumerate(names) if name not in site.drop_columns]
     try:
-        frame = pd.read_csv(io.StringIO(text), usecols=keep, low_memory=False)
+        frame = parse_csv(text, names, keep)
     except Exception as err:  # noqa: BLE001 - any parse error is reported the same way
         raise ConfigError(f"{site.source}: data file {path} cannot be read as CSV: {err}") from err
-    frame.columns = [names[i] for i in keep]
     if len(frame) != len(lines):  # the two readers disagree on a row: show row numbers
         lines = None
     frame = check_table(site, frame, lines=lines, from_file=True)
@@ -156,10 +157,12 @@ def read_csv_checked(path, fail) -> pd.DataFrame:
     """Read a CSV file with the file rules of :func:`read_table`, every column kept.
 
     UTF-8 text, the same number of fields on every row, a comma separator
-    (a one-column header holding ``;``, a tab or ``|`` is refused as the
-    wrong separator) and distinct column names (pandas would read a second
-    ``bmi`` as ``bmi.1``). For tables that are not a site's data file, such
-    as the rows ``fedforest predict`` scores.
+    (a file separated by ``;``, tabs, ``|`` or spaces is refused naming it,
+    :func:`~fedforest.federation.csv_text.read_csv_text`), distinct column
+    names (pandas would read a second ``bmi`` as ``bmi.1``) and values read
+    as what they are (booleans as text, :func:`~fedforest.federation.csv_text.parse_csv`).
+    For tables that are not a site's data file, such as the rows
+    ``fedforest predict`` scores.
 
     Parameters
     ----------
@@ -172,22 +175,20 @@ def read_csv_checked(path, fail) -> pd.DataFrame:
     DataFrame
     """
     path = Path(path)
-    text, header, _ = _read_csv_text(path, fail)
+    text, header, _ = read_csv_text(path, fail)
     names = [h if h.strip() else f"Unnamed: {i}" for i, h in enumerate(header)]
     _check_distinct(names, fail)
     try:
-        frame = pd.read_csv(io.StringIO(text), low_memory=False)
+        return parse_csv(text, names)
     except Exception as err:  # noqa: BLE001 - any parse error is reported the same way
         fail(f"cannot be read as CSV ({err})", "a comma-separated file")
-    frame.columns = names
-    return frame
 
 
 def read_text_columns(path, columns: Sequence[str]) -> pd.DataFrame:
     """Columns of a CSV file as the text written there (no number or missing-value parsing),
     one row per row of :func:`read_csv_checked` (a file it accepted)."""
     path = Path(path)
-    text, header, _ = _read_csv_text(path, _unreadable(path))
+    text, header, _ = read_csv_text(path, _unreadable(path))
     names = [h if h.strip() else f"Unnamed: {i}" for i, h in enumerate(header)]
     keep = [i for i, name in enumerate(names) if name in set(columns)]
     frame = pd.read_csv(
@@ -249,20 +250,20 @@ def check_table(
     header = list(frame.columns)
     for local in site.renames:
         if local not in header:
-            c.fail(f"renames.{local}", local, "a column of the data file: " + ", ".join(header))
+            c.fail(f"renames.{local}", local, "a column of the data file: " + names_text(header))
     columns = global_names(header, site.renames)
     for local, name in site.renames.items():
         if columns.count(name) > 1:
             c.fail(
                 f"renames.{local}",
                 name,
-                "a global name no other column of the data file has: " + ", ".join(columns),
+                "a global name no other column of the data file has: " + names_text(columns),
             )
     if site.target not in columns:
-        c.fail("target", site.target, "a column of the data file: " + ", ".join(columns))
+        c.fail("target", site.target, "a column of the data file: " + names_text(columns))
     for col in site.categorical:
         if col not in columns:
-            c.fail("categorical", col, "columns of the data file: " + ", ".join(columns))
+            c.fail("categorical", col, "columns of the data file: " + names_text(columns))
     frame = frame.set_axis(columns, axis=1)
     for local, name in zip(header, columns, strict=True):
         _check_name(site, local, name)
@@ -287,7 +288,7 @@ def _check_drop_columns(site, names: Sequence[str]) -> None:
     for name in site.drop_columns:
         if name not in names:
             ConfigChecker(site.source).fail(
-                "drop_columns", name, "columns of the data file: " + ", ".join(names)
+                "drop_columns", name, "columns of the data file: " + names_text(list(names))
             )
 
 
@@ -333,15 +334,30 @@ def _check_values(
         if from_file and n_values and not text.any():
             # numbers pandas kept as text because they do not fit an integer (20+ digits)
             series, numeric = numbers, True
-        elif name not in site.categorical and text.sum() * 2 < n_values:
+        elif name not in site.categorical and (
+            text.sum() * 2 < n_values or (text.sum() < n_values and _booleans(series[text]))
+        ):
             examples = sorted(set(series[text].astype(str)))[:5]
             _data_error(
                 site,
                 f"{what} holds numbers but also {int(text.sum())} text value(s) such as "
-                f"{examples} ({_where(series, text, lines)})",
+                f"{examples} ({_where(series, text, lines)}){number_text_hint(examples)}",
                 "numbers only, with an empty field for a missing value (or list the "
                 "column under categorical if it is a category)",
             )
+        elif name not in site.categorical and n_values:
+            commas = looks_like_comma_numbers(series[text].dropna().astype(str))
+            if len(commas) * 2 >= n_values:
+                bad = series.astype("string").isin(commas).to_numpy(dtype=bool, na_value=False)
+                _data_error(
+                    site,
+                    f"{what} holds numbers written with decimal commas or thousands "
+                    f"separators such as {commas[0]!r} ({_where(series, bad, lines)}), which "
+                    "are text, not numbers",
+                    "numbers with '.' as the decimal point and no thousands separator (save the "
+                    "file as CSV with '.' decimals), or list the column under categorical if "
+                    "these are category names",
+                )
     if numeric:
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
         too_big = ~np.isnan(values) & ~(np.abs(values) <= FLOAT32_MAX)
@@ -376,6 +392,13 @@ def _check_values(
                 f"drop_columns: [{local!r}] in {site.source}",
             )
     return series
+
+
+def _booleans(values: pd.Series) -> bool:
+    """Whether text values of a column of numbers include a boolean word."""
+    from .csv_text import BOOLEAN_WORDS
+
+    return bool(values.astype(str).str.strip().str.casefold().isin(BOOLEAN_WORDS).any())
 
 
 def _refuse_missing_target(site, y: pd.Series, lines, allowed: str) -> None:
@@ -451,7 +474,8 @@ def _apply_label_map(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> 
             c.fail(
                 f"label_map.{key}",
                 key,
-                f"labels of the target column {site.target!r}: " + ", ".join(map(repr, present)),
+                f"labels of the target column {site.target!r}: "
+                + names_text(list(map(repr, present))),
             )
     mapped = [lookup.get(str(v), v) for v in labels.tolist()]
     kinds = {type(v).__name__ for v in mapped}
@@ -488,67 +512,6 @@ def _recall(config) -> TableSummary | None:
     return _SUMMARIES.get(_file_state(config))
 
 
-def _read_csv_text(path: Path, fail) -> tuple[str, list[str], list[int]]:
-    """The file's text, its header and each data row's line number.
-
-    Refuses bytes that are not UTF-8 (or NUL bytes) and rows whose number of
-    fields differs from the header's, naming the line; blank lines are
-    skipped, as pandas does.
-    """
-    raw = path.read_bytes()
-    if raw.startswith(_BOM):
-        raw = raw[len(_BOM) :]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        fail(
-            f"line {line} holds the byte(s) {raw[err.start : err.end]!r}, which are not UTF-8 text",
-            "UTF-8 text: save the file as UTF-8 (e.g. 'CSV UTF-8' in a spreadsheet program)",
-        )
-    if "\x00" in text:
-        line = text.count("\n", 0, text.index("\x00")) + 1
-        fail(
-            f"line {line} holds a NUL byte (a UTF-16 or binary file?)",
-            "UTF-8 text: save the file as UTF-8 CSV",
-        )
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header: list[str] | None = None
-    lines: list[int] = []
-    previous = 0
-    try:
-        for row in reader:
-            start, previous = previous + 1, reader.line_num
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # a blank line
-            if header is None:
-                header = row
-            elif len(row) != len(header):
-                fail(
-                    f"line {start} has {len(row)} field(s) but the header has {len(header)}",
-                    f"exactly {len(header)} comma-separated fields on every row (a stray or "
-                    "unquoted comma? quote values that hold commas)",
-                )
-            else:
-                lines.append(start)
-    except csv.Error as err:
-        fail(f"line {previous + 1} cannot be read as CSV ({err})", "a comma-separated file")
-    if header is not None and len(header) == 1:
-        sep = next((s for s in (";", "\t", "|") if s in header[0]), None)
-        if sep is not None:
-            fail(
-                f"the header is a single column {header[0]!r}: the fields seem separated by "
-                f"{sep!r}",
-                "a comma-separated file (save it as CSV with commas)",
-            )
-    if header is None:
-        fail(
-            "cannot be read as CSV: the file is empty (no header line)",
-            "a header line of column names",
-        )
-    return text, header, lines
-
-
 def _check_distinct(names: Sequence[str], fail) -> None:
     seen: dict[str, list[int]] = {}
     for i, name in enumerate(names):
@@ -557,7 +520,7 @@ def _check_distinct(names: Sequence[str], fail) -> None:
         if len(fields) > 1:
             fail(
                 f"column {name!r} appears {len(fields)} times in the header (fields "
-                f"{', '.join(map(str, fields))}); pandas would silently read the second as "
+                f"{names_text(fields)}); pandas would silently read the second as "
                 f"{name + '.1'!r}",
                 "distinct column names: rename or remove the duplicate in the file",
             )

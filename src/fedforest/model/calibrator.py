@@ -16,6 +16,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..vocabulary import CALIBRATION_METHODS
+from .payload_checks import MAX_ROWS
+
+#: Largest prior ratio ``π_site / π_train`` a site's fit gives (it clips there): a larger one
+#: would make a class the trees almost never saw outweigh every other.
+MAX_PRIOR_RATIO = 1e6
+#: Smallest prior ratio: the site's prior is smoothed (``(n_c + 1) / (n + K)``), so no class
+#: gets a ratio of 0 (a class made impossible), nor one below ``1 / (MAX_ROWS + K)``.
+MIN_PRIOR_RATIO = 1.0 / (MAX_ROWS + 1e6)
+#: Largest ``|a|`` and ``|b|`` of a sigmoid map a site keeps (its fit skips a steeper one): a
+#: map this steep turns risks within 1e-3 of each other into 0 and 1.
+MAX_SIGMOID_PARAMETER = 1e4
 
 
 @dataclass
@@ -75,7 +86,8 @@ class Calibrator:
         if self.method == "sigmoid":
             a, b = self.params["a"][k], self.params["b"][k]
             z = -(a * values + b)
-            return 1.0 / (1.0 + np.exp(-z))
+            with np.errstate(over="ignore"):  # exp overflows to inf: the risk is 0, exactly
+                return 1.0 / (1.0 + np.exp(-z))
         start, stop = self.params["offsets"][k], self.params["offsets"][k + 1]
         return np.interp(values, self.params["x"][start:stop], self.params["y"][start:stop])
 
@@ -120,13 +132,37 @@ class Calibrator:
         n_cal = 1 if len(classes) == 2 else len(classes)
         if method == "prior":
             ratio = params["ratio"]
-            if ratio.shape != (len(classes),) or np.any(ratio < 0):
+            if ratio.shape != (len(classes),):
                 raise ValueError(
-                    f"{where}.params.ratio must hold {len(classes)} numbers >= 0 (one per class)"
+                    f"{where}.params.ratio must hold {len(classes)} numbers (one per class)"
+                )
+            bad = (ratio < MIN_PRIOR_RATIO) | (ratio > MAX_PRIOR_RATIO)
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                raise ValueError(
+                    f"{where}.params.ratio is {float(ratio[k])!r} for class "
+                    f"{classes[k].item()!r}; "
+                    f"expected numbers in [{MIN_PRIOR_RATIO:.3g}, {MAX_PRIOR_RATIO:g}] (a ratio "
+                    "of 0 makes a class impossible, and a site's fit gives neither 0 nor more "
+                    f"than {MAX_PRIOR_RATIO:g})"
                 )
         elif method == "sigmoid":
             if params["a"].shape != (n_cal,) or params["b"].shape != (n_cal,):
                 raise ValueError(f"{where}.params.a and .b must hold {n_cal} numbers each")
+            for name in ("a", "b"):
+                big = np.abs(params[name]) > MAX_SIGMOID_PARAMETER
+                if big.any():
+                    raise ValueError(
+                        f"{where}.params.{name} holds {float(params[name][big][0])!r}; expected "
+                        f"numbers of magnitude at most {MAX_SIGMOID_PARAMETER:g} (a steeper map "
+                        "turns every risk into 0 or 1, and a site's fit keeps none)"
+                    )
+            if np.any(params["a"] >= 0):
+                raise ValueError(
+                    f"{where}.params.a holds {float(params['a'][params['a'] >= 0][0])!r}; "
+                    "expected negative slopes (a slope >= 0 reverses the order of the risks, "
+                    "and a site's fit keeps none)"
+                )
         elif method == "isotonic":
             off = params["offsets"]
             x, y = params["x"], params["y"]
@@ -147,6 +183,10 @@ class Calibrator:
                 seg = slice(int(off[k]), int(off[k + 1]))
                 if np.any(np.diff(x[seg]) < 0) or np.any(np.diff(y[seg]) < 0):
                     raise ValueError(f"{where}.params: isotonic breakpoints must be increasing")
-            if np.any((y < 0) | (y > 1)):
-                raise ValueError(f"{where}.params.y must lie in [0, 1]")
+            if np.any((y <= 0) | (y >= 1)):
+                raise ValueError(
+                    f"{where}.params.y must lie strictly between 0 and 1 (a site's fit keeps its "
+                    "steps within [1 / (n + 2), (n + 1) / (n + 2)] for n validation rows; a "
+                    "step at 0 or 1 makes a risk certain)"
+                )
         return cls(method, classes, params)

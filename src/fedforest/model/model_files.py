@@ -41,6 +41,7 @@ from ..errors import PayloadError
 from ..validation import Checker, PayloadReader, describe
 from ..vocabulary import STRATEGIES, VOTING
 from .calibrator import Calibrator
+from .inputs import names_text
 from .payload_checks import MAX_FEATURES, MAX_NODES, MAX_SEED
 from .site_inputs import SiteInputs
 
@@ -313,7 +314,7 @@ def read_settings(r: PayloadReader, key: str = "settings") -> dict[str, Any]:
         if not isinstance(weights, Mapping) or not weights:
             r.refuse(f"{key}.owner_weights", weights, "a mapping of site name to weight, or null")
         out["owner_weights"] = {
-            r.string(f"{key}.owner_weights", site): r.number(
+            r.site_name(f"{key}.owner_weights", site): r.number(
                 f"{key}.owner_weights.{site}", value, 0
             )
             for site, value in weights.items()
@@ -336,6 +337,7 @@ def read_model(payload: Mapping, sender: str | None = None) -> dict:
     r.check_keys(
         {"forest", "imputers", "feature_std", "intersection", "settings", "deployment", "inputs"}
     )
+    _check_float_dtypes(r)
     forest = PooledForest.from_payload(r.get("forest"), sender, where="forest")
     imps = r.get("imputers")
     imputers = None
@@ -347,6 +349,9 @@ def read_model(payload: Mapping, sender: str | None = None) -> dict:
         intersection = PooledForest.from_payload(inter, sender, where="intersection")
     std = read_feature_std(r)
     settings = read_settings(r)
+    for where, part in (("forest", forest), ("intersection", intersection)):
+        for i, owner in enumerate([] if part is None else part.owners):
+            r.site_name(f"{where}.owners[{i}]", owner)
     if imputers is not None:
         _check_imputers_fit(r, forest, imputers, std)
     weights = settings.get("owner_weights")
@@ -389,7 +394,7 @@ def _read_deployment(r: PayloadReader, forest, intersection) -> dict | None:
         return None
     d = r.entry(value, "deployment")
     d.check_keys(set(DEPLOYMENT_FIELDS))
-    site = d.read_string("site")
+    site = d.site_name("site", d.get("site"))
     strategy = d.read_choice("strategy", DEPLOYABLE)
     if strategy == "intersection" and intersection is None:
         d.fail("field 'strategy' is 'intersection' but the model has no intersection forest")
@@ -417,8 +422,16 @@ def _check_imputers_fit(r: PayloadReader, forest, imputers, std: Mapping[str, fl
     has the feature's pooled standard deviation (``ipr`` and ``mp`` need it)."""
     names = set(forest.feature_names)
     for feature, imp in imputers.items():
-        if feature not in names:
-            continue
+        unknown = [p for p in (feature, *imp.predictors) if p not in names]
+        if unknown:
+            r.fail(
+                f"field 'imputers': the imputer for {feature!r} (predictors "
+                f"{names_text(list(map(repr, imp.predictors)))}) names "
+                f"{names_text(list(map(repr, unknown)))}, which "
+                f"{'is' if len(unknown) == 1 else 'are'} not a feature of the forest; a job's "
+                "imputers predict features of the forest from features of the forest"
+            )
+        r.site_name(f"imputers.{feature}.owner", imp.owner)
         levels = forest.categories.get(feature)
         kind = "numeric" if levels is None else "categorical"
         if imp.kind != kind or (levels is not None and imp.n_levels != len(levels)):
@@ -429,6 +442,45 @@ def _check_imputers_fit(r: PayloadReader, forest, imputers, std: Mapping[str, fl
             )
         if kind == "numeric" and feature not in std:
             r.fail(f"field 'feature_std' has no entry for {feature!r}, which has a numeric imputer")
+
+
+#: The float dtype of every float array of a model file, and the exceptions by field.
+FLOAT_DTYPE = np.dtype(np.float64)
+#: A pooled forest's thresholds: float32 from version 2 on (float64 in version 1).
+THRESHOLD_DTYPE = np.dtype(np.float32)
+
+
+def _check_float_dtypes(r: PayloadReader) -> None:
+    """Refuse a float array of another dtype than the format writes (float16 leaf values,
+    extended precision): every float array is float64, a forest's ``threshold`` float32."""
+
+    def walk(value, key: str, forest_version) -> None:
+        if isinstance(value, np.ndarray):
+            if value.dtype.kind != "f":
+                return
+            expected = FLOAT_DTYPE
+            if key.endswith(".threshold") and forest_version != 1:
+                expected = THRESHOLD_DTYPE
+            if value.dtype != expected:
+                r.fail(
+                    f"field {key!r} holds {value.dtype} values; the format writes {expected} "
+                    "there (an array of another dtype was not written by fedforest)"
+                )
+        elif isinstance(value, Mapping):
+            version = value.get("version") if key in _FORESTS else forest_version
+            if isinstance(version, bool) or not isinstance(version, int):
+                version = None  # the forest's reader refuses it, naming the field
+            for k, v in value.items():
+                walk(v, f"{key}.{k}" if key else str(k), version)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{key}[{i}]", forest_version)
+
+    for field in ("forest", "imputers", "intersection", "deployment"):
+        walk(r.get(field, None), field, None)
+
+
+_FORESTS = ("forest", "intersection")
 
 
 def load_model(path, max_bytes: int = MAX_MODEL_BYTES) -> dict:

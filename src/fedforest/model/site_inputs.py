@@ -138,7 +138,7 @@ class SiteInputs:
         the field.
         """
         r.check_keys(set(INPUT_FIELDS))
-        site = _name(r, "site", r.get("site"))
+        site = r.site_name("site", r.get("site"))
         target = _name(r, "target", r.get("target"))
         if target in forest.feature_names:
             r.fail(f"field 'target' is {target!r}, a feature of the forest; expected the target")

@@ -53,7 +53,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..metrics import best_first, row_losses, score
-from ..model.calibrator import Calibrator
+from ..model.calibrator import MAX_PRIOR_RATIO, MAX_SIGMOID_PARAMETER, Calibrator
 from ..vocabulary import CALIBRATION_METHODS, CALIBRATIONS
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def _fit_one(method, proba, y, classes, train_prior) -> Calibrator:
         counts = np.array([(y == c).sum() for c in classes], dtype=float)
         site = (counts + 1.0) / (counts.sum() + len(classes))
         ratio = np.where(train_prior > 0, site / np.maximum(train_prior, 1e-300), 1.0)
-        return Calibrator("prior", classes, {"ratio": ratio})
+        return Calibrator("prior", classes, {"ratio": np.minimum(ratio, MAX_PRIOR_RATIO)})
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.frozen import FrozenEstimator
 
@@ -260,6 +260,14 @@ def fit_calibration(
             # p = expit(-(a f + b)) falls as f rises when a >= 0: few validation rows can
             # fit such a map, which would turn the ranking upside down
             skipped[name] = "the fitted map would reverse the order of the risks"
+            continue
+        if name == "sigmoid" and np.any(
+            np.abs(np.r_[full.params["a"], full.params["b"]]) > MAX_SIGMOID_PARAMETER
+        ):
+            skipped[name] = (
+                f"the fitted map is steeper than {MAX_SIGMOID_PARAMETER:g} (it would turn the "
+                "risks into 0 and 1)"
+            )
             continue
         if name == "none":
             oof = proba

@@ -12,11 +12,6 @@ from fedforest.cli import main
 DEMO = Path(__file__).resolve().parent / "data" / "demo_results.json"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: JobResults.from_dict raises TypeError on a 'metrics' list "
-    "(federation/job_results.py); remove this marker when report refuses it by name",
-)
 @pytest.mark.parametrize("metrics", [[1, 2], "text", 3])
 def test_report_refuses_metrics_that_are_not_a_mapping_naming_the_file(tmp_path, capsys, metrics):
     data = json.loads(DEMO.read_text(encoding="utf-8"))

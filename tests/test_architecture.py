@@ -20,6 +20,7 @@ PACKAGE = SRC / "fedforest"
 #: layer and lower ones only.
 LAYERS = {
     "errors": 0,
+    "rules": 0,
     "vocabulary": 0,
     "protocol": 0,
     "validation": 0,

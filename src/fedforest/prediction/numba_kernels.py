@@ -18,13 +18,14 @@ with explicit buffers (no recursion), and give the same results bit for bit
   site has, strategies off the compiled path, and the strategies whose
   compiled trees would split on columns of draws). Each pair is walked from
   the root to its leaf on its own; at an unresolvable node the decision
-  follows :meth:`.strategies.Strategy.resolver` at once, its draws computed
+  follows the rule's routing (:class:`fedforest.rules.routing.Routing`: the
+  steps' codes, as :meth:`.strategies.Strategy.resolver` applies them) at once, its draws computed
   from the keys of :class:`.draws.Draws` with the same uint64 arithmetic
   (:func:`_mix64`, :func:`_uniform`): a draw is a function of the seed, the
   pair's tree and depth, the stream and the row's values, so no pair waits
-  for another and no draw depends on the order of the walk. ``fpv`` and
-  ``node`` draw nothing; a ``node`` pair ends at its unresolvable node, which
-  is written to the result as a leaf would be.
+  for another and no draw depends on the order of the walk. The ``discard``
+  and ``stop`` steps draw nothing; a pair that stops ends at its
+  unresolvable node, which is written to the result as a leaf would be.
 * **probabilities** follow :meth:`.strategies.Strategy.right_probability`:
   ``1 / (1 + A * B)`` from the row's and the node's factor
   (:func:`.routing.factored_right`) where both exist, with
@@ -57,6 +58,7 @@ from numba import config as numba_config
 from numba import njit
 
 from ..model.traversal import LEAF_KIND, LEFT, RIGHT, CompiledForest, node_kinds
+from ..rules.routing import DISCARD, IMPUTED_DRAW, IMPUTED_VALUE, NO_STEP, STOP, SURROGATE
 from .draws import IPR_STREAM, MIX_1, MIX_2, PR_STREAM, UNIFORM_SCALE, UNIFORM_SHIFT
 from .kernel_cache import install as install_kernel_cache
 from .routing import (
@@ -88,9 +90,10 @@ MIN_PAIRS_PER_THREAD = 4096
 #: Rows that go through one tree before the next (their values stay in cache).
 ROW_BLOCK = 1024
 
-#: Strategy codes of :func:`_resolve`.
-FPV, PR, MI, IPR, SS, NODE = 0, 1, 2, 3, 4, 5
-_CODES = {"fpv": FPV, "pr": PR, "mi": MI, "ipr": IPR, "ss": SS, "node": NODE}
+# The routing steps' codes (fedforest.rules.routing.CODES), constants of the compiled kernels.
+_NO_STEP = NO_STEP
+_IMPUTED_VALUE, _IMPUTED_DRAW, _SURROGATE = IMPUTED_VALUE.code, IMPUTED_DRAW.code, SURROGATE.code
+_DISCARD, _STOP = DISCARD.code, STOP.code
 _NO_KEYS = np.zeros(0, dtype=np.uint64)
 _NO_START = np.zeros(0, dtype=np.int64)
 # the constants of .draws, as the kernels read them
@@ -322,15 +325,19 @@ def _uniform(level_key, row_key):
 
 
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, probs, keys, out):
+def _route_rows(
+    lo, hi, first, otherwise, depth_threshold, learned, X, trees, nodes, probs, keys, out
+):
     """The node where every (tree, row) pair of rows ``lo:hi`` ends, written to ``out``.
 
     Tree after tree, each pair walked from the root: a missing value the node
     saw in training (or any, when ``learned``) follows the learned direction;
-    another one is decided as ``Strategy.resolver`` decides, with the pair's
-    draws computed from the keys (:mod:`.draws`), so a pair never waits for
-    another. ``out`` is -1 where the tree is discarded; a ``node`` pair ends
-    at its unresolvable node.
+    another one is decided by the routing's steps, ``first`` (a step's code,
+    or ``_NO_STEP``) where it can and ``otherwise`` for the rest, as
+    ``Strategy.resolver`` decides, with the pair's draws computed from the
+    keys (:mod:`.draws`), so a pair never waits for another. ``out`` is -1
+    where the tree is discarded; a pair that stops ends at its unresolvable
+    node.
     """
     feature = nodes.feature
     threshold = nodes.threshold
@@ -374,17 +381,12 @@ def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, pro
                     node = right if missing_right[node] else left
                     at += 1
                     continue
-                if strategy == NODE:
-                    break
-                if strategy == FPV:
-                    node = -1
-                    break
-                decision = -1  # the pr rule, unless the strategy's own rule decides
-                if strategy == MI:
+                decision = -1  # the otherwise step, unless the first step decides
+                if first == _IMPUTED_VALUE:
                     v = imputed[row, f]
                     if not np.isnan(v):
                         decision = RIGHT if np.float64(v) > threshold[node] else LEFT
-                elif strategy == IPR:
+                elif first == _IMPUTED_DRAW:
                     if not np.isnan(imputed[row, f]):
                         fraction = right_fraction[node]
                         pk = node_kind[node]
@@ -400,7 +402,7 @@ def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, pro
                         else:
                             p = fraction
                         decision = RIGHT if _uniform(ipr_key[at], row_key[row]) < p else LEFT
-                elif strategy == SS:
+                elif first == _SURROGATE:
                     s = nodes.surrogate_feature[node]
                     if s >= 0:
                         xs = X[row, s]
@@ -408,6 +410,12 @@ def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, pro
                             below = np.float64(xs) <= nodes.surrogate_threshold[node]
                             decision = LEFT if below == nodes.surrogate_left_le[node] else RIGHT
                 if decision < 0:
+                    if otherwise == _STOP:
+                        break
+                    if otherwise == _DISCARD:
+                        node = -1
+                        break
+                    # the pr rule
                     if at - level < depth_threshold:
                         node = -1
                         break
@@ -438,10 +446,10 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
     trees : ndarray of int
         The trees to traverse.
     rules : Strategy or None
-        The strategy, over the same rows, whose resolver decides at the
-        unresolvable nodes; its :class:`~.draws.Draws` give the keys of the
-        draws. ``None`` sends every missing value the learned direction, as
-        scikit-learn does.
+        The strategy, over the same rows, whose routing decides at the
+        unresolvable nodes (by its steps' codes); its :class:`~.draws.Draws`
+        give the keys of the draws. ``None`` sends every missing value the
+        learned direction, as scikit-learn does.
 
     Returns
     -------
@@ -455,19 +463,20 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
     n_rows, n_feat = X.shape
     out = np.empty((len(trees), n_rows), dtype=np.int64)
     learned = rules is None
-    strategy, depth_threshold = FPV, 0
+    first, otherwise, depth_threshold = _NO_STEP, _DISCARD, 0
     keys = Keys(_NO_START, _NO_KEYS, _NO_KEYS, _NO_KEYS)
     if not learned:
-        if rules.name not in _CODES:
-            raise ValueError(f"strategy {rules.name!r} has no per-node resolver")
-        strategy, depth_threshold = _CODES[rules.name], int(rules.depth_threshold)
-    if strategy in (FPV, NODE):  # nothing imputed, nothing drawn
+        if rules.routing is None:
+            raise ValueError("a rule without a routing has no per-node resolver")
+        (first, otherwise), depth_threshold = rules.routing.codes, int(rules.depth_threshold)
+    if learned or not (rules.routing.draws or rules.routing.reads_imputed):
+        # nothing imputed, nothing drawn
         probs = _probabilities(_no_imputation(n_rows, n_feat, cf.feature.shape[0]))
     else:
         probs = _probabilities(rules.kernel_tables())
         draws = rules.draws
         start, pr = draws.level_table(PR_STREAM)
-        ipr = draws.level_table(IPR_STREAM)[1] if strategy == IPR else _NO_KEYS
+        ipr = draws.level_table(IPR_STREAM)[1] if first == _IMPUTED_DRAW else _NO_KEYS
         keys = Keys(
             np.ascontiguousarray(start, dtype=np.int64),
             np.ascontiguousarray(pr, dtype=np.uint64),
@@ -476,7 +485,9 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
         )
 
     def run(lo: int, hi: int) -> None:
-        _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, cf, probs, keys, out)
+        _route_rows(
+            lo, hi, first, otherwise, depth_threshold, learned, X, trees, cf, probs, keys, out
+        )
 
     with _Workers(_threads(n_rows * len(trees))) as workers:
         workers.run(run, n_rows, ROW_BLOCK)

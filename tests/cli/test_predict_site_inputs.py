@@ -59,8 +59,8 @@ def deployed(tmp_path_factory):
     seen: dict = {}
     real = PooledForestClassifier.predict_proba
 
-    def recording(self, X):
-        proba = real(self, X)
+    def recording(self, X, **kwargs):
+        proba = real(self, X, **kwargs)
         if self.site == SITE:  # the evaluation scores each strategy's test rows once
             seen[self.strategy] = (X.index.to_numpy().copy(), proba.copy())
         return proba

@@ -206,3 +206,81 @@ def spelled(name) -> str:
     if name.isascii() and name.isprintable():
         return repr(name)
     return json.dumps(name)
+
+
+def how_names_differ(name, other) -> str:
+    """How ``name`` differs from ``other``, a name it reads like (:func:`reading_key`).
+
+    Examples
+    --------
+    >>> how_names_differ("BMI", "bmi")
+    'differs only by case'
+    >>> how_names_differ("\uff42\uff4d\uff49", "bmi")
+    'is written with compatibility characters (full-width letters, ligatures or other forms)'
+    """
+    name, other = str(name), str(other)
+    why = name_problem(name)
+    if why is not None:
+        return why.split(", so it would not match")[0]
+    nfc, other_nfc = (unicodedata.normalize("NFC", n) for n in (name, other))
+    if nfc == other_nfc:
+        return "is the same text in another Unicode form (decomposed accents: NFD against NFC)"
+    nfkc, other_nfkc = (unicodedata.normalize("NFKC", n) for n in (name, other))
+    if nfkc == other_nfkc:
+        return (
+            "is written with compatibility characters (full-width letters, ligatures or other "
+            "forms)"
+        )
+    if nfkc.casefold() == other_nfkc.casefold() and name.casefold() == other.casefold():
+        return "differs only by case"
+    return "differs only by case, spaces, invisible characters or Unicode form"
+
+
+def shell_word(text: str) -> str:
+    """``text`` quoted as one word of a POSIX shell command line (bash, zsh).
+
+    Printable ASCII as :func:`shlex.quote` quotes it; any other character as
+    a ``$'...'`` escape, so that invisible characters can be typed.
+
+    Examples
+    --------
+    >>> shell_word("bmi=bmi"), shell_word("bm\u200bi=bmi")
+    ('bmi=bmi', "$'bm\\\\u200bi=bmi'")
+    """
+    import shlex
+
+    if text.isascii() and text.isprintable():
+        return shlex.quote(text)
+    out = []
+    for ch in text:
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif ch.isascii() and ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+    return "$'" + "".join(out) + "'"
+
+
+def look_alike_note(given, names: Iterable) -> str:
+    """A note for a name given that is not one of ``names`` but reads like one of them.
+
+    ``""`` when none reads like it. For the messages that refuse a name that
+    is not a column (a YAML key, a command-line option), so that ``Outcome``
+    for ``outcome`` or ``bmi`` for a column ``bmi`` with a zero-width space
+    says which column was meant.
+
+    Examples
+    --------
+    >>> look_alike_note("Outcome", ["age", "outcome"])
+    " (the column 'outcome' reads like it: it differs only by case; names must match exactly)"
+    """
+    names = [str(n) for n in names]
+    found = match_look_alikes([str(given)], names)
+    if not found:
+        return ""
+    column = next(iter(found))
+    return (
+        f" (the column {spelled(column)} reads like it: it {how_names_differ(column, given)}; "
+        "names must match exactly)"
+    )

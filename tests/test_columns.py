@@ -108,7 +108,7 @@ def test_integer_valued_labels_beyond_int64_stay_text_without_a_warning():
 @pytest.mark.parametrize(
     "name, other, words",
     [
-        ("BMI", "bmi", "differs only by case"),
+        ("BMI", "bmi", "differs in case"),
         ("bm\u200bi", "bmi", "U+200B (ZERO WIDTH SPACE)"),
         ("bmi\u00a0", "bmi", "U+00A0 (NO-BREAK SPACE)"),
         ("\uff42\uff4d\uff49", "bmi", "compatibility characters"),
@@ -148,3 +148,30 @@ def test_a_name_that_is_not_a_column_names_the_column_that_reads_like_it(given, 
     note = look_alike_note(given, names)
     assert f"the column {column} reads like it" in note and "names must match exactly" in note
     assert look_alike_note("weight", names) == ""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bmi\u034f",  # combining grapheme joiner (Mn)
+        "bmi\ufe0f",  # variation selector (Mn)
+        "bmi\U000e0101",  # variation selector supplement (Mn)
+        "bmi\u3164",  # Hangul filler (Lo)
+        "bmi\u180e",  # Mongolian vowel separator (Cf)
+        "bmi\u2800",  # blank Braille pattern (So), a blank
+    ],
+)
+def test_default_ignorable_and_blank_characters_are_invisible_in_a_name(name):
+    assert reading_key(name) == reading_key("bmi")
+    assert clean_name(name) == "bmi"
+    assert f"U+{ord(name[-1]):04X}" in name_problem(name)
+
+
+def test_a_name_mixing_latin_and_cyrillic_reads_as_its_latin_look_alike():
+    mixed = "bm\u0456"  # CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I
+    assert reading_key(mixed) == reading_key("bmi") and clean_name(mixed) == "bmi"
+    assert "mixes Latin and Cyrillic letters" in name_problem(mixed)
+    assert "U+0456" in name_problem(mixed)
+    russian = "\u0440\u043e\u0441\u0442"  # one script: a name of its own
+    assert name_problem(russian) is None and reading_key(russian) != reading_key("poct")
+    assert name_problem("\u03b1-amylase") is None  # Greek and Latin mix in real names

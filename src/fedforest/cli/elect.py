@@ -49,7 +49,9 @@ def _elect(args: argparse.Namespace) -> int:
         if args.target not in frame.columns:
             raise ValueError(
                 f"--target {args.target!r} is not a column of {path}"
-                f"{look_alike_note(args.target, frame.columns)}; columns: " + columns_text(frame)
+                f"{look_alike_note(args.target, frame.columns)}; columns: "
+                + columns_text(frame)
+                + "; allowed: the target column, in every file"
             )
         if frame.shape[1] < 2:
             raise ValueError(
@@ -65,7 +67,7 @@ def _elect(args: argparse.Namespace) -> int:
             every = [c for t in tables.values() for c in t.columns]
             raise ValueError(
                 f"{option}: {', '.join(map(repr, unknown))} is not a column of any file"
-                f"{look_alike_note(unknown[0], every)}"
+                f"{look_alike_note(unknown[0], every)}; allowed: columns of at least one file"
             )
     if args.target in categorical:
         raise ValueError(f"--categorical names the target {args.target!r}")
@@ -80,7 +82,9 @@ def _elect(args: argparse.Namespace) -> int:
         selectors = dict(zip(tables, names, strict=True))
     try:
         out = _run(run_election, tables, files, args, selectors, categorical)
-    except ConfigError as err:  # one table's: named by its file
+    except ConfigError as err:  # one table's, named by its file (or a setting's)
+        if not any(path in str(err) for path in files.values()):
+            raise
         raise ValueError(f"{err} (for a site table: correct the file named)") from None
     except SchemaError as err:  # the tables together
         named = ", ".join(f"{files[s]} (site {s!r})" for s in files)

@@ -178,7 +178,9 @@ def read_csv(path, option: str, exempt=None):
     except OSError as err:
         raise ValueError(f"{option}: cannot read {path}: {err}") from err
     if frame.empty:
-        raise ValueError(f"{option}: {path} has no data rows")
+        raise ValueError(
+            f"{option}: {path} has no data rows; allowed: a header line and at least one row"
+        )
     return frame
 
 

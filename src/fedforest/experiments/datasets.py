@@ -202,21 +202,24 @@ def load_table(
     if target not in frame.columns:
         raise ValueError(
             f"dataset {spec}: the target (--target) {target!r} is not a column"
-            f"{look_alike_note(target, frame.columns)}; columns: {columns}"
+            f"{look_alike_note(target, frame.columns)}; columns: {columns}; allowed: a column "
+            "of the file"
         )
     unknown = [c for c in categorical if c not in frame.columns]
     if unknown:
         raise ValueError(
             f"dataset {spec}: the categorical columns (--categorical) "
             f"{', '.join(map(repr, unknown))} are not columns"
-            f"{look_alike_note(unknown[0], frame.columns)}; columns: {columns}"
+            f"{look_alike_note(unknown[0], frame.columns)}; columns: {columns}; allowed: "
+            "columns of the file"
         )
     if target in categorical:
         raise ValueError(f"dataset {spec}: --categorical names the target {target!r}")
     missing = int(frame[target].isna().sum())
     if missing:
         raise ValueError(
-            f"dataset {spec}: the target {target!r} is missing in {missing} rows; drop them first"
+            f"dataset {spec}: the target {target!r} is missing in {missing} rows; allowed: a "
+            "target value on every row (drop the rows without one first)"
         )
     y = frame.pop(target).to_numpy()
     cats = code_categoricals(frame, categorical)

@@ -74,16 +74,23 @@ def _read_site(
     if target not in frame.columns:
         raise ValueError(
             f"site file {path}: the target (--target) {target!r} is not a column"
-            f"{look_alike_note(target, frame.columns)}; columns: {names_text(list(frame.columns))}"
+            f"{look_alike_note(target, frame.columns)}; columns: {names_text(list(frame.columns))}; "
+            "allowed: the target column, in every site file"
         )
     if frame.shape[1] < 2:
-        raise ValueError(f"site file {path}: no feature column besides the target {target!r}")
+        raise ValueError(
+            f"site file {path}: no feature column besides the target {target!r}; allowed: the "
+            "target and at least one feature column"
+        )
     if frame.empty:
-        raise ValueError(f"site file {path}: no rows below the header")
+        raise ValueError(
+            f"site file {path}: no rows below the header; allowed: a header and the site's rows"
+        )
     missing = int(frame[target].isna().sum())
     if missing:
         raise ValueError(
-            f"site file {path}: the target {target!r} is missing in {missing} rows; drop them first"
+            f"site file {path}: the target {target!r} is missing in {missing} rows; allowed: a "
+            "target value on every row (drop the rows without one first)"
         )
     for name in frame.columns:
         if name != target and frame[name].isna().all():
@@ -98,7 +105,8 @@ def _read_site(
         found = ", ".join(f"{label}: {count}" for label, count in classes.items())
         raise ValueError(
             f"site file {path}: the target {target!r} has a single class ({found} rows); "
-            "every site needs at least two classes"
+            "allowed: at least two classes at every site (add the site's rows of the other "
+            "classes, or leave the file out)"
         )
     return frame
 
@@ -193,14 +201,14 @@ def load_site_files(
         )
     for path in paths:
         if not path.is_file():
-            raise ValueError(f"site file {path}: no such file")
+            raise ValueError(f"site file {path}: no such file; allowed: an existing CSV file")
     stems = [p.stem for p in paths]
     repeated = sorted({s for s in stems if stems.count(s) > 1})
     if repeated:
         clash = ", ".join(str(p) for p in paths if p.stem in repeated)
         raise ValueError(
             f"site files {clash}: the site names are the file stems and must be distinct; "
-            f"{', '.join(repeated)} repeats. Rename the files"
+            f"{', '.join(repeated)} repeats; allowed: distinct file names (rename the files)"
         )
     if target in categorical:
         raise ValueError(f"site files: --categorical names the target {target!r}")
@@ -215,7 +223,8 @@ def load_site_files(
         raise ValueError(
             f"site files: the categorical columns (--categorical) "
             f"{', '.join(map(repr, unknown))} are columns of no file"
-            f"{look_alike_note(unknown[0], union)}; columns: {names_text(union)}"
+            f"{look_alike_note(unknown[0], union)}; columns: {names_text(union)}; allowed: "
+            "columns of at least one file"
         )
     both = pd.concat(frames, ignore_index=True, sort=False)
     y = both.pop(target).to_numpy()

@@ -68,13 +68,14 @@ def read_csv_text(path: Path, fail) -> tuple[str, list[str], list[int]]:
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
         fail(
-            f"line {line} holds the byte(s) {raw[err.start : err.end]!r}, which are not UTF-8 text",
+            f"line {line} holds the byte(s) {raw[err.start : err.end]!r}, which are not UTF-8 "
+            f"text{_utf16_note(raw)}",
             "UTF-8 text: save the file as UTF-8 (e.g. 'CSV UTF-8' in a spreadsheet program)",
         )
     if "\x00" in text:
         line = text.count("\n", 0, text.index("\x00")) + 1
         fail(
-            f"line {line} holds a NUL byte (a UTF-16 or binary file?)",
+            f"line {line} holds a NUL byte{_utf16_note(raw) or ' (a UTF-16 or binary file?)'}",
             "UTF-8 text: save the file as UTF-8 CSV",
         )
     _check_separator(text, fail)
@@ -106,6 +107,19 @@ def read_csv_text(path: Path, fail) -> tuple[str, list[str], list[int]]:
             "a header line of column names",
         )
     return text, header, lines
+
+
+def _utf16_note(raw: bytes) -> str:
+    """A note when ``raw`` looks like UTF-16 text (a UTF-16 byte-order mark, or every other
+    byte of its start a NUL)."""
+    head = raw[:200]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return " (the file is UTF-16 text: it starts with a UTF-16 byte-order mark)"
+    if len(head) >= 4 and (
+        head[1::2].count(0) * 2 > len(head) // 2 or head[0::2].count(0) * 2 > len(head) // 2
+    ):
+        return " (the file seems to be UTF-16 text: every other byte is a NUL)"
+    return ""
 
 
 def _comma_number_note(row: Sequence[str], n_header: int) -> str:

@@ -70,11 +70,17 @@ def check_site_table(job, site, summary, seed: int = 0) -> None:
     features = [c for c in summary.columns if c != site.target]
     if not features:
         key = "drop_columns" if site.drop_columns else "target"
+        fix = (
+            "remove some columns from drop_columns"
+            if site.drop_columns
+            else "a data file with feature columns besides the target (is data_path the right "
+            "file?)"
+        )
         raise ConfigError(
             f"{site.source}: key {key!r}: the data file {site.data_path} keeps no feature "
             f"column besides the target {site.target!r}"
             + (f" (drop_columns lists {listing(site.drop_columns)})" if site.drop_columns else "")
-            + "; allowed: at least one feature column: remove some columns from drop_columns"
+            + f"; allowed: at least one feature column: {fix}"
         )
     check_label_map_merges(site)
     check_part_sizes(job, site, summary.target, seed)

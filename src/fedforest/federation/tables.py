@@ -199,8 +199,9 @@ def read_site_csv(path, fail, exempt: Sequence[str] = ()) -> pd.DataFrame:
     (:func:`~fedforest.columns.name_problem`: no invisible character, no
     spaces around it), and no column of numbers holds stray text
     (:func:`~fedforest.federation.csv_text.stray_text`: a boolean or a ``?``
-    among numbers, decimal commas), except the columns of ``exempt`` (the
-    target, the columns named categorical). For ``fedforest experiment``'s
+    among numbers, decimal commas) nor a number beyond float32's range,
+    except the columns of ``exempt`` (the target, the columns named
+    categorical). For ``fedforest experiment``'s
     CSV files (``--site-files``, a dataset file).
 
     Parameters
@@ -226,13 +227,26 @@ def read_site_csv(path, fail, exempt: Sequence[str] = ()) -> pd.DataFrame:
                 f"names as they read: correct the header (write {spelled(clean_name(name))})",
             )
     for name in map(str, frame.columns):
-        found = None if name in exempt else stray_text(frame[name])
+        if name in exempt:
+            continue
+        found = stray_text(frame[name])
         if found is not None:
             fail(
                 f"column {name!r} {found.what} ({_where(frame[name], found.mask, lines)})"
                 f"{found.note}",
                 f"{found.allowed} (or name it in --categorical if it is a category)",
             )
+        if pd.api.types.is_numeric_dtype(frame[name].dtype):
+            values = frame[name].to_numpy(dtype=np.float64, na_value=np.nan)
+            too_big = ~np.isnan(values) & ~(np.abs(values) <= FLOAT32_MAX)
+            if too_big.any():
+                fail(
+                    f"column {name!r} holds {float(values[too_big][0])!r} "
+                    f"({_where(frame[name], too_big, lines)}), whose magnitude overflows "
+                    "float32, the type trees split on",
+                    f"finite numbers of magnitude at most {FLOAT32_MAX:.7g}, with an empty field "
+                    "for a missing value (check the unit or the value)",
+                )
     return frame
 
 

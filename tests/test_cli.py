@@ -936,8 +936,11 @@ def test_predict_refuses_a_column_that_only_looks_like_a_feature(tmp_path, capsy
     assert main(["predict", "--model", str(model), "--data", str(data)]) == 1
     err = capsys.readouterr().err
     column = next(c for c in header.split(",") if c not in ("a", "b"))
-    assert f"column {column!r} is not the model's feature {column.strip().lower()!r}" in err
-    assert "--rename" in err
+    feature = column.strip().lower()
+    assert f"column {column!r} reads like the model's feature {feature!r} but is not it" in err
+    assert f"correct the header of {data} (write {feature!r})" in err
+    if column == column.strip():  # a name --rename can spell
+        assert f"--rename {column}={feature}" in err
 
 
 def test_predict_writes_no_device_and_follows_a_link_to_a_file(tmp_path, capsys):

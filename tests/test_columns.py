@@ -9,11 +9,14 @@ import pytest
 
 from fedforest.columns import (
     clean_name,
+    how_names_differ,
     look_alike_groups,
+    look_alike_note,
     match_look_alikes,
     name_problem,
     normalize_labels,
     reading_key,
+    shell_word,
     spelled,
 )
 
@@ -100,3 +103,75 @@ def test_integer_valued_labels_beyond_int64_stay_text_without_a_warning():
     assert big.dtype.kind == "U"
     assert normalize_labels(np.array([0.0, 1.0, 2.0])).dtype == np.int64
     assert normalize_labels([2.0**62, 1.0]).dtype == np.int64
+
+
+@pytest.mark.parametrize(
+    "name, other, words",
+    [
+        ("BMI", "bmi", "differs in case"),
+        ("bm\u200bi", "bmi", "U+200B (ZERO WIDTH SPACE)"),
+        ("bmi\u00a0", "bmi", "U+00A0 (NO-BREAK SPACE)"),
+        ("\uff42\uff4d\uff49", "bmi", "compatibility characters"),
+        (unicodedata.normalize("NFD", "glucosé"), NFC, "another Unicode form"),
+        ("\ufb01ber", "fiber", "compatibility characters"),  # the ligature fi
+    ],
+)
+def test_how_two_look_alike_names_differ_is_said(name, other, words):
+    assert reading_key(name) == reading_key(other)
+    assert words in how_names_differ(name, other)
+
+
+@pytest.mark.parametrize(
+    "text", ["bmi=bmi", "bm\u200bi=bmi", "\uff42\uff4d\uff49=bmi", "it's=x", "a\\b\u00a0=c"]
+)
+def test_a_shell_word_is_the_same_text_once_the_shell_reads_it(text):
+    import shutil
+    import subprocess
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    out = subprocess.run(
+        ["bash", "-c", f"printf %s {shell_word(text)}"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout == text and shell_word(text).isascii()
+
+
+@pytest.mark.parametrize(
+    "given, names, column",
+    [
+        ("Outcome", ["age", "outcome"], "'outcome'"),
+        ("bmi", ["age", "bm\u200bi"], '"bm\\u200bi"'),
+        ("glucosé", ["age", unicodedata.normalize("NFD", "glucosé")], '"glucose\\u0301"'),
+    ],
+)
+def test_a_name_that_is_not_a_column_names_the_column_that_reads_like_it(given, names, column):
+    note = look_alike_note(given, names)
+    assert f"the column {column} reads like it" in note and "names must match exactly" in note
+    assert look_alike_note("weight", names) == ""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bmi\u034f",  # combining grapheme joiner (Mn)
+        "bmi\ufe0f",  # variation selector (Mn)
+        "bmi\U000e0101",  # variation selector supplement (Mn)
+        "bmi\u3164",  # Hangul filler (Lo)
+        "bmi\u180e",  # Mongolian vowel separator (Cf)
+        "bmi\u2800",  # blank Braille pattern (So), a blank
+    ],
+)
+def test_default_ignorable_and_blank_characters_are_invisible_in_a_name(name):
+    assert reading_key(name) == reading_key("bmi")
+    assert clean_name(name) == "bmi"
+    assert f"U+{ord(name[-1]):04X}" in name_problem(name)
+
+
+def test_a_name_mixing_latin_and_cyrillic_reads_as_its_latin_look_alike():
+    mixed = "bm\u0456"  # CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I
+    assert reading_key(mixed) == reading_key("bmi") and clean_name(mixed) == "bmi"
+    assert "mixes Latin and Cyrillic letters" in name_problem(mixed)
+    assert "U+0456" in name_problem(mixed)
+    russian = "\u0440\u043e\u0441\u0442"  # one script: a name of its own
+    assert name_problem(russian) is None and reading_key(russian) != reading_key("poct")
+    assert name_problem("\u03b1-amylase") is None  # Greek and Latin mix in real names

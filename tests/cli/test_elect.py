@@ -55,3 +55,49 @@ def test_columns_that_read_alike_in_one_table_or_across_tables_are_refused(tmp_p
     assert main(["elect", str(both), str(one), "--target", "y"]) == 1
     err = capsys.readouterr().err
     assert "column 'bmi' and column 'BMI' have names that read alike" in err
+
+
+def test_json_is_written_by_the_output_guard(tmp_path, capsys):
+    one, other = write(tmp_path / "north.csv"), write(tmp_path / "south.csv", seed=1)
+    argv = ["elect", str(one), str(other), "--target", "y", "--selector", "f_classif"]
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "nowhere" / "x.json")
+    assert main([*argv, "--json", str(dangling)]) == 1
+    assert "is a link to" in capsys.readouterr().err and not dangling.exists()
+    locked = tmp_path / "locked.json"
+    locked.write_text("{}")
+    locked.chmod(0o444)
+    assert main([*argv, "--json", str(locked), "--overwrite"]) == 1  # its mode says read-only
+    assert "is read-only" in capsys.readouterr().err and locked.read_text() == "{}"
+    linked = tmp_path / "linked.json"
+    linked.symlink_to(one)
+    assert main([*argv, "--json", str(linked), "--overwrite"]) == 1
+    assert "is the input file" in capsys.readouterr().err
+    out = tmp_path / "election.json"
+    assert main([*argv, "--json", str(out)]) == 0
+    assert '"election"' in out.read_text() and f"written: {out}" in capsys.readouterr().out
+
+
+def test_refusals_name_the_table_file(tmp_path, capsys):
+    one = write(tmp_path / "north.csv")
+    mixed = pd.read_csv(write(tmp_path / "x.csv", seed=1)).astype({"bmi": object})
+    mixed.loc[4, "bmi"] = "True"
+    mixed.to_csv(tmp_path / "south.csv", index=False)
+    argv = ["elect", str(one), str(tmp_path / "south.csv"), "--target", "y"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"site table {tmp_path / 'south.csv'}: column 'bmi' holds numbers but also 1" in err
+    assert "(line 6)" in err and "'True' is a boolean, not a number" in err
+    words = pd.read_csv(one).assign(bmi=["True", "False"] * 40)
+    words.to_csv(tmp_path / "south.csv", index=False)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"site tables {one} (site 'north'), {tmp_path / 'south.csv'} (site 'south')" in err
+    assert "its values at 'south': 'False', 'True'" in err and "is a boolean" in err
+
+
+def test_a_target_that_reads_like_a_column_is_named(tmp_path, capsys):
+    one, other = write(tmp_path / "north.csv"), write(tmp_path / "south.csv", seed=1)
+    assert main(["elect", str(one), str(other), "--target", "Y"]) == 1
+    err = capsys.readouterr().err
+    assert "--target 'Y' is not a column" in err and "the column 'y' reads like it" in err

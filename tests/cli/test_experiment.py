@@ -43,8 +43,12 @@ def test_column_names_that_read_alike_across_files_are_refused(tmp_path, capsys,
         {"north": frame(), "south": frame(seed=1).rename(columns={"bmi": spelling})},
         capsys,
     )
-    assert code == 1 and "column names differ only by case" in err
-    assert "north.csv" in err and "south.csv" in err and "Traceback" not in err
+    assert code == 1 and "south.csv" in err and "Traceback" not in err
+    if "\u200b" in spelling:  # refused in its own file first, as a site refuses it
+        assert 'column "bmi\\u200b" holds the invisible' in err and "U+200B" in err
+        assert "correct the header (write 'bmi')" in err
+    else:
+        assert "column names differ only by case" in err and "north.csv" in err
     assert not (tmp_path / "out").exists()
 
 

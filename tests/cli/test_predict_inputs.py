@@ -13,6 +13,7 @@ from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import PooledForest, PooledForestClassifier
 from fedforest.cli import main
+from fedforest.columns import shell_word, spelled
 from fedforest.model.model_files import model_bundle, save_payload
 
 LEVELS = ["current", "former", "never"]
@@ -173,7 +174,8 @@ def test_unseen_levels_and_empty_fields_are_reported_and_predicted_as_missing(
         "smoker: 3 row(s) hold levels the model never saw, read as missing: 'NEVER' (1 row), "
         "'never ' (1 row), 'smoker ' (1 row)"
     ) in err
-    assert "case or spaces differ: 'NEVER' for 'never', 'never ' for 'never'" in err
+    assert "read like the model's levels but differ in case, spaces" in err
+    assert "'NEVER' for 'never', 'never ' for 'never'" in err
     assert "4 of 6 rows have a feature of the model routed as missing" in err
     # predicted exactly as rows with those values missing
     codes = frame["smoker"].map({v: float(i) for i, v in enumerate(LEVELS)})
@@ -267,3 +269,68 @@ def test_a_file_of_twenty_thousand_columns_gets_short_messages(model, tmp_path, 
         assert code == 1 and "more" in err and len(err) < 2_000
     code, _, err = run(tmp_path, capsys, path, wide.to_csv(index=False))
     assert code == 1 and "has none of the model's features" in err and len(err) < 2_000
+
+
+# ------------------------------------------------------------ names as a person reads them
+@pytest.mark.parametrize(
+    ("header", "how"),
+    [
+        ("bm\u200bi", "U+200B (ZERO WIDTH SPACE)"),
+        ("\uff42\uff4d\uff49", "compatibility characters"),
+        ("b\u00admi", "U+00AD (SOFT HYPHEN)"),
+        ("bmi\u2060", "U+2060 (WORD JOINER)"),
+        ("BMI", "differs in case"),
+    ],
+)
+def test_a_header_that_reads_like_a_feature_is_refused_and_its_fix_works(
+    model, tmp_path, capsys, header, how
+):
+    path, _ = model
+    text = rows().rename(columns={"bmi": header}).to_csv(index=False)
+    code, _, err = run(tmp_path, capsys, path, text)
+    assert code == 1
+    assert (
+        f"--data {tmp_path / 'rows.csv'}: column {spelled(header)} reads like the model's " in err
+    )
+    assert "feature 'bmi' but is not it" in err and how in err
+    assert "correct the header" in err and f"--rename {shell_word(header + '=bmi')}" in err
+    code, _, err = run(tmp_path, capsys, path, text, "--rename", f"{header}=bmi", "--strict")
+    assert code == 0 and "renames from --rename" in err
+
+
+def test_nfd_and_nfc_spellings_of_a_feature_are_one_name_refused_as_look_alikes(tmp_path, capsys):
+    import unicodedata
+
+    nfc, nfd = (unicodedata.normalize(f, "glucosé") for f in ("NFC", "NFD"))
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({nfc: rng.normal(100, 10, 80), "age": rng.normal(50, 9, 80)})
+    rf = RandomForestClassifier(n_estimators=4, random_state=0).fit(X, (X["age"] > 50).astype(int))
+    forest = PooledForest.from_sklearn(rf, [nfc, "age"], "site-1")
+    model_path = save_payload(tmp_path / "m.npz", model_bundle(forest.to_payload()))
+    text = X.rename(columns={nfc: nfd}).to_csv(index=False)
+    code, _, err = run(tmp_path, capsys, model_path, text)
+    assert code == 1 and '"glucose\\u0301" reads like the model\'s feature "glucos\\u00e9"' in err
+    assert "another Unicode form" in err
+
+
+def test_two_columns_that_read_alike_are_refused_when_the_model_reads_one(model, tmp_path, capsys):
+    path, _ = model
+    code, _, err = run(tmp_path, capsys, path, rows().assign(BMI=1.0).to_csv(index=False))
+    assert code == 1 and "columns 'bmi' and 'BMI' read alike" in err
+    assert "remove or rename 'BMI' in the file" in err
+
+
+@pytest.mark.parametrize("level", ["never\u200b", "\uff4e\uff45\uff56\uff45\uff52", "Never"])
+def test_a_level_that_reads_like_a_model_level_is_reported_and_refused_under_strict(
+    model, tmp_path, capsys, level
+):
+    path, _ = model
+    text = rows(smoker=[level, *LEVELS, "never", "former"]).to_csv(index=False)
+    report = tmp_path / "r.json"
+    code, _, err = run(tmp_path, capsys, path, text, "--report-json", str(report))
+    assert code == 0
+    assert f"{spelled(level)} for 'never'" in err and "levels must match exactly" in err
+    smoker = next(f for f in json.loads(report.read_text())["features"] if f["feature"] == "smoker")
+    assert smoker["unseen_levels"] == {level: 1}
+    code, _, err = run(tmp_path, capsys, path, text, "--strict")
+    assert code == 1 and "levels the model never saw" in err and "nothing was predicted" in err

@@ -93,3 +93,21 @@ def test_every_named_dataset_declares_its_task():
     assert dataset_task("cohort.csv") is None
     with pytest.raises(ValueError, match="task='survival' must be one of classification"):
         load_table("wine", task="survival")
+
+
+def test_a_csv_dataset_is_read_by_the_one_reader(tmp_path):
+    from fedforest.experiments.datasets import load_table
+
+    good = tmp_path / "table.csv"
+    good.write_text(
+        "f0,flag,y\n"
+        + "".join(f"{i}.5,{'True' if i % 2 else 'False'},{i % 2}\n" for i in range(20))
+    )
+    data = load_table(str(good), "y")
+    assert "flag" in data.categorical  # booleans are a category, never 1 and 0
+    bad = tmp_path / "semi.csv"
+    bad.write_text("f0;y\n1,5;0\n2,5;1\n")
+    with pytest.raises(ValueError, match=rf"dataset {bad}: the header is a single column"):
+        load_table(str(bad), "y")
+    with pytest.raises(ValueError, match="the column 'y' reads like it"):
+        load_table(str(good), "Y")

@@ -84,9 +84,7 @@ def test_bad_site_files_are_refused_naming_the_file(tmp_path, hospitals):
         load_site_files([good, twin], "y")
     dup = tmp_path / "dup.csv"
     dup.write_text("a,b,a,y\n1,2,3,0\n4,5,6,1\n")
-    with pytest.raises(
-        ValueError, match=rf"site file {dup}: the header repeats the column names a"
-    ):
+    with pytest.raises(ValueError, match=rf"site file {dup}: column 'a' appears 2 times"):
         load_site_files([good, dup], "y")
     nolabel = write(tmp_path / "nolabel.csv", pd.DataFrame({"f0": [1, 2], "outcome": [0, 1]}))
     with pytest.raises(
@@ -104,7 +102,7 @@ def test_bad_site_files_are_refused_naming_the_file(tmp_path, hospitals):
         load_site_files([good, only], "y")
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    with pytest.raises(ValueError, match=rf"site file {empty}: cannot read it as a CSV file"):
+    with pytest.raises(ValueError, match=rf"site file {empty}: cannot be read as CSV"):
         load_site_files([good, empty], "y")
     header = tmp_path / "header.csv"
     header.write_text("f0,y\n")
@@ -132,3 +130,34 @@ def test_regression_site_files_may_hold_one_value_at_a_site(tmp_path):
     data = load_site_files([a, b], "los")  # classification: two "classes" at least
     with pytest.raises(ValueError, match="non-integer numbers .* For a measurement use --task"):
         check_dataset(data, [2])
+
+
+# ------------------------------------------------------------------ the one CSV reader
+def test_a_column_of_booleans_is_a_category_never_ones_and_zeros(tmp_path):
+    rng = np.random.default_rng(0)
+    base = pd.DataFrame({"f0": rng.normal(size=40), "y": [0, 1] * 20})
+    a = write(tmp_path / "a.csv", base.assign(flag=["True", "False"] * 20))
+    b = write(tmp_path / "b.csv", base.assign(flag=["False", "True"] * 20))
+    data = load_site_files([a, b], "y")
+    assert "flag" in data.categorical  # levels False, True: codes of a category
+    labels = write(tmp_path / "c.csv", base.assign(y=["True", "False"] * 20))
+    labels2 = write(tmp_path / "d.csv", base.assign(y=["False", "True"] * 20))
+    assert sorted(set(load_site_files([labels, labels2], "y").y)) == ["False", "True"]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("f0;y\n1,5;0\n2,5;1\n", "separated by ';'"),
+        ("f0\ty\n1.5\t0\n2.5\t1\n", "separated by '\\t'"),
+        ('f0,y\n"1,5",0\n"2,5",1\n"3,5",0\n', "decimal commas"),
+        ("f0,y\n1.5,0\nTrue,1\n2.5,0\n3.5,1\n", "'True' is a boolean, not a number"),
+        ("f0,y\n1.5,0\n?,1\n2.5,0\n3.5,1\n", "a mark for a missing value"),
+    ],
+)
+def test_a_site_file_is_read_as_a_data_file_is(tmp_path, hospitals, text, words):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        load_site_files([hospitals[0], bad], "y")
+    assert str(info.value).startswith(f"site file {bad}: ") and words in str(info.value)

@@ -95,7 +95,7 @@ def test_a_column_numeric_at_one_site_and_categorical_at_another_is_refused(tmp_
     coded = frame(seed=1)
     coded["smoker"] = coded["smoker"].map({"never": 0, "former": 1, "current": 2})
     configs = sites(tmp_path, {"site-1": frame(), "site-2": coded})
-    with pytest.raises(ConfigError, match="list it under categorical at both sites"):
+    with pytest.raises(ConfigError, match="list an integer-coded column under categorical at both"):
         check_sites_at_build(job(["site-1", "site-2"]), configs)
 
 

@@ -211,3 +211,47 @@ def test_a_boolean_column_joins_the_schema_as_a_category_and_encodes_by_its_leve
     assert schema.categories["insured"] == ["False", "True"]
     codes = schema.encode(frame, ["insured"])["insured"].tolist()
     assert codes == [1.0, 0.0, 0.0] * 4
+
+
+# ------------------------------------------------------------------ what stray text looks like
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ("?", "'?' looks like a mark for a missing value: leave the field empty"),
+        ("-", "a mark for a missing value"),
+        ("unknown", "a mark for a missing value"),
+        ("0x1F", "'0x1F' is a hexadecimal number: write numbers in decimal"),
+        ("2024-01-02", "'2024-01-02' is a date, not a number"),
+        ("02/01/2024", "is a date, not a number"),
+        ("22.5\u200b", "'22.5\\u200b' is a number written with invisible characters"),
+        ("\uff12\uff12", "non-ASCII digits: write it with plain digits"),
+    ],
+)
+def test_text_among_numbers_is_refused_saying_what_it_looks_like(tmp_path, value, hint):
+    values = [value] + [str(i) for i in range(2, 13)]
+    data = write(tmp_path / "d.csv", rows_with("dose", values))
+    with pytest.raises(ConfigError) as info:
+        read_table(site_config(data))
+    assert_data_error(info.value, data, "column 'dose' holds numbers but also 1 text", hint)
+    assert "(line 2)" in str(info.value) and "list the column under categorical" in str(info.value)
+
+
+def test_integers_of_twenty_digits_or_more_are_numbers_in_every_reader(tmp_path):
+    from fedforest.federation.csv_text import parse_csv
+
+    text = "a,b\n1.5,123456789012345678901234567890\n2.5,3\n"
+    frame = parse_csv(text, ["a", "b"])
+    assert frame["b"].dtype == float and frame["b"].iloc[0] == pytest.approx(1.2345678901e29)
+    assert parse_csv("a,b\n1,x\n2,3\n", ["a", "b"])["b"].tolist() == ["x", "3"]  # text stays
+
+
+def test_stray_text_is_none_for_numbers_and_for_a_column_of_words():
+    import pandas as pd
+
+    from fedforest.federation.csv_text import stray_text
+
+    assert stray_text(pd.Series([1.0, 2.0, None])) is None
+    assert stray_text(pd.Series(["never", "former", "current"])) is None
+    assert stray_text(pd.Series(["True", "False", None], dtype="string")) is None
+    found = stray_text(pd.Series(["1", "2", "yes", "3"], dtype=object))
+    assert found.mask.tolist() == [False, False, True, False] and "boolean" in found.note

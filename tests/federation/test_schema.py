@@ -202,3 +202,24 @@ def test_a_text_column_with_too_many_levels_is_refused_when_described():
     msg = str(info.value)
     assert f"column 'note' has {MAX_LEVELS + 1} distinct values, more than MAX_LEVELS" in msg
     assert "free text or an identifier" in msg
+
+
+@pytest.mark.parametrize(
+    ("values", "hint"),
+    [
+        (["True", "False"], "'False' is a boolean, not a number"),
+        (["2024-01-02", "2024-01-03"], "is a date, not a number"),
+        (["22,5", "23,5"], "decimal comma"),
+        (["never", "former"], ""),
+    ],
+)
+def test_a_column_of_two_kinds_names_the_values_read_as_text_and_what_they_look_like(values, hint):
+    numbers = pd.DataFrame({"x": np.linspace(0, 1, 10), "y": [0, 1] * 5})
+    words = pd.DataFrame({"x": values * 5, "y": [0, 1] * 5})
+    sites = [SiteSchema.from_frame("a", numbers, "y"), SiteSchema.from_frame("b", words, "y")]
+    with pytest.raises(SchemaError) as info:
+        GlobalSchema.build(sites)
+    text = str(info.value)
+    assert "column 'x' is categorical at site 'b' but numeric at site 'a'" in text
+    assert f"(its values at 'b': {', '.join(map(repr, sorted(values)))}" in text and hint in text
+    assert "allowed: one kind at every site" in text

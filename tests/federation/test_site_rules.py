@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
+from fedforest.columns import spelled
 from fedforest.errors import ConfigError
 from fedforest.federation.config import JobConfig, SiteConfig, check_job_against_sites
 from fedforest.federation.site import SiteRunner
@@ -95,7 +97,12 @@ def test_a_column_name_with_invisible_characters_is_refused_with_its_plain_spell
 ):
     config = site(tmp_path, table(**{name: np.linspace(0, 1, 60)}))
     text = refused(job(), config)
-    assert shown in text and f"renames: {{{name!r}:" in text
+    assert shown in text and f"renames: {{{spelled(name)}:" in text
+    # the fix, pasted into the YAML as it is shown, is the rename that works
+    fix = yaml.safe_load(text.split("rename it with renames: ")[1].split(" in site_configs")[0])
+    assert list(fix) == [name]
+    fixed = site(tmp_path, table(**{name: np.linspace(0, 1, 60)}), renames=fix)
+    check_job_against_sites(job(), {fixed.site: fixed})
 
 
 def test_a_rename_to_a_name_with_invisible_characters_is_refused(tmp_path):

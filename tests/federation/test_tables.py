@@ -389,8 +389,8 @@ def test_column_names_with_surrounding_spaces_are_refused(tmp_path):
     assert_data_error(
         info.value,
         data,
-        "column 'age ' has spaces around its name",
-        "allowed: names without surrounding spaces: rename it with renames: {'age ': 'age'}",
+        "column 'age ' has spaces around it, so it would not match 'age' elsewhere",
+        "allowed: names as they read: rename it with renames: {'age ': 'age'}",
     )
     assert check_data(site_config(data, renames={"age ": "age"})) == HEADER
 
@@ -567,3 +567,82 @@ def test_a_regression_site_refuses_a_label_map_and_a_calibration():
     for key, value in (("label_map", {"yes": 1}), ("calibration", "isotonic")):
         with pytest.raises(ConfigError, match=f"key '{key}'.*regression job"):
             SiteConfig.from_dict(site_dict(**{key: value}), "site-1.yaml", task="regression")
+
+
+# ------------------------------------------------------------ names read as a person reads them
+@pytest.mark.parametrize(
+    ("key", "given", "column"),
+    [
+        ("target", "Outcome", "'outcome'"),
+        ("categorical", "SMOKER", "'smoker'"),
+        ("drop_columns", "Age", "'age'"),
+        ("renames.glucose\u200b", "glucose\u200b", "'glucose'"),
+    ],
+)
+def test_a_key_naming_a_column_that_is_not_there_names_the_one_that_reads_like_it(
+    tmp_path, key, given, column
+):
+    data = write_csv(tmp_path / "d.csv", HEADER, table_rows())
+    changes = {
+        "target": {"target": given},
+        "categorical": {"categorical": [given]},
+        "drop_columns": {"drop_columns": [given]},
+        "renames.glucose\u200b": {"renames": {given: "glucose_mg"}},
+    }[key]
+    with pytest.raises(ConfigError) as info:
+        check_data(site_config(data, **changes))
+    text = str(info.value)
+    assert text.startswith("site-1.yaml: key ") and f"the column {column} reads like it" in text
+    assert "names must match exactly" in text
+
+
+def test_a_column_empty_in_every_row_is_accepted_with_a_warning(tmp_path, caplog):
+    rows = [[r[0], "", r[2], r[3]] for r in table_rows()]
+    data = write_csv(tmp_path / "d.csv", HEADER, rows)
+    with caplog.at_level("WARNING", logger="fedforest.federation.tables"):
+        assert check_data(site_config(data)) == HEADER
+        check_data(site_config(data))  # read again, said once
+    said = [r.getMessage() for r in caplog.records if "empty in every row" in r.getMessage()]
+    assert len(said) == 1 and "column 'glucose'" in said[0] and str(data) in said[0]
+
+
+def test_a_table_in_memory_with_huge_integers_is_read_without_an_error(tmp_path):
+    import pandas as pd
+
+    from fedforest.federation.tables import check_table
+
+    data = write_csv(tmp_path / "d.csv", HEADER, table_rows())
+    frame = pd.read_csv(data)
+    frame["big"] = [10**29 + i for i in range(len(frame))]  # python ints beyond int64
+    checked = check_table(site_config(data), frame)
+    assert len(checked) == len(frame)
+
+
+def test_read_site_csv_applies_the_data_file_rules_without_a_yaml(tmp_path):
+    from fedforest.federation.tables import read_site_csv
+
+    def fail(what, allowed):
+        raise ValueError(f"{what}; allowed: {allowed}")
+
+    good = write_csv(tmp_path / "g.csv", HEADER, table_rows())
+    assert list(read_site_csv(good, fail)) == HEADER
+    cases = {
+        "age,glucose,,outcome": "column 'Unnamed: 2' has no name in the header",
+        "age,gluc\u200bose,smoker,outcome": "U+200B (ZERO WIDTH SPACE)",
+        "age ,glucose,smoker,outcome": "has spaces around it",
+    }
+    for header, words in cases.items():
+        bad = tmp_path / "b.csv"
+        bad.write_text(header + "\n" + "\n".join(",".join(map(str, r)) for r in table_rows()))
+        with pytest.raises(ValueError) as info:
+            read_site_csv(bad, fail)
+        assert (
+            words in str(info.value)
+            and "correct the header" in str(info.value)
+            or ("remove the column" in str(info.value))
+        )
+    rows = [[r[0], "True" if i == 3 else r[1], r[2], r[3]] for i, r in enumerate(table_rows())]
+    mixed = write_csv(tmp_path / "m.csv", HEADER, rows)
+    with pytest.raises(ValueError, match=r"column 'glucose' holds numbers but also 1 .*line 5"):
+        read_site_csv(mixed, fail)
+    assert read_site_csv(mixed, fail, exempt=["glucose"])["glucose"].iloc[3] == "True"

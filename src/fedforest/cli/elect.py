@@ -6,35 +6,57 @@ import argparse
 
 from ..model.payload_checks import MAX_SEED
 from ..vocabulary import AGGREGATIONS, RANKING_METRICS, SELECTORS
-from .options import columns_text, integer, listed, name, number, read_csv, selector_list
+from .options import (
+    check_output,
+    columns_text,
+    integer,
+    listed,
+    name,
+    number,
+    read_csv,
+    selector_list,
+    write_output,
+)
 
 
 def _elect(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from ..columns import look_alike_note
+    from ..errors import ConfigError, SchemaError
     from ..federation.offline import run_election
-    from ..outputs import check_file, write_file
-
-    if args.json:
-        check_file(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
     from ..input_files import refuse_same_tables
 
+    if args.json:  # before any work: never an input, never an existing file
+        check_output(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
     refuse_same_tables(
         [("site table", path) for path in args.tables],
         "give each site's own CSV file once",
     )
-    tables = {}
+    tables, files = {}, {}
+    exempt = [args.target, *(args.categorical or [])]
     for path in args.tables:
         path = Path(path)
         site = path.stem
         if site in tables:
-            raise ValueError(f"two files give the site name {site!r}; rename one")
-        tables[site] = frame = read_csv(path, "site table")
+            raise ValueError(
+                f"site tables {files[site]} and {path} both give the site name {site!r} (a "
+                "site is named after its file); rename one"
+            )
+        tables[site] = frame = read_csv(path, "site table", exempt=exempt)
+        files[site] = str(path)
         if args.target not in frame.columns:
             raise ValueError(
-                f"--target {args.target!r} is not a column of {path}; columns: "
+                f"--target {args.target!r} is not a column of {path}"
+                f"{look_alike_note(args.target, frame.columns)}; columns: "
                 + columns_text(frame)
+                + "; allowed: the target column, in every file"
+            )
+        if frame.shape[1] < 2:
+            raise ValueError(
+                f"site table {path}: no feature column besides the target {args.target!r}; "
+                "allowed: a table with the target and at least one feature column"
             )
     if len(tables) < 2:
         raise ValueError("an election needs at least two sites' CSV files")
@@ -42,8 +64,10 @@ def _elect(args: argparse.Namespace) -> int:
     for option, names in (("--categorical", categorical), ("--always-keep", args.always_keep)):
         unknown = [c for c in names or [] if not any(c in t.columns for t in tables.values())]
         if unknown:
+            every = [c for t in tables.values() for c in t.columns]
             raise ValueError(
                 f"{option}: {', '.join(map(repr, unknown))} is not a column of any file"
+                f"{look_alike_note(unknown[0], every)}; allowed: columns of at least one file"
             )
     if args.target in categorical:
         raise ValueError(f"--categorical names the target {args.target!r}")
@@ -56,8 +80,34 @@ def _elect(args: argparse.Namespace) -> int:
                 "file, in order"
             )
         selectors = dict(zip(tables, names, strict=True))
-    out = run_election(
+    try:
+        out = _run(run_election, tables, files, args, selectors, categorical)
+    except ConfigError as err:  # one table's, named by its file (or a setting's)
+        if not any(path in str(err) for path in files.values()):
+            raise
+        raise ValueError(f"{err} (for a site table: correct the file named)") from None
+    except SchemaError as err:  # the tables together
+        named = ", ".join(f"{files[s]} (site {s!r})" for s in files)
+        raise ValueError(
+            f"site tables {named}: {err} (for site tables: correct the files named)"
+        ) from None
+    print(format_election(out))
+    if args.json:
+        payload = {
+            "election": out.election.to_dict(),
+            "tuning": out.tuning.to_dict() if out.tuning else None,
+        }
+        text = json.dumps(payload, indent=2) + "\n"
+        check_output(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
+        write_output(args.json, "--json", lambda handle: handle.write(text))
+        print(f"\nwritten: {args.json}")
+    return 0
+
+
+def _run(run_election, tables, files, args, selectors, categorical):
+    return run_election(
         tables,
+        files=files,
         target=args.target,
         selectors=selectors,
         categorical=categorical,
@@ -71,16 +121,6 @@ def _elect(args: argparse.Namespace) -> int:
         metric=args.metric,
         random_state=args.seed,
     )
-    print(format_election(out))
-    if args.json:
-        payload = {
-            "election": out.election.to_dict(),
-            "tuning": out.tuning.to_dict() if out.tuning else None,
-        }
-        check_file(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
-        write_file(args.json, lambda handle: handle.write(json.dumps(payload, indent=2) + "\n"))
-        print(f"\nwritten: {args.json}")
-    return 0
 
 
 def format_election(out) -> str:

@@ -118,10 +118,17 @@ def selector_list(text: str) -> list[str]:
 
 
 def rename_pairs(text: str) -> dict[str, str]:
-    """An argparse type: ``local=global`` pairs, comma-separated."""
+    """An argparse type: ``local=global`` pairs, comma-separated.
+
+    Only plain spaces and tabs around a name are left out: a name holding a
+    no-break or zero-width space (``$'bmi\\u00a0=bmi'`` in bash) is the
+    column of that exact spelling.
+    """
     pairs = {}
-    for pair in csv_list(text):
-        local, sep, target = (p.strip() for p in pair.partition("="))
+    for pair in (t.strip(" \t") for t in (text or "").split(",")):
+        if not pair:
+            continue
+        local, sep, target = (p.strip(" \t") for p in pair.partition("="))
         if not sep or not local or not target:
             raise argparse.ArgumentTypeError(
                 f"{pair!r} is not local=global (a column name on each side of '=')"
@@ -141,13 +148,19 @@ def rename_pairs(text: str) -> dict[str, str]:
     return pairs
 
 
-def read_csv(path, option: str):
+def read_csv(path, option: str, exempt=None):
     """Read a CSV named by ``option``; refuse a missing, unreadable or empty file by name,
     and what the job refuses in a data file (:func:`~fedforest.federation.tables.read_csv_checked`:
-    not UTF-8, ragged rows, the wrong separator, a duplicated column name)."""
+    not UTF-8, ragged rows, the wrong separator, a duplicated column name).
+
+    With ``exempt`` (the columns not to check as numbers), a table that is a site
+    without a YAML (``elect``'s tables): the data file's own rules too
+    (:func:`~fedforest.federation.tables.read_site_csv`: names as they read, no
+    unnamed column, no stray text among numbers).
+    """
     from pathlib import Path
 
-    from ..federation.tables import read_csv_checked
+    from ..federation.tables import read_csv_checked, read_site_csv
 
     path = Path(path)
     if not path.is_file():
@@ -159,11 +172,15 @@ def read_csv(path, option: str):
         raise ValueError(f"{option} {path}: {what}; allowed: {allowed}")
 
     try:
-        frame = read_csv_checked(path, fail)
+        frame = (
+            read_csv_checked(path, fail) if exempt is None else read_site_csv(path, fail, exempt)
+        )
     except OSError as err:
         raise ValueError(f"{option}: cannot read {path}: {err}") from err
     if frame.empty:
-        raise ValueError(f"{option}: {path} has no data rows")
+        raise ValueError(
+            f"{option}: {path} has no data rows; allowed: a header line and at least one row"
+        )
     return frame
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from .. import rules
+from ..columns import look_alike_note, spelled
 from ..model.payload_checks import MAX_SEED
 from .options import (
     check_output,
@@ -17,7 +18,14 @@ from .options import (
     rename_pairs,
     write_output,
 )
-from .predict_report import in_words, refuse_gaps, refuse_near_misses, report, split_shares
+from .predict_report import (
+    in_words,
+    refuse_gaps,
+    refuse_look_alike_columns,
+    refuse_near_misses,
+    report,
+    split_shares,
+)
 
 #: Files ``predict`` reads beside the model (``wmp``'s guess weight): inputs, never outputs.
 COMPANIONS = ("metrics.json",)
@@ -131,8 +139,8 @@ def _predict(args: argparse.Namespace) -> int:
     absent = [c for c in renames if c not in frame.columns]
     if absent:
         raise ValueError(
-            f"--rename: {names_text(list(map(repr, absent)))} is not a column of {args.data}; "
-            "columns: " + columns_text(frame)
+            f"--rename: {names_text(list(map(spelled, absent)))} is not a column of {args.data}"
+            f"{look_alike_note(absent[0], frame.columns)}; columns: " + columns_text(frame)
         )
     forest = model["forest"]
     inputs = model["inputs"]
@@ -163,7 +171,9 @@ def _predict(args: argparse.Namespace) -> int:
         raise ValueError(f"--data {args.data}: {err}") from err
     local = {g: loc for loc, g in done.renamed.items()}
     ignored = [local.get(c, c) for c in done.ignored]
-    refuse_near_misses(ignored, set(done.absent), args.data)
+    read = {local.get(f, f) for f in done.X.columns}
+    refuse_look_alike_columns([str(c) for c in frame.columns], read, args.data)
+    refuse_near_misses(ignored, list(done.absent), args.data, inputs)
     if done.X.shape[1] == 0:
         expected = [in_words(f, inputs) for f in forest.feature_names]
         raise ValueError(
@@ -254,8 +264,8 @@ def _id_columns(args: argparse.Namespace, frame):
     unknown = [c for c in args.id if c not in frame.columns]
     if unknown:
         raise ValueError(
-            f"--id {unknown[0]!r} is not a column of {args.data}; its columns: "
-            + columns_text(frame)
+            f"--id {spelled(unknown[0])} is not a column of {args.data}"
+            f"{look_alike_note(unknown[0], frame.columns)}; its columns: " + columns_text(frame)
         )
     repeated = sorted({c for c in args.id if args.id.count(c) > 1})
     if repeated:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sys
 
+from ..columns import how_names_differ, look_alike_groups, match_look_alikes, shell_word, spelled
 from ..model.inputs import MAX_LISTED, names_text
+from ..validation import listing
 
 
 def in_words(feature: str, inputs) -> str:
@@ -91,16 +93,52 @@ def refuse_gaps(args, gaps) -> None:
     )
 
 
-def refuse_near_misses(ignored, absent, data) -> None:
-    """Refuse a column that would be ignored while its name differs from an absent feature
-    of the model only by case or surrounding spaces: the feature would silently be treated
-    as missing on every row."""
-    wanted = {str(name).strip().casefold(): name for name in absent}
-    for column in ignored:
-        feature = wanted.get(str(column).strip().casefold())
-        if feature is not None:
+def refuse_near_misses(ignored, absent, data, inputs=None) -> None:
+    """Refuse a column that would be ignored while it reads like an absent feature of the
+    model (:func:`~fedforest.columns.match_look_alikes`: case, spaces, invisible
+    characters, Unicode form): the feature would silently be missing on every row.
+
+    A site refuses such a name in its own file, and two sites' names that read alike
+    (:mod:`~fedforest.federation.site_rules`, the schema), so ``predict`` refuses it too,
+    with the fix: the header corrected, or ``--rename`` with the column's exact spelling
+    (shell-escaped). ``absent`` are global names; the file is matched against the names
+    the site uses (its renames, ``inputs``).
+    """
+    expected = {in_words(f, inputs).split(" (the model's ")[0]: f for f in absent}
+    found = match_look_alikes(list(expected), ignored)
+    if not found:
+        return
+    column, name = next(iter(found.items()))
+    feature = expected[name]
+    what = f"the model's feature {spelled(feature)}" + (
+        f" (the site's {spelled(name)})" if name != feature else ""
+    )
+    rename = (
+        f", or --rename {shell_word(f'{column}={feature}')}"
+        if column == column.strip(" \t")
+        else ""
+    )
+    more = f" ({len(found) - 1} more such column(s))" if len(found) > 1 else ""
+    raise ValueError(
+        f"--data {data}: column {spelled(column)} reads like {what} but is not it: it "
+        f"{how_names_differ(column, name)}, and names must match exactly, or the feature is "
+        f"missing on every row{more}; allowed: the model's names: correct the header of "
+        f"{data} (write {spelled(name)}){rename}"
+    )
+
+
+def refuse_look_alike_columns(columns, read, data) -> None:
+    """Refuse two columns of the file that read alike when the model reads one of them
+    (``read``): which one holds the feature could not be told (a site refuses such a file,
+    :func:`~fedforest.federation.site_rules.check_column_names`)."""
+    for group in look_alike_groups(columns):
+        used = [c for c in group if c in read]
+        if used:
+            others = [c for c in group if c != used[0]]
             raise ValueError(
-                f"--data {data}: column {column!r} is not the model's feature {feature!r} (names "
-                "must match exactly, or the feature is missing on every row); allowed: the "
-                f"model's names: rename it in the file or with --rename '{column}={feature}'"
+                f"--data {data}: columns {' and '.join(map(spelled, group))} read alike "
+                f"({spelled(others[0])} {how_names_differ(others[0], used[0])}) and the model reads "
+                f"{spelled(used[0])}, so which one holds it cannot be told; allowed: names "
+                f"that read differently: remove or rename {listing(map(spelled, others))} in "
+                "the file"
             )

@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pandas as pd
@@ -160,7 +161,9 @@ def load_table(
 
     A named dataset has its own task (:func:`dataset_task`); a CSV file's is
     ``task`` (:func:`check_dataset` refuses a named dataset of another task).
-    Non-numeric CSV columns are coded as integers and treated as categorical.
+    A CSV file is read as a site's data file is
+    (:func:`~fedforest.federation.tables.read_site_csv`); its non-numeric
+    columns are coded as integers and treated as categorical.
     A file of the same name as a bundled dataset is read as the file.
     """
     from .bundled import BUNDLED, load_bundled
@@ -184,27 +187,40 @@ def load_table(
         )
     if not target:
         raise ValueError(f"dataset {spec}: give the target column (--target)")
-    try:
-        frame = pd.read_csv(path)
-    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
-        raise ValueError(f"dataset {spec}: cannot read it as a CSV file: {err}") from err
-    columns = ", ".join(map(str, frame.columns))
+    from ..federation.tables import read_site_csv
+
+    def fail(what: str, allowed: str) -> NoReturn:
+        raise ValueError(f"dataset {spec}: {what}; allowed: {allowed}")
+
+    try:  # the one CSV reader, with a data file's own rules (booleans are text)
+        frame = read_site_csv(path, fail, exempt=[target, *categorical])
+    except OSError as err:
+        raise ValueError(f"dataset {spec}: cannot read it ({err.strerror or err})") from err
+    from ..columns import look_alike_note
+    from ..model.inputs import names_text
+
+    columns = names_text(list(frame.columns))
     if target not in frame.columns:
         raise ValueError(
-            f"dataset {spec}: the target (--target) {target!r} is not a column; columns: {columns}"
+            f"dataset {spec}: the target (--target) {target!r} is not a column"
+            f"{look_alike_note(target, frame.columns)}; columns: {columns}; allowed: a column "
+            "of the file"
         )
     unknown = [c for c in categorical if c not in frame.columns]
     if unknown:
         raise ValueError(
             f"dataset {spec}: the categorical columns (--categorical) "
-            f"{', '.join(map(repr, unknown))} are not columns; columns: {columns}"
+            f"{', '.join(map(repr, unknown))} are not columns"
+            f"{look_alike_note(unknown[0], frame.columns)}; columns: {columns}; allowed: "
+            "columns of the file"
         )
     if target in categorical:
         raise ValueError(f"dataset {spec}: --categorical names the target {target!r}")
     missing = int(frame[target].isna().sum())
     if missing:
         raise ValueError(
-            f"dataset {spec}: the target {target!r} is missing in {missing} rows; drop them first"
+            f"dataset {spec}: the target {target!r} is missing in {missing} rows; allowed: a "
+            "target value on every row (drop the rows without one first)"
         )
     y = frame.pop(target).to_numpy()
     cats = code_categoricals(frame, categorical)

@@ -10,7 +10,12 @@ stratified train/test (and validation) splits within every site, seeded by
 the repetition, instead of dealing rows afresh (plain random splits for a
 regression target, ``task="regression"``).
 
-Non-numeric columns, and the columns named ``categorical``, are coded as
+Each file is read as a site's data file is, by the one CSV reader
+(:func:`~fedforest.federation.tables.read_site_csv`): UTF-8 text separated by
+commas (another separator or decimal commas named), distinct names that read
+as written, values as what they are (``True``/``yes`` are text, never 1 and
+0), and no stray text in a column of numbers. Non-numeric columns, and the
+columns named ``categorical``, are coded as
 integers over all files together (:func:`~.datasets.code_categoricals`), so a level has
 the same code at every site. The site names are the file stems; the
 scenario's Jaccard overlap is the realised mean pairwise Jaccard similarity
@@ -36,11 +41,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pandas as pd
 
+from ..columns import look_alike_note
+from ..federation.tables import read_site_csv
 from ..input_files import refuse_same_tables
+from ..model.inputs import names_text
 from .datasets import Dataset, NaturalSites, code_categoricals
 
 logger = logging.getLogger(__name__)
@@ -48,41 +57,56 @@ logger = logging.getLogger(__name__)
 __all__ = ["load_site_files"]
 
 
-def _read_site(path: Path, target: str, task: str = "classification") -> pd.DataFrame:
+def _read_site(
+    path: Path, target: str, categorical: Sequence[str] = (), task: str = "classification"
+) -> pd.DataFrame:
+    """A site file read as a site's data file is (:func:`~fedforest.federation.tables.read_site_csv`:
+    the one CSV reader, booleans as text, names as they read, no stray text among numbers),
+    then its target and classes checked."""
+
+    def fail(what: str, allowed: str) -> NoReturn:
+        raise ValueError(f"site file {path}: {what}; allowed: {allowed}")
+
     try:
-        # the header as written: pandas renames a repeated name ("x", "x.1") when it reads
-        raw = pd.read_csv(path, nrows=1, header=None, dtype=str).iloc[0].tolist()
-        frame = pd.read_csv(path)
-    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
-        raise ValueError(f"site file {path}: cannot read it as a CSV file: {err}") from err
-    names = [str(n) for n in raw]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ValueError(
-            f"site file {path}: the header repeats the column names {', '.join(repeated)}; "
-            "every column needs a name of its own"
-        )
-    columns = ", ".join(map(str, frame.columns))
+        frame = read_site_csv(path, fail, exempt=[target, *categorical])
+    except OSError as err:
+        raise ValueError(f"site file {path}: cannot read it ({err.strerror or err})") from err
     if target not in frame.columns:
         raise ValueError(
-            f"site file {path}: the target (--target) {target!r} is not a column; "
-            f"columns: {columns}"
+            f"site file {path}: the target (--target) {target!r} is not a column"
+            f"{look_alike_note(target, frame.columns)}; columns: {names_text(list(frame.columns))}; "
+            "allowed: the target column, in every site file"
         )
     if frame.shape[1] < 2:
-        raise ValueError(f"site file {path}: no feature column besides the target {target!r}")
+        raise ValueError(
+            f"site file {path}: no feature column besides the target {target!r}; allowed: the "
+            "target and at least one feature column"
+        )
     if frame.empty:
-        raise ValueError(f"site file {path}: no rows below the header")
+        raise ValueError(
+            f"site file {path}: no rows below the header; allowed: a header and the site's rows"
+        )
     missing = int(frame[target].isna().sum())
     if missing:
         raise ValueError(
-            f"site file {path}: the target {target!r} is missing in {missing} rows; drop them first"
+            f"site file {path}: the target {target!r} is missing in {missing} rows; allowed: a "
+            "target value on every row (drop the rows without one first)"
         )
+    for name in frame.columns:
+        if name != target and frame[name].isna().all():
+            logger.warning(
+                "site file %s: column %r is empty in every row: this site has no value of it, "
+                "as if it lacked the column",
+                path,
+                name,
+            )
     classes = frame[target].value_counts(sort=False).sort_index()
     if task == "classification" and len(classes) < 2:
         found = ", ".join(f"{label}: {count}" for label, count in classes.items())
         raise ValueError(
             f"site file {path}: the target {target!r} has a single class ({found} rows); "
-            "every site needs at least two classes"
+            "allowed: at least two classes at every site (add the site's rows of the other "
+            "classes, or leave the file out)"
         )
     return frame
 
@@ -177,28 +201,30 @@ def load_site_files(
         )
     for path in paths:
         if not path.is_file():
-            raise ValueError(f"site file {path}: no such file")
+            raise ValueError(f"site file {path}: no such file; allowed: an existing CSV file")
     stems = [p.stem for p in paths]
     repeated = sorted({s for s in stems if stems.count(s) > 1})
     if repeated:
         clash = ", ".join(str(p) for p in paths if p.stem in repeated)
         raise ValueError(
             f"site files {clash}: the site names are the file stems and must be distinct; "
-            f"{', '.join(repeated)} repeats. Rename the files"
+            f"{', '.join(repeated)} repeats; allowed: distinct file names (rename the files)"
         )
     if target in categorical:
         raise ValueError(f"site files: --categorical names the target {target!r}")
     refuse_same_tables(
         [("site file", path) for path in paths], "give each site's own CSV file once"
     )
-    frames = [_read_site(path, target, task) for path in paths]
+    frames = [_read_site(path, target, categorical, task) for path in paths]
     check_with_job_rules(frames, paths, target, categorical, task)
     union = list(dict.fromkeys(c for f in frames for c in f.columns if c != target))
     unknown = [c for c in categorical if c not in union]
     if unknown:
         raise ValueError(
             f"site files: the categorical columns (--categorical) "
-            f"{', '.join(map(repr, unknown))} are columns of no file; columns: {', '.join(union)}"
+            f"{', '.join(map(repr, unknown))} are columns of no file"
+            f"{look_alike_note(unknown[0], union)}; columns: {names_text(union)}; allowed: "
+            "columns of at least one file"
         )
     both = pd.concat(frames, ignore_index=True, sort=False)
     y = both.pop(target).to_numpy()

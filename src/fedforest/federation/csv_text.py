@@ -7,23 +7,30 @@ or spaces is refused naming the separator found (and decimal commas, when its
 numbers have them), with how to save it as a comma-separated file: the sites
 of a federation read their numbers the same way, never by a guess.
 
-Values are read as what they are (:func:`parse_csv`): numbers as numbers,
-an empty field (or pandas' missing-value words such as ``NA``) as missing,
-anything else as text. Booleans are text: pandas would read a column of
+Values are read as what they are (:func:`parse_csv`): numbers as numbers
+(integers of 20 digits or more too, which pandas keeps as text), an empty
+field (or pandas' missing-value words such as ``NA``) as missing, anything
+else as text. Booleans are text: pandas would read a column of
 ``True``/``false`` as 1 and 0, and fedforest reads it as a category with the
-levels as written (``True``, ``false``). Text in a numeric column is refused
-where the column is used, with :func:`number_text_hint` saying what the text
-looks like (a boolean, a decimal comma, a thousands separator).
+levels as written (``True``, ``false``). A column of numbers with some text
+among them (:func:`stray_text`: a boolean among numbers, a ``?``, numbers
+written with decimal commas) is refused where the column is read, with
+:func:`number_text_hint` saying what the text looks like (a boolean, a
+missing-value mark, a decimal comma, a thousands separator, a hexadecimal
+number, a date).
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import re
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 _BOM = b"\xef\xbb\xbf"
@@ -35,8 +42,14 @@ SAMPLE_LINES = 20
 BOOLEAN_WORDS = frozenset(
     w.casefold() for w in ("True", "False", "T", "F", "yes", "no", "on", "off", "y", "n")
 )
+#: Marks people write for a missing value that pandas does not read as missing.
+MISSING_MARKS = frozenset(("?", "??", "-", "--", ".", "*", "missing", "unknown", "none", "x"))
 _DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 _THOUSANDS = re.compile(r"[-+]?\d{1,3}([,.' ]\d{3})+([.,]\d+)?")
+_HEX = re.compile(r"[-+]?0[xX][0-9a-fA-F]+")
+_DATE = re.compile(
+    r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2})?)?|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}"
+)
 
 
 def read_csv_text(path: Path, fail) -> tuple[str, list[str], list[int]]:
@@ -55,13 +68,14 @@ def read_csv_text(path: Path, fail) -> tuple[str, list[str], list[int]]:
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
         fail(
-            f"line {line} holds the byte(s) {raw[err.start : err.end]!r}, which are not UTF-8 text",
+            f"line {line} holds the byte(s) {raw[err.start : err.end]!r}, which are not UTF-8 "
+            f"text{_utf16_note(raw)}",
             "UTF-8 text: save the file as UTF-8 (e.g. 'CSV UTF-8' in a spreadsheet program)",
         )
     if "\x00" in text:
         line = text.count("\n", 0, text.index("\x00")) + 1
         fail(
-            f"line {line} holds a NUL byte (a UTF-16 or binary file?)",
+            f"line {line} holds a NUL byte{_utf16_note(raw) or ' (a UTF-16 or binary file?)'}",
             "UTF-8 text: save the file as UTF-8 CSV",
         )
     _check_separator(text, fail)
@@ -93,6 +107,19 @@ def read_csv_text(path: Path, fail) -> tuple[str, list[str], list[int]]:
             "a header line of column names",
         )
     return text, header, lines
+
+
+def _utf16_note(raw: bytes) -> str:
+    """A note when ``raw`` looks like UTF-16 text (a UTF-16 byte-order mark, or every other
+    byte of its start a NUL)."""
+    head = raw[:200]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return " (the file is UTF-16 text: it starts with a UTF-16 byte-order mark)"
+    if len(head) >= 4 and (
+        head[1::2].count(0) * 2 > len(head) // 2 or head[0::2].count(0) * 2 > len(head) // 2
+    ):
+        return " (the file seems to be UTF-16 text: every other byte is a NUL)"
+    return ""
 
 
 def _comma_number_note(row: Sequence[str], n_header: int) -> str:
@@ -181,11 +208,24 @@ def parse_csv(text: str, names: Sequence[str], keep: Sequence[int] | None = None
         words = pd.read_csv(io.StringIO(text), usecols=flagged, dtype=str, low_memory=False)
         for i, values in zip(flagged, words.columns, strict=True):
             frame[names[i]] = words[values].astype("string")
+    for col in frame.columns:
+        column = frame[col]
+        if not pd.api.types.is_numeric_dtype(column.dtype) and column.notna().any():
+            # integers of 20 digits or more, which pandas keeps as text
+            numbers = pd.to_numeric(column, errors="coerce")
+            if not (column.notna() & numbers.isna()).any():
+                frame[col] = numbers.astype(float)
     return frame
 
 
 def number_text_hint(values: Sequence) -> str:
-    """What text found in a numeric column looks like (``""`` when nothing in particular)."""
+    """What text found in a numeric column looks like (``""`` when nothing in particular).
+
+    Examples
+    --------
+    >>> number_text_hint(["?"])
+    " ('?' looks like a mark for a missing value: leave the field empty instead)"
+    """
     if any(not str(v).strip() for v in values):
         return " (a field of spaces only: leave it empty for a missing value)"
     texts = [str(v).strip() for v in values]
@@ -196,13 +236,115 @@ def number_text_hint(values: Sequence) -> str:
                 "write the numbers themselves)"
             )
     for value in texts:
+        if value.casefold() in MISSING_MARKS:
+            return (
+                f" ({value!r} looks like a mark for a missing value: leave the field empty instead)"
+            )
+    for value in texts:
         if _DECIMAL_COMMA.fullmatch(value) or _THOUSANDS.fullmatch(value):
             return (
                 f" ({value!r} looks like a number with a decimal comma or a thousands "
                 "separator: write numbers with '.' as the decimal point and no thousands "
                 "separator)"
             )
+    for value in texts:
+        if _plain_number(value):
+            return (
+                f" ({value!r} is a number written with invisible characters, no-break spaces "
+                "or non-ASCII digits: write it with plain digits)"
+            )
+    for value in texts:
+        if _HEX.fullmatch(value):
+            return f" ({value!r} is a hexadecimal number: write numbers in decimal)"
+    for value in texts:
+        if _DATE.fullmatch(value):
+            return (
+                f" ({value!r} is a date, not a number: write a number such as the days since "
+                "a reference date, or list the column as a category)"
+            )
     return ""
+
+
+def _plain_number(value: str) -> bool:
+    """Whether ``value`` is a number once written plainly (NFKC, no format or space
+    characters) while it is not one as written."""
+    plain = "".join(
+        ch
+        for ch in unicodedata.normalize("NFKC", value)
+        if not ch.isspace() and unicodedata.category(ch) not in ("Cf", "Zs")
+    )
+    if plain == value.strip() or not plain.isascii():
+        return False
+    try:
+        float(plain)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class StrayText:
+    """Text that does not belong in a column of numbers (:func:`stray_text`).
+
+    A message reads ``column 'bmi' {what} ({where}){note}; allowed: {allowed}``,
+    ``where`` being the line (or row) of the first value of ``mask``.
+    """
+
+    mask: np.ndarray
+    what: str
+    note: str
+    allowed: str
+
+
+def stray_text(series: pd.Series) -> StrayText | None:
+    """Why a column read as text is a column of numbers with stray text, or None.
+
+    A column of numbers whose values are text for fewer than half of them,
+    or that mixes numbers and booleans (``True`` among numbers), holds stray
+    text; so does a text column whose values are at least half numbers
+    written with decimal commas or thousands separators (``22,5``,
+    ``1,234``). A column of text values (booleans only, levels, dates) is a
+    category and holds none. Callers add how to mark the column as a
+    category.
+
+    Examples
+    --------
+    >>> found = stray_text(pd.Series([21.5, 22.0, "?", 24.0], dtype=object))
+    >>> found.what, found.mask.tolist()
+    ("holds numbers but also 1 text value(s) such as ['?']", [False, False, True, False])
+    """
+    if pd.api.types.is_numeric_dtype(series.dtype) or series.dtype == bool:
+        return None
+    numbers = pd.to_numeric(series, errors="coerce")
+    text = (series.notna() & numbers.isna()).to_numpy(dtype=bool, na_value=False)
+    n_values, n_text = int(series.notna().sum()), int(text.sum())
+    if not n_text:
+        return None
+    if n_text * 2 < n_values or (n_text < n_values and _has_booleans(series[text])):
+        examples = sorted(set(series[text].astype(str)))[:5]
+        return StrayText(
+            text,
+            f"holds numbers but also {n_text} text value(s) such as {examples}",
+            number_text_hint(examples),
+            "numbers only, with an empty field for a missing value",
+        )
+    commas = looks_like_comma_numbers(series[text].dropna().astype(str))
+    if len(commas) * 2 >= n_values:
+        bad = series.astype("string").isin(commas).to_numpy(dtype=bool, na_value=False)
+        return StrayText(
+            bad,
+            "holds numbers written with decimal commas or thousands separators such as "
+            f"{commas[0]!r}",
+            ", which are text, not numbers",
+            "numbers with '.' as the decimal point and no thousands separator (save the file "
+            "as CSV with '.' decimals)",
+        )
+    return None
+
+
+def _has_booleans(values: pd.Series) -> bool:
+    """Whether text values of a column of numbers include a boolean word."""
+    return bool(values.astype(str).str.strip().str.casefold().isin(BOOLEAN_WORDS).any())
 
 
 def looks_like_comma_numbers(values: Sequence) -> list[str]:

@@ -3,7 +3,9 @@
 For every feature of the model, :func:`input_gaps` counts the rows that are
 missing because the table has no such column (*absent*), because the field
 is empty (*empty*), or because it holds a level the model never saw
-(*unseen*: ``NEVER`` for ``never``, ``smoker `` with a trailing space). The
+(*unseen*: ``NEVER`` for ``never``, ``never`` with a trailing or zero-width
+space; those that read like a model level, :func:`~fedforest.columns.reading_key`,
+are named as such). The
 strategies route all of these as missing. :class:`InputGaps` says so in lines
 for standard error (lists cut to :data:`~fedforest.model.inputs.MAX_LISTED`),
 as a plain dict for ``fedforest predict --report-json`` (format
@@ -18,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..columns import match_look_alikes, spelled
 from ..model.inputs import MAX_LISTED, names_text
 
 #: The format of ``fedforest predict --report-json``.
@@ -157,16 +160,19 @@ def _levels(unseen: Mapping[str, int]) -> str:
 
 
 def _near_misses(unseen: Mapping[str, int], levels: Sequence[str]) -> str:
-    """A note naming an unseen level that differs from a model level by case or spaces only."""
-    wanted = {str(v).strip().casefold(): v for v in levels}
+    """A note naming the unseen levels that read like a model level
+    (:func:`~fedforest.columns.match_look_alikes`: case, spaces, invisible characters,
+    Unicode form), each YAML-escaped so that the two look different."""
     pairs = [
-        f"{u!r} for {wanted[u.strip().casefold()]!r}"
-        for u in unseen
-        if u.strip().casefold() in wanted
+        f"{spelled(u)} for {spelled(v)}"
+        for u, v in match_look_alikes(list(map(str, levels)), list(unseen)).items()
     ]
     if not pairs:
         return ""
-    return f" (case or spaces differ: {names_text(pairs, limit=5)}; levels must match exactly)"
+    return (
+        f" (these read like the model's levels but differ in case, spaces, invisible "
+        f"characters or Unicode form: {names_text(pairs, limit=5)}; levels must match exactly)"
+    )
 
 
 def input_gaps(

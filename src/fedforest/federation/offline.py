@@ -59,6 +59,7 @@ def run_election(
     validation_fraction: float = 0.2,
     test_fraction: float = 0.25,
     random_state: int = 0,
+    files: Mapping[str, str] | None = None,
 ) -> OfflineElection:
     """Elect features over several sites' tables with the job's site and server logic.
 
@@ -87,6 +88,9 @@ def run_election(
         Each site's held-out shares, as in a site's YAML (the job's defaults).
     random_state : int
         The job seed: selectors, splits and scoring models.
+    files : mapping of site name to str, optional
+        The file each table was read from, named in the messages (default:
+        ``<site> (in memory)``).
 
     Returns
     -------
@@ -144,7 +148,7 @@ def run_election(
         config = SiteConfig.from_dict(
             {
                 "site": site,
-                "data_path": f"{site} (in memory)",
+                "data_path": (files or {}).get(site, f"{site} (in memory)"),
                 "target": target,
                 "categorical": [c for c in categorical if c in frame.columns],
                 "selector": selectors[site],

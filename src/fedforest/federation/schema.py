@@ -209,14 +209,20 @@ class GlobalSchema:
             raise SchemaError(f"duplicate site names {names}")
         kind_of: dict[str, tuple[str, str]] = {}
         levels: dict[str, set[str]] = {}
+        by_name = {s.site: s for s in sites}
         for s in sites:
             for col in s.columns:
                 kind = s.kinds[col]
                 if col in kind_of and kind_of[col][0] != kind:
                     other_kind, other_site = kind_of[col]
+                    text_site = s.site if kind == "categorical" else other_site
                     raise SchemaError(
                         f"column {col!r} is {kind} at site {s.site!r} but {other_kind} at site "
-                        f"{other_site!r}; list it under categorical at both sites or neither"
+                        f"{other_site!r}{_levels_note(by_name[text_site], col)}; allowed: one "
+                        "kind at every site: numbers at every site (booleans, dates, marks such "
+                        "as '?' and numbers written with decimal commas are text), or a "
+                        "category at every site (its levels written out, never as codes; list "
+                        "an integer-coded column under categorical at both sites or neither)"
                     )
                 kind_of.setdefault(col, (kind, s.site))
                 if kind == "categorical":
@@ -378,6 +384,17 @@ _LABEL_MAP_HINT = (
     "one spelling per class label at every site: map the labels with label_map: "
     "{local label: global label} in the YAML of the sites named"
 )
+
+
+def _levels_note(site: SiteSchema, col: str) -> str:
+    """The levels a site holds in a column it reads as categorical, and what they look like."""
+    from .csv_text import number_text_hint
+
+    found = site.levels.get(col, [])
+    if not found:
+        return ""
+    shown = listing(map(_spelled, found), limit=5)
+    return f" (its values at {site.site!r}: {shown}{number_text_hint(found[:20])})"
 
 
 def _labels_by_site(sites: Sequence[SiteSchema]) -> str:

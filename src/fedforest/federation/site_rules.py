@@ -30,14 +30,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
-import pandas as pd
 
-from ..columns import class_labels, look_alike_groups, name_problem
+from ..columns import class_labels, clean_name, look_alike_groups, name_problem, spelled
 from ..errors import ConfigError
 from ..prediction.calibration import MIN_CLASS_ROWS
 from ..validation import listing
+from .csv_text import parse_csv, read_csv_text
 from .splits import holdout_class_rows, part_class_rows, split_sizes
 
 logger = logging.getLogger(__name__)
@@ -68,11 +70,17 @@ def check_site_table(job, site, summary, seed: int = 0) -> None:
     features = [c for c in summary.columns if c != site.target]
     if not features:
         key = "drop_columns" if site.drop_columns else "target"
+        fix = (
+            "remove some columns from drop_columns"
+            if site.drop_columns
+            else "a data file with feature columns besides the target (is data_path the right "
+            "file?)"
+        )
         raise ConfigError(
             f"{site.source}: key {key!r}: the data file {site.data_path} keeps no feature "
             f"column besides the target {site.target!r}"
             + (f" (drop_columns lists {listing(site.drop_columns)})" if site.drop_columns else "")
-            + "; allowed: at least one feature column: remove some columns from drop_columns"
+            + f"; allowed: at least one feature column: {fix}"
         )
     check_label_map_merges(site)
     check_part_sizes(job, site, summary.target, seed)
@@ -84,7 +92,7 @@ def _local(site, name: str) -> str:
 
 def _column_text(site, name: str) -> str:
     local = _local(site, name)
-    return f"column {local!r}" + (f" (renamed to {name!r})" if local != name else "")
+    return f"column {spelled(local)}" + (f" (renamed to {spelled(name)})" if local != name else "")
 
 
 def check_column_names(site, columns: Sequence[str]) -> None:
@@ -97,46 +105,46 @@ def check_column_names(site, columns: Sequence[str]) -> None:
         other = renamed[0] if renamed else group[1]
         keep = next(n for n in group if n != other)
         local = _local(site, other)
-        where = f"key 'renames.{local}': " if renamed else ""
+        where = f"key {'renames.' + local!r}: " if renamed else ""
+        other = spelled(clean_name(other) + "_2")
         fix = (
-            f"give {local!r} another global name in renames (e.g. {{{local!r}: "
-            f"{other + '_2'!r}}}) or remove that entry"
+            f"give {spelled(local)} another global name in renames (e.g. {{{spelled(local)}: "
+            f"{other}}}) or remove that entry"
             if renamed
-            else f"rename {local!r} (e.g. renames: {{{local!r}: {other + '_2'!r}}}) or drop "
-            f"it with drop_columns: [{local!r}]"
+            else f"rename {spelled(local)} (e.g. renames: {{{spelled(local)}: {other}}}) or drop "
+            f"it with drop_columns: [{spelled(local)}]"
         )
         raise ConfigError(
             f"{site.source}: {where}data file {site.data_path}: {shown} have names that read "
             "alike (they differ only in case, spaces, invisible characters or Unicode form), "
             "so other sites and the predict command could not tell them apart; allowed: names "
-            f"that read differently: {fix} (keeping {keep!r})"
+            f"that read differently: {fix} (keeping {spelled(keep)})"
         )
     for name in columns:
         why = name_problem(name)
         if why is not None:
             local = _local(site, name)
             key = f"renames.{local}" if local != name else "renames"
+            key = key if key.isprintable() else repr(key)
             raise ConfigError(
                 f"{site.source}: data file {site.data_path}: {_column_text(site, name)} {why}; "
-                f"allowed: names as they read: rename it with {key}: {{{local!r}: "
-                f"{_plain(name)!r}}} in {site.source} (or correct the header)"
+                f"allowed: names as they read: rename it with {key}: {{{spelled(local)}: "
+                f"{spelled(clean_name(name))}}} in {site.source} (or correct the header)"
             )
 
 
-def _plain(name: str) -> str:
-    from ..columns import clean_name
-
-    return clean_name(name)
-
-
 def raw_class_labels(site) -> list | None:
-    """The target's labels as the data file holds them (before ``label_map``), or None when
-    the file cannot be read here."""
+    """The target's labels as the data file holds them (before ``label_map``), read by the
+    one CSV reader (:mod:`~fedforest.federation.csv_text`), or None when the file cannot be
+    read here."""
     local = _local(site, site.target)
+
+    def fail(what: str, allowed: str) -> NoReturn:
+        raise ValueError(what)
+
     try:
-        column = pd.read_csv(
-            site.data_path, usecols=[local], encoding="utf-8-sig", low_memory=False
-        )[local]
+        text, header, _ = read_csv_text(Path(site.data_path), fail)
+        column = parse_csv(text, header, [header.index(local)])[local]
     except (OSError, ValueError):
         return None
     return class_labels(column)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import logging
 import re
 from collections.abc import Sequence
 from functools import partial
@@ -34,13 +35,25 @@ from typing import NoReturn
 import numpy as np
 import pandas as pd
 
-from ..columns import as_level_strings, class_labels, column_kind, normalize_labels
+from ..columns import (
+    as_level_strings,
+    class_labels,
+    clean_name,
+    column_kind,
+    look_alike_note,
+    name_problem,
+    normalize_labels,
+    spelled,
+)
 from ..errors import ConfigError
 from ..model.inputs import FLOAT32_MAX, names_text
 from ..model.payload_checks import MAX_LEVELS
 from ..validation import ConfigChecker
-from .csv_text import looks_like_comma_numbers, number_text_hint, parse_csv, read_csv_text
+from .csv_text import parse_csv, read_csv_text, stray_text
 from .model_input import global_names
+from .site_rules import check_column_names
+
+logger = logging.getLogger(__name__)
 
 #: The fewest rows a site needs to train, validate and test.
 MIN_ROWS = 10
@@ -174,14 +187,81 @@ def read_csv_checked(path, fail) -> pd.DataFrame:
     -------
     DataFrame
     """
+    return _read_checked(path, fail)[0]
+
+
+def read_site_csv(path, fail, exempt: Sequence[str] = ()) -> pd.DataFrame:
+    """Read a table that is a site without a site YAML, with the data file's own rules.
+
+    :func:`read_csv_checked`, then the rules of :func:`check_table` that need
+    no YAML: every column has a name (no ``Unnamed: N``: a saved index or a
+    trailing comma), every name reads as written
+    (:func:`~fedforest.columns.name_problem`: no invisible character, no
+    spaces around it), and no column of numbers holds stray text
+    (:func:`~fedforest.federation.csv_text.stray_text`: a boolean or a ``?``
+    among numbers, decimal commas) nor a number beyond float32's range,
+    except the columns of ``exempt`` (the target, the columns named
+    categorical). For ``fedforest experiment``'s
+    CSV files (``--site-files``, a dataset file).
+
+    Parameters
+    ----------
+    path : path-like
+    fail : callable
+        ``fail(what, allowed)`` raises the caller's error, naming the file.
+    exempt : sequence of str
+        Columns whose values are not checked as numbers.
+    """
+    frame, lines = _read_checked(path, fail)
+    for name in map(str, frame.columns):
+        if UNNAMED.fullmatch(name):
+            fail(
+                f"column {name!r} has no name in the header, like a saved pandas index (or a "
+                "trailing comma)",
+                "named columns: remove the column (or save the file with index=False)",
+            )
+        why = name_problem(name)
+        if why is not None:
+            fail(
+                f"column {spelled(name)} {why}",
+                f"names as they read: correct the header (write {spelled(clean_name(name))})",
+            )
+    for name in map(str, frame.columns):
+        if name in exempt:
+            continue
+        found = stray_text(frame[name])
+        if found is not None:
+            fail(
+                f"column {name!r} {found.what} ({_where(frame[name], found.mask, lines)})"
+                f"{found.note}",
+                f"{found.allowed} (or name it in --categorical if it is a category)",
+            )
+        if pd.api.types.is_numeric_dtype(frame[name].dtype):
+            values = frame[name].to_numpy(dtype=np.float64, na_value=np.nan)
+            too_big = ~np.isnan(values) & ~(np.abs(values) <= FLOAT32_MAX)
+            if too_big.any():
+                fail(
+                    f"column {name!r} holds {float(values[too_big][0])!r} "
+                    f"({_where(frame[name], too_big, lines)}), whose magnitude overflows "
+                    "float32, the type trees split on",
+                    f"finite numbers of magnitude at most {FLOAT32_MAX:.7g}, with an empty field "
+                    "for a missing value (check the unit or the value)",
+                )
+    return frame
+
+
+def _read_checked(path, fail) -> tuple[pd.DataFrame, list[int] | None]:
+    """:func:`read_csv_checked`'s table and each row's line in the file (None when the
+    two readers disagree on a row)."""
     path = Path(path)
-    text, header, _ = read_csv_text(path, fail)
+    text, header, lines = read_csv_text(path, fail)
     names = [h if h.strip() else f"Unnamed: {i}" for i, h in enumerate(header)]
     _check_distinct(names, fail)
     try:
-        return parse_csv(text, names)
+        frame = parse_csv(text, names)
     except Exception as err:  # noqa: BLE001 - any parse error is reported the same way
         fail(f"cannot be read as CSV ({err})", "a comma-separated file")
+    return frame, (lines if len(lines) == len(frame) else None)
 
 
 def read_text_columns(path, columns: Sequence[str]) -> pd.DataFrame:
@@ -250,7 +330,11 @@ def check_table(
     header = list(frame.columns)
     for local in site.renames:
         if local not in header:
-            c.fail(f"renames.{local}", local, "a column of the data file: " + names_text(header))
+            c.fail(
+                f"renames.{local}",
+                local,
+                "a column of the data file: " + names_text(header) + look_alike_note(local, header),
+            )
     columns = global_names(header, site.renames)
     for local, name in site.renames.items():
         if columns.count(name) > 1:
@@ -260,13 +344,24 @@ def check_table(
                 "a global name no other column of the data file has: " + names_text(columns),
             )
     if site.target not in columns:
-        c.fail("target", site.target, "a column of the data file: " + names_text(columns))
+        c.fail(
+            "target",
+            site.target,
+            "a column of the data file: "
+            + names_text(columns)
+            + look_alike_note(site.target, columns),
+        )
     for col in site.categorical:
         if col not in columns:
-            c.fail("categorical", col, "columns of the data file: " + names_text(columns))
+            c.fail(
+                "categorical",
+                col,
+                "columns of the data file: " + names_text(columns) + look_alike_note(col, columns),
+            )
     frame = frame.set_axis(columns, axis=1)
     for local, name in zip(header, columns, strict=True):
-        _check_name(site, local, name)
+        _check_unnamed(site, local, name)
+    check_column_names(site, columns)  # names as they read, none two alike
     if len(frame) < MIN_ROWS:
         _data_error(
             site,
@@ -277,7 +372,34 @@ def check_table(
         checked = _check_values(site, frame[name], local, name, lines, from_file)
         if checked is not frame[name]:
             frame[name] = checked
+    _say_empty_columns(site, frame, header, columns)
     return _apply_label_map(site, frame, lines)
+
+
+#: The empty columns already said, so that a build that reads a file twice says it once.
+_SAID: set[tuple] = set()
+
+
+def _say_empty_columns(site, frame: pd.DataFrame, header, columns) -> None:
+    """Log a warning naming each feature column empty in every row: the site has no value
+    of it, as if it lacked the column (its trees never split on it)."""
+    for local, name in zip(header, columns, strict=True):
+        if name == site.target or not frame[name].isna().all():
+            continue
+        said = (site.source, str(site.data_path), name)
+        if said in _SAID:
+            continue
+        if len(_SAID) >= 1024:
+            _SAID.clear()
+        _SAID.add(said)
+        logger.warning(
+            "%s: data file %s: column %r is empty in every row: the site has no value of it, "
+            "as if it lacked the column (fill it in, or drop it with drop_columns: [%r])",
+            site.source,
+            site.data_path,
+            local,
+            local,
+        )
 
 
 def _data_error(site, what: str, allowed: str) -> NoReturn:
@@ -288,27 +410,24 @@ def _check_drop_columns(site, names: Sequence[str]) -> None:
     for name in site.drop_columns:
         if name not in names:
             ConfigChecker(site.source).fail(
-                "drop_columns", name, "columns of the data file: " + names_text(list(names))
+                "drop_columns",
+                name,
+                "columns of the data file: "
+                + names_text(list(names))
+                + look_alike_note(name, names),
             )
 
 
-def _check_name(site, local: str, name: str) -> None:
-    """A column name that is no saved index and has no stray spaces."""
-    what = f"column {local!r}" + (f" (renamed to {name!r})" if name != local else "")
+def _check_unnamed(site, local: str, name: str) -> None:
+    """A column whose header field was empty (``Unnamed: N``): a saved index or a trailing
+    comma."""
     if UNNAMED.fullmatch(name):
+        what = f"column {local!r}" + (f" (renamed to {name!r})" if name != local else "")
         _data_error(
             site,
             f"{what} has no name in the header, like a saved pandas index (or a trailing comma)",
             f"named feature columns: drop it with drop_columns: [{local!r}] in "
             f"{site.source} (or save the file with index=False), or name it with renames",
-        )
-    if name != name.strip():
-        _data_error(
-            site,
-            f"{what} has spaces around its name, so it would not match {name.strip()!r} at "
-            "other sites",
-            f"names without surrounding spaces: rename it with renames: "
-            f"{{{local!r}: {name.strip()!r}}}",
         )
 
 
@@ -320,44 +439,18 @@ def _check_values(
     lines: Sequence[int] | None,
     from_file: bool = True,
 ) -> pd.Series:
-    """The rules on a column's values (index-like, float32 range, stray text, levels).
-
-    Returns the column, as numbers when pandas kept numbers it could not hold
-    as integers (more than 19 digits) as text.
-    """
+    """The rules on a column's values (stray text, float32 range, index-like, levels);
+    returns the column."""
     what = f"column {local!r}" + (f" (renamed to {name!r})" if name != local else "")
     numeric = pd.api.types.is_numeric_dtype(series.dtype) and series.dtype != bool
-    if not numeric and series.dtype != bool and name != site.target:
-        numbers = pd.to_numeric(series, errors="coerce")
-        text = series.notna() & numbers.isna()
-        n_values = int(series.notna().sum())
-        if from_file and n_values and not text.any():
-            # numbers pandas kept as text because they do not fit an integer (20+ digits)
-            series, numeric = numbers, True
-        elif name not in site.categorical and (
-            text.sum() * 2 < n_values or (text.sum() < n_values and _booleans(series[text]))
-        ):
-            examples = sorted(set(series[text].astype(str)))[:5]
-            _data_error(
-                site,
-                f"{what} holds numbers but also {int(text.sum())} text value(s) such as "
-                f"{examples} ({_where(series, text, lines)}){number_text_hint(examples)}",
-                "numbers only, with an empty field for a missing value (or list the "
-                "column under categorical if it is a category)",
-            )
-        elif name not in site.categorical and n_values:
-            commas = looks_like_comma_numbers(series[text].dropna().astype(str))
-            if len(commas) * 2 >= n_values:
-                bad = series.astype("string").isin(commas).to_numpy(dtype=bool, na_value=False)
-                _data_error(
-                    site,
-                    f"{what} holds numbers written with decimal commas or thousands "
-                    f"separators such as {commas[0]!r} ({_where(series, bad, lines)}), which "
-                    "are text, not numbers",
-                    "numbers with '.' as the decimal point and no thousands separator (save the "
-                    "file as CSV with '.' decimals), or list the column under categorical if "
-                    "these are category names",
-                )
+    found = None if name in site.categorical or name == site.target else stray_text(series)
+    if found is not None:
+        _data_error(
+            site,
+            f"{what} {found.what} ({_where(series, found.mask, lines)}){found.note}",
+            f"{found.allowed} (or list the column under categorical in {site.source} if it is "
+            "a category)",
+        )
     if numeric:
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
         too_big = ~np.isnan(values) & ~(np.abs(values) <= FLOAT32_MAX)
@@ -392,13 +485,6 @@ def _check_values(
                 f"drop_columns: [{local!r}] in {site.source}",
             )
     return series
-
-
-def _booleans(values: pd.Series) -> bool:
-    """Whether text values of a column of numbers include a boolean word."""
-    from .csv_text import BOOLEAN_WORDS
-
-    return bool(values.astype(str).str.strip().str.casefold().isin(BOOLEAN_WORDS).any())
 
 
 def _refuse_missing_target(site, y: pd.Series, lines, allowed: str) -> None:
@@ -475,7 +561,10 @@ def _apply_label_map(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> 
                 f"label_map.{key}",
                 key,
                 f"labels of the target column {site.target!r}: "
-                + names_text(list(map(repr, present))),
+                + names_text(list(map(repr, present)))
+                + look_alike_note(key, [v for v in present if isinstance(v, str)]).replace(
+                    "the column", "the label"
+                ),
             )
     mapped = [lookup.get(str(v), v) for v in labels.tolist()]
     kinds = {type(v).__name__ for v in mapped}

@@ -3,9 +3,10 @@
 A block is a pair of HTML comments, invisible on GitHub, around text this script writes:
 
 ``<!-- include benchmarks/results/quality.md#average-ranks-auprc-all-blocks -->``
-    a benchmark's results file, or one section of it (the heading's GitHub anchor),
-    followed by a link to it. ``columns=sites,Local,WMP`` keeps those columns of the
-    section's first table only.
+    a benchmark's results file (without its title), or one section of it (the
+    heading's GitHub anchor),
+    followed by a link to it. ``table=2`` keeps only the section's second table,
+    ``columns=sites;Local;WMP`` only those columns of it (of the first by default).
 ``<!-- generated config job -->`` (``site``, ``privacy``, ``local``)
     the reference table of a configuration file, from
     :mod:`fedforest.federation.config_docs` and the schema's defaults.
@@ -61,23 +62,29 @@ def _cells(row: str) -> list[str]:
     return [c.strip() for c in row.strip().strip("|").split("|")]
 
 
-def columns_of(text: str, wanted: list[str], source: str) -> str:
-    """The first table of ``text`` with only the ``wanted`` columns, in that order."""
-    first = []
-    for line in text.splitlines():  # the first table only: consecutive table lines
-        if line.startswith("|"):
-            first.append(line)
-        elif first:
-            break
-    if len(first) < 2:
-        raise ValueError(f"{source}: no table to take the columns {wanted} from")
-    header = _cells(first[0])
+def tables_of(text: str) -> list[list[str]]:
+    """The Markdown tables of ``text``, each a list of its lines."""
+    tables: list[list[str]] = []
+    previous = False
+    for line in text.splitlines():
+        is_row = line.startswith("|")
+        if is_row and not previous:
+            tables.append([])
+        if is_row:
+            tables[-1].append(line)
+        previous = is_row
+    return tables
+
+
+def columns_of(table: list[str], wanted: list[str], source: str) -> str:
+    """A table with only the ``wanted`` columns, in that order."""
+    header = _cells(table[0])
     missing = [c for c in wanted if c not in header]
     if missing:
         raise ValueError(f"{source}: no column {missing} in the table's {header}")
     index = [header.index(c) for c in wanted]
     out = []
-    for n, line in enumerate(first):
+    for n, line in enumerate(table):
         if n == 1:
             out.append("|" + "|".join("---" for _ in index) + "|")
         else:
@@ -88,16 +95,28 @@ def columns_of(text: str, wanted: list[str], source: str) -> str:
 
 def include(args: str, page: Path) -> str:
     """The text of an ``include`` block on ``page``."""
-    target, *options = args.split()
+    target, _, rest = args.strip().partition(" ")
+    # options are key=value; a value (a column's name) may hold spaces
+    options = [o for o in re.split(r"\s+(?=\w+=)", rest.strip()) if o]
     path, _, name = target.partition("#")
     source = ROOT / path
     text = source.read_text()
-    body = section(text, name, path) if name else text.strip()
-    for option in options:
-        key, _, value = option.partition("=")
-        if key != "columns":
-            raise ValueError(f"{page.name}: unknown include option {option!r}")
-        body = columns_of(body, value.split(","), target)
+    if name:
+        body = section(text, name, path)
+    else:  # the whole file, without its title: the page has its own headings
+        body = re.sub(r"\A# [^\n]*\n", "", text.strip()).strip()
+    settings = dict(option.partition("=")[::2] for option in options)
+    unknown = set(settings) - {"columns", "table"}
+    if unknown:
+        raise ValueError(f"{page.name}: unknown include option {sorted(unknown)} in {args!r}")
+    if settings:
+        tables = tables_of(body)
+        n = int(settings.get("table", 1))
+        if not 1 <= n <= len(tables):
+            raise ValueError(f"{target}: no table {n} (it has {len(tables)})")
+        table = tables[n - 1]
+        wanted = settings.get("columns")
+        body = columns_of(table, wanted.split(";"), target) if wanted else "\n".join(table)
     link = os.path.relpath(source, page.parent).replace(os.sep, "/")
     return f"{body}\n\n(From [`{path}`]({link}{'#' + name if name else ''}).)"
 

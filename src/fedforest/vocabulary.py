@@ -87,7 +87,7 @@ TRACKING = ("none", "tensorboard", "mlflow")
 #: Who runs the phases (``job.mode``): the FLARE server, or the sites among themselves.
 MODES = ("server", "swarm")
 #: How figures and reports name each strategy (the one source of display names): spelled out,
-#: as the README's strategy table describes them.
+#: as the strategy table of docs/strategies.md describes them.
 STRATEGY_NAMES = {
     "intersection": "Intersection forest",
     "local": "Local trees",

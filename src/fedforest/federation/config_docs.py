@@ -246,7 +246,7 @@ JOB_KEYS: dict[str, Key] = {
         "`null`: every site evaluates the whole pooled forest. A number n: each site is sent "
         "its own trees and, the other sites taking turns, those its columns reach furthest, "
         "n in all, so that its evaluation and what it receives stop growing with the number "
-        "of sites ([performance.md](performance.md#many-sites-trees_per_site)).",
+        "of sites ([performance.md](performance.md#trees_per_site)).",
         lo=1,
         integer=True,
         nullable=True,

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format docs bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression demo demo-data demo-regression demo-data-regression job poc clean
+.PHONY: install test lint format docs docs-demo bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression demo demo-data demo-regression demo-data-regression job poc clean
 
 # uv (from PyPI) installs the same requirements as pip, several times faster (compiling the
 # bytecode up front, as pip does, so that every FLARE process starts from it); pip is the
@@ -37,6 +37,10 @@ format: $(STAMP)
 # schema), the benchmark results they include, the size of the runtime a job ships.
 docs: $(STAMP)
 	$(PY) docs/generate.py
+
+# The README's excerpt of `make demo`'s console, from a fresh run of the demo.
+docs-demo: $(STAMP)
+	$(PY) docs/generate.py --demo
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_inference.py

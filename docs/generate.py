@@ -16,6 +16,10 @@ A block is a pair of HTML comments, invisible on GitHub, around text this script
 Each block ends with ``<!-- end include -->`` or ``<!-- end generated -->``.
 ``python docs/generate.py`` rewrites the blocks; ``--check`` changes nothing and
 lists the blocks that differ from what they would be (exit status 1).
+
+The README's excerpt of ``make demo``'s console (the block after ``<!-- make demo
+output -->``) needs a simulator run: ``python docs/generate.py --demo`` runs ``make demo``
+and writes it (``make docs-demo``); a test runs ``make demo`` and compares.
 """
 
 from __future__ import annotations
@@ -218,10 +222,58 @@ def write(pages=PAGES) -> list[Path]:
     return changed
 
 
+# --------------------------------------------------------------------------- make demo
+DEMO_MARKER = "<!-- make demo output -->"
+DEMO_BLOCK = re.compile(re.escape(DEMO_MARKER) + r"\n```\n(.*?)```", re.S)
+
+
+def demo_excerpt(console: str) -> str:
+    """What the README shows of ``make demo``'s console: from the first line of the run,
+    without the Brier table and the lines of test rows and phase seconds."""
+    lines = console.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("running the job"))
+    out, skipping = [], False
+    for line in lines[start:]:
+        if line.startswith("Brier score"):
+            skipping = True
+        elif skipping and " deploys " in line:
+            skipping = False
+        if not skipping and not line.startswith(("test rows:", "phase seconds:")):
+            out.append(line.rstrip())
+    return "\n".join(out).strip() + "\n"
+
+
+def readme_demo_block(readme: Path = ROOT / "README.md") -> str:
+    """The README's block of ``make demo``'s console."""
+    match = DEMO_BLOCK.search(readme.read_text())
+    if not match:
+        raise ValueError(f"{readme.name} has no block after {DEMO_MARKER}")
+    return match.group(1)
+
+
+def write_demo(console: str, readme: Path = ROOT / "README.md") -> None:
+    block = f"{DEMO_MARKER}\n```\n{demo_excerpt(console)}```"
+    readme.write_text(DEMO_BLOCK.sub(lambda _: block, readme.read_text(), count=1))
+
+
+def run_demo() -> str:
+    import subprocess
+
+    done = subprocess.run(["make", "demo"], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"make demo failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return done.stdout
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; list stale blocks")
+    parser.add_argument("--demo", action="store_true", help="run make demo; write its excerpt")
     args = parser.parse_args(argv)
+    if args.demo:
+        write_demo(run_demo())
+        print("updated README.md (make demo's console)")
+        return 0
     if args.check:
         found = stale()
         for line in found:

@@ -18,6 +18,7 @@ A command added to either page is run by the first two, or must be named in
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -98,6 +99,13 @@ def run(command: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedPr
         text=True,
         timeout=timeout,
     )
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("docs_generate", ROOT / "docs" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def needs_the_environment():
@@ -236,29 +244,20 @@ def readme_demo(tmp_path_factory):
     return folder, result.stdout
 
 
-def _masked(line: str) -> str:
-    """A console line with its timings masked (``train: 3 of 3 sites replied, 1.4 s``)."""
-    return re.sub(r"\d+(\.\d+)? s\b", "N s", line.rstrip())
-
-
-def readme_output() -> list[str]:
-    """The lines of the README's block of ``make demo``'s console output."""
-    text = README.read_text()
-    block = re.search(r"<!-- make demo output -->\n```\n(.*?)```", text, flags=re.S)
-    assert block, "README.md has no block of make demo's output"
-    return block.group(1).splitlines()
+def _masked(text: str) -> str:
+    """Console text with its timings masked (``train: 3 of 3 sites replied, 1.4 s``)."""
+    return re.sub(r"\d+(\.\d+)? s\b", "N s", text)
 
 
 def test_make_demo_prints_what_the_readme_shows(readme_demo):
+    """The README's block is docs/generate.py's excerpt of the console (``make docs-demo``
+    writes it), the phases' timings aside."""
     _, shown = readme_demo
-    lines = [_masked(line) for line in shown.splitlines()]
-    position = 0
-    for expected in map(_masked, readme_output()):
-        assert expected in lines[position:], (
-            f"make demo no longer prints {expected!r} (after line {position}); its output:\n"
-            + shown
-        )
-        position = lines.index(expected, position) + 1
+    gen = _generator()
+    assert _masked(gen.demo_excerpt(shown)) == _masked(gen.readme_demo_block()), (
+        "make demo no longer prints what README.md shows (run `make docs-demo`); it printed:\n"
+        + shown
+    )
 
 
 def test_the_readmes_commands_run_on_the_demos_output(readme_demo):

@@ -622,6 +622,8 @@ def markdown_table(name: str, prefix: str = "") -> str:
     docs, defaults = tables()[name]
     rows = []
     for key, doc in docs.items():
+        if key not in defaults:
+            raise ValueError(f"{name}: {key!r} is described but is no key of the schema")
         default = doc.default if doc.default is not None else f"`{yaml_value(defaults[key])}`"
         allowed = doc.allowed_text()
         rows.append(

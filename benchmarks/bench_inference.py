@@ -75,9 +75,13 @@ from fedforest import (
 from fedforest.federation.training import forest_params_for
 from fedforest.model.inputs import to_global_matrix
 from fedforest.model.traversal import BRANCH, MISSING_KIND, CompiledForest, node_kinds, traverse
+from fedforest.prediction.cache import ForestCache
 from fedforest.prediction.engines import load_kernels
-from fedforest.prediction.strategies import STRATEGIES, Strategy
+from fedforest.prediction.imputation import impute
+from fedforest.prediction.strategies import Strategy
 from fedforest.privacy.policy import job_default_policy
+from fedforest.rules import get as get_rule
+from fedforest.rules import strategies as registered_strategies
 
 logger = logging.getLogger("bench_inference")
 
@@ -283,8 +287,9 @@ def marginal_walk(pooled, imputers, feature_std, half, test, reference, sample: 
     X, present = to_global_matrix(half[:sample], pooled.feature_names, pooled.categories)
     absent = ~present
     cf = CompiledForest.build(pooled)
-    imputed, level_cdf = clf._imputations(X, absent, np.zeros(len(X), bool), "mp")
-    rules = Strategy("mp", pooled, cf, X, imputed, level_cdf, clf._sigma(), 0, None)
+    dirty = np.zeros(len(X), bool)
+    imputed, level_cdf = impute(pooled, imputers, clf._sigma(), X, absent, dirty, get_rule("mp"))
+    rules = Strategy(None, pooled, cf, X, imputed, level_cdf, clf._sigma(), 0, None, ForestCache())
     kind = node_kinds(cf, absent)
     row_dependent = rules.kernel_tables()["node_kind"] != 0
     internal = cf.feature >= 0
@@ -373,7 +378,7 @@ def run(
     half = test[shared]
     results["marginal_walk"] = marginal_walk(pooled, imputers, feature_std, half, test, reference)
     logger.info("marginal walk at half absent: %s", results["marginal_walk"])
-    for strategy in STRATEGIES:
+    for strategy in registered_strategies():
         predictions = {}
         for engine in engines:
             row_all, row_half, predictions[engine] = time_strategy(

@@ -55,9 +55,12 @@ from fedforest.experiments.runner import VALIDATION_FRACTION, load_table, prepar
 from fedforest.metrics import score
 from fedforest.model.inputs import to_global_matrix
 from fedforest.model.traversal import DISCARD, STOP
+from fedforest.prediction.cache import forest_cache
+from fedforest.prediction.imputation import impute
 from fedforest.prediction.routing import route_leaves, route_marginal
 from fedforest.prediction.strategies import Strategy
 from fedforest.prediction.weighting import GUESS_WEIGHTS, brier_score
+from fedforest.rules import get as get_rule
 
 logger = logging.getLogger("bench_strategy_ideas")
 
@@ -88,13 +91,15 @@ def per_tree(clf: PooledForestClassifier, X: pd.DataFrame):
     """``mp`` and ``node`` distributions and certainty of every (tree, row) pair."""
     forest = clf.forest
     Xg, present = to_global_matrix(X, forest.feature_names, forest.categories)
-    cf = clf._compiled()
+    cache = forest_cache(forest)
+    cf = cache.compiled(forest)
     absent = ~present
     dirty = np.isnan(Xg[:, present]).any(axis=1)
-    imputed, cdf = clf._imputations(Xg, absent, dirty, "mp")
+    sigma = clf._sigma()
+    imputed, cdf = impute(forest, clf.imputers, sigma, Xg, absent, dirty, get_rule("mp"))
     trees = np.arange(forest.n_trees)
     rng = np.random.default_rng(0)
-    rules = Strategy("mp", forest, cf, Xg, imputed, cdf, clf._sigma(), 2, rng)
+    rules = Strategy(None, forest, cf, Xg, imputed, cdf, sigma, 2, rng, cache)
     mp = route_marginal(cf, Xg, trees, rules.right_probability, absent)
     certain = route_leaves(cf, Xg, trees, lambda n, r: np.full(n.size, DISCARD)) >= 0
     stopped = route_leaves(cf, Xg, trees, lambda n, r: np.full(n.size, STOP))

@@ -20,6 +20,7 @@ PACKAGE = SRC / "fedforest"
 #: layer and lower ones only.
 LAYERS = {
     "errors": 0,
+    "rules": 0,
     "vocabulary": 0,
     "protocol": 0,
     "validation": 0,
@@ -168,3 +169,143 @@ def test_no_module_is_longer_than_the_limit():
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by concern): {long}"
+
+
+# ----------------------------------------------------------------- the strategy registry
+RULES = PACKAGE / "rules"
+
+
+def _strategy_names() -> set[str]:
+    from fedforest import rules
+
+    return set(rules.names())
+
+
+def _other_choice_values() -> set[str]:
+    """Values that are strategy names and also values of another choice list (``auto`` is
+    an engine, a calibration and a guess weight too)."""
+    from fedforest import vocabulary
+
+    others = (*vocabulary.ENGINES, *vocabulary.CALIBRATIONS, *vocabulary.AUTO_METRICS)
+    return _strategy_names() & set(others)
+
+
+def _strategy_literals(node: ast.AST, names: set[str]) -> list[str]:
+    return [
+        sub.value
+        for sub in ast.walk(node)
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value in names
+    ]
+
+
+def strategy_branches(path: Path) -> list[str]:
+    """Comparisons (``==``, ``!=``, ``in``, ``not in``, ``match``) with a strategy-name literal.
+
+    A name that is also another list's value (``auto``) counts only where the
+    other side speaks of a strategy or a method.
+    """
+    names, ambiguous = _strategy_names(), _other_choice_values()
+    where = path.relative_to(SRC) if SRC in path.parents else path.name
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare) and any(
+            isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops
+        ):
+            literals = _strategy_literals(node, names)
+            text = ast.unparse(node).lower()
+            if any(n not in ambiguous or "strateg" in text for n in literals):
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Match):
+            for case in node.cases:
+                if _strategy_literals(case.pattern, names):
+                    found.append(f"{where}:{case.pattern.lineno}: match case")
+    return found
+
+
+def test_no_branch_on_a_strategy_name_outside_the_rules_package():
+    branches = [
+        line
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if RULES not in path.parents
+        for line in strategy_branches(path)
+    ]
+    assert not branches, "ask the rule (fedforest.rules) instead:\n" + "\n".join(branches)
+
+
+def test_the_checker_sees_a_branch_on_a_strategy_name(tmp_path):
+    sample = tmp_path / "sample_branches.py"
+    sample.write_text(
+        'def f(strategy, engine):\n    if strategy == "mp" or strategy in ("park",):\n'
+        '        return engine == "auto"\n    match strategy:\n        case "fpv":\n'
+        '            return strategy == "auto"\n'
+    )
+    found = strategy_branches(sample)
+    assert len(found) == 4  # mp, park, the match case, strategy == "auto"; not the engine
+
+
+def test_the_strategies_are_listed_once():
+    # no collection literal outside the rules package names most of the strategies
+    names = _strategy_names()
+    lists = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if RULES in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+                items = node.keys if isinstance(node, ast.Dict) else node.elts
+                held = {i.value for i in items if isinstance(i, ast.Constant) and i.value in names}
+                if len(held) > len(names) // 2:
+                    lists.append(f"{path.relative_to(SRC)}:{node.lineno}: {sorted(held)}")
+    assert not lists, "read the registry (fedforest.rules) instead:\n" + "\n".join(lists)
+    # and each strategy is declared in one module of the rules package
+    declared = {}
+    for path in sorted(RULES.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "name":
+                if isinstance(node.value, ast.Constant) and node.value.value in names:
+                    declared.setdefault(node.value.value, []).append(path.name)
+    assert {n: len(v) for n, v in declared.items()} == dict.fromkeys(names, 1)
+
+
+# ---------------------------------------------------------------- cyclomatic complexity
+#: The highest cyclomatic complexity a function of ``prediction/`` may have.
+MAX_COMPLEXITY = 15
+
+
+def cyclomatic_complexity(function: ast.AST) -> int:
+    """McCabe's number, counted as radon counts it: 1, plus one per ``if``, ``elif``,
+    conditional expression, loop, ``except``, ``match`` case and comprehension clause, plus
+    one per extra operand of ``and`` / ``or``. Nested functions and classes count apart."""
+    n = 1
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        decisions = (ast.If, ast.IfExp, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler)
+        if isinstance(node, (*decisions, ast.match_case)):
+            n += 1
+        elif isinstance(node, ast.comprehension):
+            n += 1 + len(node.ifs)
+        elif isinstance(node, ast.BoolOp):
+            n += len(node.values) - 1
+        stack.extend(ast.iter_child_nodes(node))
+    return n
+
+
+def test_no_function_of_prediction_is_too_complex():
+    complex_ = {}
+    for path in sorted((PACKAGE / "prediction").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if (n := cyclomatic_complexity(node)) > MAX_COMPLEXITY:
+                    complex_[f"{path.relative_to(SRC)}:{node.lineno} {node.name}"] = n
+    assert not complex_, f"split these (complexity above {MAX_COMPLEXITY}): {complex_}"
+
+
+def test_the_complexity_count():
+    source = (
+        "def f(a, b):\n    if a and b:\n        return 1\n    elif a:\n        return 2\n"
+        "    for x in [y for y in b if y]:\n        pass\n    return 3 if b else 4\n"
+    )
+    assert cyclomatic_complexity(ast.parse(source).body[0]) == 8

@@ -2,8 +2,8 @@
 
 The package is layered; a layer imports only the layers above it in this list:
 
-* foundations -- :mod:`fedforest.errors`, :mod:`fedforest.vocabulary` (every
-  choice list), :mod:`fedforest.protocol` (the wire protocol),
+* foundations -- :mod:`fedforest.errors`, :mod:`fedforest.rules` (the
+  strategy registry), :mod:`fedforest.vocabulary` (every other choice list), :mod:`fedforest.protocol` (the wire protocol),
   :mod:`fedforest.validation` (one family of validators),
   :mod:`fedforest.outputs` (folders and files fedforest writes are never a
   user's), :mod:`fedforest.metrics` and :mod:`fedforest.columns` (how a
@@ -32,7 +32,10 @@ from .model.surrogates import fit_surrogates
 from .prediction.classifier import PooledForestClassifier, select_strategy
 from .prediction.diagnostics import PredictionDiagnostics
 from .prediction.regressor import PooledForestRegressor
-from .vocabulary import STRATEGIES
+from .rules import strategies as _strategies
+
+#: The missing-split strategies of the pooled forest (the built-in rules, :mod:`fedforest.rules`).
+STRATEGIES = _strategies()
 
 __version__ = "0.1.0"
 

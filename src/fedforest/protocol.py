@@ -83,7 +83,7 @@ def _site_metrics_v2(payload: Mapping) -> dict:
     for name, row in per.items():
         if isinstance(row, Mapping):
             row = {"calibration": "none", "bins": None, **row}
-            if name == "auto":
+            if "chosen" in row:  # the row of a strategy that chose another (auto)
                 row = {"chosen_calibration": "none", "runner_up": None, **row}
         rows[name] = row
     return {**payload, "strategies": rows}

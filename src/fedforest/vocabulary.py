@@ -1,12 +1,17 @@
 """Every choice list of fedforest, defined once.
 
 Configuration validation, the command line, the experiment runner, the reports
-and the estimators all import their allowed values from here, so a new
-strategy, metric or selector is added in one place. This module imports
-nothing from fedforest.
+and the estimators all import their allowed values from here, so a new metric
+or selector is added in one place. The strategies are the registry's
+(:mod:`fedforest.rules`): the strategy tuples below are computed from it when
+this module is imported (the built-in rules), and code that must see a rule
+registered later asks the registry itself. This module imports nothing from
+fedforest but :mod:`fedforest.rules`, which imports nothing else.
 """
 
 from __future__ import annotations
+
+from . import rules as _rules
 
 #: A site's name: a folder and a FLARE participant name (job configs and model files alike).
 SITE_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
@@ -19,22 +24,22 @@ SITE_NAME_RULE = (
 )
 #: What a forest predicts (``job.task``): a class, or a number.
 TASKS = ("classification", "regression")
-#: Missing-split strategies of :class:`fedforest.PooledForestClassifier`.
-STRATEGIES = ("fpv", "pr", "mi", "ipr", "mp", "ss", "node", "wmp", "park", "local")
+#: Missing-split strategies of :class:`fedforest.PooledForestClassifier` (pooled forest).
+STRATEGIES = _rules.strategies()
 #: Strategies that keep a subset of the trees and route missing values as scikit-learn does.
-TREE_SELECTION = ("park", "local")
-#: What a job can evaluate: the strategies, the intersection baseline and ``auto``.
-JOB_STRATEGIES = (*STRATEGIES, "intersection", "auto")
+TREE_SELECTION = _rules.tree_selections()
+#: What a job can evaluate: every registered strategy.
+JOB_STRATEGIES = _rules.names()
 #: The nine methods compared in the missing-split paper (experiments).
-PAPER_METHODS = ("intersection", "local", "park", "fpv", "pr", "mi", "ipr", "mp", "ss")
-#: Methods the experiment runner can score: the paper's, ``node``, ``wmp`` and ``auto``.
-EXPERIMENT_METHODS = (*PAPER_METHODS, "node", "wmp", "auto")
+PAPER_METHODS = _rules.paper_methods()
+#: Methods the experiment runner can score: the paper's, then the others.
+EXPERIMENT_METHODS = _rules.experiment_methods()
 #: Strategies with a parameter fitted on the site's validation rows (not ``auto`` candidates).
-FITTED_STRATEGIES = ("wmp",)
+FITTED_STRATEGIES = _rules.fitted()
 #: Methods that need validation rows: the fitted strategies and ``auto``.
-VALIDATION_METHODS = (*FITTED_STRATEGIES, "auto")
+VALIDATION_METHODS = _rules.validation_methods()
 #: Order in which equally scoring strategies are preferred by ``auto``.
-STRATEGY_PREFERENCE = ("wmp", "mp", "ipr", "ss", "node", "mi", "pr", "fpv", "park", "local")
+STRATEGY_PREFERENCE = _rules.preference()
 
 #: How kept trees are averaged.
 VOTING = ("soft", "hard")
@@ -86,19 +91,5 @@ PHASES = ("schema", "election", "train", "evaluate")
 TRACKING = ("none", "tensorboard", "mlflow")
 #: Who runs the phases (``job.mode``): the FLARE server, or the sites among themselves.
 MODES = ("server", "swarm")
-#: How figures and reports name each strategy (the one source of display names): spelled out,
-#: as the strategy table of docs/strategies.md describes them.
-STRATEGY_NAMES = {
-    "intersection": "Intersection forest",
-    "local": "Local trees",
-    "park": "Park et al. tree selection",
-    "fpv": "Feasible-path voting",
-    "pr": "Probabilistic routing",
-    "mi": "Model imputation",
-    "ipr": "Informed probabilistic routing",
-    "mp": "Marginal prediction",
-    "ss": "Surrogate splits",
-    "node": "Stop at the node",
-    "wmp": "Weighted marginal prediction",
-    "auto": "Auto (chosen on validation rows)",
-}
+#: How figures and reports name each strategy (the rules' display names).
+STRATEGY_NAMES = _rules.display_names()

@@ -14,7 +14,6 @@ from fedforest.election.selectors import SELECTORS
 from fedforest.errors import ConfigError
 from fedforest.federation.config import (
     JOB_DEFAULTS,
-    JOB_STRATEGIES,
     OVERRIDE_KEYS,
     SITE_DEFAULTS,
     JobConfig,
@@ -28,7 +27,7 @@ from fedforest.privacy.policy import (
     PrivacyPolicy,
     job_default_policy,
 )
-from fedforest.vocabulary import METRICS
+from fedforest.vocabulary import JOB_STRATEGIES, METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "data_prep"))

@@ -12,13 +12,13 @@ import pytest
 from test_site import SHARED, SITES, assert_plain, make_job, run_job
 
 from fedforest.errors import PayloadError
-from fedforest.federation.config import JOB_STRATEGIES, JobConfig
+from fedforest.federation.config import JobConfig
 from fedforest.federation.job_results import RESULTS_FORMAT, RESULTS_VERSION
 from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
 from fedforest.privacy.policy import job_default_policy
-from fedforest.vocabulary import STRATEGY_NAMES
+from fedforest.vocabulary import JOB_STRATEGIES, STRATEGY_NAMES
 
 ALL_FEATURES = [
     "activity",

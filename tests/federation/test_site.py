@@ -22,7 +22,6 @@ import yaml
 from fedforest import STRATEGIES
 from fedforest.errors import ConfigError, SchemaError
 from fedforest.federation.config import (
-    JOB_STRATEGIES,
     LOCAL_OVERRIDE,
     JobConfig,
     SiteConfig,
@@ -40,6 +39,7 @@ from fedforest.privacy.policy import (
     JOB_TREE_SAMPLE_FRACTION,
     job_default_policy,
 )
+from fedforest.vocabulary import JOB_STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "data_prep"))

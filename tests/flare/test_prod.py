@@ -10,9 +10,9 @@ import psutil
 import pytest
 from flare_setup import DEMO_RUNS, ROOT, write_configs
 
-from fedforest.federation.config import JOB_STRATEGIES
 from fedforest.flare.environments import check_admin_kit
 from fedforest.flare.recipe import FedForestRecipe
+from fedforest.vocabulary import JOB_STRATEGIES
 
 sys.path.insert(0, str(ROOT / "deploy"))
 

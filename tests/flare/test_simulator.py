@@ -17,11 +17,11 @@ from faulty_executors import (
 from flare_setup import DEMO_RUNS, UNCALIBRATED, write_configs
 
 from fedforest import protocol
-from fedforest.federation.config import JOB_STRATEGIES
 from fedforest.flare.environments import simulate
 from fedforest.flare.recipe import FedForestRecipe
 from fedforest.model.model_files import load_model
 from fedforest.prediction.weighting import GUESS_WEIGHTS
+from fedforest.vocabulary import JOB_STRATEGIES
 
 pytestmark = pytest.mark.flare
 SITES = ["site-1", "site-2", "site-3"]

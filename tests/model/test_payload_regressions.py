@@ -44,7 +44,9 @@ from fedforest.model.model_files import (
     save_payload,
 )
 from fedforest.model.traversal import CompiledForest
+from fedforest.prediction.cache import ForestCache
 from fedforest.prediction.strategies import Strategy
+from fedforest.rules import get as get_rule
 from fedforest.validation import PayloadReader
 from fedforest.vocabulary import STRATEGIES
 
@@ -456,7 +458,7 @@ def test_a_categorical_threshold_far_outside_the_levels_still_predicts_in_range(
         level_cdf = {c: np.array([[0.2, 0.7, 1.0]])}
         sigma = np.ones(forest.n_features)
         rules = Strategy(
-            "ipr",
+            get_rule("ipr").routing,
             forest,
             CompiledForest.build(forest),
             Xg,
@@ -465,6 +467,7 @@ def test_a_categorical_threshold_far_outside_the_levels_still_predicts_in_range(
             sigma,
             0,
             np.random.default_rng(0),
+            ForestCache(),
         )
         assert rules.right_probability(np.array([node]), np.array([0])).tolist() == [expected_right]
 

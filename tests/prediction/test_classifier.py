@@ -10,8 +10,8 @@ from scipy.special import expit
 from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import Imputer, ImputerSet, PooledForest, PooledForestClassifier
-from fedforest.prediction import pooled as classifier_module
-from fedforest.prediction.strategies import STRATEGIES
+from fedforest.prediction import pipeline as classifier_module
+from fedforest.vocabulary import STRATEGIES
 
 NAMES = ["a", "b", "c"]
 CATS = {"c": ["x", "y", "z"]}

@@ -18,7 +18,7 @@ from fedforest import (
 )
 from fedforest.model import traversal
 from fedforest.prediction import draws as draws_module
-from fedforest.prediction import pooled as pooled_module
+from fedforest.prediction import pipeline as pooled_module
 from fedforest.prediction.draws import (
     GOLDEN,
     IPR_STREAM,

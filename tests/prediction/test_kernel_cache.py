@@ -84,6 +84,7 @@ def test_the_key_changes_with_the_sources(tmp_path, monkeypatch):
     copy = tmp_path / "prediction"
     copy.mkdir()
     (tmp_path / "model").mkdir()
+    (tmp_path / "rules").mkdir()
     for name in kernel_cache.SOURCES:
         shutil.copy(kernel_cache._HERE / name, copy / name)
     monkeypatch.setattr(kernel_cache, "_HERE", copy)

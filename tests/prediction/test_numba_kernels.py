@@ -17,10 +17,14 @@ from fedforest import PooledForest, PooledForestClassifier, fit_imputers, fit_su
 from fedforest.model import traversal
 from fedforest.model.inputs import to_global_matrix
 from fedforest.prediction import engines as engines_module
-from fedforest.prediction import pooled as classifier_module
+from fedforest.prediction import pipeline as classifier_module
 from fedforest.prediction import routing
+from fedforest.prediction.cache import forest_cache
 from fedforest.prediction.draws import Draws
-from fedforest.prediction.strategies import STRATEGIES, Strategy
+from fedforest.prediction.imputation import impute
+from fedforest.prediction.strategies import Strategy
+from fedforest.rules import get as get_rule
+from fedforest.vocabulary import STRATEGIES
 
 numba_kernels = pytest.importorskip("fedforest.prediction.numba_kernels")
 
@@ -150,12 +154,15 @@ def test_probabilities_without_factors_agree_and_are_the_sigmoid(pooled, strateg
     # the numpy engine's probabilities against scipy's sigmoid, node by node
     clf = PooledForestClassifier(forest, engine="numpy", **params)
     clf.predict_proba(test[SITE_COLUMNS])
-    cf = clf._compiled()
+    cache = forest_cache(forest)
+    cf = cache.compiled(forest)
     odd_columns = [forest.feature_names.index(name) for name in ("x2", "x3", "x4")]
     nodes = np.flatnonzero(np.isin(cf.feature, odd_columns))
     X, present = to_global_matrix(test[SITE_COLUMNS], forest.feature_names, forest.categories)
-    imputed, level_cdf = clf._imputations(X, ~present, np.zeros(len(X), bool), strategy)
-    rules = Strategy(strategy, forest, cf, X, imputed, level_cdf, clf._sigma(), 0, None)
+    rule = get_rule(strategy)
+    dirty = np.zeros(len(X), bool)
+    imputed, level_cdf = impute(forest, clf.imputers, clf._sigma(), X, ~present, dirty, rule)
+    rules = Strategy(rule.routing, forest, cf, X, imputed, level_cdf, clf._sigma(), 0, None, cache)
     rows = np.arange(len(X)).repeat(nodes.size)
     each = np.tile(nodes, len(X))
     got = rules.right_probability(each, rows)
@@ -238,7 +245,7 @@ def test_node_kernel_stops_where_the_numpy_resolver_does(pooled):
     n_rows, n_feat = X.shape
     draws = Draws(4, X, forest.tree_of_node, cf.depth)
     rules = Strategy(
-        "node",
+        get_rule("node").routing,
         forest,
         cf,
         X,
@@ -247,6 +254,7 @@ def test_node_kernel_stops_where_the_numpy_resolver_does(pooled):
         np.full(n_feat, np.nan),
         2,
         draws,
+        forest_cache(forest),
     )
     trees = np.arange(forest.n_trees)
     compiled = numba_kernels.route_leaves(cf, X, trees, rules)
@@ -327,7 +335,7 @@ def test_auto_uses_numba_for_large_traversals_only(pooled, monkeypatch):
     small = PooledForestClassifier(forest, **params)
     p_small = small.predict_proba(X)
     assert small.diagnostics_.dynamic_engine == "numpy"
-    monkeypatch.setattr(classifier_module, "AUTO_NUMBA_PAIRS", len(X) * forest.n_trees)
+    monkeypatch.setattr(engines_module, "AUTO_NUMBA_PAIRS", len(X) * forest.n_trees)
     large = PooledForestClassifier(forest, **params)
     assert np.array_equal(large.predict_proba(X), p_small)
     assert large.diagnostics_.dynamic_engine == "numba"
@@ -351,9 +359,9 @@ def test_without_numba_auto_uses_numpy_and_numba_is_refused(pooled, monkeypatch,
     monkeypatch.setitem(sys.modules, "numba", None)
     monkeypatch.delitem(sys.modules, "fedforest.prediction.numba_kernels")
     monkeypatch.setattr(engines_module, "_KERNELS_MISSING_LOGGED", False)
-    monkeypatch.setattr(classifier_module, "AUTO_NUMBA_PAIRS", 0)  # auto would use numba
+    monkeypatch.setattr(engines_module, "AUTO_NUMBA_PAIRS", 0)  # auto would use numba
     with caplog.at_level(logging.INFO, logger=engines_module.__name__):
-        assert classifier_module.load_kernels()[0] is None
+        assert engines_module.load_kernels()[0] is None
         auto = PooledForestClassifier(forest, **params)
         assert np.array_equal(auto.predict_proba(X), expected)
     assert auto.diagnostics_.dynamic_engine == "numpy"
@@ -373,7 +381,7 @@ def test_numba_that_fails_to_load_falls_back_with_a_warning(pooled, monkeypatch,
 
     monkeypatch.setattr(engines_module, "importlib", SimpleNamespace(import_module=broken))
     monkeypatch.setattr(engines_module, "_KERNELS_MISSING_LOGGED", False)
-    monkeypatch.setattr(classifier_module, "AUTO_NUMBA_PAIRS", 0)
+    monkeypatch.setattr(engines_module, "AUTO_NUMBA_PAIRS", 0)
     X = test[SITE_COLUMNS]
     with caplog.at_level(logging.WARNING, logger=engines_module.__name__):
         clf = PooledForestClassifier(forest, strategy="mp", imputers=imputers, feature_std=std)

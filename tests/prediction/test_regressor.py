@@ -18,8 +18,8 @@ from fedforest import (
     PooledForestRegressor,
 )
 from fedforest.model.forest import NODE_FIELDS
-from fedforest.prediction import pooled
-from fedforest.prediction.strategies import STRATEGIES
+from fedforest.prediction import pipeline as pooled
+from fedforest.vocabulary import STRATEGIES
 
 NAMES = ["a", "b", "c", "d"]
 

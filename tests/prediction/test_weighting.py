@@ -280,7 +280,7 @@ def test_with_every_feature_present_wmp_is_mp_and_predicts_once(pooled, table, w
 
 def test_wmp_marginalises_each_row_once(pooled, table, monkeypatch):
     """fpv's rows whose every tree was discarded take the mp prediction already made."""
-    from fedforest.prediction import pooled as pooled_module
+    from fedforest.prediction import pipeline as pooled_module
 
     X = table[0][["x0", "x1"]]
     fpv = PooledForestClassifier(pooled, strategy="fpv", voting="soft")
@@ -298,7 +298,7 @@ def test_wmp_marginalises_each_row_once(pooled, table, monkeypatch):
     clf = PooledForestClassifier(pooled, strategy="wmp", guess_weight=0.3)
     p_wmp = clf.predict_proba(X)
     assert rows == [len(X)]
-    p_certain, *_ = clf._wmp_parts(X)
+    p_certain, *_ = clf._wmp_parts(X, "wmp")
     assert np.array_equal(p_certain, p_fpv)  # fpv's own fallback rows, bit for bit
     monkeypatch.setattr(pooled_module, "marginal", original)
     assert np.array_equal(p_wmp, reference.predict_proba(X))

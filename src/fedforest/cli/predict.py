@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import rules
 from ..model.payload_checks import MAX_SEED
-from ..vocabulary import STRATEGIES
 from .options import (
     check_output,
     columns_text,
@@ -117,7 +117,6 @@ def _predict(args: argparse.Namespace) -> int:
     from ..model.model_files import load_model
     from ..prediction.classifier import PooledForestClassifier
     from ..prediction.regressor import PooledForestRegressor
-    from ..vocabulary import TREE_SELECTION
 
     _check_outputs(args)  # before any work: never an input, never an existing file
     model_path = Path(args.model)
@@ -140,12 +139,13 @@ def _predict(args: argparse.Namespace) -> int:
     deployed = model["deployment"]
     strategy, calibrator, site = _choice(args, deployed, model_path)
     args.site = site
-    if strategy == "intersection" and model["intersection"] is None:
+    rule = rules.get(strategy)
+    if rule.needs_intersection and model["intersection"] is None:
         raise ValueError(
-            f"--strategy intersection: {model_path} has no intersection forest (no site shared "
+            f"--strategy {strategy}: {model_path} has no intersection forest (no site shared "
             "one); choose another strategy"
         )
-    if strategy in TREE_SELECTION and args.site not in forest.owners:
+    if rule.needs_site and args.site not in forest.owners:
         given = (
             f"--site {args.site!r} trained no tree of this model" if args.site else "needs --site"
         )
@@ -181,8 +181,8 @@ def _predict(args: argparse.Namespace) -> int:
     if args.strict:
         refuse_gaps(args, gaps)
     settings = model["settings"]
-    if strategy == "wmp":
-        if deployed is not None and deployed["strategy"] == "wmp" and args.guess_weight is None:
+    if rule.fitted:
+        if deployed is not None and deployed["strategy"] == strategy and args.guess_weight is None:
             guess_weight = deployed["guess_weight"]
         else:
             guess_weight = _guess_weight(args, model_path)
@@ -272,7 +272,7 @@ def add_parser(sub) -> None:
     p.add_argument("--data", required=True, help="CSV with the site's columns")
     p.add_argument(
         "--strategy",
-        choices=(*STRATEGIES, "intersection"),
+        choices=rules.deployable(),
         help="override the strategy (default: the one the job chose for the site that saved "
         "--model, with its calibrator; mp for a model that records none)",
     )

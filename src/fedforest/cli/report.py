@@ -163,12 +163,20 @@ def _method(row: Mapping) -> str | None:
     return row.get("chosen_calibration") or row.get("calibration")
 
 
+def _chooses(strategy: str) -> bool:
+    """Whether ``strategy`` chose another on validation rows (``auto``; the registry says)."""
+    from .. import rules
+
+    rule = rules.find(strategy)
+    return rule is not None and rule.family == rules.CHOICE
+
+
 def _label(strategy: str, row: Mapping) -> str:
     """A curve's legend: display name, ``auto``'s choice, and the calibration method."""
     from ..experiments.statistics import display_name
 
     name = display_name(strategy)
-    if strategy == "auto" and row.get("chosen"):
+    if _chooses(strategy) and row.get("chosen"):
         name += f" → {display_name(str(row['chosen']))}"
     method = _method(row)
     if method is None:
@@ -196,7 +204,7 @@ def _calibration_section(r, out: Path, source: str) -> list[str]:
         _number(row, m, w) is not None for _, _, row, w in rows for m in CALIBRATION_METRICS
     )
     binned = any(row.get("bins") is not None for _, _, row, _ in rows)
-    autos = [row for _, s, row, _ in rows if s == "auto"]
+    autos = [row for _, s, row, _ in rows if _chooses(s)]
     missing = []
     if not scored:
         missing.append("the calibration metrics (Brier score, log-loss, ECE): no table")

@@ -29,7 +29,8 @@ import pandas as pd
 
 from ..federation.splits import split_sizes
 from ..model.inputs import FLOAT32_MAX
-from ..vocabulary import REGRESSION_METRICS, TASKS, VALIDATION_METHODS
+from ..rules import validation_methods
+from ..vocabulary import REGRESSION_METRICS, TASKS
 from .partition import pairwise_jaccard
 
 
@@ -407,7 +408,7 @@ def check_dataset(
             if problem:
                 raise ValueError(
                     f"dataset {data.name}: with validation rows (for "
-                    f"{', '.join(VALIDATION_METHODS)}), {problem} at {n} sites. Use fewer sites "
+                    f"{', '.join(validation_methods())}), {problem} at {n} sites. Use fewer sites "
                     "(--sites), a smaller --validation-fraction or more rows"
                 )
 

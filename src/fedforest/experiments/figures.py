@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import rules
 from .statistics import (
     _cliques,
     _fmt_p,
@@ -66,26 +67,12 @@ def _save(fig, out_dir: str | os.PathLike, name: str) -> Path:
     return path
 
 
-_COLORS = {
-    "mp": "tab:red",
-    "local": "tab:orange",
-    "intersection": "tab:blue",
-    "park": "tab:brown",
-    "fpv": "tab:olive",
-    "pr": "tab:purple",
-    "mi": "tab:pink",
-    "ipr": "tab:cyan",
-    "ss": "tab:green",
-    "node": "tab:gray",
-    "wmp": "darkred",
-    "auto": "black",
-}
-
-
 def _method_colors(methods: Sequence[str]) -> dict[str, object]:
-    """Fixed colour per known method (MP red, Local orange, Intersection blue)."""
-    extra = [m for m in methods if m not in _COLORS]
-    return {m: _COLORS.get(m, f"C{extra.index(m) % 10}" if m in extra else "k") for m in methods}
+    """Fixed colour per known method, each rule's own (:func:`fedforest.rules.colours`:
+    MP red, Local orange, Intersection blue); the others in matplotlib's cycle."""
+    known = rules.colours()
+    extra = [m for m in methods if m not in known]
+    return {m: known.get(m, f"C{extra.index(m) % 10}" if m in extra else "k") for m in methods}
 
 
 def plot_metric_vs_jaccard(

@@ -51,14 +51,13 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from .. import outputs
+from .. import outputs, rules
 from ..federation.evaluation import evaluate_strategies
 from ..federation.splits import split_validation
 from ..federation.training import fit_site_models, owner_weights, pool_site_models
 from ..vocabulary import (
     CALIBRATION_METRICS,
     TASKS,
-    VALIDATION_METHODS,
 )
 from .calibration_figures import CALIBRATION_COLUMNS
 from .datasets import (
@@ -314,7 +313,7 @@ def run_repetition(
         n_estimators,
         test_fraction,
         validation_fraction if want_val else None,
-        intersection="intersection" in methods,
+        intersection=any(rules.get(m).needs_intersection for m in methods),
         partition=partition,
         alpha=alpha,
         task=task,
@@ -373,7 +372,7 @@ def run_repetition(
 
 def needs_validation(methods: Sequence[str], calibration: str = "none") -> bool:
     """Whether the sites hold out validation rows: a method fitted on them, or calibration."""
-    return calibration != "none" or any(m in VALIDATION_METHODS for m in methods)
+    return calibration != "none" or any(rules.get(m).needs_validation for m in methods)
 
 
 def writes_calibration(metrics: Sequence[str], calibration: str = "none") -> bool:
@@ -496,7 +495,7 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
             alphas=plan.alphas,
             task=plan.task,
         )
-        if data.sites is not None and "intersection" in plan.methods:
+        if data.sites is not None and any(rules.get(m).needs_intersection for m in plan.methods):
             if not any(all(c in cols for cols in data.sites.columns.values()) for c in data.X):
                 raise ValueError(
                     f"site files {', '.join(data.sites.files.values())}: no column is in every "

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .. import rules
 from ..vocabulary import (
     EXPERIMENT_METHODS,
     LOWER_IS_BETTER,
@@ -67,7 +68,8 @@ METHOD_ORDER = EXPERIMENT_METHODS
 """Order of methods in tables and figures; unknown methods follow, sorted."""
 
 DISPLAY_NAMES = STRATEGY_NAMES
-"""Names used in figures and in ``report.md`` (:data:`fedforest.vocabulary.STRATEGY_NAMES`)."""
+"""Names used in figures and in ``report.md`` (the rules' display names,
+:func:`fedforest.rules.display_names`)."""
 
 _METRIC_NAMES = {
     "auprc": "AUPRC",
@@ -123,7 +125,7 @@ def display_name(method: str) -> str:
     >>> display_name("park"), display_name("mp"), display_name("custom")
     ('Park et al. tree selection', 'Marginal prediction', 'custom')
     """
-    return DISPLAY_NAMES.get(method, method)
+    return rules.display_name(method)
 
 
 def _metric_name(metric: str) -> str:

@@ -120,13 +120,13 @@ from ..privacy.policy import (
     PrivacyPolicy,
     effective_policy,
 )
+from ..rules import names as strategy_names
 from ..validation import ConfigChecker, listing
 from ..vocabulary import (
     AGGREGATIONS,
     AUTO_METRICS,
     CALIBRATIONS,
     DEFAULT_AUTO_METRIC,
-    JOB_STRATEGIES,
     METRICS,
     MODES,
     PHASES,
@@ -168,20 +168,7 @@ JOB_DEFAULTS: dict[str, Any] = {
         "task": "classification",
     },
     "evaluation": {
-        "strategies": [
-            "fpv",
-            "pr",
-            "mi",
-            "ipr",
-            "mp",
-            "ss",
-            "node",
-            "wmp",
-            "park",
-            "local",
-            "intersection",
-            "auto",
-        ],
+        "strategies": list(strategy_names()),
         "voting": "soft",
         "depth_threshold": 2,
         "metrics": list(METRICS),
@@ -351,11 +338,10 @@ class JobConfig:
         regression = job["task"] == "regression"
         if regression:
             _regression_defaults(c, data, ev, el)
-        strategies = c.str_list("evaluation.strategies", ev["strategies"], JOB_STRATEGIES)
+        known = strategy_names()
+        strategies = c.str_list("evaluation.strategies", ev["strategies"], known)
         if not strategies:
-            c.fail(
-                "evaluation.strategies", strategies, "at least one of " + ", ".join(JOB_STRATEGIES)
-            )
+            c.fail("evaluation.strategies", strategies, "at least one of " + ", ".join(known))
         c.choice("evaluation.voting", ev["voting"], VOTING)
         c.integer("evaluation.depth_threshold", ev["depth_threshold"], 0)
         allowed_metrics = REGRESSION_METRICS if regression else METRICS

@@ -36,6 +36,7 @@ from ..privacy.policy import (
     MIN_EPSILON,
     MIN_SAMPLE_LEAVES,
     MIN_STEP,
+    NOT_DP,
     SHARE_KEYS,
     PrivacyPolicy,
 )
@@ -503,7 +504,7 @@ PRIVACY_KEYS: dict[str, Key] = {
                 "surrogates": "Send the surrogate splits of the site's trees (`ss`).",
                 "intersection": "Send the site's forest on the shared columns (`intersection`).",
             }[part],
-            "`false` in DP mode" if part != "intersection" else "",
+            "`false` in DP mode" if part in NOT_DP else "",
             boolean=True,
         )
         for part in SHARE_KEYS

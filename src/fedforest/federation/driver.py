@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .. import protocol
+from ..rules import get as get_rule
 from .job_results import JobResults
 from .progress import end_line, log_line, round_line
 from .results import write_brief_results, write_results_files
@@ -304,7 +305,7 @@ class JobDriver:
     def train(self, elected: list[str]) -> dict:
         """Train at the sites and pool their models; return the model bundle."""
         config, rules = self.config, self.rules
-        want_inter = "intersection" in config.strategies
+        want_inter = any(get_rule(s).needs_intersection for s in config.strategies)
         replies = self._ask(
             protocol.TRAIN,
             elected=elected,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import protocol
+from .. import protocol, rules
 from ..intervals import (
     BOOTSTRAP_RESAMPLES,
     INTERVAL_METRICS,
@@ -20,18 +20,13 @@ from ..intervals import (
 from ..metrics import METRIC_RANGES, N_BINS, calibration_bins, score_all, score_values
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
+from ..prediction.cache import PredictionMemo
 from ..prediction.classifier import PooledForestClassifier
 from ..prediction.regressor import PooledForestRegressor
-from ..prediction.selection import CANDIDATES, default_candidates
+from ..prediction.selection import default_candidates
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader, describe
-from ..vocabulary import (
-    CALIBRATION_METHODS,
-    DEFAULT_AUTO_METRIC,
-    FITTED_STRATEGIES,
-    METRICS,
-    VALIDATION_METHODS,
-)
+from ..vocabulary import CALIBRATION_METHODS, DEFAULT_AUTO_METRIC, METRICS
 
 logger = logging.getLogger(__name__)
 
@@ -135,16 +130,18 @@ def evaluate_strategies(
     # the pooled forest's predictions of these two tables, shared by every classifier below
     # (same forest and settings): a strategy's own row, auto's candidates and its chosen
     # strategy's test rows, and wmp's parts are each predicted once
-    memo: dict = {}
+    memo = PredictionMemo()
     X_use = X_test[[c for c in X_test.columns if c in known]]
     X_val_use = X_val[[c for c in X_val.columns if c in known]] if X_val is not None else None
     needs_val = calibration != "none"
     for strategy in strategies:
         extra: dict[str, Any] = {}
-        if strategy == "intersection" and intersection is None:
+        rule = rules.get(strategy)
+        if rule.needs_intersection and intersection is None:
             logger.warning(
-                "site %s: no site shared an intersection forest; 'intersection' is not scored",
+                "site %s: no site shared an intersection forest; %r is not scored",
                 site,
+                strategy,
             )
             row = dict.fromkeys(metrics)
             row.update(
@@ -158,35 +155,33 @@ def evaluate_strategies(
             continue
         Estimator = PooledForestRegressor if regression else PooledForestClassifier
         clf = Estimator(forest, strategy=strategy, **common)
-        if strategy == "auto":
+        chooses = rule.family == rules.CHOICE
+        if chooses:
             if not regression:
                 clf.auto_metric = auto_metric
-            clf.auto_candidates = default_candidates(forest.owners, site) + (
-                ["intersection"] if intersection is not None else []
-            )
-        clf._memo = memo
-        if strategy in VALIDATION_METHODS or needs_val:
+            clf.auto_candidates = default_candidates(forest.owners, site, intersection is not None)
+        if rule.needs_validation or needs_val:
             if X_val is None or y_val is None:
                 raise ValueError(f"strategy {strategy!r} needs validation rows")
-            clf.fit(X_val_use, y_val)
-        if strategy == "auto":
+            clf.fit(X_val_use, y_val, memo=memo)
+        if chooses:
             extra = {
                 "chosen": clf.strategy_,
                 "chosen_calibration": "none" if regression else clf.calibrator_.method,
                 "runner_up": clf.runner_up_,
                 "validation": {k: _finite(v) for k, v in clf.selection_scores_.items()},
             }
-        elif strategy in FITTED_STRATEGIES:
+        elif rule.fitted:
             extra = {"guess_weight": clf.guess_weight_}
         if models is not None:
             models[strategy] = clf
         # auto predicts with its chosen strategy: the memo gives that strategy's own prediction
         if regression:
-            predicted = clf.predict(X_use)
+            predicted = clf.predict(X_use, memo=memo)
             row = {m: _finite(score_values(m, y_test, predicted)) for m in metrics}
             shape = {"predicted": predicted}
         else:
-            proba = clf.predict_proba(X_use)
+            proba = clf.predict_proba(X_use, memo=memo)
             row = {k: _finite(v) for k, v in score_all(y_test, proba, classes, metrics).items()}
             shape = {"proba": proba, "classes": classes}
         intervals = None
@@ -305,27 +300,30 @@ def read_site_metrics(
                 "calibration", row.get("calibration"), CALIBRATION_METHODS
             )
             clean["bins"] = _read_bins(row, clean["rows"])
-        if name == "auto":
-            clean["chosen"] = row.choice("chosen", row.get("chosen"), CANDIDATES)
+        rule = rules.get(name)
+        if rule.family == rules.CHOICE:
+            choosable = rules.deployable()
+            clean["chosen"] = row.choice("chosen", row.get("chosen"), choosable)
             clean["chosen_calibration"] = row.choice(
                 "chosen_calibration", row.get("chosen_calibration"), CALIBRATION_METHODS
             )
             runner_up = row.get("runner_up")
             clean["runner_up"] = (
-                None if runner_up is None else row.choice("runner_up", runner_up, CANDIDATES)
+                None if runner_up is None else row.choice("runner_up", runner_up, choosable)
             )
             validation = row.read_mapping("validation")
             clean["validation"] = {
                 str(k): None if v is None else row.number(f"validation.{k}", v)
                 for k, v in validation.items()
-                if row.choice("validation", k, CANDIDATES)
+                if row.choice("validation", k, choosable)
             }
         elif any(k in row.payload for k in AUTO_FIELDS):
-            row.fail(f"fields {', '.join(map(repr, AUTO_FIELDS))} belong to the 'auto' row only")
-        if name in FITTED_STRATEGIES:
+            choice = ", ".join(repr(r.name) for r in rules.all_rules() if r.family == rules.CHOICE)
+            row.fail(f"fields {', '.join(map(repr, AUTO_FIELDS))} belong to the {choice} row only")
+        if rule.fitted:
             clean["guess_weight"] = row.number("guess_weight", row.get("guess_weight"), 0.0, 1.0)
         elif "guess_weight" in row.payload:
-            row.fail(f"field 'guess_weight' belongs to the {', '.join(FITTED_STRATEGIES)} row only")
+            row.fail(f"field 'guess_weight' belongs to the {', '.join(rules.fitted())} row only")
         out[name] = clean
     return {"site": sender, "rows": rows, "strategies": out, "privacy": _read_policy(r)}
 

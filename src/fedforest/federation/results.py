@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import rules
 from ..privacy.policy import PrivacyPolicy
-from ..vocabulary import METRICS, REGRESSION_METRICS, STRATEGY_NAMES
+from ..vocabulary import METRICS, REGRESSION_METRICS
 from .job_results import JobResults, as_results
 
 #: The narrowest column of the command line's table: labels column, then each value column.
@@ -55,9 +56,9 @@ def prose_text(value, table: bool = False) -> str:
 
 
 def strategy_name(strategy) -> str:
-    """A strategy as reports name it: spelled out (:data:`~fedforest.vocabulary.STRATEGY_NAMES`),
+    """A strategy as reports name it: spelled out (:func:`fedforest.rules.display_name`),
     an unknown name as it is (escaped, :func:`markdown_text`)."""
-    return markdown_text(STRATEGY_NAMES.get(str(strategy), str(strategy)))
+    return markdown_text(rules.display_name(str(strategy)))
 
 
 def payload_bytes(value) -> int:

@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import protocol
+from .. import protocol, rules
 from ..errors import PayloadError
 from ..validation import Checker, PayloadReader, describe
-from ..vocabulary import STRATEGIES, VOTING
+from ..vocabulary import VOTING
 from .calibrator import Calibrator
 from .inputs import names_text
 from .payload_checks import MAX_FEATURES, MAX_NODES, MAX_SEED
@@ -57,8 +57,6 @@ _CHECK = Checker()
 _SETTINGS = ("depth_threshold", "voting", "seed", "owner_weights")
 #: Fields of a model's ``deployment``: what the job chose for the site that saved it.
 DEPLOYMENT_FIELDS = ("site", "strategy", "calibrator", "guess_weight")
-#: What a deployment may name as its strategy (the strategies and the intersection forest).
-DEPLOYABLE = (*STRATEGIES, "intersection")
 _META = "__structure__"
 MODEL_FORMAT = protocol.MODEL
 MODEL_VERSION = protocol.FORMATS[MODEL_FORMAT]
@@ -256,7 +254,7 @@ def model_bundle(
     """A model payload: the pooled forest and everything prediction needs.
 
     ``deployment`` (a site's saved model only) records what the job chose for
-    that site: ``site``, ``strategy`` (one of :data:`DEPLOYABLE`),
+    that site: ``site``, ``strategy`` (one of :func:`fedforest.rules.deployable`),
     ``calibrator`` (:meth:`~fedforest.model.calibrator.Calibrator.to_payload`)
     and ``guess_weight`` (``wmp``'s, or ``None``). ``inputs`` (a site's saved
     model only) is its input mapping
@@ -395,10 +393,11 @@ def _read_deployment(r: PayloadReader, forest, intersection) -> dict | None:
     d = r.entry(value, "deployment")
     d.check_keys(set(DEPLOYMENT_FIELDS))
     site = d.site_name("site", d.get("site"))
-    strategy = d.read_choice("strategy", DEPLOYABLE)
-    if strategy == "intersection" and intersection is None:
-        d.fail("field 'strategy' is 'intersection' but the model has no intersection forest")
-    if strategy in ("park", "local") and site not in forest.owners:
+    strategy = d.read_choice("strategy", rules.deployable())
+    rule = rules.get(strategy)
+    if rule.needs_intersection and intersection is None:
+        d.fail(f"field 'strategy' is {strategy!r} but the model has no intersection forest")
+    if rule.needs_site and site not in forest.owners:
         d.fail(f"field 'strategy' is {strategy!r} but site {site!r} trained no tree of the forest")
     if forest.is_regression:  # a number is not calibrated
         if d.get("calibrator") is not None:
@@ -412,8 +411,8 @@ def _read_deployment(r: PayloadReader, forest, intersection) -> dict | None:
     weight = d.get("guess_weight")
     if weight is not None:
         weight = d.number("guess_weight", weight, 0.0, 1.0)
-    elif strategy == "wmp":
-        d.fail("field 'guess_weight' is null; the 'wmp' strategy needs its fitted weight")
+    elif rule.fitted:
+        d.fail(f"field 'guess_weight' is null; the {strategy!r} strategy needs its fitted weight")
     return {"site": site, "strategy": strategy, "calibrator": calibrator, "guess_weight": weight}
 
 

@@ -190,6 +190,46 @@ class CalibrationFit:
     skipped: dict = field(default_factory=dict)
 
 
+def _cannot_fit(name: str, train_prior, counts: dict) -> str | None:
+    """Why ``name`` cannot be fitted on these validation rows (``None``: it can)."""
+    if name == "prior" and train_prior is None:
+        return "the training prior of the trees is not known"
+    if name in MIN_CLASS_ROWS and min(counts.values()) < MIN_CLASS_ROWS[name]:
+        return (
+            f"it needs {MIN_CLASS_ROWS[name]} validation rows of every class; class counts {counts}"
+        )
+    return None
+
+
+def _unusable(name: str, full: Calibrator) -> str | None:
+    """Why a fitted ``name`` is not used (``None``: it is)."""
+    if name != "sigmoid":
+        return None
+    if np.any(full.params["a"] >= 0):
+        # p = expit(-(a f + b)) falls as f rises when a >= 0: few validation rows can
+        # fit such a map, which would turn the ranking upside down
+        return "the fitted map would reverse the order of the risks"
+    if np.any(np.abs(np.r_[full.params["a"], full.params["b"]]) > MAX_SIGMOID_PARAMETER):
+        return (
+            f"the fitted map is steeper than {MAX_SIGMOID_PARAMETER:g} (it would turn the "
+            "risks into 0 and 1)"
+        )
+    return None
+
+
+def _out_of_fold(name, full, proba, y, classes, train_prior, folds) -> np.ndarray:
+    """The validation rows' probabilities calibrated by ``name`` fitted without them."""
+    if name == "none":
+        return proba
+    if folds is None:  # prior with a class of one row: scored on its own rows
+        return full.transform(proba)
+    oof = np.empty_like(proba)
+    for train, test in folds:
+        part = _fit_one(name, proba[train], y[train], classes, train_prior)
+        oof[test] = part.transform(proba[test])
+    return oof
+
+
 def fit_calibration(
     proba,
     y,
@@ -246,39 +286,13 @@ def fit_calibration(
     skipped: dict[str, str] = {}
     results: dict[str, tuple[Calibrator, np.ndarray]] = {}
     for name in methods:
-        if name == "prior" and train_prior is None:
-            skipped[name] = "the training prior of the trees is not known"
+        why = _cannot_fit(name, train_prior, counts)
+        full = None if why else _fit_one(name, proba, y, classes, train_prior)
+        why = why or _unusable(name, full)
+        if why:
+            skipped[name] = why
             continue
-        if name in MIN_CLASS_ROWS and min(counts.values()) < MIN_CLASS_ROWS[name]:
-            skipped[name] = (
-                f"it needs {MIN_CLASS_ROWS[name]} validation rows of every class; class counts "
-                f"{counts}"
-            )
-            continue
-        full = _fit_one(name, proba, y, classes, train_prior)
-        if name == "sigmoid" and np.any(full.params["a"] >= 0):
-            # p = expit(-(a f + b)) falls as f rises when a >= 0: few validation rows can
-            # fit such a map, which would turn the ranking upside down
-            skipped[name] = "the fitted map would reverse the order of the risks"
-            continue
-        if name == "sigmoid" and np.any(
-            np.abs(np.r_[full.params["a"], full.params["b"]]) > MAX_SIGMOID_PARAMETER
-        ):
-            skipped[name] = (
-                f"the fitted map is steeper than {MAX_SIGMOID_PARAMETER:g} (it would turn the "
-                "risks into 0 and 1)"
-            )
-            continue
-        if name == "none":
-            oof = proba
-        elif folds is None:  # prior with a class of one row: scored on its own rows
-            oof = full.transform(proba)
-        else:
-            oof = np.empty_like(proba)
-            for train, test in folds:
-                part = _fit_one(name, proba[train], y[train], classes, train_prior)
-                oof[test] = part.transform(proba[test])
-        results[name] = (full, oof)
+        results[name] = (full, _out_of_fold(name, full, proba, y, classes, train_prior, folds))
     for name, why in skipped.items():
         (logger.warning if method != "auto" else logger.info)(
             "calibration %s is not fitted: %s", name, why

@@ -8,8 +8,10 @@ from collections.abc import Mapping
 import numpy as np
 from sklearn.base import ClassifierMixin
 
+from .. import rules
 from ..model.forest import PooledForest
-from ..vocabulary import DEFAULT_AUTO_METRIC, TREE_SELECTION
+from ..vocabulary import DEFAULT_AUTO_METRIC
+from .cache import PredictionMemo
 from .calibration import Calibrator, check_calibration, fit_calibration, training_prior
 from .diagnostics import on_classes
 from .pooled import PooledForestBase
@@ -204,15 +206,15 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
     def _validate_task(self) -> None:
         check_calibration(self.calibration)
 
-    def _intersection_estimator(self, forest: PooledForest) -> PooledForestClassifier:
+    def _intersection_estimator(self, forest: PooledForest, strategy: str):
         return PooledForestClassifier(
-            forest, strategy="fpv", voting=self.voting, random_state=self.random_state
+            forest, strategy=strategy, voting=self.voting, random_state=self.random_state
         )
 
     def _on_outputs(self, values: np.ndarray, other: PooledForestBase) -> np.ndarray:
         return on_classes(values, other.classes_, self.classes_)
 
-    def fit(self, X=None, y=None):
+    def fit(self, X=None, y=None, memo: PredictionMemo | None = None):
         """Validate the parameters; fit what ``auto`` and ``wmp`` choose on validation rows.
 
         The pooled forest is already trained: ``fit`` trains nothing. For
@@ -227,6 +229,9 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
             Validation rows (required for ``auto`` and a fitted ``wmp``).
         y : array-like, optional
             Their labels.
+        memo : PredictionMemo, optional
+            Predictions of ``X`` shared with other estimators of the same
+            forest and settings (:mod:`fedforest.prediction.cache`).
 
         Returns
         -------
@@ -240,87 +245,97 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
                 "validation rows; call it with them, or use calibration='none'"
             )
         self.calibrator_ = Calibrator("none", self.classes_)
-        if self.strategy == "auto":
-            if X is None or y is None:
-                raise ValueError('strategy="auto" needs fit(X_val, y_val) with validation rows')
-            candidates = self.auto_candidates
-            if candidates is None:
-                candidates = default_candidates(self.forest.owners, self.site)
-                if self.intersection is not None:
-                    candidates = [*candidates, "intersection"]
-            chosen = choose_calibrated(
-                lambda name: self._predict_values(X, name)[0],
-                candidates,
-                y,
-                self.classes_,
-                self.auto_metric,
-                self.calibration,
-                self._training_prior,
-                self._seed(),
-                fit_for=lambda name: self._calibration_fit(X, y, name),
-            )
-            self.strategy_ = chosen.best
-            self.runner_up_ = chosen.runner_up
-            self.selection_scores_ = chosen.scores
-            self.calibrator_ = chosen.fits[chosen.best].calibrator
-            self.candidate_calibrations_ = {k: f.calibrator.method for k, f in chosen.fits.items()}
-            return self
-        if self.strategy == "wmp":
-            self._validate(self.strategy)
-            weight = check_guess_weight(self.guess_weight)
-            if weight == "auto":
-                if X is None or y is None:
-                    raise ValueError(
-                        'strategy="wmp" with guess_weight="auto" needs fit(X_val, y_val) with '
-                        "validation rows, or a number as guess_weight"
-                    )
-                y = np.asarray(y)
-                if len(y) != len(X):
-                    raise ValueError(f"fit: X has {len(X)} rows but y has {len(y)} labels")
-                parts = self._wmp_parts(X)
-                weight, self.guess_weight_scores_ = fit_guess_weight(*parts[:4], y, self.classes_)
-            self.guess_weight_ = weight
-            self.strategy_ = "wmp"
-        else:
-            self._validate(self.strategy)
-            self.strategy_ = self.strategy
+        rule = rules.find(self.strategy)
+        if rule is not None and rule.family == rules.CHOICE:
+            return self._fit_choice(X, y, memo)
+        self._validate(self.strategy)
+        self.strategy_ = self.strategy
+        if rule.family == rules.WEIGHTED:
+            self.guess_weight_ = self._fit_weight(X, y, memo)
         if calibrate:
-            fit = self._calibration_fit(X, y, self.strategy_)
+            fit = self._calibration_fit(X, y, self.strategy_, memo)
             self.calibrator_ = fit.calibrator
             self.calibration_scores_ = fit.log_losses
         return self
 
-    def _calibration_fit(self, X, y, strategy: str):
-        """``strategy``'s calibration on the validation rows ``X``, ``y``.
-
-        Shared through the memo of :func:`~fedforest.federation.evaluation.evaluate_strategies`
-        (the same rows, settings and seed give the same fit), so ``auto`` reuses
-        what each strategy's own row fitted.
-        """
-        memo = getattr(self, "_memo", None)
-        key = ("calibration", id(X), id(y), strategy, self.calibration)
-        if memo is not None and key in memo:
-            return memo[key]
-        fit = fit_calibration(
-            self._predict_values(X, strategy)[0],
+    def _fit_choice(self, X, y, memo) -> PooledForestClassifier:
+        """``auto``: the best candidate on the validation rows, calibrated as asked."""
+        if X is None or y is None:
+            raise ValueError(
+                f'strategy="{self.strategy}" needs fit(X_val, y_val) with validation rows'
+            )
+        candidates = self.auto_candidates
+        if candidates is None:
+            candidates = default_candidates(
+                self.forest.owners, self.site, self.intersection is not None
+            )
+        chosen = choose_calibrated(
+            lambda name: self._predict_values(X, name, memo=memo)[0],
+            candidates,
             y,
             self.classes_,
+            self.auto_metric,
             self.calibration,
-            self._training_prior(strategy),
+            self._training_prior,
             self._seed(),
+            fit_for=lambda name: self._calibration_fit(X, y, name, memo),
         )
-        if memo is not None:
-            memo[key] = fit
-        return fit
+        self.strategy_ = chosen.best
+        self.runner_up_ = chosen.runner_up
+        self.selection_scores_ = chosen.scores
+        self.calibrator_ = chosen.fits[chosen.best].calibrator
+        self.candidate_calibrations_ = {k: f.calibrator.method for k, f in chosen.fits.items()}
+        return self
+
+    def _fit_weight(self, X, y, memo) -> float:
+        """``wmp``'s guess weight: as given, or fitted on the validation rows."""
+        weight = check_guess_weight(self.guess_weight)
+        if not isinstance(weight, str):
+            return weight
+        if X is None or y is None:
+            raise ValueError(
+                f'strategy="{self.strategy}" with guess_weight="{weight}" needs fit(X_val, '
+                "y_val) with validation rows, or a number as guess_weight"
+            )
+        y = np.asarray(y)
+        if len(y) != len(X):
+            raise ValueError(f"fit: X has {len(X)} rows but y has {len(y)} labels")
+        parts = self._wmp_parts(X, self.strategy, memo)
+        weight, self.guess_weight_scores_ = fit_guess_weight(*parts[:4], y, self.classes_)
+        return weight
+
+    def _calibration_fit(self, X, y, strategy: str, memo=None):
+        """``strategy``'s calibration on the validation rows ``X``, ``y``.
+
+        Shared through ``memo`` (:func:`~fedforest.federation.evaluation.evaluate_strategies`:
+        the same rows, settings and seed give the same fit), so ``auto`` reuses
+        what each strategy's own row fitted.
+        """
+
+        def compute():
+            return fit_calibration(
+                self._predict_values(X, strategy, memo=memo)[0],
+                y,
+                self.classes_,
+                self.calibration,
+                self._training_prior(strategy),
+                self._seed(),
+            )
+
+        if memo is None:
+            return compute()
+        key = ("calibration", id(X), id(y), strategy, self.calibration)
+        return memo.get_or_compute(key, compute)
 
     def _training_prior(self, strategy: str) -> np.ndarray:
         """The class distribution the trees of ``strategy`` were trained on (weighted)."""
-        if strategy == "intersection":
+        rule = rules.get(strategy)
+        if rule.needs_intersection:
             forest, weights = self.intersection, None
         else:
             forest, weights = self.forest, tree_weights(self.forest, self.owner_weights)
         trees = np.arange(forest.n_trees)
-        if strategy in TREE_SELECTION:
+        if rule.needs_site:
             trees = np.flatnonzero(forest.owner_mask(self.site))
         prior = training_prior(
             forest.value, forest.tree_start[trees], None if weights is None else weights[trees]
@@ -328,7 +343,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         return on_classes(prior[None, :], forest.classes, self.classes_)[0]
 
     # --------------------------------------------------------- prediction
-    def predict_proba(self, X) -> np.ndarray:
+    def predict_proba(self, X, memo: PredictionMemo | None = None) -> np.ndarray:
         """Class probabilities, columns in :attr:`classes_` order.
 
         Parameters
@@ -339,6 +354,9 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
             and its other columns are ignored (one warning names them). An
             ndarray must have :attr:`n_features_in_` columns, in
             :attr:`feature_names_in_` order.
+        memo : PredictionMemo, optional
+            Predictions of ``X`` shared with other estimators of the same
+            forest and settings (:mod:`fedforest.prediction.cache`).
 
         Returns
         -------
@@ -351,7 +369,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
             another number of columns.
         """
         X = self._input(X)
-        proba, self.diagnostics_ = self._predict_values(X, self._strategy_in_use())
+        proba, self.diagnostics_ = self._predict_values(X, self._strategy_in_use(), memo=memo)
         if check_calibration(self.calibration) != "none":
             if not hasattr(self, "calibrator_"):
                 raise ValueError(
@@ -361,9 +379,9 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
             proba = self.calibrator_.transform(proba)
         return proba
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X, memo: PredictionMemo | None = None) -> np.ndarray:
         """Most probable class of every row (ties: the first in :attr:`classes_`)."""
-        proba = self.predict_proba(X)
+        proba = self.predict_proba(X, memo)
         return self.classes_[np.argmax(proba, axis=1)]
 
 
@@ -392,7 +410,7 @@ def select_strategy(forest, X_val, y_val, candidates=None, metric=DEFAULT_AUTO_M
     -------
     best : str
         The best strategy (ties: the first in
-        :data:`fedforest.vocabulary.STRATEGY_PREFERENCE`).
+        :func:`fedforest.rules.preference`).
     scores : dict of str to float
         Validation score of every candidate.
 

@@ -54,6 +54,28 @@ def load_kernels():
         return None, exc
 
 
+def kernels_for(engine: str, n_pairs: int | None = None):
+    """The numba kernels for a traversal of ``n_pairs`` (row, tree) pairs, or ``None`` for numpy.
+
+    ``engine`` is one of :data:`~fedforest.vocabulary.ENGINES`: ``numpy`` never
+    uses numba, ``auto`` uses it from :data:`AUTO_NUMBA_PAIRS` pairs on (and
+    for ``n_pairs=None``) when it can be imported, ``numba`` always (an
+    ``ImportError`` without it).
+    """
+    if engine == "numpy":
+        return None
+    if engine == "auto" and n_pairs is not None and n_pairs < AUTO_NUMBA_PAIRS:
+        return None
+    kernels, error = load_kernels()
+    if kernels is None and engine == "numba":
+        raise ImportError(
+            f"engine='numba' needs numba, which cannot be imported ({error}); install it "
+            "with `pip install 'fedforest[fast]'` (or numba>=0.59), or use engine='auto' "
+            "or 'numpy'"
+        ) from error
+    return kernels
+
+
 def marginal(kernels, cf, X, trees, rules: Strategy, absent, weights=None) -> np.ndarray:
     """Marginal prediction of ``X`` averaged over ``trees``, by either engine.
 

@@ -38,7 +38,13 @@ logger = logging.getLogger(__name__)
 ENV = "FEDFOREST_KERNEL_CACHE"
 
 #: Sources whose code or constants the kernels are compiled from (this package).
-SOURCES = ("numba_kernels.py", "routing.py", "draws.py", "../model/traversal.py")
+SOURCES = (
+    "numba_kernels.py",
+    "routing.py",
+    "draws.py",
+    "../model/traversal.py",
+    "../rules/routing.py",
+)
 
 _HERE = Path(__file__).resolve().parent
 _KERNEL_FILE = os.path.normcase(os.path.realpath(_HERE / "numba_kernels.py"))

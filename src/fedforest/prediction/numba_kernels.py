@@ -18,13 +18,14 @@ with explicit buffers (no recursion), and give the same results bit for bit
   site has, strategies off the compiled path, and the strategies whose
   compiled trees would split on columns of draws). Each pair is walked from
   the root to its leaf on its own; at an unresolvable node the decision
-  follows :meth:`.strategies.Strategy.resolver` at once, its draws computed
+  follows the rule's routing (:class:`fedforest.rules.routing.Routing`: the
+  steps' codes, as :meth:`.strategies.Strategy.resolver` applies them) at once, its draws computed
   from the keys of :class:`.draws.Draws` with the same uint64 arithmetic
   (:func:`_mix64`, :func:`_uniform`): a draw is a function of the seed, the
   pair's tree and depth, the stream and the row's values, so no pair waits
-  for another and no draw depends on the order of the walk. ``fpv`` and
-  ``node`` draw nothing; a ``node`` pair ends at its unresolvable node, which
-  is written to the result as a leaf would be.
+  for another and no draw depends on the order of the walk. The ``discard``
+  and ``stop`` steps draw nothing; a pair that stops ends at its
+  unresolvable node, which is written to the result as a leaf would be.
 * **probabilities** follow :meth:`.strategies.Strategy.right_probability`:
   ``1 / (1 + A * B)`` from the row's and the node's factor
   (:func:`.routing.factored_right`) where both exist, with
@@ -56,7 +57,8 @@ import numpy as np
 from numba import config as numba_config
 from numba import njit
 
-from ..model.traversal import LEAF_KIND, LEFT, RIGHT, CompiledForest, node_kinds
+from ..model.traversal import DISCARD, LEAF_KIND, LEFT, RIGHT, STOP, CompiledForest, node_kinds
+from ..rules import routing as steps
 from .draws import IPR_STREAM, MIX_1, MIX_2, PR_STREAM, UNIFORM_SCALE, UNIFORM_SHIFT
 from .kernel_cache import install as install_kernel_cache
 from .routing import (
@@ -88,9 +90,11 @@ MIN_PAIRS_PER_THREAD = 4096
 #: Rows that go through one tree before the next (their values stay in cache).
 ROW_BLOCK = 1024
 
-#: Strategy codes of :func:`_resolve`.
-FPV, PR, MI, IPR, SS, NODE = 0, 1, 2, 3, 4, 5
-_CODES = {"fpv": FPV, "pr": PR, "mi": MI, "ipr": IPR, "ss": SS, "node": NODE}
+# The routing steps' codes (fedforest.rules.routing.CODES), constants of the compiled kernels.
+_NO_STEP = steps.NO_STEP
+_IMPUTED_VALUE, _IMPUTED_DRAW = steps.IMPUTED_VALUE.code, steps.IMPUTED_DRAW.code
+_SURROGATE = steps.SURROGATE.code
+_DISCARD, _STOP = steps.DISCARD.code, steps.STOP.code
 _NO_KEYS = np.zeros(0, dtype=np.uint64)
 _NO_START = np.zeros(0, dtype=np.int64)
 # the constants of .draws, as the kernels read them
@@ -176,7 +180,64 @@ def _probability(p, fraction):
     return min(max(p, 0.0), 1.0)
 
 
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy", inline="always")
+def _right_probability(node, row, nodes, probs):
+    """p_R at an unresolvable node for the row (``Strategy.right_probability``)."""
+    fraction = nodes.right_fraction[node]
+    pk = probs.node_kind[node]
+    if pk == 1:
+        return _numeric_right(node, row, fraction, nodes, probs)
+    if pk == 2:
+        f = nodes.feature[node]
+        code = _level_code(nodes.threshold[node], probs.n_levels[f])
+        p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
+        return _probability(1.0 - p_left, fraction)
+    return fraction
+
+
 # ---------------------------------------------------------------- marginal
+# The helpers marked inline="always" are inlined by numba where they are called: the hot
+# loops pay no call with arrays (and no reference counting) for them.
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy", inline="always")
+def _marginal_pair(root, row, X, kind, nodes, probs, stack, stack_weight, tree_sum):
+    """One (row, tree) pair's marginal distribution, into ``tree_sum``: depth first, the
+    left child before the right one (waiting on ``stack``)."""
+    children = nodes.children
+    threshold = nodes.threshold
+    value = nodes.value
+    for c in range(value.shape[1]):
+        tree_sum[c] = 0.0
+    top = 0
+    node = root
+    w = 1.0
+    while True:
+        k = kind[node]
+        if k >= 0:
+            x = X[row, k]
+            if not np.isnan(x):
+                node = children[2 * node + (x > threshold[node])]
+                continue
+            if nodes.saw_missing[node]:
+                node = children[2 * node + nodes.missing_right[node]]
+                continue
+            # a NaN the node never saw: it branches, as a node on an absent column
+        elif k == LEAF_KIND:
+            for c in range(value.shape[1]):
+                tree_sum[c] += w * value[node, c]
+            if top == 0:
+                break
+            top -= 1
+            node = stack[top]
+            w = stack_weight[top]
+            continue
+        p = _right_probability(node, row, nodes, probs)
+        stack[top] = children[2 * node + 1]
+        stack_weight[top] = w * p
+        top += 1
+        node = children[2 * node]
+        w = w * (1.0 - p)
+
+
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
     """Mean over ``trees`` of the marginal class distributions, rows ``lo:hi`` of ``out``.
@@ -188,15 +249,7 @@ def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
     the deepest node's depth), so the leaves are summed in the tree's
     left-to-right order.
     """
-    children = nodes.children
-    threshold = nodes.threshold
-    value = nodes.value
-    feature = nodes.feature
-    right_fraction = nodes.right_fraction
-    saw_missing = nodes.saw_missing
-    missing_right = nodes.missing_right
-    node_kind = probs.node_kind
-    n_classes = value.shape[1]
+    n_classes = nodes.value.shape[1]
     n_trees = trees.shape[0]
     stack = np.empty(capacity, dtype=np.int64)
     stack_weight = np.empty(capacity, dtype=np.float64)
@@ -209,47 +262,7 @@ def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
     for ti in range(n_trees):
         root = nodes.roots[trees[ti]]
         for row in range(lo, hi):
-            for c in range(n_classes):
-                tree_sum[c] = 0.0
-            top = 0
-            node = root
-            w = 1.0
-            while True:
-                k = kind[node]
-                if k >= 0:
-                    x = X[row, k]
-                    if not np.isnan(x):
-                        node = children[2 * node + (x > threshold[node])]
-                        continue
-                    if saw_missing[node]:
-                        node = children[2 * node + missing_right[node]]
-                        continue
-                    # a NaN the node never saw: it branches, as a node on an absent column
-                elif k == LEAF_KIND:
-                    for c in range(n_classes):
-                        tree_sum[c] += w * value[node, c]
-                    if top == 0:
-                        break
-                    top -= 1
-                    node = stack[top]
-                    w = stack_weight[top]
-                    continue
-                fraction = right_fraction[node]
-                pk = node_kind[node]
-                if pk == 1:
-                    p = _numeric_right(node, row, fraction, nodes, probs)
-                elif pk == 2:
-                    f = feature[node]
-                    code = _level_code(threshold[node], probs.n_levels[f])
-                    p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
-                    p = _probability(1.0 - p_left, fraction)
-                else:
-                    p = fraction
-                stack[top] = children[2 * node + 1]
-                stack_weight[top] = w * p
-                top += 1
-                node = children[2 * node]
-                w = w * (1.0 - p)
+            _marginal_pair(root, row, X, kind, nodes, probs, stack, stack_weight, tree_sum)
             for c in range(n_classes):
                 out[row, c] += tree_sum[c]
     for row in range(lo, hi):
@@ -321,101 +334,97 @@ def _uniform(level_key, row_key):
     return np.float64(_mix64(level_key ^ row_key) >> _UNIFORM_SHIFT) * _UNIFORM_SCALE
 
 
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy", inline="always")
+def _first_decision(first, node, row, f, at, X, nodes, probs, keys):
+    """The routing's ``first`` step: LEFT or RIGHT where it decides, else -1."""
+    if first == _IMPUTED_VALUE:
+        v = probs.imputed[row, f]
+        if not np.isnan(v):
+            return RIGHT if np.float64(v) > nodes.threshold[node] else LEFT
+    elif first == _IMPUTED_DRAW:
+        if not np.isnan(probs.imputed[row, f]):
+            p = _right_probability(node, row, nodes, probs)
+            return RIGHT if _uniform(keys.ipr[at], keys.rows[row]) < p else LEFT
+    elif first == _SURROGATE:
+        s = nodes.surrogate_feature[node]
+        if s >= 0:
+            xs = X[row, s]
+            if not np.isnan(xs):
+                below = np.float64(xs) <= nodes.surrogate_threshold[node]
+                return LEFT if below == nodes.surrogate_left_le[node] else RIGHT
+    return -1
+
+
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy", inline="always")
+def _otherwise_decision(otherwise, node, row, at, level, depth_threshold, nodes, keys):
+    """The routing's ``otherwise`` step: STOP, DISCARD, or the pr rule's LEFT or RIGHT."""
+    if otherwise == _STOP:
+        return STOP
+    if otherwise == _DISCARD or at - level < depth_threshold:
+        return DISCARD
+    u = _uniform(keys.pr[at], keys.rows[row])
+    return RIGHT if u < nodes.right_fraction[node] else LEFT
+
+
+@njit(cache=DISK_CACHE, nogil=True, error_model="numpy", inline="always")
+def _walk(node, row, level, first, otherwise, depth_threshold, learned, X, nodes, probs, keys):
+    """Where one (tree, row) pair ends: a leaf, the node it stopped at, or -1 (discarded)."""
+    feature = nodes.feature
+    threshold = nodes.threshold
+    children = nodes.children
+    at = level
+    while True:
+        f = feature[node]
+        if f < 0:
+            return node
+        # both children are loaded before the comparison decides (no load waits on it)
+        left = children[2 * node]
+        right = children[2 * node + 1]
+        x = X[row, f]
+        if x <= threshold[node]:
+            node = left
+        elif x > threshold[node]:
+            node = right
+        elif learned or nodes.saw_missing[node]:  # x is NaN
+            node = right if nodes.missing_right[node] else left
+        else:
+            decision = _first_decision(first, node, row, f, at, X, nodes, probs, keys)
+            if decision < 0:
+                decision = _otherwise_decision(
+                    otherwise, node, row, at, level, depth_threshold, nodes, keys
+                )
+            if decision == STOP:
+                return node
+            if decision == DISCARD:
+                return -1
+            node = right if decision == RIGHT else left
+        at += 1
+
+
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
-def _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, nodes, probs, keys, out):
+def _route_rows(
+    lo, hi, first, otherwise, depth_threshold, learned, X, trees, nodes, probs, keys, out
+):
     """The node where every (tree, row) pair of rows ``lo:hi`` ends, written to ``out``.
 
     Tree after tree, each pair walked from the root: a missing value the node
     saw in training (or any, when ``learned``) follows the learned direction;
-    another one is decided as ``Strategy.resolver`` decides, with the pair's
-    draws computed from the keys (:mod:`.draws`), so a pair never waits for
-    another. ``out`` is -1 where the tree is discarded; a ``node`` pair ends
-    at its unresolvable node.
+    another one is decided by the routing's steps, ``first`` (a step's code,
+    or ``_NO_STEP``) where it can and ``otherwise`` for the rest, as
+    ``Strategy.resolver`` decides, with the pair's draws computed from the
+    keys (:mod:`.draws`), so a pair never waits for another. ``out`` is -1
+    where the tree is discarded; a pair that stops ends at its unresolvable
+    node.
     """
-    feature = nodes.feature
-    threshold = nodes.threshold
-    children = nodes.children
-    saw_missing = nodes.saw_missing
-    missing_right = nodes.missing_right
-    right_fraction = nodes.right_fraction
-    pr_key = keys.pr
-    ipr_key = keys.ipr
-    row_key = keys.rows
-    imputed = probs.imputed
-    node_kind = probs.node_kind
-    row_factor = probs.row_factor
-    node_column = probs.node_column
-    node_factor = probs.node_factor
     for ti in range(trees.shape[0]):
         tree = trees[ti]
         root = nodes.roots[tree]
         # the keys of the tree's levels: a node's depth is the number of steps from the root
         level = keys.start[tree] if keys.start.shape[0] else 0
         for row in range(lo, hi):
-            node = root
-            at = level
-            while True:
-                f = feature[node]
-                if f < 0:
-                    break
-                # both children are loaded before the comparison decides (no load waits on it)
-                left = children[2 * node]
-                right = children[2 * node + 1]
-                x = X[row, f]
-                if x <= threshold[node]:
-                    node = left
-                    at += 1
-                    continue
-                if x > threshold[node]:
-                    node = right
-                    at += 1
-                    continue
-                if learned or saw_missing[node]:  # x is NaN
-                    node = right if missing_right[node] else left
-                    at += 1
-                    continue
-                if strategy == NODE:
-                    break
-                if strategy == FPV:
-                    node = -1
-                    break
-                decision = -1  # the pr rule, unless the strategy's own rule decides
-                if strategy == MI:
-                    v = imputed[row, f]
-                    if not np.isnan(v):
-                        decision = RIGHT if np.float64(v) > threshold[node] else LEFT
-                elif strategy == IPR:
-                    if not np.isnan(imputed[row, f]):
-                        fraction = right_fraction[node]
-                        pk = node_kind[node]
-                        if pk == 1:
-                            # the factored probability inline (no call with arrays in the loop)
-                            p = 1.0 / (1.0 + row_factor[row, node_column[node]] * node_factor[node])
-                            if np.isnan(p):
-                                p = _numeric_right(node, row, fraction, nodes, probs)
-                        elif pk == 2:
-                            code = _level_code(threshold[node], probs.n_levels[f])
-                            p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
-                            p = _probability(1.0 - p_left, fraction)
-                        else:
-                            p = fraction
-                        decision = RIGHT if _uniform(ipr_key[at], row_key[row]) < p else LEFT
-                elif strategy == SS:
-                    s = nodes.surrogate_feature[node]
-                    if s >= 0:
-                        xs = X[row, s]
-                        if not np.isnan(xs):
-                            below = np.float64(xs) <= nodes.surrogate_threshold[node]
-                            decision = LEFT if below == nodes.surrogate_left_le[node] else RIGHT
-                if decision < 0:
-                    if at - level < depth_threshold:
-                        node = -1
-                        break
-                    u = _uniform(pr_key[at], row_key[row])
-                    decision = RIGHT if u < right_fraction[node] else LEFT
-                node = right if decision == RIGHT else left
-                at += 1
-            out[ti, row] = node
+            out[ti, row] = _walk(
+                root, row, level, first, otherwise, depth_threshold, learned, X, nodes, probs, keys
+            )
 
 
 class Keys(NamedTuple):
@@ -438,10 +447,10 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
     trees : ndarray of int
         The trees to traverse.
     rules : Strategy or None
-        The strategy, over the same rows, whose resolver decides at the
-        unresolvable nodes; its :class:`~.draws.Draws` give the keys of the
-        draws. ``None`` sends every missing value the learned direction, as
-        scikit-learn does.
+        The strategy, over the same rows, whose routing decides at the
+        unresolvable nodes (by its steps' codes); its :class:`~.draws.Draws`
+        give the keys of the draws. ``None`` sends every missing value the
+        learned direction, as scikit-learn does.
 
     Returns
     -------
@@ -455,19 +464,20 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
     n_rows, n_feat = X.shape
     out = np.empty((len(trees), n_rows), dtype=np.int64)
     learned = rules is None
-    strategy, depth_threshold = FPV, 0
+    first, otherwise, depth_threshold = _NO_STEP, _DISCARD, 0
     keys = Keys(_NO_START, _NO_KEYS, _NO_KEYS, _NO_KEYS)
     if not learned:
-        if rules.name not in _CODES:
-            raise ValueError(f"strategy {rules.name!r} has no per-node resolver")
-        strategy, depth_threshold = _CODES[rules.name], int(rules.depth_threshold)
-    if strategy in (FPV, NODE):  # nothing imputed, nothing drawn
+        if rules.routing is None:
+            raise ValueError("a rule without a routing has no per-node resolver")
+        (first, otherwise), depth_threshold = rules.routing.codes, int(rules.depth_threshold)
+    if learned or not (rules.routing.draws or rules.routing.reads_imputed):
+        # nothing imputed, nothing drawn
         probs = _probabilities(_no_imputation(n_rows, n_feat, cf.feature.shape[0]))
     else:
         probs = _probabilities(rules.kernel_tables())
         draws = rules.draws
         start, pr = draws.level_table(PR_STREAM)
-        ipr = draws.level_table(IPR_STREAM)[1] if strategy == IPR else _NO_KEYS
+        ipr = draws.level_table(IPR_STREAM)[1] if first == _IMPUTED_DRAW else _NO_KEYS
         keys = Keys(
             np.ascontiguousarray(start, dtype=np.int64),
             np.ascontiguousarray(pr, dtype=np.uint64),
@@ -476,7 +486,9 @@ def route_leaves(cf: CompiledForest, X: np.ndarray, trees: np.ndarray, rules=Non
         )
 
     def run(lo: int, hi: int) -> None:
-        _route_rows(lo, hi, strategy, depth_threshold, learned, X, trees, cf, probs, keys, out)
+        _route_rows(
+            lo, hi, first, otherwise, depth_threshold, learned, X, trees, cf, probs, keys, out
+        )
 
     with _Workers(_threads(n_rows * len(trees))) as workers:
         workers.run(run, n_rows, ROW_BLOCK)

@@ -8,12 +8,14 @@ from collections.abc import Mapping
 import numpy as np
 from sklearn.base import RegressorMixin
 
+from .. import rules
 from ..metrics import score_values, squared_errors
 from ..model.forest import PooledForest
 from ..vocabulary import REGRESSION_AUTO_METRIC
+from .cache import PredictionMemo
 from .calibration import choose_variant
 from .pooled import PooledForestBase
-from .selection import CANDIDATE_PREFERENCE, check_candidates, default_candidates
+from .selection import candidate_preference, check_candidates, default_candidates
 from .weighting import check_guess_weight, fit_guess_weight
 
 logger = logging.getLogger(__name__)
@@ -145,7 +147,7 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
         self.owner_weights = owner_weights
         self.intersection = intersection
 
-    def fit(self, X=None, y=None):
+    def fit(self, X=None, y=None, memo: PredictionMemo | None = None):
         """Validate the parameters; fit what ``auto`` and ``wmp`` choose on validation rows.
 
         The pooled forest is already trained: ``fit`` trains nothing. For
@@ -159,21 +161,25 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
             Validation rows (required for ``auto`` and a fitted ``wmp``).
         y : array-like, optional
             Their targets.
+        memo : PredictionMemo, optional
+            Predictions of ``X`` shared with other estimators of the same
+            forest and settings (:mod:`fedforest.prediction.cache`).
 
         Returns
         -------
         self
         """
         X = self._input(X)
-        if self.strategy == "auto":
-            y = self._targets(X, y, 'strategy="auto"')
+        rule = rules.find(self.strategy)
+        if rule is not None and rule.family == rules.CHOICE:
+            y = self._targets(X, y, f'strategy="{self.strategy}"')
             candidates = self.auto_candidates
             if candidates is None:
-                candidates = default_candidates(self.forest.owners, self.site)
-                if self.intersection is not None:
-                    candidates = [*candidates, "intersection"]
+                candidates = default_candidates(
+                    self.forest.owners, self.site, self.intersection is not None
+                )
             predictions = {
-                name: self._predict_values(X, name)[0][:, 0]
+                name: self._predict_values(X, name, memo=memo)[0][:, 0]
                 for name in check_candidates(candidates)
             }
             scores = {n: score_values(REGRESSION_AUTO_METRIC, y, p) for n, p in predictions.items()}
@@ -181,16 +187,16 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
             for name, value in scores.items():
                 logger.info("candidate %s: validation rmse = %.4f", name, value)
             best, runner_up = choose_variant(
-                scores, REGRESSION_AUTO_METRIC, CANDIDATE_PREFERENCE, losses
+                scores, REGRESSION_AUTO_METRIC, candidate_preference(), losses
             )
             self.strategy_, self.runner_up_, self.selection_scores_ = best, runner_up, scores
             return self
         self._validate(self.strategy)
-        if self.strategy == "wmp":
+        if rule.family == rules.WEIGHTED:
             weight = check_guess_weight(self.guess_weight)
-            if weight == "auto":
-                y = self._targets(X, y, 'strategy="wmp" with guess_weight="auto"')
-                parts = self._wmp_parts(X)
+            if isinstance(weight, str):
+                y = self._targets(X, y, f'strategy="{self.strategy}" with guess_weight="{weight}"')
+                parts = self._wmp_parts(X, self.strategy, memo)
                 weight, self.guess_weight_scores_ = fit_guess_weight(*parts[:4], y, None)
             self.guess_weight_ = weight
         self.strategy_ = self.strategy
@@ -207,7 +213,7 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
             raise ValueError("fit: y has missing or infinite targets")
         return y
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X, memo: PredictionMemo | None = None) -> np.ndarray:
         """The predicted number of every row.
 
         Parameters
@@ -217,11 +223,14 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
             features it lacks are missing on every row, and its other columns
             are ignored (one warning names them). An ndarray must have
             :attr:`n_features_in_` columns, in :attr:`feature_names_in_` order.
+        memo : PredictionMemo, optional
+            Predictions of ``X`` shared with other estimators of the same
+            forest and settings (:mod:`fedforest.prediction.cache`).
 
         Returns
         -------
         ndarray of shape (n_rows,)
         """
         X = self._input(X)
-        values, self.diagnostics_ = self._predict_values(X, self._strategy_in_use())
+        values, self.diagnostics_ = self._predict_values(X, self._strategy_in_use(), memo=memo)
         return values[:, 0]

@@ -5,7 +5,7 @@ classifier's ``calibration`` says and scored on cross-fitted validation
 probabilities (:func:`choose_calibrated`). The choice is a pure function of
 these scores: the best wins, and ties (for log-loss and Brier, differences
 within one standard error of the per-row losses) go to the first candidate in
-:data:`fedforest.vocabulary.STRATEGY_PREFERENCE`, then ``intersection``. It
+the registry's preference order (:func:`fedforest.rules.preference`). It
 knows nothing of the classifier; :meth:`fedforest.PooledForestClassifier.fit` hands it one predict
 function that reuses the compiled forest for every candidate. The default
 candidates (:func:`default_candidates`) are the same for the classifier and
@@ -20,54 +20,53 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import rules
 from ..metrics import ROW_LOSSES, row_losses, score
-from ..vocabulary import AUTO_METRICS, FITTED_STRATEGIES, STRATEGIES, TREE_SELECTION
-from ..vocabulary import STRATEGY_PREFERENCE as PREFERENCE
+from ..vocabulary import AUTO_METRICS
 
 logger = logging.getLogger(__name__)
 
 
-def default_candidates(owners: Sequence[str], site: str | None) -> list[str]:
+def default_candidates(
+    owners: Sequence[str], site: str | None, intersection: bool = False
+) -> list[str]:
     """The strategies ``auto`` tries when it is given none.
 
-    Every strategy that fits no parameter of its own on the validation rows
-    (not :data:`~fedforest.vocabulary.FITTED_STRATEGIES`); the tree selection
-    strategies (``park``, ``local``) only when ``site`` is one of ``owners``
-    (the sites that trained trees of the forest), since they keep that site's
-    trees.
+    Every rule of the registry that declares itself a candidate (none that
+    fits a parameter of its own on the validation rows, :func:`fedforest.rules.fitted`),
+    in registration order; the tree selections (``park``, ``local``) only when
+    ``site`` is one of ``owners`` (the sites that trained trees of the
+    forest), since they keep that site's trees; ``intersection`` only with an
+    intersection forest.
 
     Examples
     --------
     >>> default_candidates(["s1", "s2"], "s1")
     ['fpv', 'pr', 'mi', 'ipr', 'mp', 'ss', 'node', 'park', 'local']
-    >>> default_candidates(["s1", "s2"], None)
-    ['fpv', 'pr', 'mi', 'ipr', 'mp', 'ss', 'node']
+    >>> default_candidates(["s1", "s2"], None, intersection=True)
+    ['fpv', 'pr', 'mi', 'ipr', 'mp', 'ss', 'node', 'intersection']
     """
-    own_trees = site is not None and site in owners
-    return [
-        s
-        for s in STRATEGIES
-        if s not in FITTED_STRATEGIES and (s not in TREE_SELECTION or own_trees)
-    ]
+    return rules.candidates(site is not None and site in owners, intersection)
 
 
-#: What ``auto`` can choose: the strategies and the intersection forest.
-CANDIDATES = (*STRATEGIES, "intersection")
-#: Order in which equally scoring candidates are preferred.
-CANDIDATE_PREFERENCE = (*PREFERENCE, "intersection")
+def candidate_preference() -> tuple[str, ...]:
+    """Order in which equally scoring candidates are preferred (the registry's)."""
+    return rules.preference()
 
 
 def check_candidates(candidates: Sequence[str]) -> list[str]:
-    """Validate a list of candidate strategies (``intersection`` included)."""
+    """Validate a list of candidate strategies (``intersection`` included): what ``auto``
+    can choose (:func:`fedforest.rules.deployable`), none of them fitted."""
     candidates = list(candidates)
     if not candidates:
         raise ValueError("candidates is empty; name at least one strategy")
-    bad = [c for c in candidates if c not in CANDIDATES]
+    choosable = rules.deployable()
+    bad = [c for c in candidates if c not in choosable]
     if bad:
-        raise ValueError(f"unknown strategies {bad}; choose from {list(CANDIDATES)}")
-    fitted = [c for c in candidates if c in FITTED_STRATEGIES]
+        raise ValueError(f"unknown strategies {bad}; choose from {list(choosable)}")
+    fitted = [c for c in candidates if rules.get(c).fitted]
     if fitted:
-        allowed = [s for s in CANDIDATES if s not in FITTED_STRATEGIES]
+        allowed = [s for s in choosable if not rules.get(s).fitted]
         raise ValueError(
             f"candidates {fitted} fit their own parameter on the validation rows and cannot "
             f"also be chosen on them; choose from {allowed}"
@@ -172,5 +171,5 @@ def choose_calibrated(
     losses = None
     if metric in ROW_LOSSES:
         losses = {n: row_losses(metric, y_val, f.cross_fitted, classes) for n, f in fits.items()}
-    best, runner_up = choose_variant(scores, metric, CANDIDATE_PREFERENCE, losses)
+    best, runner_up = choose_variant(scores, metric, candidate_preference(), losses)
     return Selection(best, runner_up, scores, fits)

@@ -1,53 +1,53 @@
-"""The missing-split strategies: how a node on an unavailable feature is resolved.
+"""A routing rule applied to one prediction call: how a node on an unavailable feature is resolved.
 
-Each strategy is expressed twice, with identical semantics:
+:class:`Strategy` applies a :class:`~fedforest.rules.routing.Routing` (what a
+rule of :mod:`fedforest.rules` declares) to one call's rows, with one
+implementation per step (:mod:`.steps`), in two forms of identical semantics:
 
 * :meth:`Strategy.resolver` decides for (node, row) pairs met during the numpy
   traversal in :mod:`fedforest.prediction.routing` (any mix of missing values); the
   compiled kernels of :mod:`fedforest.prediction.numba_kernels` apply the same
-  rules to the arrays of :meth:`Strategy.kernel_tables`;
+  steps, by their codes, to the arrays of :meth:`Strategy.kernel_tables`;
 * :meth:`Strategy.static_trees` rewrites the trees for the rows that miss only
   whole columns, so that scikit-learn's compiled engine can walk them
-  (:mod:`fedforest.fastpath`).
+  (:mod:`fedforest.prediction.fastpath`).
 
 The rules themselves are specified in ``docs/architecture.md`` ("Missing-split
-semantics"). ``node`` (ForestFire's fallback) is the one rule that neither
-picks a child nor discards: the walk stops at the unresolvable node, whose own
-class distribution is the tree's prediction for the row (decision ``STOP``;
-in :meth:`Strategy.static_trees` the node becomes an ordinary leaf).
+semantics"). ``node`` (ForestFire's fallback, the ``stop`` step) is the one rule
+that neither picks a child nor discards: the walk stops at the unresolvable
+node, whose own class distribution is the tree's prediction for the row
+(decision ``STOP``; in :meth:`Strategy.static_trees` the node becomes an
+ordinary leaf).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..model.traversal import DISCARD, LEFT, RIGHT, STOP, CompiledForest
-from ..vocabulary import STRATEGIES, TREE_SELECTION
-from .draws import IPR_STREAM, PR_STREAM, Draws
+from ..model.traversal import CompiledForest
+from ..rules.routing import Routing
+from .cache import ForestCache
+from .draws import Draws
 from .routing import exp_factor, factored_right, sigmoid
+from .steps import ALWAYS, DECIDE, REWRITE, Rewrite, static_key
 
-__all__ = ["STATIC", "STRATEGIES", "TREE_SELECTION", "Strategy"]
-
-#: Strategies whose decision at a node can be written into the tree (a split, a
-#: coin flip on a column of the rows' draws, a "discard" leaf or, for ``node``,
-#: an ordinary leaf): the compiled fast path.
-STATIC = ("fpv", "pr", "mi", "ss", "node")
+__all__ = ["Strategy"]
 
 
 class Strategy:
-    """Resolution rules of one strategy for one prediction call.
+    """A routing's decisions for one prediction call, and p_R for its rows.
 
-    ``fpv`` and ``node`` are deterministic and draw nothing (``node`` stops
-    at the node: ``STOP``); ``pr`` draws the ``pr`` rule's uniform for every
-    pair it resolves at a depth of at least ``depth_threshold``, and ``mi``, ``ipr`` and ``ss``
-    for those their own rule cannot decide; ``ipr`` draws a second one, in
-    its own stream, for a pair with an imputed value. Each draw is a pure
-    function of the seed, the node and the row (:mod:`.draws`).
+    The ``discard`` and ``stop`` steps are deterministic and draw nothing;
+    the ``pr`` rule draws a uniform for every pair it resolves at a depth of
+    at least ``depth_threshold``; ``imputed_draw`` draws one, in its own
+    stream, for a pair with an imputed value. Each draw is a pure function of
+    the seed, the node and the row (:mod:`.draws`).
 
     Parameters
     ----------
-    name : str
-        One of :data:`STRATEGIES`.
+    routing : Routing or None
+        The rule's routing (``None`` for a rule that does not route itself:
+        ``mp`` reads only p_R, :meth:`right_probability`).
     forest : PooledForest
     cf : CompiledForest
     X : ndarray of shape (n_rows, n_features), float32
@@ -63,11 +63,35 @@ class Strategy:
     depth_threshold : int
     draws : Draws
         The call's draws, over the same rows as ``X``.
+    cache : ForestCache
+        The forest's cache (the node factors of p_R, the rewritten trees'
+        draws).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from fedforest import PooledForest, rules
+    >>> from fedforest.prediction.cache import forest_cache
+    >>> from fedforest.prediction.draws import Draws
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.normal(size=(40, 2)).astype(np.float32)
+    >>> rf = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, X[:, 0] > 0)
+    >>> forest = PooledForest.from_sklearn(rf, ["a", "b"], owner="s1")
+    >>> cache = forest_cache(forest)
+    >>> cf = cache.compiled(forest)
+    >>> X[:, 0] = np.nan
+    >>> none = np.full(X.shape, np.nan, dtype=np.float32)
+    >>> s = Strategy(rules.get("fpv").routing, forest, cf, X, none, {}, np.full(2, np.nan), 2,
+    ...              Draws(0, X, forest.tree_of_node, cf.depth), cache)
+    >>> root = cf.roots[:1]
+    >>> int(s.resolver(root, np.array([0]))[0])  # DISCARD
+    2
     """
 
     def __init__(
         self,
-        name,
+        routing: Routing | None,
         forest,
         cf: CompiledForest,
         X,
@@ -76,8 +100,9 @@ class Strategy:
         sigma,
         depth_threshold,
         draws: Draws,
+        cache: ForestCache,
     ):
-        self.name = name
+        self.routing = routing
         self.forest = forest
         self.cf = cf
         self.X = X
@@ -86,11 +111,12 @@ class Strategy:
         self.sigma = sigma
         self.depth_threshold = depth_threshold
         self.draws = draws
+        self.cache = cache
 
-    def restricted(self, mask: np.ndarray, name: str | None = None) -> Strategy:
-        """The same rules (or ``name``'s) for the rows in ``mask`` (row indices restart at 0)."""
+    def restricted(self, mask: np.ndarray) -> Strategy:
+        """The same rules for the rows in ``mask`` (row indices restart at 0)."""
         return Strategy(
-            name or self.name,
+            self.routing,
             self.forest,
             self.cf,
             self.X[mask],
@@ -99,23 +125,10 @@ class Strategy:
             self.sigma,
             self.depth_threshold,
             self.draws.subset(mask),
+            self.cache,
         )
 
     # ------------------------------------------------------------ dynamic
-    def pr_rule(self, nodes, rows) -> np.ndarray:
-        """Discard above ``depth_threshold``; below it, go right w.p. N_right/N_node.
-
-        Right when the pair's draw (:data:`~.draws.PR_STREAM`) is below
-        ``N_right / N_node``; nothing is drawn for a pair that discards.
-        """
-        decision = np.full(nodes.size, DISCARD)
-        deep = np.flatnonzero(self.cf.depth[nodes] >= self.depth_threshold)
-        if deep.size:
-            n, r = nodes[deep], rows[deep]
-            draw = self.draws.uniform(n, r, PR_STREAM)
-            decision[deep] = np.where(draw < self.cf.right_fraction[n], RIGHT, LEFT)
-        return decision
-
     def _probability_tables(self):
         """Per-node lookups for :meth:`right_probability`, built once per call."""
         if getattr(self, "_tables", None) is None:
@@ -133,7 +146,7 @@ class Strategy:
             numeric = np.flatnonzero(kind_f == 1)
             factor_column = np.full(n_feat, -1, dtype=np.int64)
             factor_column[numeric] = np.arange(numeric.size)
-            centre, node_factor = _node_factors(self.forest, cf, inv_sigma)
+            centre, node_factor = _node_factors(self.forest, cf, inv_sigma, self.cache)
             with np.errstate(invalid="ignore", over="ignore"):
                 a = -(self.imputed[:, numeric] - centre[numeric]) * inv_sigma[numeric]
             row_factor = exp_factor(np.where(_usable(inv_sigma[numeric]), a, np.nan))
@@ -248,39 +261,18 @@ class Strategy:
     def resolver(self, nodes, rows) -> np.ndarray:
         """Decision (LEFT, RIGHT, DISCARD, STOP) for pairs at unresolvable nodes.
 
-        A pure function of each (node, row) pair: the order and the company in
-        which pairs are asked change nothing.
+        The routing's ``first`` step decides the pairs it can, its
+        ``otherwise`` step the rest. A pure function of each (node, row) pair:
+        the order and the company in which pairs are asked change nothing.
         """
-        if self.name == "fpv":
-            return np.full(nodes.size, DISCARD)
-        if self.name == "node":  # stop here: the node's own distribution; no draws
-            return np.full(nodes.size, STOP)
-        if self.name == "pr":
-            return self.pr_rule(nodes, rows)
+        first, otherwise = self.routing.first, self.routing.otherwise
+        if first is None:
+            return ALWAYS[otherwise](self, nodes, rows)
         decision = np.empty(nodes.size, dtype=np.int64)
-        if self.name == "mi":
-            value = self.imputed[rows, self.cf.feature[nodes]]
-            has = ~np.isnan(value)
-            decision[has] = np.where(value[has] > self.cf.threshold[nodes[has]], RIGHT, LEFT)
-        elif self.name == "ipr":
-            has = ~np.isnan(self.imputed[rows, self.cf.feature[nodes]])
-            if has.any():
-                n, r = nodes[has], rows[has]
-                p = self.right_probability(n, r)
-                decision[has] = np.where(self.draws.uniform(n, r, IPR_STREAM) < p, RIGHT, LEFT)
-        elif self.name == "ss":
-            sf = self.forest.surrogate_feature[nodes]
-            has = sf >= 0
-            xs = np.full(nodes.size, np.nan, dtype=np.float32)
-            xs[has] = self.X[rows[has], sf[has]]
-            has = ~np.isnan(xs)
-            le = xs[has] <= self.forest.surrogate_threshold[nodes[has]]
-            decision[has] = np.where(le == self.forest.surrogate_left_le[nodes[has]], LEFT, RIGHT)
-        else:  # pragma: no cover - guarded by the classifier
-            raise ValueError(f"strategy {self.name!r} has no per-node resolver")
-        rest = np.flatnonzero(~has)  # the pr rule
+        has = DECIDE[first](self, nodes, rows, decision)
+        rest = np.flatnonzero(~has)
         if rest.size:
-            decision[rest] = self.pr_rule(nodes[rest], rows[rest])
+            decision[rest] = ALWAYS[otherwise](self, nodes[rest], rows[rest])
         return decision
 
     # ------------------------------------------------------------- static
@@ -312,75 +304,31 @@ class Strategy:
         dynamic traversals.
         """
         f = self.forest
-        n_feat = f.n_features
-        left = f.children_left.copy()
-        right = f.children_right.copy()
-        feature = f.feature.astype(np.int64)
-        threshold = f.threshold.copy()
-        discard = np.zeros(f.n_nodes, dtype=bool)
-        internal = feature >= 0
-        stuck = internal & absent[np.where(internal, feature, 0)] & ~f.saw_missing
         depth = self.cf.depth
         max_depth = int(depth.max()) + 1 if f.n_nodes else 1
-        random_node = np.zeros(f.n_nodes, dtype=bool)
-        if self.name in ("mi", "ss"):
-            resolved = np.zeros(f.n_nodes, dtype=bool)
-            if self.name == "mi":
-                has_imp = np.zeros(n_feat, dtype=bool)
-                has_imp[:] = ~np.all(np.isnan(self.imputed), axis=0)
-                use = stuck & has_imp[np.where(internal, feature, 0)]
-                feature[use] = n_feat + feature[use]
-                resolved = use
-            else:
-                sf = f.surrogate_feature
-                use = stuck & (sf >= 0) & ~absent[np.where(sf >= 0, sf, 0)]
-                feature[use] = sf[use]
-                threshold[use] = f.surrogate_threshold[use]
-                swap = use & ~f.surrogate_left_le
-                left[swap], right[swap] = f.children_right[swap], f.children_left[swap]
-                resolved = use
-            stuck = stuck & ~resolved
-        if self.name in ("pr", "mi", "ss"):
-            shallow = stuck & (depth < self.depth_threshold)
-            deep = stuck & ~shallow
-            feature[deep] = 2 * n_feat + depth[deep]
-            threshold[deep] = -self.cf.right_fraction[deep]
-            random_node = deep
-            stuck = shallow
-        feature[stuck] = -1
-        left[stuck] = -1
-        right[stuck] = -1
-        # fpv, pr, mi, ss: a leaf that discards the tree; node: a leaf like any other
-        if self.name != "node":
-            discard = stuck
-        random_depths = _depths_per_tree(f.tree_of_node, depth, random_node, f.n_trees)
+        t = Rewrite.start(f, absent)
+        for step in self.routing.steps:
+            REWRITE[step](self, t)
+        random_depths = _depths_per_tree(f.tree_of_node, depth, t.random_node, f.n_trees)
         arrays = {
-            "left": left,
-            "right": right,
-            "feature": feature,
-            "threshold": threshold,
+            "left": t.left,
+            "right": t.right,
+            "feature": t.feature,
+            "threshold": t.threshold,
             "missing_left": f.missing_left,
         }
-        n_columns = 2 * n_feat + (max_depth if random_node.any() else 0)
-        return arrays, discard, random_depths, n_columns
+        n_columns = 2 * f.n_features + (max_depth if t.random_node.any() else 0)
+        return arrays, t.discard, random_depths, n_columns
 
     def guesses(self, absent: np.ndarray) -> bool:
         """Whether rows missing exactly the ``absent`` columns can meet a ``pr`` draw."""
-        if self.name not in ("pr", "mi", "ss") or not absent.any():
+        routing = self.routing
+        if routing is None or not (routing.static and routing.draws) or not absent.any():
             return False
-        imputed = ~np.all(np.isnan(self.imputed), axis=0) if self.name == "mi" else ()
-        key = (
-            self.name,
-            absent.tobytes(),
-            int(self.depth_threshold),
-            tuple(np.flatnonzero(imputed)),
+        key = (routing, absent.tobytes(), int(self.depth_threshold), static_key(self))
+        return self.cache.guesses.get_or_build(
+            key, lambda: any(d.size for d in self.static_trees(absent)[2])
         )
-        cache = self.forest._cache.setdefault("guesses", {})
-        if key not in cache:
-            if len(cache) >= 64:
-                cache.clear()
-            cache[key] = any(d.size for d in self.static_trees(absent)[2])
-        return cache[key]
 
 
 def _depths_per_tree(tree_of_node, depth, marked, n_trees: int) -> list:
@@ -405,8 +353,8 @@ def _usable(inv_sigma: np.ndarray) -> np.ndarray:
     return np.isfinite(inv_sigma) & (inv_sigma > 0)
 
 
-def _node_factors(forest, cf: CompiledForest, inv_sigma: np.ndarray):
-    """Per feature its centre c, per node ``exp((t - c) / sigma)``; cached on the forest.
+def _node_factors(forest, cf: CompiledForest, inv_sigma: np.ndarray, cache: ForestCache):
+    """Per feature its centre c, per node ``exp((t - c) / sigma)``; kept in the forest's cache.
 
     The centre is the median threshold of the forest's nodes on the feature (0
     for none): the two exponents of a probability then stay small whatever the
@@ -415,24 +363,24 @@ def _node_factors(forest, cf: CompiledForest, inv_sigma: np.ndarray):
     in any batch. A node's factor is NaN where it does not exist (a leaf, a
     categorical feature, a sigma of 0, an exponent beyond ``FACTOR_LIMIT``).
     """
-    cache = forest._cache.setdefault("node_factors", {})
-    key = inv_sigma.tobytes()
-    if key not in cache:
-        if len(cache) >= 16:
-            cache.clear()
-        n_feat = inv_sigma.shape[0]
-        internal = cf.feature >= 0
-        centre = np.zeros(n_feat)
-        on = cf.feature[internal]
-        thresholds = cf.threshold[internal]
-        by_feature = np.argsort(on, kind="stable")
-        bounds = np.searchsorted(on[by_feature], np.arange(n_feat + 1))
-        for j in range(n_feat):
-            if bounds[j + 1] > bounds[j]:
-                centre[j] = np.median(thresholds[by_feature[bounds[j] : bounds[j + 1]]])
-        f = np.where(internal, cf.feature, 0)
-        numeric = internal & ~forest.is_categorical[f] & _usable(inv_sigma)[f]
-        with np.errstate(invalid="ignore", over="ignore"):
-            b = np.where(numeric, (cf.threshold - centre[f]) * inv_sigma[f], np.nan)
-        cache[key] = (centre, np.ascontiguousarray(exp_factor(b)))
-    return cache[key]
+    return cache.node_factors.get_or_build(
+        inv_sigma.tobytes(), lambda: _build_node_factors(forest, cf, inv_sigma)
+    )
+
+
+def _build_node_factors(forest, cf: CompiledForest, inv_sigma: np.ndarray):
+    n_feat = inv_sigma.shape[0]
+    internal = cf.feature >= 0
+    centre = np.zeros(n_feat)
+    on = cf.feature[internal]
+    thresholds = cf.threshold[internal]
+    by_feature = np.argsort(on, kind="stable")
+    bounds = np.searchsorted(on[by_feature], np.arange(n_feat + 1))
+    for j in range(n_feat):
+        if bounds[j + 1] > bounds[j]:
+            centre[j] = np.median(thresholds[by_feature[bounds[j] : bounds[j + 1]]])
+    f = np.where(internal, cf.feature, 0)
+    numeric = internal & ~forest.is_categorical[f] & _usable(inv_sigma)[f]
+    with np.errstate(invalid="ignore", over="ignore"):
+        b = np.where(numeric, (cf.threshold - centre[f]) * inv_sigma[f], np.nan)
+    return centre, np.ascontiguousarray(exp_factor(b))

@@ -210,17 +210,18 @@ def tree_weights(forest, owner_weights) -> np.ndarray | None:
             f"owner_weights must name exactly the forest's sites {forest.owners}; "
             + (f"missing {missing}" if missing else f"unknown {extra}")
         )
-    values = []
-    for owner in forest.owners:
-        w = owner_weights[owner]
-        if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)):
-            raise ValueError(f"owner_weights[{owner!r}]={w!r} must be a number >= 0")
-        if not np.isfinite(w) or w < 0:
-            raise ValueError(f"owner_weights[{owner!r}]={w!r} must be a finite number >= 0")
-        values.append(float(w))
-    values = np.asarray(values)
+    values = np.asarray([_owner_weight(owner, owner_weights[owner]) for owner in forest.owners])
     if not np.any(values > 0):
         raise ValueError(f"owner_weights={dict(owner_weights)} gives every site weight 0")
     if np.all(values == values[0]):
         return None
     return values[np.asarray(forest.tree_owner)]
+
+
+def _owner_weight(owner: str, w) -> float:
+    """One site's pooling weight: a finite number >= 0."""
+    if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)):
+        raise ValueError(f"owner_weights[{owner!r}]={w!r} must be a number >= 0")
+    if not np.isfinite(w) or w < 0:
+        raise ValueError(f"owner_weights[{owner!r}]={w!r} must be a finite number >= 0")
+    return float(w)

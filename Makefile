@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format bench bench-job bench-scale bench-experiment bench-quality bench-ideas demo demo-data demo-regression demo-data-regression job poc clean
+.PHONY: install test lint format docs docs-demo bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression demo demo-data demo-regression demo-data-regression job poc clean
 
 # uv (from PyPI) installs the same requirements as pip, several times faster (compiling the
 # bytecode up front, as pip does, so that every FLARE process starts from it); pip is the
@@ -22,16 +22,25 @@ install: $(STAMP)
 # The whole suite in parallel, one pytest-xdist worker per CPU (PYTEST_XDIST_AUTO_NUM_WORKERS
 # sets another number), the 15 slowest tests listed at the end.
 test: $(STAMP)
-	$(PY) -m ruff check src tests benchmarks data_prep
+	$(PY) -m ruff check src tests benchmarks data_prep docs/generate.py
 	$(PY) -m pytest -q -n logical --durations=15
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests benchmarks data_prep
-	$(PY) -m ruff format --check src tests benchmarks data_prep
+	$(PY) -m ruff check src tests benchmarks data_prep docs/generate.py
+	$(PY) -m ruff format --check src tests benchmarks data_prep docs/generate.py
 
 format: $(STAMP)
-	$(PY) -m ruff format src tests benchmarks data_prep
-	$(PY) -m ruff check --fix src tests benchmarks data_prep
+	$(PY) -m ruff format src tests benchmarks data_prep docs/generate.py
+	$(PY) -m ruff check --fix src tests benchmarks data_prep docs/generate.py
+
+# The generated blocks of README.md and docs/*.md: the configuration reference (from the
+# schema), the benchmark results they include, the size of the runtime a job ships.
+docs: $(STAMP)
+	$(PY) docs/generate.py
+
+# The README's excerpt of `make demo`'s console, from a fresh run of the demo.
+docs-demo: $(STAMP)
+	$(PY) docs/generate.py --demo
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_inference.py
@@ -50,6 +59,9 @@ bench-quality: $(STAMP)
 
 bench-ideas: $(STAMP)
 	$(PY) benchmarks/bench_strategy_ideas.py
+
+bench-regression: $(STAMP)
+	$(PY) benchmarks/bench_regression.py
 
 demo-data: $(STAMP)
 	$(PY) data_prep/make_demo_data.py --out demo_data

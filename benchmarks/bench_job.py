@@ -114,7 +114,22 @@ def markdown(bench: dict) -> str:
         "",
         "Swarm mode: each site's own timings, slowest site shown; `pool` runs at every site.",
         "",
+        "Bytes of the training phase: each site's training payload; in server mode the server "
+        "receives every site's payload and sends the pooled model to every site, in swarm mode "
+        "each site sends its payload to every other site.",
+        "",
+        "| mode | training payload per site (MB) | pooled model (MB) | bytes moved (MB) |",
+        "|---|---|---|---|",
     ]
+    for mode, b in bench.items():
+        train = [sizes.get("train", 0) for sizes in b["payload_bytes"].values()]
+        n = len(train)
+        model = b.get("model_bytes")
+        moved = sum(train) + n * model if mode == "server" and model else sum(train) * (n - 1)
+        per_site = f"{min(train) / 1e6:.2f} to {max(train) / 1e6:.2f}"
+        shown = "–" if mode != "server" or not model else f"{model / 1e6:.2f}"
+        lines.append(f"| {mode} | {per_site} | {shown} | {moved / 1e6:.2f} |")
+    lines.append("")
     return "\n".join(lines)
 
 

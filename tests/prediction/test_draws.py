@@ -54,7 +54,7 @@ def hospital(rng, n):
 
 @pytest.fixture(scope="module")
 def pooled():
-    """Two hospitals with one private column each, pooled as in the README."""
+    """Two hospitals with one private column each, pooled as in docs/library.md."""
     rng = np.random.default_rng(0)
     forests, imputer_sets, stds = [], [], []
     for site, private in [("site-1", "insulin"), ("site-2", "skin")]:

@@ -22,7 +22,7 @@ def _job_build(args: argparse.Namespace) -> int:
     if args.no_custom:
         print(
             "no code in custom/: every site needs fedforest installed and its classes "
-            "allow-listed (see the README, Deploying to hospitals)"
+            "allow-listed (see docs/deploying.md, Without shipping code)"
         )
     return 0
 

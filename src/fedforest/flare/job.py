@@ -86,8 +86,9 @@ def load_configs(config_dir, data_checks: bool = True) -> tuple[JobConfig, dict[
 
 
 #: What the job's ``custom/`` folder leaves out: code no site or server runs (the
-#: experiment runner, reports and plots, and the command line).
-NOT_SHIPPED = ("experiments", "cli", "__pycache__", "*.pyc")
+#: experiment runner, reports and plots, the command line, and the text of the
+#: configuration reference).
+NOT_SHIPPED = ("experiments", "cli", "config_docs.py", "__pycache__", "*.pyc")
 
 
 def _stage_package(stage: Path) -> Path:

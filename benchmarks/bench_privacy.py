@@ -88,8 +88,6 @@ Writes ``<out>/privacy.json`` and ``<out>/privacy.md``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import math
 import sys
@@ -105,36 +103,33 @@ import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.metrics import roc_auc_score
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "data_prep"))
-
-from make_demo_data import LOCAL_NAMES, make_demo_data  # noqa: E402
-
-from fedforest.columns import as_level_strings, normalize_labels  # noqa: E402
-from fedforest.experiments.partition import split_table  # noqa: E402
-from fedforest.experiments.synthetic import DATASETS as SYNTHETIC  # noqa: E402
-from fedforest.experiments.synthetic import load_dataset  # noqa: E402
-from fedforest.federation.evaluation import evaluate_strategies  # noqa: E402
-from fedforest.federation.schema import GlobalSchema, SiteSchema  # noqa: E402
-from fedforest.federation.splits import split_validation  # noqa: E402
-from fedforest.federation.training import (  # noqa: E402
+from benchmarks import harness
+from data_prep.make_demo_data import LOCAL_NAMES, make_demo_data
+from fedforest.columns import as_level_strings, normalize_labels
+from fedforest.experiments.partition import split_table
+from fedforest.experiments.synthetic import DATASETS as SYNTHETIC
+from fedforest.experiments.synthetic import load_dataset
+from fedforest.federation.evaluation import evaluate_strategies
+from fedforest.federation.schema import GlobalSchema, SiteSchema
+from fedforest.federation.splits import split_validation
+from fedforest.federation.training import (
     SiteModels,
     fit_site_models,
     forest_params_for,
     pool_site_models,
 )
-from fedforest.model.forest import PooledForest  # noqa: E402
-from fedforest.model.imputers import ImputerSet  # noqa: E402
-from fedforest.model.traversal import CompiledForest  # noqa: E402
-from fedforest.prediction.routing import average_leaves, route_leaves  # noqa: E402
-from fedforest.privacy.audit import (  # noqa: E402
+from fedforest.model.forest import PooledForest
+from fedforest.model.imputers import ImputerSet
+from fedforest.model.traversal import CompiledForest
+from fedforest.prediction.routing import average_leaves, route_leaves
+from fedforest.privacy.audit import (
     disclosed_rare_levels,
     smallest_leaf_rows,
     threshold_midpoint_share,
 )
-from fedforest.privacy.dp_forest import fit_dp_forest  # noqa: E402
-from fedforest.privacy.levels import hide_rare_levels, rare_levels  # noqa: E402
-from fedforest.privacy.policy import (  # noqa: E402
+from fedforest.privacy.dp_forest import fit_dp_forest
+from fedforest.privacy.levels import hide_rare_levels, rare_levels
+from fedforest.privacy.policy import (
     DEFAULT_DP_MAX_DEPTH,
     DEFAULT_DP_TREES,
     JOB_MIN_LEAF_ROWS,
@@ -142,7 +137,7 @@ from fedforest.privacy.policy import (  # noqa: E402
     PrivacyPolicy,
     dp_budget,
 )
-from fedforest.privacy.transforms import (  # noqa: E402
+from fedforest.privacy.transforms import (
     bootstrap_weights,
     enforce_min_leaf_rows,
     prepare_forest,
@@ -937,7 +932,7 @@ def run(
         n_trees,
         jobs,
     )
-    start = time.monotonic()
+    progress = harness.Progress(logger, len(tasks), "tasks")
     rows: list[dict] = []
     done: dict[str, int] = {}
 
@@ -945,17 +940,7 @@ def run(
         rows.extend(result)
         dataset = task[0]
         done[dataset] = done.get(dataset, 0) + 1
-        finished = sum(done.values())
-        elapsed = time.monotonic() - start
-        logger.info(
-            "%s rep %d done (%d/%d tasks, %.0f s elapsed, ~%.0f s left)",
-            dataset,
-            task[1],
-            finished,
-            len(tasks),
-            elapsed,
-            elapsed / finished * (len(tasks) - finished),
-        )
+        progress.step(f"{dataset} rep {task[1]}")
         if done[dataset] == reps:
             per = summarize([r for r in rows if r["dataset"] == dataset])[dataset]
             for setting in chosen:
@@ -987,7 +972,7 @@ def run(
             }
             for future in as_completed(futures):
                 collect(futures[future], future.result())
-    seconds = time.monotonic() - start
+    seconds = progress.seconds
     rows.sort(key=lambda r: (DATASETS.index(r["dataset"]), r["rep"], chosen.index(r["setting"])))
     per_dataset = summarize(rows)
     per_dataset = {d: {s: per_dataset[d][s] for s in chosen} for d in datasets if d in per_dataset}
@@ -1022,28 +1007,17 @@ def run(
         "rows": rows,
     }
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "privacy.json").write_text(to_json(bench))
-        (out / "privacy.md").write_text(markdown(bench))
+        harness.write_results(out, "privacy", saved(bench), markdown(bench), logger)
     return bench
 
 
-def to_json(bench: dict) -> str:
-    """The results as JSON, indented; ``rows`` as a table: ``{"columns": [...], "values":
-    [one list per (dataset, rep, setting, site), one line each]}``, AUPRC as ``auprc_<strategy>``.
+def saved(bench: dict) -> dict:
+    """The results as ``privacy.json`` holds them: ``rows`` as a table, ``{"columns": [...],
+    "values": [one list per (dataset, rep, setting, site)]}``, AUPRC as ``auprc_<strategy>``
+    (the harness writes each list of values on one line).
     """
-    head = {k: v for k, v in bench.items() if k != "rows"}
-    text = json.dumps(head, indent=1, default=_plain)
     columns, values = row_table(bench["rows"])
-    lines = ",\n   ".join(json.dumps(v, default=_plain) for v in values)
-    return (
-        text[:-2]
-        + ',\n "rows": {\n  "columns": '
-        + json.dumps(columns)
-        + ',\n  "values": [\n   '
-        + lines
-        + "\n  ]\n }\n}\n"
-    )
+    return {**bench, "rows": {"columns": columns, "values": values}}
 
 
 def row_table(rows: Sequence[dict]) -> tuple[list[str], list[list]]:
@@ -1065,16 +1039,6 @@ def _numeric_columns(dataset: str) -> list[str]:
         return sorted(DEMO_RANGES)
     X, _, categorical = load_dataset(dataset, random_state=0)
     return [c for c in X.columns if c not in categorical]
-
-
-def _plain(value):
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
 def headline(bench: dict) -> str:
@@ -1099,8 +1063,7 @@ def headline(bench: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser = harness.parser(__doc__)
     parser.add_argument(
         "--reps", type=int, default=None, help=f"repetitions (default {REPS}; --quick: 1)"
     )
@@ -1113,11 +1076,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.jobs < 1 or (args.reps is not None and args.reps < 1):
         parser.error("--reps and --jobs must be at least 1")
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
-    logger.setLevel(logging.INFO)
+    harness.start(logger)
     reps = args.reps if args.reps is not None else (1 if args.quick else REPS)
     n_trees, demo_rows = (20, 300) if args.quick else (100, 1000)
-    command = "python " + " ".join(["benchmarks/bench_privacy.py", *(argv or sys.argv[1:])])
+    command = harness.command("bench_privacy.py", argv if argv is not None else sys.argv[1:])
     bench = run(args.out, reps, args.jobs, n_trees, demo_rows, command=command)
     print(headline(bench))
 

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format docs docs-demo bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression demo demo-data demo-regression demo-data-regression job poc clean
+.PHONY: install test lint format docs docs-demo bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression bench-payload bench-privacy bench-hospitals demo demo-data demo-regression demo-data-regression job poc clean
 
 # uv (from PyPI) installs the same requirements as pip, several times faster (compiling the
 # bytecode up front, as pip does, so that every FLARE process starts from it); pip is the
@@ -42,26 +42,40 @@ docs: $(STAMP)
 docs-demo: $(STAMP)
 	$(PY) docs/generate.py --demo
 
+# The benchmarks (benchmarks/, each through benchmarks/harness.py): results in
+# benchmarks/results/<name>.json and .md. BENCH_ARGS passes options to the script, e.g.
+# `make bench-job BENCH_ARGS="--modes server --out /tmp/bench"`.
+BENCH_ARGS ?=
+
 bench: $(STAMP)
-	$(PY) benchmarks/bench_inference.py
+	$(PY) benchmarks/bench_inference.py $(BENCH_ARGS)
 
 bench-experiment: $(STAMP)
-	$(PY) benchmarks/bench_experiment.py
+	$(PY) benchmarks/bench_experiment.py $(BENCH_ARGS)
 
 bench-job: $(STAMP)
-	$(PY) benchmarks/bench_job.py
+	$(PY) benchmarks/bench_job.py $(BENCH_ARGS)
 
 bench-scale: $(STAMP)
-	$(PY) benchmarks/bench_scale.py
+	$(PY) benchmarks/bench_scale.py $(BENCH_ARGS)
 
 bench-quality: $(STAMP)
-	$(PY) benchmarks/bench_quality.py
+	$(PY) benchmarks/bench_quality.py $(BENCH_ARGS)
 
 bench-ideas: $(STAMP)
-	$(PY) benchmarks/bench_strategy_ideas.py
+	$(PY) benchmarks/bench_strategy_ideas.py $(BENCH_ARGS)
+
+bench-payload: $(STAMP)
+	$(PY) benchmarks/bench_payload.py $(BENCH_ARGS)
+
+bench-privacy: $(STAMP)
+	$(PY) benchmarks/bench_privacy.py $(BENCH_ARGS)
+
+bench-hospitals: $(STAMP)
+	$(PY) benchmarks/bench_hospitals.py $(BENCH_ARGS)
 
 bench-regression: $(STAMP)
-	$(PY) benchmarks/bench_regression.py
+	$(PY) benchmarks/bench_regression.py $(BENCH_ARGS)
 
 demo-data: $(STAMP)
 	$(PY) data_prep/make_demo_data.py --out demo_data

@@ -23,13 +23,10 @@ Writes ``<out>/experiment.json`` and ``<out>/experiment.md``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import os
-import time
 from pathlib import Path
 
+from benchmarks import harness
 from fedforest.experiments.runner import (
     METHODS,
     PAPER_JACCARDS,
@@ -65,29 +62,26 @@ def run(out: Path, sample_reps: int, workers: list[int]) -> dict:
     run_repetition(data, 3, 0.5, 99, METHODS)  # warm-up (imports, caches)
     times = []
     for rep in range(3):
-        start = time.perf_counter()
-        run_repetition(data, 3, 0.5, rep, METHODS)
-        times.append(time.perf_counter() - start)
+        with harness.timed() as t:
+            run_repetition(data, 3, 0.5, rep, METHODS)
+        times.append(t.seconds)
     one = min(times)
     logger.info("one repetition (N=3, J=0.5): %.2f s (best of 3)", one)
     scenarios = len(PAPER_SITES) * len(PAPER_JACCARDS)
     grid = {}
+    progress = harness.Progress(logger, len(workers), "worker counts")
     for k in workers:
         plan = ExperimentPlan(datasets=["S-500-Mix"], reps=sample_reps, n_jobs=k)
-        start = time.perf_counter()
-        run_experiment(plan)
-        seconds = time.perf_counter() - start
+        with harness.timed() as t:
+            run_experiment(plan)
+        seconds = t.seconds
         grid[k] = {
             "seconds": round(seconds, 1),
             "full_grid_estimated_minutes": round(seconds / sample_reps * 100 / 60, 1),
         }
-        logger.info(
-            "%d scenarios x %d reps on %d worker(s): %.1f s -> full grid ~%.0f min",
-            scenarios,
-            sample_reps,
-            k,
-            seconds,
-            grid[k]["full_grid_estimated_minutes"],
+        progress.step(
+            f"{scenarios} scenarios x {sample_reps} reps on {k} worker(s): {seconds:.1f} s -> "
+            f"full grid ~{grid[k]['full_grid_estimated_minutes']:.0f} min"
         )
     if 1 in grid:
         for k, row in grid.items():
@@ -100,11 +94,9 @@ def run(out: Path, sample_reps: int, workers: list[int]) -> dict:
         "scenarios": scenarios,
         "grid": {str(k): v for k, v in grid.items()},
         "target_two_workers": TARGET_TWO_WORKERS,
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cores": harness.cpu_count(),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "experiment.json").write_text(json.dumps(bench, indent=2) + "\n")
-    (out / "experiment.md").write_text(markdown(bench))
+    harness.write_results(out, "experiment", bench, markdown(bench), logger)
     return bench
 
 
@@ -133,20 +125,16 @@ def markdown(b: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    parser.add_argument("--sample-reps", type=int, default=2)
-    parser.add_argument("--workers", default="1,2", help="comma-separated worker counts")
+    parser = harness.parser(__doc__)
+    parser.add_argument("--sample-reps", type=harness.at_least(1), default=2)
+    parser.add_argument(
+        "--workers", type=harness.int_list, default=[1, 2], help="comma-separated worker counts"
+    )
     args = parser.parse_args(argv)
-    try:
-        workers = [int(k) for k in args.workers.split(",") if k.strip()]
-    except ValueError:
-        parser.error(f"--workers {args.workers!r}: comma-separated whole numbers, e.g. 1,2")
+    workers = args.workers
     if not workers or min(workers) < 1:
-        parser.error(f"--workers {args.workers!r}: each at least 1")
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
-    for name in ("bench_experiment", "fedforest.experiment"):
-        logging.getLogger(name).setLevel(logging.INFO)
+        parser.error(f"--workers {','.join(map(str, workers))!r}: each at least 1")
+    harness.start(logger, verbose=("fedforest.experiment",))
     print(markdown(run(args.out, args.sample_reps, workers)))
 
 

@@ -28,26 +28,15 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "data_prep"))
-
-from make_demo_data import make_population  # noqa: E402
-
-from fedforest.federation.config import JobConfig, SiteConfig  # noqa: E402
-from fedforest.federation.driver import InProcessExchange, JobDriver  # noqa: E402
-from fedforest.federation.server import JobServer  # noqa: E402
-from fedforest.federation.site import SiteRunner  # noqa: E402
+from benchmarks import harness
+from data_prep.make_demo_data import make_population
 
 logger = logging.getLogger("bench_hospitals")
 
@@ -60,7 +49,7 @@ HOSPITALS = {
 }
 STRATEGIES = ["local", "mp", "intersection", "auto"]
 METRICS = ["accuracy", "brier", "auc", "log_loss"]
-OUT = ROOT / "benchmarks" / "results"
+OUT = harness.RESULTS
 
 
 def hospital_table(rows: int, prevalence: float, shift: float, rng):
@@ -119,20 +108,14 @@ def write_job(folder: Path, seed: int, trees: int, calibration: str, weights: st
 
 
 def run_job(config: Path) -> dict:
-    """The job's phases in this process; ``results.json`` as a dict."""
-    job = JobConfig.load(config / "job.yaml")
-    runners = {s: SiteRunner(SiteConfig.load(config / f"{s}.yaml")).load() for s in job.sites}
-    with tempfile.TemporaryDirectory() as tmp:
-        results = JobDriver(JobServer(job), InProcessExchange(runners), run_dir=Path(tmp)).run()
-    if not results.finished:
-        raise RuntimeError(results.error)
-    return results.to_dict()
+    """The job's phases in this process (:func:`benchmarks.harness.run_job`); ``results.json``."""
+    return harness.run_job(config).results.to_dict()
 
 
 def run(reps: int, trees: int, weights: str) -> dict:
     """Every repetition, calibrated and not; the per-hospital rows of every strategy."""
     rows = []
-    start = time.monotonic()
+    progress = harness.Progress(logger, reps, "repetitions")
     for rep in range(reps):
         for calibration in ("auto", "none"):
             with tempfile.TemporaryDirectory() as tmp:
@@ -150,7 +133,7 @@ def run(reps: int, trees: int, weights: str) -> dict:
                             **{m: row.get(m) for m in METRICS},
                         }
                     )
-        logger.info("repetition %d/%d done, %.0f s", rep + 1, reps, time.monotonic() - start)
+        progress.step(f"repetition {rep}")
     return {"reps": reps, "trees": trees, "weights": weights, "rows": rows}
 
 
@@ -228,23 +211,17 @@ def markdown(data: dict, result: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--trees", type=int, default=100)
+    parser = harness.parser(__doc__, out=OUT)
+    parser.add_argument("--reps", type=harness.at_least(1), default=10)
+    parser.add_argument("--trees", type=harness.at_least(1), default=100)
     parser.add_argument("--weights", choices=("equal", "rows"), default="equal")
-    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    logging.getLogger("fedforest").setLevel(logging.WARNING)
+    harness.start(logger)
     data = run(args.reps, args.trees, args.weights)
     result = summarise(data)
     suffix = "" if args.weights == "equal" else f"_{args.weights}"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"hospitals{suffix}.json").write_text(
-        json.dumps({**data, **result}, indent=1, default=str) + "\n"
-    )
     text = markdown(data, result)
-    (args.out / f"hospitals{suffix}.md").write_text(text)
+    harness.write_results(args.out, f"hospitals{suffix}", {**data, **result}, text, logger)
     print(text)
 
 

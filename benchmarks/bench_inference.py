@@ -49,12 +49,8 @@ Results go to ``<out>/inference.json`` and ``<out>/inference.md``
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import os
 import platform
-import time
 from importlib import metadata
 from pathlib import Path
 
@@ -64,6 +60,7 @@ import sklearn
 from sklearn.datasets import make_classification, make_regression
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
+from benchmarks import harness
 from fedforest import (
     ImputerSet,
     PooledForest,
@@ -112,13 +109,7 @@ def engine_label(key: str, cores: int | None) -> str:
     return f"numba, all {cores} cores"
 
 
-def best_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+best_time = harness.best_time
 
 
 def paired_times(fn, sk_fn, repeats: int) -> tuple[float, float]:
@@ -378,7 +369,9 @@ def run(
     half = test[shared]
     results["marginal_walk"] = marginal_walk(pooled, imputers, feature_std, half, test, reference)
     logger.info("marginal walk at half absent: %s", results["marginal_walk"])
-    for strategy in registered_strategies():
+    strategies = registered_strategies()
+    progress = harness.Progress(logger, len(strategies), "strategies")
+    for strategy in strategies:
         predictions = {}
         for engine in engines:
             row_all, row_half, predictions[engine] = time_strategy(
@@ -388,6 +381,7 @@ def run(
             results["engines"][engine]["half_absent"][strategy] = row_half
         # the engines agree bit for bit (the same seed gives the same draws)
         assert all(np.array_equal(predictions[engines[0]], p) for p in predictions.values())
+        progress.step(strategy)
     if kernels is not None:
         kernels.MAX_THREADS = None
     # scikit-learn again at the end: the smaller time is the one reported (and the naive
@@ -408,14 +402,12 @@ def run(
         "numpy": np.__version__,
         "scikit_learn": sklearn.__version__,
         "numba": None if kernels is None else metadata.version("numba"),
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cores": harness.cpu_count(),
         "machine": platform.machine(),
     }
-    out.mkdir(parents=True, exist_ok=True)
     name = "inference" + ("_regression" if task == "regression" else "")
     name += "_job" if forest == "job" else ""
-    (out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / f"{name}.md").write_text(markdown(results))
+    harness.write_results(out, name, results, markdown(results), logger)
     return results
 
 
@@ -498,24 +490,24 @@ def _walk_text(walk: dict) -> list[str]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=10_000)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser = harness.parser(__doc__)
+    parser.add_argument("--rows", type=harness.at_least(20), default=10_000)
     parser.add_argument(
         "--task", choices=("classification", "regression"), default="classification"
     )
     parser.add_argument("--forest", choices=("sklearn", "job"), default="sklearn")
     parser.add_argument(
         "--engines",
-        default=",".join(ENGINES),
+        type=harness.name_list,
+        default=list(ENGINES),
         help=f"comma-separated, of {', '.join(ENGINES)} (default: all)",
     )
     args = parser.parse_args(argv)
-    engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    engines = tuple(args.engines)
     unknown = [e for e in engines if e not in ENGINES]
     if unknown or not engines:
-        parser.error(f"--engines {args.engines!r}: use some of {', '.join(ENGINES)}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+        parser.error(f"--engines {','.join(engines)!r}: use some of {', '.join(ENGINES)}")
+    harness.start(logger)
     results = run(args.rows, args.out, args.task, engines, args.forest)
     print(markdown(results))
 

@@ -15,25 +15,22 @@ Writes ``<out>/job.json`` and ``<out>/job.md``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "data_prep"))
-
-from make_demo_data import make_demo_data  # noqa: E402
-
-from fedforest.flare.environments import simulate  # noqa: E402
-from fedforest.flare.recipe import FedForestRecipe  # noqa: E402
+from benchmarks import harness
+from data_prep.make_demo_data import make_demo_data
+from fedforest.flare.environments import simulate
+from fedforest.flare.recipe import FedForestRecipe
 
 logger = logging.getLogger("bench_job")
+
+ROOT = harness.ROOT
+MODES = ("server", "swarm")
 
 
 def swarm_configs(folder: Path) -> Path:
@@ -52,13 +49,12 @@ def swarm_configs(folder: Path) -> Path:
 
 def run_mode(mode: str, tmp: Path) -> dict:
     configs = ROOT / "site_configs" if mode == "server" else swarm_configs(tmp / "configs")
-    start = time.perf_counter()
-    recipe = FedForestRecipe(configs)
+    with harness.timed() as build:
+        recipe = FedForestRecipe(configs)
     job_cfg, sites = recipe.job_config, recipe.sites
-    built = time.perf_counter()
     logger.info("%s mode: simulating %d sites", mode, len(sites))
-    run_dir = simulate(recipe, tmp / "ws", log_file=tmp / "sim.log")
-    done = time.perf_counter()
+    with harness.timed() as simulation:
+        run_dir = simulate(recipe, tmp / "ws", log_file=tmp / "sim.log")
     results = json.loads((run_dir / "results.json").read_text())
     bench = {
         "mode": mode,
@@ -67,8 +63,8 @@ def run_mode(mode: str, tmp: Path) -> dict:
         "trees_per_site": job_cfg.forest["n_estimators"],
         "auto_tune": job_cfg.election["auto_tune"],
         "tuning_rounds": job_cfg.election["tuning_rounds"],
-        "build_seconds": round(built - start, 2),
-        "simulator_wall_seconds": round(done - built, 2),
+        "build_seconds": round(build.seconds, 2),
+        "simulator_wall_seconds": round(simulation.seconds, 2),
     }
     if mode == "server":
         bench["phase_seconds"] = results["phase_seconds"]
@@ -86,19 +82,21 @@ def run_mode(mode: str, tmp: Path) -> dict:
     return bench
 
 
-def run(out: Path, modes=("server", "swarm")) -> dict:
+def run(out: Path, modes=MODES) -> dict:
     make_demo_data(ROOT / "demo_data", rows=1000, seed=0)
     bench = {}
+    progress = harness.Progress(logger, len(modes), "modes")
     for mode in modes:
         with tempfile.TemporaryDirectory() as tmp:
             bench[mode] = run_mode(mode, Path(tmp))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "job.json").write_text(json.dumps(bench, indent=2) + "\n")
-    (out / "job.md").write_text(markdown(bench))
+        progress.step(f"{mode} mode, {bench[mode]['simulator_wall_seconds']:.1f} s")
+    harness.write_results(out, "job", bench, markdown(bench), logger)
     return bench
 
 
 def markdown(bench: dict) -> str:
+    """The table of ``job.md``; ``bench`` maps each mode run to its row (other keys ignored)."""
+    bench = {mode: bench[mode] for mode in MODES if mode in bench}
     first = next(iter(bench.values()))
     lines = [
         f"Demo job, {first['sites']} sites x {first['trees_per_site']} trees, auto-tune "
@@ -134,15 +132,16 @@ def markdown(bench: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    parser.add_argument("--modes", default="server,swarm", help="job.mode values to run")
+    parser = harness.parser(__doc__)
+    parser.add_argument(
+        "--modes", type=harness.name_list, default=list(MODES), help="job.mode values to run"
+    )
     args = parser.parse_args(argv)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in modes if m not in ("server", "swarm")]
+    modes = args.modes
+    bad = [m for m in modes if m not in MODES]
     if not modes or bad:
-        parser.error(f"--modes {args.modes!r}: a comma-separated list of server, swarm")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+        parser.error(f"--modes {','.join(modes)!r}: a comma-separated list of server, swarm")
+    harness.start(logger)
     bench = run(args.out, modes)
     print(markdown(bench))
 

@@ -29,46 +29,33 @@ Writes ``<out>/payload.json`` and ``<out>/payload.md``.
 
 from __future__ import annotations
 
-import argparse
 import copy
-import json
 import logging
-import os
-import platform
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-import sklearn
 
+from benchmarks import harness
+from data_prep.make_demo_data import make_demo_data
 from fedforest import PooledForest, protocol
 from fedforest.federation.config import JobConfig, SiteConfig
-from fedforest.federation.driver import InProcessExchange, JobDriver
+from fedforest.federation.driver import InProcessExchange
+from fedforest.federation.offline import in_process_job, site_runners
 from fedforest.federation.results import payload_bytes
-from fedforest.federation.server import JobServer
-from fedforest.federation.site import SiteRunner
 from fedforest.model import forest_v1
 from fedforest.model.forest import NODE_FIELDS
 from fedforest.model.model_files import save_payload
 
 logger = logging.getLogger("bench_payload")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = harness.ROOT
 #: What the payload must stay under on these forests (bytes per node, on the wire).
 TARGET = 16.0
 ARRAYS = ("tree_start", "tree_owner", "value", *NODE_FIELDS)
 
 
-def best_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+best_time = harness.best_time
 
 
 def same_arrays(a: PooledForest, b: PooledForest) -> bool:
@@ -132,8 +119,7 @@ def measure(name: str, forest: PooledForest, repeats: int, folder: Path) -> dict
 
 
 def inference_forest() -> PooledForest:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_inference import build
+    from benchmarks.bench_inference import build
 
     return build(100)[1]
 
@@ -160,14 +146,15 @@ def demo_forests(folder: Path) -> dict[str, PooledForest]:
     missing = [s for s, c in sites.items() if not Path(c.data_path).is_file()]
     if missing:
         logger.info("writing the demo data (make demo-data) for %s", missing)
-        subprocess.run(
-            [sys.executable, str(ROOT / "data_prep" / "make_demo_data.py"), "--out", "demo_data"],
-            cwd=ROOT,
-            check=True,
-        )
-    runners = {s: SiteRunner(c, random_state=config.seed) for s, c in sites.items()}
-    exchange = TrainingReplies(runners, raise_errors=True)
-    driver = JobDriver(JobServer(config), exchange, strict=True)
+        make_demo_data(ROOT / "demo_data")
+    job = in_process_job(
+        configs,
+        runners=site_runners(configs, config, load=False, random_state=config.seed),
+        exchange=TrainingReplies,
+        raise_errors=True,
+        strict=True,
+    )
+    driver, exchange = job.driver, job.exchange
     elected = driver.elect()
     logger.info("demo job: %d features elected", len(elected))
     model = driver.train(elected)
@@ -186,8 +173,7 @@ def markdown(bench: dict) -> str:
     lines = [
         "# Pooled-forest payload: version 1 against version 2",
         "",
-        f"`{bench['command']}` on {bench['machine']} (Python {bench['python']}, "
-        f"numpy {bench['numpy']}, scikit-learn {bench['sklearn']}); times are the best of "
+        f"`{bench['command']}` on {_machine(bench)}; times are the best of "
         f"{bench['repeats']}. Wire: array bytes plus plain values (`payload_bytes`, what the "
         "job reports); disk: the compressed `.npz` of `save_payload`. Every version 2 round "
         f"trip gave back every array bit for bit. Target: at most {TARGET:g} bytes per node "
@@ -226,37 +212,43 @@ def markdown(bench: dict) -> str:
     return "\n".join(lines)
 
 
+def _machine(bench: dict) -> str:
+    """``<machine>, <n> cores (Python, numpy, scikit-learn)`` of a results file, old or new."""
+    m = bench["machine"]
+    if isinstance(m, str):  # payload.json before the shared harness
+        return f"{m} (Python {bench['python']}, numpy {bench['numpy']}, scikit-learn {bench['sklearn']})"
+    return (
+        f"{m['machine']}, {m['cpu_count']} cores (Python {m['python']}, numpy {m['numpy']}, "
+        f"scikit-learn {m['scikit_learn']})"
+    )
+
+
 def run(out: Path, repeats: int, command: str) -> dict:
     forests = {"inference": inference_forest()}
     with tempfile.TemporaryDirectory() as tmp:
         forests.update(demo_forests(Path(tmp)))
-        rows = {name: measure(name, f, repeats, Path(tmp)) for name, f in forests.items()}
+        progress = harness.Progress(logger, len(forests), "forests")
+        rows = {}
+        for name, forest in forests.items():
+            rows[name] = measure(name, forest, repeats, Path(tmp))
+            progress.step(name)
     bench = {
         "command": command,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "sklearn": sklearn.__version__,
+        "machine": harness.machine(),
         "repeats": repeats,
         "target_wire_bytes_per_node": TARGET,
         "forests": rows,
         "worst_v2_wire_per_node": max(r["wire_per_node"]["v2"] for r in rows.values()),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "payload.json").write_text(json.dumps(bench, indent=2) + "\n")
-    (out / "payload.md").write_text(markdown(bench))
-    logger.info("wrote %s and %s", out / "payload.json", out / "payload.md")
+    harness.write_results(out, "payload", bench, markdown(bench), logger)
     return bench
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = harness.parser(__doc__)
+    parser.add_argument("--repeats", type=harness.at_least(1), default=5)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    for name in ("fedforest",):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    harness.start(logger, verbose=("bench_inference",))
     command = "python benchmarks/bench_payload.py" + (
         "" if args.repeats == 5 else f" --repeats {args.repeats}"
     )

@@ -60,8 +60,6 @@ Writes ``<out>/quality.json``, ``<out>/quality.md``, ``<out>/quality_cd.png``
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
 import logging
 import math
 import shutil
@@ -73,6 +71,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchmarks import harness
 from fedforest.experiments.runner import ExperimentPlan, run_experiment
 from fedforest.experiments.statistics import average_ranks, display_name, per_repetition
 from fedforest.vocabulary import EXPERIMENT_METHODS
@@ -101,14 +100,9 @@ def run(datasets, sites, jaccards, reps, trees, n_jobs) -> pd.DataFrame:
 
 def run_job(n_sites: int, rows: int, trees: int) -> dict:
     """Every strategy's test AUPRC at every site of one job (in one process)."""
+    from benchmarks import bench_scale as scale
+
     logger.info("the job at %d sites, %d rows each", n_sites, rows)
-    scale = sys.modules.get("bench_scale")
-    if scale is None:  # loaded once, registered before it runs (as an import would)
-        path = Path(__file__).with_name("bench_scale.py")
-        spec = importlib.util.spec_from_file_location("bench_scale", path)
-        scale = importlib.util.module_from_spec(spec)
-        sys.modules["bench_scale"] = scale
-        spec.loader.exec_module(scale)
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         configs = scale.make_job(Path(tmp) / "split", n_sites, rows, trees)
@@ -504,14 +498,13 @@ def _numbers(kind, text: str) -> list:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--datasets", type=lambda t: t.split(","), default=list(DATASETS))
+    p = harness.parser(__doc__.split("\n")[0])
+    p.add_argument("--datasets", type=harness.name_list, default=list(DATASETS))
     p.add_argument("--sites", type=lambda t: _numbers(int, t), default=[3, 6, 10])
     p.add_argument("--jaccards", type=lambda t: _numbers(float, t), default=[0.3, 0.7])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--trees", type=int, default=100, help="trees per site")
     p.add_argument("--n-jobs", type=int, default=2)
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     p.add_argument("--from-results", type=Path, help="analyse these tidy scores; run nothing")
     p.add_argument(
         "--job-sites",
@@ -530,10 +523,8 @@ def main(argv=None) -> int:
         "--noniid-reps", type=int, default=NONIID_REPS, help="repetitions of each non-iid scenario"
     )
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     # progress lines only: one per finished scenario, not one per site and strategy
-    for name in ("fedforest.experiments.runner", logger.name):
-        logging.getLogger(name).setLevel(logging.INFO)
+    harness.start(logger, verbose=("fedforest.experiments.runner",))
     args.out.mkdir(parents=True, exist_ok=True)
     if args.noniid:
         return _noniid_main(args, argv)
@@ -551,11 +542,11 @@ def main(argv=None) -> int:
     job = None
     previous = args.out / "quality.json"
     # the non-iid part of the report is kept: --noniid alone runs it again
-    noniid = json.loads(previous.read_text()).get("noniid") if previous.is_file() else None
+    noniid = harness.read_results(previous).get("noniid") if previous.is_file() else None
     if args.from_results:
         tidy = pd.read_csv(args.from_results)
         if previous.is_file():  # keep the settings, time and job run of the run that made them
-            before = json.loads(previous.read_text())
+            before = harness.read_results(previous)
             config, job = before["config"], before.get("job")
         if args.job_sites is not None:
             job = run_job(args.job_sites, args.job_rows, args.trees) if args.job_sites else None
@@ -577,12 +568,9 @@ def main(argv=None) -> int:
 
         png = plot_critical_difference(tidy, tmp, "auprc")
         shutil.copyfile(png, args.out / "quality_cd.png")
-    (args.out / "quality.json").write_text(
-        json.dumps(_strict({"config": config, **result}), indent=2, default=_plain) + "\n"
-    )
-    (args.out / "quality.md").write_text(render(result, config))
-    logger.info("wrote %s", args.out / "quality.md")
-    print(render(result, config))
+    text = render(result, config)
+    harness.write_results(args.out, "quality", {"config": config, **result}, text, logger)
+    print(text)
     return 0
 
 
@@ -594,7 +582,7 @@ def _noniid_main(args, argv) -> int:
             f"bench_quality.py: error: --noniid adds to the report of a full run, and {report} "
             "does not exist; run the benchmark without --noniid first"
         )
-    result = json.loads(report.read_text())
+    result = harness.read_results(report)
     config = result.pop("config")
     words = argv if argv is not None else sys.argv[1:]
     cfg = {
@@ -619,36 +607,14 @@ def _noniid_main(args, argv) -> int:
         cfg["seconds"] = time.monotonic() - start
         tidy.to_csv(args.out / "quality_noniid_results.csv.gz", index=False)  # exact floats
     result["noniid"] = {"config": cfg, **analyse_noniid(tidy)}
-    report.write_text(
-        json.dumps(_strict({"config": config, **result}), indent=2, default=_plain) + "\n"
-    )
     # the full run's part of quality.md as it was written, then the non-iid sections anew
     markdown = args.out / "quality.md"
     text = markdown.read_text() if markdown.is_file() else render(result, config)
     text = text.split(f"\n{NONIID_HEADING}")[0]
-    markdown.write_text(text + "\n" + render_noniid(result["noniid"]))
-    logger.info("wrote %s", markdown)
+    text += "\n" + render_noniid(result["noniid"])
+    harness.write_results(args.out, "quality", {"config": config, **result}, text, logger)
     print(render_noniid(result["noniid"]))
     return 0
-
-
-def _strict(value):
-    """NaN (an undefined statistic) as null, so that the file is strict JSON."""
-    if isinstance(value, dict):
-        return {k: _strict(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_strict(v) for v in value]
-    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _plain(value):
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 if __name__ == "__main__":

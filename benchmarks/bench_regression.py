@@ -15,26 +15,25 @@ over the repetitions, and in how many repetitions ``mp`` and ``wmp`` beat ``loca
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import tempfile
-import time
 from pathlib import Path
 
 import pandas as pd
 
+from benchmarks import harness
 from fedforest.experiments.plan import ExperimentPlan
 from fedforest.experiments.runner import run_experiment
 
 DATASETS = ("diabetes", "F-500-Num", "F-500-Mix")
 METHODS = ("local", "mp", "wmp", "intersection")
 
+logger = logging.getLogger("bench_regression")
+
 
 def run(reps: int, sites: int, jaccard: float, trees: int, n_jobs: int) -> dict:
     """Run the grid; return the summary (``regression.json``)."""
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
+    with harness.timed() as timing, tempfile.TemporaryDirectory() as tmp:
         plan = ExperimentPlan(
             datasets=list(DATASETS),
             n_sites=[sites],
@@ -47,7 +46,7 @@ def run(reps: int, sites: int, jaccard: float, trees: int, n_jobs: int) -> dict:
             task="regression",
         )
         results = run_experiment(plan, Path(tmp) / "out")
-    seconds = time.perf_counter() - start
+    seconds = timing.seconds
     per_rep = results.groupby(["dataset", "rep", "method"])["value"].mean().unstack("method")
     datasets = {}
     for dataset in DATASETS:
@@ -102,22 +101,18 @@ def markdown(summary: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--sites", type=int, default=6)
+    parser = harness.parser(__doc__)
+    parser.add_argument("--reps", type=harness.at_least(1), default=10)
+    parser.add_argument("--sites", type=harness.at_least(2), default=6)
     parser.add_argument("--jaccard", type=float, default=0.5)
-    parser.add_argument("--trees", type=int, default=100)
-    parser.add_argument("--n-jobs", type=int, default=2)
+    parser.add_argument("--trees", type=harness.at_least(1), default=100)
+    parser.add_argument("--n-jobs", type=harness.at_least(1), default=2)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
-    logging.getLogger("fedforest.experiment").setLevel(logging.INFO)
+    # the runner's progress line per finished scenario
+    harness.start(logger, verbose=("fedforest.experiments.runner",))
     summary = run(args.reps, args.sites, args.jaccard, args.trees, args.n_jobs)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "regression.json").write_text(json.dumps(summary, indent=2) + "\n")
-    text = markdown(summary)
-    (args.out / "regression.md").write_text(text)
-    print(text)
+    harness.write_results(args.out, "regression", summary, markdown(summary))
+    logger.info("wrote %s", args.out / "regression.md")
 
 
 if __name__ == "__main__":

@@ -41,35 +41,25 @@ The default (3, 10 sites in the simulator; 30 sites in process; 10 sites at
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import logging
-import multiprocessing
 import os
-import resource
-import sys
 import tempfile
-import threading
 import time
-import traceback
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "data_prep"))
-
-from jaccard_split import write_split  # noqa: E402
-
-from fedforest import protocol  # noqa: E402
-from fedforest.experiments.synthetic import make_synthetic  # noqa: E402
-from fedforest.federation.config import JobConfig, SiteConfig  # noqa: E402
-from fedforest.federation.driver import InProcessExchange, JobDriver  # noqa: E402
-from fedforest.federation.server import JobServer  # noqa: E402
-from fedforest.federation.site import SiteRunner  # noqa: E402
+from benchmarks import harness
+from data_prep.jaccard_split import write_split
+from fedforest import protocol
+from fedforest.experiments.synthetic import make_synthetic
+from fedforest.federation.config import JobConfig
 
 logger = logging.getLogger("bench_scale")
+
+ROOT = harness.ROOT
 
 TARGET = "target"
 N_FEATURES = 30
@@ -182,18 +172,12 @@ def run_in_process(config_dir: Path, evaluate_sample: int = 0, run_dir: Path | N
     RuntimeError
         If the job failed (the message is the job's error).
     """
-    job = JobConfig.load(config_dir / "job.yaml")
-    runners = {
-        site: SiteRunner(SiteConfig.load(config_dir / f"{site}.yaml")).load() for site in job.sites
-    }
     sample = {protocol.EVALUATE: evaluate_sample} if evaluate_sample else None
-    exchange = InProcessExchange(runners, ask_first=sample, clock=_cpu)
-    server = JobServer(job)
     with tempfile.TemporaryDirectory() as tmp:
-        driver = JobDriver(server, exchange, run_dir=Path(run_dir or tmp), clock=_cpu)
-        results = driver.run()
-    if not results.finished:
-        raise RuntimeError(results.error)
+        job = harness.run_job(
+            config_dir, run_dir=Path(run_dir or tmp), clock=_cpu, ask_first=sample
+        )
+    results, exchange, server = job.results, job.exchange, job.server
     # results.json's phase_seconds: CPU seconds, sites one by one; the server's share is
     # the phase's time less the sites' (the election's rounds are counted once)
     clock = _Clock()
@@ -229,87 +213,8 @@ def estimate_phases(clock: _Clock, n_sites: int, cores: int) -> dict[str, float]
 
 
 # ------------------------------------------------------------- the simulator
-def _peak_rss(pid: int) -> int | None:
-    """A process's peak resident set (``VmHWM``) in bytes; ``None`` once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
-    except OSError:
-        return []
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class ProcessMemory:
-    """Watch the peak resident set of every process below this one, while it runs.
-
-    ``VmHWM`` only grows (until the process execs), so the last reading of a
-    process before it exits is its peak unless it grew in the last
-    ``interval`` seconds.
-    """
-
-    def __init__(self, interval: float = 0.25):
-        self.interval = interval
-        self.peaks: dict[int, int] = {}
-        self.commands: dict[int, list[str]] = {}
-        self.parents: dict[int, int | None] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def __enter__(self) -> ProcessMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _descendants(self) -> list[int]:
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                parent = _parent(int(entry))
-                if parent is not None:
-                    children.setdefault(parent, []).append(int(entry))
-        out, todo = [], [os.getpid()]
-        while todo:
-            for child in children.get(todo.pop(), []):
-                out.append(child)
-                todo.append(child)
-        return out
-
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            for pid in self._descendants():
-                command = _cmdline(pid)
-                peak = _peak_rss(pid)
-                if peak is None or not command or _cmdline(pid) != command:
-                    continue  # gone, or exec'ing right now: the reading may be its parent's
-                if self.commands.get(pid) != command:
-                    # new, or it exec'd since: a fork seen before its exec counts its
-                    # parent's pages, and the exec starts a new peak
-                    self.commands[pid] = command
-                    self.parents[pid] = _parent(pid)
-                    self.peaks[pid] = 0
-                self.peaks[pid] = max(peak, self.peaks[pid])
-            self._stop.wait(self.interval)
+class ProcessMemory(harness.ProcessMemory):
+    """The harness's watch of every process's peak memory, told apart by simulator role."""
 
     def by_role(self) -> dict:
         """``{"server": bytes, "sites": {site: bytes}, "other": [bytes, ...]}``.
@@ -358,9 +263,7 @@ def run_simulator(config_dir: Path, workspace: Path) -> tuple[dict, dict, float]
 
 
 # ---------------------------------------------------------------- one run
-def _self_peak() -> int:
-    """This process's peak resident set in bytes (Linux reports kilobytes)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+_self_peak = harness.self_peak_rss
 
 
 def bytes_sent(results: dict, n_sites: int) -> dict:
@@ -423,11 +326,19 @@ def run_one(
     """
     with tempfile.TemporaryDirectory(prefix="fedforest-scale-") as tmp:
         tmp = Path(tmp)
-        start = time.perf_counter()
-        configs = make_job(
-            tmp / "split", n_sites, rows, trees, kind, seed, auto_tune, tuning_rounds, site_trees
-        )
-        data_seconds = time.perf_counter() - start
+        with harness.timed() as data_time:
+            configs = make_job(
+                tmp / "split",
+                n_sites,
+                rows,
+                trees,
+                kind,
+                seed,
+                auto_tune,
+                tuning_rounds,
+                site_trees,
+            )
+        data_seconds = data_time.seconds
         logger.info(
             "%d sites x %d rows x %d trees: data ready in %.1f s, running %s",
             n_sites,
@@ -475,7 +386,9 @@ def run_one(
         else:
             start = time.perf_counter()
             if isolate:
-                results, clock, peak, baseline = _in_child(_measured_run, configs, evaluate_sample)
+                results, clock, peak, baseline = harness.in_child(
+                    _measured_run, configs, evaluate_sample
+                )
             else:
                 results, clock, peak, baseline = _measured_run(configs, evaluate_sample)
             wall = time.perf_counter() - start
@@ -548,32 +461,6 @@ def _measured_run(configs: Path, evaluate_sample: int):
     return results, clock, _self_peak(), baseline
 
 
-def _in_child(fn, *args):
-    """``fn(*args)`` in a forked process (its own peak memory); its result, or its error."""
-    context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-
-    def target():
-        try:
-            send.send(("ok", fn(*args)))
-        except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises
-            send.send(("error", f"{type(err).__name__}: {err}\n{traceback.format_exc()}"))
-        finally:
-            send.close()
-
-    child = context.Process(target=target)
-    child.start()
-    send.close()
-    try:
-        status, value = receive.recv()
-    except EOFError:
-        status, value = "error", "the child process died without a result"
-    child.join()
-    if status != "ok":
-        raise RuntimeError(f"the in-process run failed: {value}")
-    return value
-
-
 def plan(
     sites: list[int], rows: int, row_sweep: list[int], row_sweep_sites: int
 ) -> list[tuple[int, int]]:
@@ -609,7 +496,9 @@ def run(
 ) -> dict:
     """Run every planned job; write ``scale.json`` and ``scale.md`` into ``out``."""
     runs = []
-    for n_sites, n_rows in plan(list(sites), rows, list(row_sweep), row_sweep_sites):
+    planned = plan(list(sites), rows, list(row_sweep), row_sweep_sites)
+    progress = harness.Progress(logger, len(planned), "runs")
+    for n_sites, n_rows in planned:
         run_mode = choose_mode(mode, n_sites, max_simulator_sites)
         runs.append(
             run_one(
@@ -627,6 +516,7 @@ def run(
                 site_trees=site_trees,
             )
         )
+        progress.step(f"{n_sites} sites x {n_rows} rows ({run_mode})")
     bench = {
         "settings": {
             "features": N_FEATURES,
@@ -643,9 +533,7 @@ def run(
         "runs": runs,
         "growth": growth(runs),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scale.json").write_text(json.dumps(bench, indent=2) + "\n")
-    (out / "scale.md").write_text(markdown(bench))
+    harness.write_results(out, "scale", bench, markdown(bench), logger)
     return bench
 
 
@@ -830,20 +718,9 @@ def markdown(bench: dict) -> str:
     return "\n".join(lines)
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of integers") from None
-    if any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: integers >= 0 only")
-    return values
-
-
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    parser.add_argument("--sites", type=_int_list, default=[3, 10, 30], help="e.g. 3,10,30")
+    parser = harness.parser(__doc__)
+    parser.add_argument("--sites", type=harness.int_list, default=[3, 10, 30], help="e.g. 3,10,30")
     parser.add_argument("--rows", type=int, default=5000, help="rows per site")
     parser.add_argument("--trees", type=int, default=100, help="trees per site")
     parser.add_argument(
@@ -854,7 +731,7 @@ def main(argv=None) -> None:
     )
     parser.add_argument(
         "--row-sweep",
-        type=_int_list,
+        type=harness.int_list,
         default=[1000],
         help="rows per site of extra runs at --row-sweep-sites sites (empty: none)",
     )
@@ -893,9 +770,7 @@ def main(argv=None) -> None:
         parser.error("--site-trees must be >= 1")
     if args.trees < 1 or args.cores < 1 or args.evaluate_sample < 0:
         parser.error("--trees and --cores must be >= 1, --evaluate-sample >= 0")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    for name in ("fedforest", "nvflare", "jaccard_split"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    harness.start(logger)
     auto_tune = {"job": None, "on": True, "off": False}[args.auto_tune]
     bench = run(
         args.out,

@@ -38,18 +38,15 @@ repetition, each the mean over the sites).
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import sys
-import time
 from concurrent.futures import ProcessPoolExecutor
 from itertools import product
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from benchmarks import harness
 from fedforest import PooledForestClassifier
 from fedforest.experiments.runner import VALIDATION_FRACTION, load_table, prepare_repetition
 from fedforest.metrics import score
@@ -290,21 +287,16 @@ def render(summary: dict, config: dict) -> str:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--datasets", type=lambda t: t.split(","), default=list(DATASETS))
-    p.add_argument("--sites", type=lambda t: [int(x) for x in t.split(",")], default=[3, 6, 10])
-    p.add_argument(
-        "--jaccards", type=lambda t: [float(x) for x in t.split(",")], default=[0.3, 0.7]
-    )
-    p.add_argument("--reps", type=int, default=10)
-    p.add_argument("--trees", type=int, default=100)
-    p.add_argument("--n-jobs", type=int, default=2)
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    p = harness.parser(__doc__.split("\n")[0])
+    p.add_argument("--datasets", type=harness.name_list, default=list(DATASETS))
+    p.add_argument("--sites", type=harness.int_list, default=[3, 6, 10])
+    p.add_argument("--jaccards", type=harness.float_list, default=[0.3, 0.7])
+    p.add_argument("--reps", type=harness.at_least(1), default=10)
+    p.add_argument("--trees", type=harness.at_least(1), default=100)
+    p.add_argument("--n-jobs", type=harness.at_least(1), default=2)
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    # progress lines only: one per finished scenario, not one per site and strategy
-    for name in ("fedforest.experiments.runner", logger.name):
-        logging.getLogger(name).setLevel(logging.INFO)
+    # progress lines only: one per batch of repetitions, not one per site and strategy
+    harness.start(logger, verbose=("fedforest.experiments.runner",))
     tasks = [
         (d, n, j, r, args.trees)
         for d in args.datasets
@@ -312,13 +304,14 @@ def main(argv=None) -> int:
         for j in args.jaccards
         for r in range(args.reps)
     ]
-    start = time.monotonic()
+    progress = harness.Progress(logger, len(tasks), "repetitions")
     rows: list[dict] = []
     with ProcessPoolExecutor(max_workers=args.n_jobs) as pool:
         for k, result in enumerate(pool.map(run_one, tasks), 1):
             rows += result
-            if k % max(1, args.reps) == 0:
-                logger.info("%d/%d repetitions, %.0f s", k, len(tasks), time.monotonic() - start)
+            if k % max(1, args.reps) == 0 or k == len(tasks):
+                dataset, n_sites, jaccard = tasks[k - 1][:3]
+                progress.step(f"{dataset}, {n_sites} sites, J {jaccard:g}", k - progress.done)
     config = {
         "argv": argv,
         "datasets": args.datasets,
@@ -326,15 +319,11 @@ def main(argv=None) -> int:
         "jaccards": args.jaccards,
         "reps": args.reps,
         "trees": args.trees,
-        "seconds": time.monotonic() - start,
+        "seconds": progress.seconds,
     }
     summary = summarise(pd.DataFrame(rows))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "strategy_ideas.json").write_text(
-        json.dumps({"config": config, **summary}, indent=2) + "\n"
-    )
     text = render(summary, config)
-    (args.out / "strategy_ideas.md").write_text(text)
+    harness.write_results(args.out, "strategy_ideas", {"config": config, **summary}, text, logger)
     print(text)
     return 0
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import pandas as pd
 import yaml
-from arguments import integer
 
+from data_prep.arguments import integer
 from fedforest import outputs
 from fedforest.election.selectors import SELECTORS
 from fedforest.experiments.partition import pairwise_jaccard, shared_feature_count, split_table

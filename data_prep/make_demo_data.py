@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from arguments import integer
 
+from data_prep.arguments import integer
 from fedforest import outputs
 
 logger = logging.getLogger("make_demo_data")

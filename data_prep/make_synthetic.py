@@ -17,8 +17,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from arguments import integer
-
+from data_prep.arguments import integer
 from fedforest import outputs
 from fedforest.experiments.synthetic import DATASETS, load_dataset
 

@@ -22,10 +22,10 @@ import logging
 from pathlib import Path
 
 from fedforest.cli.job import format_results
+from fedforest.flare._compat import recipe_export_args
 from fedforest.flare.environments import run_poc, run_prod, simulate
 from fedforest.flare.job import build_job
 from fedforest.flare.recipe import FedForestRecipe
-from nvflare.recipe.spec import _peek_recipe_args
 
 HERE = Path(__file__).resolve().parent
 
@@ -44,7 +44,7 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
-    export, export_dir = _peek_recipe_args()  # FLARE's --export [--export-dir DIR]
+    export, export_dir = recipe_export_args()  # FLARE's --export [--export-dir DIR]
     if export:
         folder = build_job(args.config, export_dir, ship_code=not args.no_custom)
         print(f"job written to {folder}")

@@ -3,8 +3,7 @@ job runs with and without calibration."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench():
-    path = ROOT / "benchmarks" / "bench_hospitals.py"
-    spec = importlib.util.spec_from_file_location("bench_hospitals", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_hospitals"] = module
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.bench_hospitals")
 
 
 def test_the_hospitals_differ_in_size_prevalence_and_columns(bench):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,12 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench():
-    path = ROOT / "benchmarks" / "bench_privacy.py"
-    spec = importlib.util.spec_from_file_location("bench_privacy", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_privacy"] = module
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.bench_privacy")
 
 
 @pytest.fixture(scope="module")

@@ -15,12 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "data_prep"))
+from data_prep.jaccard_split import main as split_main
+from data_prep.make_demo_data import main as demo_main
+from data_prep.make_synthetic import main as synthetic_main
 
-from jaccard_split import main as split_main  # noqa: E402
-from make_demo_data import main as demo_main  # noqa: E402
-from make_synthetic import main as synthetic_main  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def script(name: str, *args) -> subprocess.CompletedProcess:

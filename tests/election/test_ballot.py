@@ -231,11 +231,14 @@ def test_selected_over_different_columns_lets_absent_sites_abstain():
 def flare_mask(masks, scores, n_rows, freedom_degree, aggregation):
     """The mask NVIDIA FLARE's own FeatureElectionController elects from these replies.
 
-    The replies go through the controller's real code path: ``_extract_client_data``
-    (which drops a client whose mask is all False) and ``aggregate_selections``.
+    The replies go through the controller's real code path: how it reads the votes
+    (``fedforest.flare._compat.feature_election_votes``, which drops a client whose
+    mask is all False) and ``aggregate_selections``.
     """
     controller_module = pytest.importorskip("nvflare.app_opt.feature_election.controller")
     from nvflare.apis.shareable import Shareable
+
+    from fedforest.flare import _compat
 
     controller = controller_module.FeatureElectionController(
         freedom_degree=freedom_degree, aggregation_mode=aggregation, min_clients=len(masks)
@@ -247,7 +250,8 @@ def flare_mask(masks, scores, n_rows, freedom_degree, aggregation):
         reply["feature_scores"] = score.tolist()
         reply["num_samples"] = int(n)
         replies[f"site-{i}"] = reply
-    return np.asarray(controller.aggregate_selections(controller._extract_client_data(replies)))
+    votes = _compat.feature_election_votes(controller, replies)
+    return np.asarray(controller.aggregate_selections(votes))
 
 
 FLARE_FDS = (0.0, 0.005, 0.01, 0.0101, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98, 0.99, 1.0)

@@ -160,3 +160,35 @@ def test_the_election_table_keeps_long_site_names_whole():
         for name, mark in zip(names.values(), marks, strict=True):
             end = header.index(name) + len(name)  # each mark ends under its site's name
             assert line[:end].endswith(mark), (name, line)
+
+
+def test_the_job_of_a_config_folder_runs_in_process(tmp_path):
+    from test_site import make_job
+
+    from fedforest import protocol
+    from fedforest.federation.driver import InProcessExchange
+    from fedforest.federation.offline import in_process_job, run_job
+
+    config, _ = make_job(
+        tmp_path, rows=120, n_estimators=4, election={"auto_tune": False}, evaluation={}
+    )
+    configs = tmp_path / "site_configs"
+    asked = []
+
+    class Counting(InProcessExchange):
+        def ask(self, request):
+            asked.append(request.task)
+            return super().ask(request)
+
+    ticks = iter(range(10_000))
+    job = in_process_job(configs, exchange=Counting, clock=lambda: float(next(ticks)))
+    assert job.results is None and sorted(job.runners) == config.sites
+    assert all(r.frame is not None for r in job.runners.values())  # loaded, as an executor does
+    results = job.run()
+    assert results.finished and job.results is results
+    assert asked[0] == protocol.SCHEMA and asked[-1] == protocol.EVALUATE
+    # one clock for the driver's phases and the exchange's per-site seconds
+    assert all(v == int(v) for per in job.exchange.seconds.values() for v in per.values())
+    again = run_job(configs, run_dir=tmp_path / "run")
+    assert (tmp_path / "run" / "results.json").is_file()
+    assert again.results.metrics == results.metrics  # the same configs and seed

@@ -13,13 +13,11 @@ import pandas as pd
 import yaml
 from swarm_inspector import Inspector, read_records
 
+from data_prep.make_demo_data import make_demo_data
 from fedforest.flare.environments import simulate
 from fedforest.flare.recipe import FedForestRecipe
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "data_prep"))
-
-from make_demo_data import make_demo_data  # noqa: E402
 
 #: xdist group of the tests reading the demo configs' simulator runs (``demo_server_run``,
 #: ``demo_swarm_run`` in tests/conftest.py): the simulator tests of those configs, and the POC

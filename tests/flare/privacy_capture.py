@@ -10,8 +10,9 @@
   scope's ``task_result_filters`` to every reply. NVIDIA FLARE 2.9's simulator
   leaves this step out (``SimulatorClientRunManager`` keeps only the job meta),
   so a scope never applies in a simulator run. This component does the same
-  step, with FLARE's own function, when the run starts; everything else
-  (reading ``privacy.json``, building the filters, applying them) is FLARE's.
+  step, with FLARE's own function (``fedforest.flare._compat.job_scope_properties``),
+  when the run starts; everything else (reading ``privacy.json``, building the
+  filters, applying them) is FLARE's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import ReservedHeaderKey, Shareable
 
 from fedforest import protocol
+from fedforest.flare import _compat
 from fedforest.model.model_files import save_payload
 
 logger = logging.getLogger(__name__)
@@ -65,10 +67,8 @@ class SimulatorScope(FLComponent):
     def handle_event(self, event_type: str, fl_ctx: FLContext) -> None:
         if event_type != EventType.START_RUN:
             return
-        from nvflare.private.fed.utils.fed_utils import create_job_processing_context_properties
-
         workspace = fl_ctx.get_engine().get_workspace()
-        props = create_job_processing_context_properties(workspace, fl_ctx.get_job_id())
+        props = _compat.job_scope_properties(workspace, fl_ctx.get_job_id())
         for key in (
             FLContextKey.JOB_SCOPE_NAME,
             FLContextKey.EFFECTIVE_JOB_SCOPE_NAME,

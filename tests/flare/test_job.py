@@ -38,6 +38,8 @@ def test_built_job_has_one_app_per_site_with_code_and_configs(tmp_path):
         app = job / f"app_{site}"
         assert (app / "custom/fedforest/model/forest.py").is_file()
         assert (app / "custom/fedforest/flare/executor.py").is_file()
+        # the FLARE internals the sites reach (swarm scopes) travel with the code
+        assert (app / "custom/fedforest/flare/_compat.py").is_file()
         for part in ("election", "privacy"):  # the sites run them
             assert (app / f"custom/fedforest/{part}/__init__.py").is_file()
         for part in ("experiments", "cli"):  # flare.job.NOT_SHIPPED
@@ -45,6 +47,8 @@ def test_built_job_has_one_app_per_site_with_code_and_configs(tmp_path):
         shipped = yaml.safe_load((app / "config/fedforest_site.yaml").read_text())
         assert shipped["site"] == site and os.path.isabs(shipped["data_path"])
     assert (job / "app_server/config/fedforest_job.yaml").is_file()
+    # and those the server reaches (the MLflow receiver)
+    assert (job / "app_server/custom/fedforest/flare/_compat.py").is_file()
 
 
 @pytest.mark.parametrize(

@@ -19,13 +19,13 @@ import pytest
 from nvflare.apis.fl_constant import FilterKey, FLContextKey, ReservedKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
-from nvflare.private.privacy_manager import Scope
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "federation"))
 from test_site import make_job  # noqa: E402
 from test_swarm import build_swarm, load_runners, run_swarm  # noqa: E402
 
 from fedforest import protocol  # noqa: E402
+from fedforest.flare import _compat  # noqa: E402
 from fedforest.flare.privacy_filter import REFUSED, PrivacyPolicyFilter  # noqa: E402
 from fedforest.flare.swarm import ScopeFilteredTasks, scope_policy_filters  # noqa: E402
 from fedforest.model.model_files import load_model  # noqa: E402
@@ -92,7 +92,7 @@ def test_a_payload_the_scope_refuses_never_leaves_and_the_others_name_why(demo, 
 
 def test_the_scope_filters_are_found_in_the_jobs_scope():
     ours = PrivacyPolicyFilter(min_leaf_rows=K)
-    scope = Scope()
+    scope = _compat.new_scope()
     scope.add_task_result_filter(ours, FilterKey.OUT)
     scope.add_task_result_filter(PrivacyPolicyFilter(min_leaf_rows=3), FilterKey.IN)
     fl_ctx = FLContext()

@@ -1,4 +1,15 @@
-"""A whole feature election on local tables, in one process (``fedforest elect``).
+"""A job in one process: a whole job from a config folder, or an election on local tables.
+
+:func:`in_process_job` assembles the job of a ``site_configs/``-style folder
+in this process, as the FLARE job runs it: one
+:class:`~fedforest.federation.site.SiteRunner` per site (loaded as each site's
+executor loads it), a :class:`~fedforest.federation.server.JobServer`, the
+job's phase driver over an :class:`~fedforest.federation.driver.InProcessExchange`;
+:func:`run_job` also runs it (the benchmarks, tests). Payloads are deep-copied
+as they cross, as FLARE's serialisation would; the same configs and seed give
+the FLARE job's results.
+
+:func:`run_election` is the election alone, on tables in memory (``fedforest elect``).
 
 The election runs the job's own code: one :class:`~fedforest.federation.site.SiteRunner`
 per table and a :class:`~fedforest.federation.server.JobServer`, driven by the
@@ -16,8 +27,9 @@ copies of their data before joining a job.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -26,11 +38,92 @@ from ..election.tuning import TuningResult
 from ..vocabulary import SELECTORS
 from .config import JobConfig, SiteConfig
 from .driver import InProcessExchange, JobDriver
+from .job_results import JobResults
 from .schema import GlobalSchema
 from .server import JobServer
 from .site import SiteRunner
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class InProcessJob:
+    """A job assembled in this process (:func:`in_process_job`); ``results`` once run."""
+
+    config: JobConfig
+    runners: dict[str, SiteRunner]
+    server: JobServer
+    exchange: InProcessExchange
+    driver: JobDriver
+    results: JobResults | None = None
+
+    def run(self) -> JobResults:
+        """Run every phase (:meth:`JobDriver.run`: never raises; a failed job says why)."""
+        self.results = self.driver.run()
+        return self.results
+
+
+def site_runners(
+    config_dir, config: JobConfig | None = None, load: bool = True, random_state: int = 0
+) -> dict[str, SiteRunner]:
+    """One :class:`SiteRunner` per site of the job in ``config_dir`` (``<site>.yaml``).
+
+    With ``load`` each reads and checks its data file now, as a site's FLARE
+    executor does when the run starts; without, at its first task.
+    """
+    config_dir = Path(config_dir)
+    config = config or JobConfig.load(config_dir / "job.yaml")
+    runners = {}
+    for site in config.sites:
+        runner = SiteRunner(SiteConfig.load(config_dir / f"{site}.yaml"), random_state)
+        runners[site] = runner.load() if load else runner
+    return runners
+
+
+def in_process_job(
+    config_dir,
+    *,
+    runners: Mapping[str, SiteRunner] | None = None,
+    exchange: Callable[..., InProcessExchange] = InProcessExchange,
+    run_dir=None,
+    strict: bool = False,
+    clock: Callable[[], float] | None = None,
+    progress: Callable[[str], None] | None = None,
+    **exchange_options,
+) -> InProcessJob:
+    """The job of ``config_dir`` (``job.yaml`` and one ``<site>.yaml`` per site), not yet run.
+
+    Parameters
+    ----------
+    runners : mapping of site to SiteRunner, optional
+        The sites (default :func:`site_runners`: every site of ``job.yaml``, loaded).
+    exchange : callable
+        Makes the exchange from the runners and ``exchange_options``
+        (:class:`InProcessExchange` or a subclass: ``raise_errors``,
+        ``ask_first``, ``save_root``).
+    clock : callable, optional
+        The clock of the phase timings and of the exchange's per-site seconds
+        (default ``time.monotonic``; a benchmark's CPU clock).
+    run_dir, strict, progress
+        As :class:`~fedforest.federation.driver.JobDriver`'s (``run_dir``:
+        where ``results.json`` and ``report.md`` are written; none by default).
+    """
+    config_dir = Path(config_dir)
+    config = JobConfig.load(config_dir / "job.yaml")
+    runners = dict(runners) if runners is not None else site_runners(config_dir, config)
+    server = JobServer(config)
+    channel = exchange(runners, clock=clock, **exchange_options)
+    driver = JobDriver(
+        server, channel, run_dir=run_dir, strict=strict, clock=clock, progress=progress
+    )
+    return InProcessJob(config, runners, server, channel, driver)
+
+
+def run_job(config_dir, **options) -> InProcessJob:
+    """:func:`in_process_job` with ``options``, run; its ``results`` say how it ended."""
+    job = in_process_job(config_dir, **options)
+    job.run()
+    return job
 
 
 @dataclass

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .. import outputs
 from ..federation.progress import PROGRESS_FILE, ProgressFollower, log_line
+from . import _compat
 from .job import LOG_HEADER, SIMULATE_COMMAND, check_log, check_workspace
 from .recipe import FedForestRecipe
 
@@ -160,9 +161,9 @@ def _site_files_env(files: dict[str, dict[str, str]], **kwargs):
     class SiteFilesSimEnv(SimEnv):
         def deploy(self, job):
             # SimEnv.deploy, except for the simulator's command: FedJob.simulator_run runs
-            # `python -m nvflare.private.fed.app.simulator.simulator`, this runs _simulator_main
+            # FLARE's simulator module, this runs _simulator_main
             workspace = os.path.join(self.workspace_root, job.name)
-            self._ensure_default_component_policy(workspace)
+            _compat.ensure_default_component_policy(workspace)
             with tempfile.TemporaryDirectory(prefix="fedforest-sim-") as tmp:
                 job.export_job(tmp)
                 spec = Path(tmp) / "site_files.json"
@@ -197,27 +198,12 @@ def _simulator_main() -> None:
     ``SimulatorRunner`` as ``nvflare simulator`` does, with one addition: when
     the simulator has built a participant's ``local/`` folder (from the
     workspace's ``local/``, the same for all), that participant's own files
-    are written into it.
+    are written into it (:func:`fedforest.flare._compat.site_files_runner`).
     """
-    from nvflare.fuel.utils.log_utils import FL_LOG_LEVEL, LogMode
-    from nvflare.private.fed.app.simulator.simulator_runner import SimulatorRunner
-
     job_folder, workspace, clients, threads, spec = sys.argv[1:6]
     files = json.loads(Path(spec).read_text(encoding="utf-8"))
-
-    class SiteFilesRunner(SimulatorRunner):
-        def _setup_local_startup(self, log_config_file_path, participant_workspace):
-            super()._setup_local_startup(log_config_file_path, participant_workspace)
-            local = Path(participant_workspace) / "local"
-            for name, text in files.get(Path(participant_workspace).name, {}).items():
-                (local / name).write_text(text, encoding="utf-8")
-
-    runner = SiteFilesRunner(
-        job_folder=job_folder,
-        workspace=workspace,
-        clients=clients,
-        threads=int(threads),
-        log_config=os.environ.get(FL_LOG_LEVEL, LogMode.CONCISE),
+    runner = _compat.site_files_runner(
+        files, job_folder=job_folder, workspace=workspace, clients=clients, threads=int(threads)
     )
     sys.exit(runner.run())
 
@@ -309,7 +295,7 @@ class PocDeployment:
         # the POC start scripts use the python3 on PATH: make it this environment's
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self._saved['PATH'] or ''}"
         try:
-            self.env = _shared_poc_env(_all_sites_poc_env(PocEnv), self.site_files)(
+            self.env = _shared_poc_env(PocEnv, self.site_files)(
                 clients=self.sites, num_clients=len(self.sites)
             )
         except BaseException:
@@ -353,9 +339,7 @@ class PocDeployment:
 
     def _server_dir(self) -> Path:
         """The POC server's workspace (its run folders are ``<job id>/`` there)."""
-        from nvflare.tool.poc.poc_commands import get_prod_dir
-
-        return Path(get_prod_dir(str(self.workspace))) / "server"
+        return _compat.poc_prod_dir(self.workspace) / "server"
 
     def __exit__(self, *exc) -> None:
         try:
@@ -379,42 +363,38 @@ def _shared_poc_env(poc_env_class, site_files: dict[str, dict[str, str]]):
     ``get_result`` stops it); this one keeps it for the next job, and writes
     ``site_files`` into each site's ``local/`` folder between preparing and
     starting, where FLARE's client reads them (``privacy.json``: the site's
-    privacy scopes).
+    privacy scopes). ``PocEnv`` also submits after a fixed wait, and a site
+    that registers later is not in the job (FLARE starts it with
+    ``min_clients`` sites); this one submits each job once every client of the
+    environment is connected (``wait_for_sites``, up to 60 s; then it submits
+    to those connected and the job names the others). The steps of
+    ``PocEnv.deploy`` it takes apart are FLARE internals (:mod:`._compat`).
     """
-    from nvflare.tool.poc.poc_commands import _start_poc, get_prod_dir, prepare_poc_provision
 
     class SharedPocEnv(poc_env_class):
         _started = False
 
         def deploy(self, job):
             if not self._started:
-                if self._check_poc_running():
+                if _compat.poc_running(self):
                     super().stop(clean_up=True)
-                prepare_poc_provision(
-                    clients=self.clients or [],
-                    number_of_clients=self.num_clients,
-                    workspace=self.poc_workspace,
-                    docker_image=self.docker_image,
-                    use_he=self.use_he,
-                    project_conf_path=self.project_conf_path,
-                    examples_dir=None,
-                )
-                prod = Path(get_prod_dir(self.poc_workspace))
+                _compat.poc_prepare(self)
+                prod = _compat.poc_prod_dir(self.poc_workspace)
                 for site, files in site_files.items():
                     local = prod / site / "local"
                     if not local.is_dir():
                         raise RuntimeError(f"PocEnv: no local/ folder for {site!r} in {prod}")
                     for name, text in files.items():
                         (local / name).write_text(text, encoding="utf-8")
-                _start_poc(
-                    poc_workspace=self.poc_workspace,
-                    gpu_ids=self.gpu_ids,
-                    excluded=[self.username],
-                    services_list=[],
-                )
+                _compat.poc_start(self)
                 self._started = True
                 logger.info("PocEnv: POC services started for %s", self.clients)
-            return self._get_session_manager().submit_job(job)
+            kit = _compat.poc_admin_kit(self)
+            connected = wait_for_sites(kit, self.clients, self.username, timeout=60)
+            missing = sorted(set(self.clients) - set(connected))
+            if missing:
+                logger.warning("PocEnv: sites not connected after 60 s: %s", missing)
+            return _compat.poc_submit(self, job)
 
         def stop(self, clean_up: bool = False) -> None:
             """Kept running for the next job (FLARE's run calls this after each job)."""
@@ -571,36 +551,6 @@ def wait_for_sites(startup_kit, sites, username: str, timeout: float = 60) -> li
         if set(sites) <= set(connected) or time.monotonic() >= deadline:
             return connected
         time.sleep(0.5)
-
-
-def _all_sites_poc_env(poc_env_class):
-    """FLARE's ``PocEnv`` that submits the job only once every site is connected.
-
-    ``PocEnv`` starts the POC processes, waits a fixed time and submits; a site
-    that registers later is not in the job (FLARE starts it with
-    ``min_clients`` sites). This one waits, as ``run_prod`` does, until every
-    client of the environment is connected (up to 60 s; then it submits to
-    those connected and the job names the others).
-    """
-
-    class AllSitesPocEnv(poc_env_class):
-        def _get_session_manager(self):
-            manager = super()._get_session_manager()
-            submit = manager.submit_job
-            env = self
-
-            def submit_job(job):
-                kit = env._get_admin_startup_kit_path()
-                connected = wait_for_sites(kit, env.clients, env.username, timeout=60)
-                missing = sorted(set(env.clients) - set(connected))
-                if missing:
-                    logger.warning("PocEnv: sites not connected after 60 s: %s", missing)
-                return submit(job)
-
-            manager.submit_job = submit_job
-            return manager
-
-    return AllSitesPocEnv
 
 
 def _run_and_download(

@@ -75,6 +75,7 @@ from ..federation.swarm import (
     read_swarm_status,
     swarm_results,
 )
+from . import _compat
 from .executor import start_site
 from .privacy_filter import PrivacyPolicyFilter, Refused, policy_filters
 
@@ -514,9 +515,8 @@ class PrivacyRefusal(Exception):
 
 def scope_policy_filters(fl_ctx: FLContext) -> list[PrivacyPolicyFilter]:
     """The fedforest privacy filters of this job's privacy scope (its outgoing results)."""
-    scope = fl_ctx.get_prop(FLContextKey.SCOPE_OBJECT)
-    chains = getattr(scope, "task_result_filters", None)
-    if not isinstance(chains, dict):
+    chains = _compat.scope_result_filters(fl_ctx.get_prop(FLContextKey.SCOPE_OBJECT))
+    if chains is None:
         return []
     return policy_filters(chains.get(FilterKey.OUT) or [])
 

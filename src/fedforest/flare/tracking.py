@@ -31,6 +31,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..vocabulary import TRACKING
+from . import _compat
 
 logger = logging.getLogger(__name__)
 
@@ -269,7 +270,7 @@ def _mlflow_receiver_class():
     cached = globals().get("_MLFLOW_RECEIVER")
     if cached is not None:
         return cached
-    from nvflare.apis.analytix import ANALYTIC_EVENT_TYPE, TrackConst
+    from nvflare.apis.analytix import ANALYTIC_EVENT_TYPE
     from nvflare.app_opt.tracking.mlflow.mlflow_receiver import MLflowReceiver
 
     class FedForestMLflowReceiver(MLflowReceiver):
@@ -296,15 +297,8 @@ def _mlflow_receiver_class():
         def initialize(self, fl_ctx):
             super().initialize(fl_ctx)
             server = fl_ctx.get_identity_name()
-            if server and server not in self.buffer:
-                self._mlflow_setup(
-                    self._get_artifact_location(self.artifact_location, fl_ctx),
-                    self.kw_args.get(TrackConst.EXPERIMENT_NAME, "FLARE FL Experiment"),
-                    self._get_tags(TrackConst.EXPERIMENT_TAGS, kwargs=self.kw_args),
-                    [server],
-                    fl_ctx,
-                )
-                self._init_buffer([server])
+            if server and not _compat.mlflow_has_run(self, server):
+                _compat.mlflow_add_run(self, server, fl_ctx)
 
     FedForestMLflowReceiver.__module__ = __name__
     FedForestMLflowReceiver.__qualname__ = "FedForestMLflowReceiver"

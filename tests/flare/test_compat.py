@@ -111,10 +111,14 @@ def test_the_job_ships_the_compat_module(tmp_path):
 
 
 def _python_files():
+    """The project's own Python files: not the copies a built job carries in its ``custom/``."""
     for folder in CODE:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path.resolve() not in ALLOWED and "__pycache__" not in path.parts:
-                yield path
+            if path.resolve() in ALLOWED or {"__pycache__", "custom"} & set(
+                path.relative_to(ROOT).parts
+            ):
+                continue
+            yield path
 
 
 #: The private attribute names of the internals (``_start_poc``, ``_get_session_manager``, ...).

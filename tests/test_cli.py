@@ -8,19 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedforest import rules
 from fedforest.cli import main
-
-
-def test_strategies_lists_every_strategy(capsys):
-    assert main(["strategies"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    names = [line.split()[0] for line in lines]
-    assert names == list(rules.names())  # the registry's, in its order
-    assert {"node", "wmp"} <= set(names)
-    described = {line.split()[0]: line for line in lines}
-    assert "class distribution" in described["node"]
-    assert "validation rows" in described["wmp"]
 
 
 def test_console_script_runs():
@@ -73,59 +61,6 @@ def test_elect_prints_votes_and_mask(tmp_path, capsys):
 def test_elect_errors_are_reported(tmp_path, capsys):
     assert main(["elect", str(tmp_path / "missing.csv"), "x.csv", "--target", "y"]) == 1
     assert "no such CSV file" in capsys.readouterr().err
-
-
-def test_predict_applies_a_saved_model_to_new_rows(tmp_path, capsys, two_site_forest, table):
-    import numpy as np
-    import pandas as pd
-
-    from fedforest import PooledForestClassifier, fit_imputers
-    from fedforest.model.model_files import model_bundle, save_payload
-
-    forest, _, _ = two_site_forest
-    X, _ = table
-    imps = fit_imputers(X[:300], ["x2", "x3", "x4", "x5"], ["x0", "x1"], random_state=0)
-    std = X.std().to_dict()
-    path = save_payload(
-        tmp_path / "model",
-        model_bundle(forest.to_payload(), imps.to_payload(), std, settings={"seed": 3}),
-    )
-    # a hospital with columns x0, x1, x2 under a local name, plus an id column
-    rows = X[["x0", "x1", "x2"]][500:].rename(columns={"x2": "local_x2"}).assign(pid=1)
-    rows.to_csv(tmp_path / "new.csv", index=False)
-    out = tmp_path / "pred.csv"
-    code = main(
-        [
-            "predict",
-            "--model",
-            str(path),
-            "--data",
-            str(tmp_path / "new.csv"),
-            "--strategy",
-            "mp",
-            "--rename",
-            "local_x2=x2",
-            "--out",
-            str(out),
-        ]
-    )
-    assert code == 0
-    captured = capsys.readouterr()
-    assert "ignoring columns the model does not use: pid" in captured.err
-    pred = pd.read_csv(out)
-    expected = PooledForestClassifier(forest, strategy="mp", imputers=imps, feature_std=std)
-    proba = expected.predict_proba(X[["x0", "x1", "x2"]][500:])
-    assert np.allclose(pred[["p_0", "p_1"]].to_numpy(), proba)
-    assert list(pred["prediction"]) == list(proba.argmax(axis=1))
-
-
-def test_predict_refuses_a_file_that_is_not_a_model(tmp_path, capsys):
-    bogus = tmp_path / "model.npz"
-    bogus.write_bytes(b"not a model")
-    data = tmp_path / "d.csv"
-    data.write_text("a\n1\n")
-    assert main(["predict", "--model", str(bogus), "--data", str(data)]) == 1
-    assert "not a fedforest payload file" in capsys.readouterr().err
 
 
 def test_experiment_command_writes_tables_plots_and_report(tmp_path, capsys):
@@ -481,35 +416,6 @@ def test_experiment_refuses_degenerate_data_before_running(tmp_path, capsys):
     assert not out.exists()  # refused before anything was written
 
 
-def fake_job(folder: Path) -> Path:
-    """A job folder as far as `job simulate` reads it before starting the simulator."""
-    import json
-
-    folder.mkdir(parents=True)
-    deploy = {"app_server": ["server"], "app_s1": ["s1"], "app_s2": ["s2"]}
-    (folder / "meta.json").write_text(json.dumps({"name": folder.name, "deploy_map": deploy}))
-    return folder
-
-
-def test_simulate_never_clears_a_folder_fedforest_did_not_make(tmp_path, capsys):
-    job = fake_job(tmp_path / "jobs" / "j")
-    # what the old command deleted: any folder with a server/ folder in it
-    ws = tmp_path / "my results"
-    (ws / "server").mkdir(parents=True)
-    (ws / "server" / "analysis.ipynb").write_text("{}")
-    (ws / "notes.txt").write_text("mine")
-    before = snapshot(tmp_path)
-    assert main(["job", "simulate", str(job), "--workspace", str(ws)]) == 1
-    err = capsys.readouterr().err
-    assert f"refusing to write into {ws}" in err and "fedforest did not make it" in err
-    # a log of the user's next to a new workspace
-    (tmp_path / "run.log").write_text("my log")
-    assert main(["job", "simulate", str(job), "--workspace", str(tmp_path / "run")]) == 1
-    assert "run.log exists and fedforest did not write it" in capsys.readouterr().err
-    assert snapshot(tmp_path) == {**before, "run.log": b"my log"}
-    assert not (tmp_path / "run").exists()
-
-
 def test_the_simulator_workspace_guard(tmp_path):
     from fedforest.flare.job import LOG_HEADER, SIMULATE_COMMAND, check_workspace
     from fedforest.outputs import OutputError, claim_dir, record_dir
@@ -527,56 +433,6 @@ def test_the_simulator_workspace_guard(tmp_path):
     (ws / "server" / "mine.csv").write_text("1")
     with pytest.raises(OutputError, match=r"did not write there \(server/mine.csv\)"):
         check_workspace(ws, log)
-
-
-def demo_configs(folder: Path) -> Path:
-    """Small demo data and the shipped site_configs pointing at it."""
-    import yaml
-
-    sys.path.insert(0, str(ROOT / "data_prep"))
-    from make_demo_data import make_demo_data
-
-    make_demo_data(folder / "data", rows=60, seed=0)
-    configs = folder / "site_configs"
-    configs.mkdir()
-    (configs / "job.yaml").write_text((ROOT / "site_configs" / "job.yaml").read_text())
-    for site in ("site-1", "site-2", "site-3"):
-        cfg = yaml.safe_load((ROOT / "site_configs" / f"{site}.yaml").read_text())
-        cfg["data_path"] = str(folder / "data" / f"{site}.csv")
-        (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
-    return configs
-
-
-def test_job_build_rebuilds_its_own_job_but_never_a_users_folder(tmp_path, capsys):
-    import json
-
-    from fedforest.outputs import MARKER
-
-    configs = demo_configs(tmp_path)
-    name = "fedforest-demo"
-    build = ["job", "build", "--config", str(configs), "--out", str(tmp_path / "jobs")]
-    # a user's own FLARE job of the same name: FLARE's export_job would replace it
-    users = tmp_path / "jobs" / name
-    users.mkdir(parents=True)
-    (users / "meta.json").write_text(json.dumps({"name": name, "deploy_map": {}}))
-    (users / "README.txt").write_text("my job")
-    before = snapshot(tmp_path / "jobs")
-    assert main(build) == 1
-    err = capsys.readouterr().err
-    assert f"refusing to write into {users}" in err and MARKER in err
-    assert snapshot(tmp_path / "jobs") == before
-    # a new folder, then a rebuild (what `make demo` does every time)
-    users.rename(tmp_path / "kept")
-    assert main(build) == 0 and main(build) == 0
-    job = tmp_path / "jobs" / name
-    assert json.loads((job / "meta.json").read_text())["name"] == name
-    assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == [name]  # no staging left
-    # a file of the user's put into the built job: the rebuild is refused, the file kept
-    (job / "my_notes.txt").write_text("keep me")
-    before = snapshot(job)
-    assert main(build) == 1
-    assert "my_notes.txt" in capsys.readouterr().err
-    assert snapshot(job) == before
 
 
 def test_experiment_out_folder_rule(tmp_path, capsys):
@@ -701,110 +557,6 @@ def test_experiment_scores_wmp_and_auto_on_validation_rows(tmp_path, capsys):
     # another fraction: other training rows, other forests
     other = run("0.5").set_index(["site", "method"])["value"].sort_index()
     assert not np.allclose(other.to_numpy(), got.sort_index().to_numpy())
-
-
-def wmp_model(folder: Path, two_site_forest, table):
-    """A pooled model saved in a site's job folder, a CSV of rows lacking x3, x4 and x5, and
-    what the model predicts for them with a strategy (and guess weight)."""
-    from fedforest import fit_imputers
-    from fedforest.model.model_files import model_bundle, save_payload
-
-    forest, _, _ = two_site_forest
-    X, _ = table
-    imps = fit_imputers(X[:300], ["x2", "x3", "x4", "x5"], ["x0", "x1"], random_state=0)
-    std = X.std().to_dict()
-    folder.mkdir()
-    model = save_payload(
-        folder / "pooled_model.npz",
-        model_bundle(forest.to_payload(), imps.to_payload(), std, settings={"seed": 3}),
-    )
-    rows = X[["x0", "x1", "x2"]][500:]
-    data = folder.parent / "new.csv"
-    rows.to_csv(data, index=False)
-
-    def proba(strategy: str, weight="auto"):
-        from fedforest import PooledForestClassifier
-
-        clf = PooledForestClassifier(
-            forest,
-            strategy=strategy,
-            guess_weight=weight,
-            imputers=imps,
-            feature_std=std,
-            random_state=3,
-        )
-        return clf.predict_proba(rows)
-
-    return model, data, proba
-
-
-def test_predict_with_wmp_takes_the_guess_weight_given_or_the_sites_fitted_one(
-    tmp_path, capsys, two_site_forest, table
-):
-    import json
-
-    import pandas as pd
-
-    model, data, proba = wmp_model(tmp_path / "site-1", two_site_forest, table)
-    predict = ["predict", "--model", str(model), "--data", str(data), "--strategy", "wmp"]
-    out = tmp_path / "pred.csv"
-    # given: that weight; the rows lack x3-x5, so trees guess and the weight matters
-    assert main([*predict, "--guess-weight", "0.5", "--out", str(out)]) == 0
-    assert "guess weight" not in capsys.readouterr().err
-    got = pd.read_csv(out)[["p_0", "p_1"]].to_numpy()
-    assert np.allclose(got, proba("wmp", 0.5))
-    assert not np.allclose(got, proba("mp"))
-    # neither given nor saved beside the model: refused, naming --guess-weight
-    metrics = model.parent / "metrics.json"
-    assert not metrics.exists()
-    assert main([*predict, "--out", str(out), "--overwrite"]) == 1
-    err = capsys.readouterr().err
-    assert "--guess-weight" in err and str(metrics) in err and "Traceback" not in err
-    # the site's fitted weight, from the job's metrics.json beside the model
-    saved = {"site": "site-1", "strategies": {"mp": {"auprc": 0.9}, "wmp": {"guess_weight": 0.1}}}
-    metrics.write_text(json.dumps(saved))
-    assert main([*predict, "--out", str(out), "--overwrite"]) == 0
-    assert f"guess weight 0.1 from {metrics}" in capsys.readouterr().err
-    assert np.allclose(pd.read_csv(out)[["p_0", "p_1"]].to_numpy(), proba("wmp", 0.1))
-    assert not np.allclose(proba("wmp", 0.1), proba("wmp", 0.5))
-    # --guess-weight wins over the saved weight
-    assert main([*predict, "--guess-weight", "0", "--out", str(out), "--overwrite"]) == 0
-    assert "guess weight" not in capsys.readouterr().err
-    assert np.allclose(pd.read_csv(out)[["p_0", "p_1"]].to_numpy(), proba("wmp", 0.0))
-    # a metrics.json without a usable weight is refused as if there were none
-    for bad in (
-        {"strategies": {"mp": {}}},
-        {"strategies": {"wmp": {"guess_weight": 1.5}}},
-        {"strategies": {"wmp": {"guess_weight": "x"}}},
-        {"strategies": {"wmp": {}}},
-    ):
-        metrics.write_text(json.dumps(bad))
-        assert main([*predict, "--out", str(out), "--overwrite"]) == 1
-        assert "--guess-weight" in capsys.readouterr().err, bad
-    metrics.write_text("not json")
-    assert main([*predict, "--out", str(out), "--overwrite"]) == 1
-    assert "--guess-weight" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("weight", ["1.5", "-0.1", "x", "nan"])
-def test_predict_refuses_a_guess_weight_outside_zero_to_one(capsys, weight):
-    with pytest.raises(SystemExit) as exit_:
-        main(
-            [
-                "predict",
-                "--model",
-                "m",
-                "--data",
-                "d",
-                "--strategy",
-                "wmp",
-                "--guess-weight",
-                weight,
-            ]
-        )
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err
-    assert "argument --guess-weight: " in err and "[0, 1]" in err
 
 
 # ------------------------------------------------ experiment: non-iid rows and natural sites
@@ -1150,33 +902,6 @@ def test_elect_shows_its_progress_lines_unless_quiet(tmp_path, capsys):
         assert main(quiet) == 0
         out = capsys.readouterr().out
         assert "sites replied" not in out and "elected: " in out
-
-
-def test_a_failed_job_prints_only_the_paths_it_wrote(tmp_path, capsys):
-    import json
-
-    from fedforest.cli.job import _show_results
-    from fedforest.federation.job_results import JobResults
-
-    run_dir = tmp_path / "ws" / "job" / "server" / "simulate_job"
-    run_dir.mkdir(parents=True)
-    failed = JobResults(job="job", status="failed", error="fewer than min_sites=3")
-    (run_dir / "results.json").write_text(json.dumps(failed.to_dict()))
-    log = tmp_path / "ws.log"
-    log.write_text("flare")
-    assert _show_results(run_dir / "results.json", log, []) == 1
-    out = capsys.readouterr().out
-    assert f"results: {run_dir / 'results.json'}" in out and f"FLARE's output: {log}" in out
-    assert "report:" not in out and "pooled_model" not in out and "site models" not in out
-    (run_dir / "report.md").write_text("# report")
-    model = tmp_path / "ws" / "job" / "site-1" / "simulate_job" / "pooled_model.npz"
-    model.parent.mkdir(parents=True)
-    model.write_bytes(b"x")
-    (run_dir / "results.json").write_text(json.dumps(JobResults(job="job").to_dict()))
-    assert _show_results(run_dir / "results.json", log, [model]) == 0
-    out = capsys.readouterr().out
-    assert f"report: {run_dir / 'report.md'}" in out and str(model) in out
-    assert "FLARE's output" not in out
 
 
 def test_report_and_the_next_run_work_in_either_order(tmp_path, capsys):

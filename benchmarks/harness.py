@@ -64,6 +64,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from data_prep.arguments import integer as at_least  # noqa: F401  (an argparse type: an integer >= low)
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Where the results go by default (the committed results the docs link to).
 RESULTS = ROOT / "benchmarks" / "results"
@@ -122,21 +124,6 @@ def float_list(text: str) -> list[float]:
 def name_list(text: str) -> list[str]:
     """An argparse type: comma-separated names."""
     return _items(text)
-
-
-def at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``low``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (>= {low})") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: >= {low}")
-        return value
-
-    return parse
 
 
 def command(script: str, argv) -> str:

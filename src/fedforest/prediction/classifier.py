@@ -129,6 +129,10 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         The second best candidate (``auto`` only).
     calibrator_ : Calibrator
         The fitted calibration (identity for ``calibration="none"``).
+    calibration_skipped_ : dict of str to str
+        The calibration methods that could not be fitted on the validation rows
+        (:attr:`~fedforest.prediction.calibration.CalibrationFit.skipped`), and why
+        (``auto``: those of the strategy it chose).
     feature_names_in_ : ndarray of str
         The model's features (``forest.feature_names``): the names a DataFrame
         is matched by, and an ndarray's column order.
@@ -240,6 +244,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
                 "validation rows; call it with them, or use calibration='none'"
             )
         self.calibrator_ = Calibrator("none", self.classes_)
+        self.calibration_skipped_ = {}
         if self.strategy == "auto":
             if X is None or y is None:
                 raise ValueError('strategy="auto" needs fit(X_val, y_val) with validation rows')
@@ -263,6 +268,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
             self.runner_up_ = chosen.runner_up
             self.selection_scores_ = chosen.scores
             self.calibrator_ = chosen.fits[chosen.best].calibrator
+            self.calibration_skipped_ = dict(chosen.fits[chosen.best].skipped)
             self.candidate_calibrations_ = {k: f.calibrator.method for k, f in chosen.fits.items()}
             return self
         if self.strategy == "wmp":
@@ -288,6 +294,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
             fit = self._calibration_fit(X, y, self.strategy_)
             self.calibrator_ = fit.calibrator
             self.calibration_scores_ = fit.log_losses
+            self.calibration_skipped_ = dict(fit.skipped)
         return self
 
     def _calibration_fit(self, X, y, strategy: str):

@@ -184,7 +184,7 @@ def test_every_older_version_has_an_upgrade():
     for fmt, current in protocol.FORMATS.items():
         for version in range(1, current):
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
-    assert protocol.FORMATS[protocol.SITE_METRICS] == 4
+    assert protocol.FORMATS[protocol.SITE_METRICS] == 5
     assert protocol.FORMATS[protocol.POOLED_FOREST] == 3
     assert protocol.FORMATS[protocol.MODEL] == 3
 
@@ -227,7 +227,8 @@ def test_a_version_1_site_metrics_reply_still_loads(tmp_path):
     mp = read["strategies"]["mp"]
     assert mp["calibration"] == "none" and mp["bins"] is None  # version 3 fields, as upgraded
     assert mp["events"] is None and mp["intervals"] is None  # version 4 fields, as upgraded
-    added = ("calibration", "bins", "events", "intervals")
+    assert mp["calibration_skipped"] is None  # the version 5 field, as upgraded
+    added = ("calibration", "bins", "events", "intervals", "calibration_skipped")
     assert {k: v for k, v in mp.items() if k not in added} == SITE_METRICS_V1["strategies"]["mp"]
     auto = read["strategies"]["auto"]
     assert auto["chosen_calibration"] == "none" and auto["runner_up"] is None
@@ -246,10 +247,19 @@ def test_a_version_1_site_metrics_reply_still_loads(tmp_path):
     assert "- `site-1`: not reported" in (tmp_path / "report.md").read_text()
 
 
+def _as_version_4(payload: dict) -> dict:
+    """A version 5 metrics reply as a version 4 site wrote it (no calibration_skipped)."""
+    rows = {
+        name: {k: v for k, v in row.items() if k != "calibration_skipped"}
+        for name, row in payload["strategies"].items()
+    }
+    return {**payload, "version": 4, "strategies": rows}
+
+
 def _as_version_3(payload: dict) -> dict:
-    """A version 4 metrics reply as a version 3 site wrote it (no events, intervals, outcome)."""
+    """A version 5 metrics reply as a version 3 site wrote it (no events, intervals, outcome)."""
     rows = {}
-    for name, row in payload["strategies"].items():
+    for name, row in _as_version_4(payload)["strategies"].items():
         row = {k: v for k, v in row.items() if k not in ("events", "intervals")}
         if row.get("bins") is not None:
             row["bins"] = {k: v for k, v in row["bins"].items() if k != "outcome"}
@@ -258,7 +268,7 @@ def _as_version_3(payload: dict) -> dict:
 
 
 def _as_version_2(payload: dict) -> dict:
-    """A version 4 metrics reply as a version 2 site wrote it (no calibration fields)."""
+    """A version 5 metrics reply as a version 2 site wrote it (no calibration fields)."""
     payload = _as_version_3(payload)
     added = ("calibration", "bins", "chosen_calibration", "runner_up")
     rows = {
@@ -268,16 +278,13 @@ def _as_version_2(payload: dict) -> dict:
     return {**payload, "version": 2, "strategies": rows}
 
 
-@pytest.mark.parametrize("version", [2, 3, 4])
-def test_a_version_2_3_or_4_site_metrics_reply_must_carry_the_policy(job, version):
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
+def test_a_site_metrics_reply_from_version_2_on_must_carry_the_policy(job, version):
     site = "site-1"
     payload = copy.deepcopy(job.metrics[site])
     default = job_default_policy().to_dict()  # a job's default
-    assert payload["version"] == 4 and payload["privacy"] == default
-    if version == 2:
-        payload = _as_version_2(payload)
-    elif version == 3:
-        payload = _as_version_3(payload)
+    assert payload["version"] == 5 and payload["privacy"] == default
+    payload = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4}.get(version, dict)(payload)
     strategies, metrics = job.config.strategies, job.config.metrics
     read = read_site_metrics(payload, site, strategies, metrics)
     assert read["privacy"] == payload["privacy"]
@@ -306,6 +313,29 @@ def test_a_version_3_site_metrics_reply_reads_as_no_events_and_no_intervals(job)
         }
     assert new["strategies"]["mp"]["events"] > 0
     assert set(new["strategies"]["mp"]["intervals"]) == {"auc", "auprc", "brier"}
+
+
+def test_a_version_4_site_metrics_reply_reads_as_no_calibration_skipped(job):
+    site = "site-1"
+    current = copy.deepcopy(job.metrics[site])
+    strategies, metrics = job.config.strategies, job.config.metrics
+    read = read_site_metrics(_as_version_4(current), site, strategies, metrics)
+    new = read_site_metrics(current, site, strategies, metrics)
+    for name, row in read["strategies"].items():
+        assert row.get("calibration_skipped") is None
+        assert {k: v for k, v in row.items() if k != "calibration_skipped"} == {
+            k: v for k, v in new["strategies"][name].items() if k != "calibration_skipped"
+        }
+
+
+def test_a_version_4_reply_holding_the_version_5_field_is_refused(job):
+    site = "site-1"
+    old = _as_version_4(copy.deepcopy(job.metrics[site]))
+    old["strategies"]["mp"]["calibration_skipped"] = "isotonic: too few rows"
+    with pytest.raises(PayloadError) as info:
+        read_site_metrics(old, site, job.config.strategies, job.config.metrics)
+    message = str(info.value)
+    assert "calibration_skipped" in message and "belongs to version 5" in message
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .metrics import METRIC_RANGES, row_losses
+from .validation import describe
 
 #: Resamples of the bootstrap (percentile intervals of :data:`CONFIDENCE`).
 BOOTSTRAP_RESAMPLES = 1000
@@ -309,14 +310,18 @@ def check_interval(metric: str, point, interval) -> str | None:
             for v in interval
         )
     ):
-        return f"expected [low, high], two finite numbers, got {interval!r}"
+        return f"expected [low, high], two finite numbers, got {describe(interval)}"
     lo, hi = float(interval[0]), float(interval[1])
     if not (low_ok <= lo <= hi <= high_ok):
-        return f"expected low <= high within [{low_ok:g}, {high_ok:g}], got {list(interval)!r}"
+        return (
+            f"expected low <= high within [{low_ok:g}, {high_ok:g}], got {describe(list(interval))}"
+        )
     if point is None:
-        return f"the metric is undefined (null), so it has no interval; got {list(interval)!r}"
+        return (
+            f"the metric is undefined (null), so it has no interval; got {describe(list(interval))}"
+        )
     if not lo <= point <= hi:
-        return f"expected [low, high] with low <= {point:g} <= high, got {list(interval)!r}"
+        return f"expected [low, high] with low <= {point:g} <= high, got {describe(list(interval))}"
     return None
 
 

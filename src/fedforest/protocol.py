@@ -62,7 +62,8 @@ FORMATS: dict[str, int] = {
     # 2: the site's effective privacy policy (field ``privacy``) was added
     # 3: each row's calibration and reliability bins; auto's calibration and runner-up
     # 4: each row's events and bootstrap intervals; the bins' outcome (the target's name)
-    SITE_METRICS: 4,
+    # 5: each scored row's calibration_skipped (the methods the site could not fit, and why)
+    SITE_METRICS: 5,
     SWARM_MESSAGE: 1,
     SWARM_STATUS: 1,
 }
@@ -102,6 +103,26 @@ def _site_metrics_v3(payload: Mapping) -> dict:
     return {**payload, "strategies": rows}
 
 
+def _site_metrics_v4(payload: Mapping) -> dict:
+    """``fedforest/site-metrics`` version 4 -> 5: no row said which calibration methods were
+    skipped (``None``). A row that already holds ``calibration_skipped`` is refused: the
+    field belongs to version 5."""
+    per = payload.get("strategies")
+    if not isinstance(per, Mapping):
+        return dict(payload)  # the current reader refuses it, naming the field
+    rows = {}
+    for name, row in per.items():
+        if isinstance(row, Mapping):
+            if "calibration_skipped" in row:
+                raise ValueError(
+                    f"field 'strategies[{name!r}].calibration_skipped' belongs to version 5 and "
+                    f"later of {SITE_METRICS!r}; allowed: the fields of version 4 only"
+                )
+            row = {**row, "calibration_skipped": None}
+        rows[name] = row
+    return {**payload, "strategies": rows}
+
+
 def _model_v1(payload: Mapping) -> dict:
     """``fedforest/model`` version 1 -> 2: equal pooling weights, no deployment chosen."""
     return {**payload, "deployment": None}
@@ -125,6 +146,7 @@ UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
     (SITE_METRICS, 1): _site_metrics_v1,
     (SITE_METRICS, 2): _site_metrics_v2,
     (SITE_METRICS, 3): _site_metrics_v3,
+    (SITE_METRICS, 4): _site_metrics_v4,
     (MODEL, 1): _model_v1,
     (MODEL, 2): _model_v2,
 }

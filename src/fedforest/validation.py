@@ -56,6 +56,31 @@ _repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 6
 _repr.maxlevel = 3
 
 
+#: How a configuration value is shown in a message: in full when short, shortened (the
+#: middle of a long text, the first entries of a long list) when not, so that a huge value
+#: (a megabyte string, a list that aliases expand) never makes a huge message.
+_config_repr = reprlib.Repr()
+_config_repr.maxstring = _config_repr.maxother = 200
+_config_repr.maxlist = _config_repr.maxtuple = _config_repr.maxdict = _config_repr.maxset = 20
+_config_repr.maxlevel = 4
+
+
+def shown(value: Any) -> str:
+    """``value`` as a configuration message shows it: ``repr`` when short, else shortened.
+
+    Never raises and never renders a large value in full.
+
+    Examples
+    --------
+    >>> shown(1e-320), shown("x" * 300)[:12], len(shown("x" * 10**6)) < 250
+    ('1e-320', "'xxxxxxxxxxx", True)
+    """
+    try:
+        return _config_repr.repr(value)
+    except Exception:  # noqa: BLE001 - an object whose repr fails is still described
+        return f"a {type(value).__name__}"
+
+
 def _range(lo, hi, open_lo=False, open_hi=False) -> str:
     if lo is not None and hi is not None:
         return f" in {'(' if open_lo else '['}{lo}, {hi}{')' if open_hi else ']'}"
@@ -289,7 +314,7 @@ class ConfigChecker(Checker):
         self.source = source
 
     def refuse(self, key, value, allowed) -> NoReturn:
-        raise ConfigError(f"{self.source}: key '{key}' is {value!r}; allowed: {allowed}")
+        raise ConfigError(f"{self.source}: key '{key}' is {shown(value)}; allowed: {allowed}")
 
     # the historical name, used throughout the configuration code
     fail = refuse

@@ -17,11 +17,10 @@ from . import rules as _rules
 SITE_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 #: Names FLARE gives its own participants, never a site's.
 RESERVED_SITE_NAMES = ("server", "admin", "overseer")
+#: The characters :data:`SITE_NAME` allows, for messages (site and job names alike).
+NAME_CHARACTERS = "letters, digits, '_', '.' and '-' (at most 64, starting with a letter or digit)"
 #: What :data:`SITE_NAME` allows, for messages.
-SITE_NAME_RULE = (
-    "a site name of letters, digits, '_', '.' and '-' (at most 64, starting with a letter or "
-    f"digit), not one of {', '.join(RESERVED_SITE_NAMES)}"
-)
+SITE_NAME_RULE = f"a site name of {NAME_CHARACTERS}, not one of {', '.join(RESERVED_SITE_NAMES)}"
 #: What a forest predicts (``job.task``): a class, or a number.
 TASKS = ("classification", "regression")
 #: Missing-split strategies of :class:`fedforest.PooledForestClassifier` (pooled forest).

@@ -14,7 +14,14 @@ and refuses, naming the file, the line and the key's path:
   than a few; a deeper one is a mistake or an attack on the parser);
 * an integer of more than :data:`MAX_INT_DIGITS` digits or outside
   [:data:`INT_MIN`, :data:`INT_MAX`] (the keys that take integers have their
-  own, smaller ranges, checked after).
+  own, smaller ranges, checked after), and a base-60 number (``1:30``, which
+  YAML 1.1 reads as 90);
+* aliases (``*name``) that expand the document to more than
+  :data:`MAX_VALUES` values or nest it deeper than :data:`MAX_DEPTH` (an
+  "alias bomb" of a few lines stands for billions of values), or that refer
+  to the block holding them;
+* a tab where YAML takes only spaces (indentation, before a value), named as
+  such with its line and column.
 
 :func:`read_yaml_file` reads a file for it: UTF-8 text (a byte-order mark is
 fine) of at most :data:`MAX_BYTES` bytes; a UTF-16 or UTF-32 file, other
@@ -32,6 +39,7 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError
+from .validation import shown
 
 #: The deepest nesting of blocks (mappings and lists) a YAML file may have.
 MAX_DEPTH = 64
@@ -41,6 +49,9 @@ MAX_INT_DIGITS = 30
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 #: The largest YAML file read (configuration files are a few kilobytes).
 MAX_BYTES = 1_000_000
+#: The most values (mappings, lists and scalars) a document may stand for, its aliases
+#: expanded (a file of :data:`MAX_BYTES` without aliases holds fewer).
+MAX_VALUES = 1_000_000
 _UTF8_BOM = b"\xef\xbb\xbf"
 #: Byte-order marks of encodings other than UTF-8 (longest first: UTF-32 LE starts as UTF-16 LE).
 _OTHER_BOMS = (
@@ -78,7 +89,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             line = key_node.start_mark.line + 1
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise ConfigError(
-                    f"{self.source}: line {line}: key {_path(self, node, '<<')!r} is a merge key "
+                    f"{self.source}: line {line}: key {shown(_path(self, node, '<<'))} is a merge key "
                     "(<<), which copies the keys of another block; allowed: every key written "
                     "out in its own block (merge keys are not supported: they hide where a "
                     "value comes from)"
@@ -90,14 +101,29 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 continue
             if first is not None:
                 raise ConfigError(
-                    f"{self.source}: key {_path(self, node, key)!r} appears twice (lines {first} "
+                    f"{self.source}: key {shown(_path(self, node, key))} appears twice (lines {first} "
                     f"and {line}); allowed: each key once in its block (YAML would keep only the "
                     "second and silently drop the first): merge the two or remove one"
                 )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
+    def _refuse_base_60(self, node) -> None:
+        if ":" in str(node.value):
+            where = _node_path(self, node)
+            raise ConfigError(
+                f"{self.source}: line {node.start_mark.line + 1}: "
+                + (f"key {where!r} is " if where else "")
+                + f"{shown(node.value)}, which YAML 1.1 reads as a base-60 number; allowed: a "
+                "number written in decimal, or text in quotes ('1:30')"
+            )
+
+    def construct_yaml_float(self, node):
+        self._refuse_base_60(node)
+        return super().construct_yaml_float(node)
+
     def construct_yaml_int(self, node):
+        self._refuse_base_60(node)
         digits = len(_DIGITS.findall(str(node.value)))
         value = None if digits > MAX_INT_DIGITS else super().construct_yaml_int(node)
         if value is None or not INT_MIN <= value <= INT_MAX:
@@ -113,6 +139,61 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _UniqueKeyLoader.construct_yaml_float)
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expansion(root, source: str) -> None:
+    """Refuse aliases that make the document stand for more than :data:`MAX_VALUES` values,
+    nest it deeper than :data:`MAX_DEPTH`, or refer to the block that holds them.
+
+    The nodes an alias shares are counted once per use, without building anything: each
+    node's expanded size and depth are computed once (an iterative walk, no recursion).
+    """
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_.discard(key)
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            line = node.start_mark.line + 1
+            if size[key] > MAX_VALUES:
+                raise ConfigError(
+                    f"{source}: line {line}: its aliases (*name) make the document stand for "
+                    f"more than {MAX_VALUES} values; allowed: at most {MAX_VALUES} (write the "
+                    "values out, or use fewer aliases)"
+                )
+            if depth[key] > MAX_DEPTH:
+                raise ConfigError(
+                    f"{source}: line {line}: its aliases (*name) nest the blocks more than "
+                    f"{MAX_DEPTH} deep; allowed: at most {MAX_DEPTH} levels of nested mappings "
+                    "and lists"
+                )
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise ConfigError(
+                f"{source}: line {node.start_mark.line + 1}: an alias (*name) refers to the "
+                "block that holds it, which would make the block contain itself; allowed: "
+                "aliases of blocks written before and outside them"
+            )
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((k, False) for k in _children(node) if id(k) not in size)
 
 
 def _path(loader: _UniqueKeyLoader, node, key) -> str:
@@ -190,9 +271,12 @@ def load_yaml(text: str, source: str) -> Any:
     loader._root = None
     try:
         loader._root = loader.get_single_node()
-        return None if loader._root is None else loader.construct_document(loader._root)
+        if loader._root is None:
+            return None
+        _check_expansion(loader._root, source)
+        return loader.construct_document(loader._root)
     except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: not valid YAML: {err}") from None
+        raise ConfigError(_yaml_error(source, err)) from None
     except RecursionError:  # a guard above should stop it first; never a raw traceback
         raise ConfigError(
             f"{source}: nested too deep to read; allowed: at most {MAX_DEPTH} levels of nested "
@@ -200,6 +284,27 @@ def load_yaml(text: str, source: str) -> Any:
         ) from None
     finally:
         loader.dispose()
+
+
+def _yaml_error(source: str, err: yaml.YAMLError) -> str:
+    """PyYAML's refusal on one line: the file, the line and column, and the reason (a tab
+    named as such)."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or str(err)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    if "'\\t'" in str(problem) or "\t" in str(problem):
+        return (
+            f"{source}: {where}not valid YAML: a tab character, where YAML takes only spaces "
+            "(to indent a block, or before a value); allowed: spaces (replace each tab with "
+            "spaces)"
+        )
+    context = getattr(err, "context", None)
+    reason = f"{context}, {problem}" if context else str(problem)
+    reason = shown(reason)[1:-1] if len(reason) > 200 else reason
+    return (
+        f"{source}: {where}not valid YAML: {reason}; allowed: YAML text (check that line and "
+        "the one before it: brackets, quotes, indentation)"
+    )
 
 
 def decode_yaml_bytes(raw: bytes, source: str) -> str:

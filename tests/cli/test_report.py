@@ -12,6 +12,7 @@ import pytest
 
 from fedforest.cli import main
 from fedforest.cli.report import REPORT_COMMAND
+from fedforest.federation.job_results import RESULTS_FORMAT, RESULTS_VERSION
 from fedforest.metrics import calibration_bins, score_all
 from fedforest.outputs import MARKER
 
@@ -48,6 +49,7 @@ def with_calibration(data: dict) -> dict:
         per["auto"]["chosen_calibration"] = per["auto"]["calibration"]
         per["auto"]["runner_up"] = "mp" if s else None
         per["auto"]["validation"] = {"mp": 0.4812, per["auto"].get("chosen", "mp"): 0.47}
+    data = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, **data}  # a current file
     return json.loads(json.dumps(data))  # plain JSON, as the job writes it
 
 
@@ -160,9 +162,9 @@ def test_a_missing_file_is_refused_naming_it(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("change", "where", "message"),
     [
-        (lambda p: p["mp"]["bins"]["observed"].__setitem__(0, 7), "['mp']['bins']", "'observed'"),
-        (lambda p: p["mp"].update(brier="low"), "['mp']", "'brier' is 'low'"),
-        (lambda p: p["auto"].update(runner_up=5), "['auto']", "'runner_up' is 5"),
+        (lambda p: p["mp"]["bins"]["observed"].__setitem__(0, 7), ".mp': bins", "'observed[0]'"),
+        (lambda p: p["mp"].update(brier="low"), ".mp.brier'", "is 'low'"),
+        (lambda p: p["auto"].update(runner_up=5), ".auto.runner_up'", "is 5"),
     ],
 )
 def test_malformed_rows_are_refused_naming_the_file_site_and_strategy(
@@ -173,7 +175,7 @@ def test_malformed_rows_are_refused_naming_the_file_site_and_strategy(
     new_results.write_text(json.dumps(data))
     assert main(["report", str(new_results)]) == 1
     err = capsys.readouterr().err
-    assert f"{new_results}: metrics['site-2']{where}" in err and message in err
+    assert f"{new_results}: field 'metrics.site-2{where}" in err and message in err
     assert not (new_results.parent / "report").exists()  # refused before any folder is made
 
 
@@ -241,7 +243,7 @@ def regression_job(tmp_path_factory) -> Path:
 
 def test_a_small_jobs_results_carry_counts_intervals_and_warnings(small_job, capsys):
     data = json.loads(small_job.read_text())
-    assert data["version"] == 4
+    assert data["version"] == 5
     assert set(data["sample_warnings"]) == set(data["sites"])  # about 30 test rows each
     for site in data["sites"]:
         rows, events = data["test_rows"][site], data["test_events"][site]
@@ -272,6 +274,26 @@ def test_a_small_jobs_results_carry_counts_intervals_and_warnings(small_job, cap
         assert_png(small_job.parent / "report" / name)
 
 
+def test_a_small_sites_skipped_calibration_reaches_the_results_and_the_report(small_job, capsys):
+    data = json.loads(small_job.read_text())
+    skipped = {
+        site: {row["calibration_skipped"] for row in per.values()}
+        for site, per in data["metrics"].items()
+    }
+    # 24 validation rows a site: too few of a class for isotonic, which auto then skips
+    noted = [site for site, texts in skipped.items() if any(texts)]
+    assert noted, skipped
+    for site in noted:
+        assert any(
+            "isotonic: it needs 10 validation rows of every class" in t for t in skipped[site] if t
+        )
+    job_md = (small_job.parent / "report.md").read_text()
+    assert "> **Calibration skipped**" in job_md and "isotonic: it needs 10" in job_md
+    assert main(["report", str(small_job)]) == 0
+    text = (small_job.parent / "report" / "report.md").read_text()
+    assert "> **Calibration skipped**" in text
+
+
 def test_an_untouched_regression_results_json_gets_its_report(regression_job, capsys):
     data = json.loads(regression_job.read_text())
     assert all(row["bins"] is None for per in data["metrics"].values() for row in per.values())
@@ -290,9 +312,12 @@ def test_an_untouched_regression_results_json_gets_its_report(regression_job, ca
 def test_names_holding_html_or_markdown_are_escaped(new_results, capsys):
     data = json.loads(new_results.read_text())
     hostile = "<script>alert(1)</script>|**x**_`y`"
-    data["metrics"][hostile] = data["metrics"].pop("site-2")
-    data["test_rows"][hostile] = data["test_rows"].pop("site-2")
-    data["metrics"][hostile]["my|<b>strategy</b>"] = data["metrics"][hostile]["mp"]
+    data["sites"][data["sites"].index("site-2")] = hostile
+    for key in ("metrics", "test_rows", "privacy", "payload_bytes"):
+        data[key][hostile] = data[key].pop("site-2")
+    data["strategies"].append("my|<b>strategy</b>")
+    for per in data["metrics"].values():
+        per["my|<b>strategy</b>"] = per["mp"]
     data["dropped_sites"] = {"<img src=x>": "train: <b>bold</b> | broken"}
     new_results.write_text(json.dumps(data))
     assert main(["report", str(new_results)]) == 0

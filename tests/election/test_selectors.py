@@ -372,10 +372,11 @@ def test_check_params_is_the_validation_select_features_runs():
         "random_forest",
         "n_estimators",
         0,
-        "an integer >= 1",
+        "an integer in [1, 10000]",
     )
     assert str(err) == (
-        "parameter 'n_estimators' of selector 'random_forest' must be an integer >= 1, got 0"
+        "parameter 'n_estimators' of selector 'random_forest' must be an integer in [1, 10000], "
+        "got 0"
     )
     with pytest.raises(SelectorParamError) as info:
         check_params("f_classif", {"C": 1.0})

@@ -251,7 +251,7 @@ JOB_ERRORS = [
     ("evaluation.strategies", [], "evaluation.strategies", [], "at least one of fpv, pr"),
     ("evaluation.strategies", "mp", "evaluation.strategies", "mp", "a list of strings"),
     ("evaluation.voting", "most", "evaluation.voting", "most", "soft, hard"),
-    ("evaluation.depth_threshold", -1, "evaluation.depth_threshold", -1, "an integer >= 0"),
+    ("evaluation.depth_threshold", -1, "evaluation.depth_threshold", -1, "an integer in [0, "),
     *[
         ("evaluation.trees_per_site", v, "evaluation.trees_per_site", v, "null (every pooled")
         for v in (0, -3, 12.5, "all", True, [100])
@@ -578,7 +578,7 @@ NEW_SITE_ERRORS = [
         {"selector": "lasso", "selector_params": {"C": 0}},
         "selector_params.C",
         0,
-        "a finite number > 0",
+        "a number in [1e-10, 1e+10]",
     ),
     (
         {"selector": "random_forest", "selector_params": {"importance": "gain"}},
@@ -602,7 +602,7 @@ NEW_SITE_ERRORS = [
         {"selector_params": {"n_estimators": True}},
         "selector_params.n_estimators",
         True,
-        "an integer >= 1",
+        "an integer in [1, 10000]",
     ),
 ]
 

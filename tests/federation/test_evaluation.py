@@ -189,3 +189,66 @@ def test_each_table_is_predicted_once_per_strategy_and_the_rows_are_unchanged(si
     for strategy in ("fpv", "mp", "wmp", "auto"):
         alone = evaluate(forest, X_val, y_val, X_te, y_te, [strategy])[strategy]
         assert alone == shared[strategy], strategy
+
+
+# --------------------------------------------------------------- skipped calibration
+@pytest.fixture(scope="module")
+def few_validation_rows(site_a):
+    """Isotonic calibration on 12 validation rows: fewer than 10 of a class, so skipped."""
+    forest, X_val, y_val, X_te, y_te = site_a
+    return evaluate_strategies(
+        forest,
+        None,
+        {},
+        None,
+        X_te,
+        y_te,
+        forest.classes,
+        ["mp", "auto"],
+        site="a",
+        metrics=METRICS,
+        X_val=X_val[:12],
+        y_val=y_val[:12],
+        random_state=0,
+        calibration="isotonic",
+    )
+
+
+def test_a_skipped_calibration_says_why_in_the_row(few_validation_rows):
+    for strategy, row in few_validation_rows.items():
+        assert row["calibration"] == "none", strategy  # isotonic could not be fitted
+        text = row["calibration_skipped"]
+        assert text.startswith("isotonic: it needs 10 validation rows of every class")
+        assert "class counts" in text
+    read = read_site_metrics(reply(few_validation_rows), "site-1", ["mp", "auto"], METRICS)
+    assert read["strategies"]["mp"]["calibration_skipped"] == text
+
+
+def test_a_fitted_calibration_skips_nothing(site_a):
+    forest, X_val, y_val, X_te, y_te = site_a
+    rows = evaluate_strategies(
+        forest, None, {}, None, X_te, y_te, forest.classes, ["mp"], site="a",
+        metrics=METRICS, X_val=X_val, y_val=y_val, random_state=0, calibration="prior",
+    )  # fmt: skip
+    assert rows["mp"]["calibration"] == "prior" and rows["mp"]["calibration_skipped"] is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [5, "", "x" * 1001, "isotonic:\x1b[2J", "line\nbreak", ["isotonic"], True],
+)
+def test_a_skipped_calibration_text_no_site_writes_is_refused(few_validation_rows, value):
+    payload = reply(few_validation_rows)
+    payload["strategies"]["mp"]["calibration_skipped"] = value
+    with pytest.raises(PayloadError) as info:
+        read_site_metrics(payload, "site-1", ["mp", "auto"], METRICS)
+    text = str(info.value)
+    assert "'site-1'" in text and "calibration_skipped" in text and "1 to 1000" in text
+
+
+def test_the_longest_skipped_text_is_cut_to_what_a_reader_takes():
+    from fedforest.federation.evaluation import MAX_SKIPPED_TEXT, skipped_text
+
+    text = skipped_text({"isotonic": "x" * 5000, "sigmoid": "y"})
+    assert len(text) == MAX_SKIPPED_TEXT and text.endswith("…")
+    assert skipped_text({"sigmoid": "reverses"}) == "sigmoid: reverses"

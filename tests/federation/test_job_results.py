@@ -18,9 +18,16 @@ from fedforest.federation.job_results import (
     SwarmSummary,
     as_results,
 )
+from fedforest.privacy.policy import PrivacyPolicy
 
+#: A site's policy as its metrics reply reports it (``PrivacyPolicy.to_dict``).
+POLICY = PrivacyPolicy(min_leaf_rows=5)
 ROW = {"auprc": 0.81, "auc": 0.84, "mcc": 0.4, "accuracy": 0.7, "rows": 75}
 ROW.update(mean_trees_kept=60.0, fallback_rows=0)
+#: A row as the current site-metrics reader gives it (results of the current version).
+CURRENT_ROW = {k: ROW[k] for k in ("auprc", "auc", "mcc", "accuracy", "rows")}
+CURRENT_ROW.update(events=None, intervals=None, mean_trees_kept=60.0, fallback_rows=0)
+CURRENT_ROW.update(calibration="none", calibration_skipped=None, bins=None)
 
 #: A server-mode results.json as fedforest wrote it before the file had a version.
 SERVER_UNVERSIONED = {
@@ -36,12 +43,30 @@ SERVER_UNVERSIONED = {
         "site-2": {"mp": ROW, "auto": {**ROW, "chosen": "mp", "validation": {"mp": 0.7}}},
     },
     "test_rows": {"site-1": 75, "site-2": 75},
-    "schema": {"format": "fedforest/global-schema", "version": 1, "features": ["age"]},
-    "election": {"selected": ["age"], "freedom_degree": 0.5},
-    "tuning": {"history": [{"freedom_degree": 0.5, "kept": 1, "score": 0.8, "reused": False}]},
+    "schema": {
+        "format": "fedforest/global-schema",
+        "version": 1,
+        "features": ["age"],
+        "categories": {},
+        "classes": [0, 1],
+        "shared": ["age"],
+        "site_columns": {"site-1": ["age"], "site-2": ["age"]},
+        "site_rows": {"site-1": 300, "site-2": 300},
+    },
+    "election": {
+        "selected": ["age"],
+        "stats": {"intersection": 1, "union": 1, "disputed": 0, "kept": 1},
+        "freedom_degree": 0.5,
+    },
+    "tuning": {
+        "freedom_degree": 0.5,
+        "score": 0.8,
+        "kept": 1,
+        "history": [{"freedom_degree": 0.5, "kept": 1, "score": 0.8, "reused": False}],
+    },
     "phase_seconds": {"schema": 1.5, "vote": 0.2, "train": 3.0},
     "payload_bytes": {"site-1": {"schema": 120, "train": 4000}},
-    "privacy": {"site-1": None, "site-2": {"min_leaf_rows": 5}},
+    "privacy": {"site-1": None, "site-2": json.loads(json.dumps(POLICY.to_dict()))},
     "model": {"trees": 12, "nodes": 300, "features": ["age"], "owners": ["site-1"], "bytes": 99},
 }
 
@@ -72,6 +97,17 @@ BRIEF_UNVERSIONED = {"job": "t", "status": "failed", "error": "boom", "dropped_s
 
 
 def versioned(data: dict) -> dict:
+    """``data`` as the current version writes it: its metric rows as a current site-metrics
+    reader gives them (every field, null where the older rows had none)."""
+    data = copy.deepcopy(data)
+    for per in (data.get("metrics") or {}).values():
+        for strategy, row in per.items():
+            for key in ("events", "intervals", "calibration_skipped", "bins"):
+                row.setdefault(key, None)
+            row.setdefault("calibration", "none")
+            if strategy == "auto":
+                row.setdefault("chosen_calibration", "none")
+                row.setdefault("runner_up", None)
     return {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, **data}
 
 
@@ -80,6 +116,7 @@ def test_the_unversioned_form_is_read_and_written_back_with_a_version(old):
     results = JobResults.from_dict(copy.deepcopy(old))
     again = results.to_dict()
     added = ("test_events", "sample_warnings")  # version 4: derived from the rows
+    # written back in the current layout: the rows as the current reader gives them
     assert {k: v for k, v in again.items() if k not in added} == versioned(old)
     assert again["test_events"] == dict.fromkeys(old["test_rows"])  # no events counted then
     assert again["sample_warnings"] == {}  # 75 test rows each, events unknown
@@ -139,7 +176,7 @@ def test_as_results_takes_either():
         (lambda d: d.update(job=None), "field 'job' is None"),
         (lambda d: d.update(mode="cloud"), "field 'mode' is 'cloud'"),
         (lambda d: d["model"].pop("trees"), "field 'model' has no 'trees'"),
-        (lambda d: d.update(model=[1]), "field 'model': expected a dict"),
+        (lambda d: d.update(model=[1]), "field 'model' is [1]; allowed: a dict"),
     ],
 )
 def test_what_the_reader_refuses_names_the_file_and_field(change, message):
@@ -165,7 +202,8 @@ def test_the_models_of_their_own_the_sites_were_sent_round_trip():
     assert results.model.site_models == sizes
     assert results.to_dict()["model"]["site_models"] == sizes
     # a version 2 file (no site_models): every site was sent the pooled model
-    older = JobResults.from_dict({**versioned(SERVER_UNVERSIONED), "version": 2})
+    head = {"format": RESULTS_FORMAT, "version": 2}
+    older = JobResults.from_dict({**head, **SERVER_UNVERSIONED})
     assert older.model.site_models == {} and "site_models" not in older.to_dict()["model"]
 
 
@@ -203,7 +241,7 @@ def version_4() -> dict:
 
 def test_version_4_counts_warns_and_round_trips():
     data = version_4()
-    assert data["version"] == RESULTS_VERSION == 4
+    assert data["version"] == RESULTS_VERSION == 5
     assert data["test_events"] == {"site-1": 20, "site-2": 6}
     assert list(data["sample_warnings"]) == ["site-2"]  # 30 rows and 6 events
     assert (
@@ -217,11 +255,15 @@ def test_version_4_counts_warns_and_round_trips():
 
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_every_older_version_reads_with_no_events_and_no_intervals(version):
-    data = {**versioned(copy.deepcopy(SERVER_UNVERSIONED)), "version": version}
+    head = {"format": RESULTS_FORMAT, "version": version}
+    data = {**head, **copy.deepcopy(SERVER_UNVERSIONED)}
     results = JobResults.from_dict(data)
     assert results.test_events == {"site-1": None, "site-2": None}
     assert results.sample_warnings == {}  # 75 test rows: enough, events unknown
     small = {**data, "test_rows": {"site-1": 75, "site-2": 20}}
+    small["metrics"] = json.loads(json.dumps(data["metrics"]))  # rows no longer shared
+    for row in small["metrics"]["site-2"].values():
+        row["rows"] = 20
     assert list(JobResults.from_dict(small).sample_warnings) == ["site-2"]  # rows alone
 
 

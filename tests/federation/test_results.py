@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_job_results import ROW, SERVER_UNVERSIONED, SWARM_UNVERSIONED
+from test_job_results import CURRENT_ROW, SERVER_UNVERSIONED, SWARM_UNVERSIONED, versioned
 
 from fedforest.federation.job_results import JobResults
 from fedforest.federation.results import (
@@ -22,9 +22,10 @@ def long_names() -> JobResults:
     """Three sites with names of 9, 11 and 32 characters, and a 30-character strategy."""
     strategy = "a-strategy-with-a-long-name-xy"
     metrics = {
-        site: {"mp": {**ROW, "auprc": 0.5 + i / 10}, strategy: ROW} for i, site in enumerate(LONG)
+        site: {"mp": {**CURRENT_ROW, "auprc": 0.5 + i / 10}, strategy: CURRENT_ROW}
+        for i, site in enumerate(LONG)
     }
-    metrics["switzerland"][strategy] = {**ROW, "auprc": None}
+    metrics["switzerland"][strategy] = {**CURRENT_ROW, "auprc": None}
     return JobResults(
         job="long",
         sites=LONG,
@@ -107,3 +108,23 @@ def test_the_files_and_the_brief_files(tmp_path):
     assert (tmp_path / "brief" / "report.md").read_text() == (
         "# fedforest job `t`: failed\n\n**Error:** boom\n"
     )
+
+
+def test_a_skipped_calibration_reaches_the_table_and_the_report():
+    data = json.loads(json.dumps(versioned(SERVER_UNVERSIONED)))  # rows no longer shared
+    why = "isotonic: it needs 10 validation rows of every class; class counts {'0': 15, '1': 9}"
+    for row in data["metrics"]["site-1"].values():
+        row["calibration_skipped"] = why
+    data["metrics"]["site-2"]["mp"]["calibration_skipped"] = "sigmoid: <b>reverses</b>"
+    head = {"format": "fedforest/results", "version": 5}
+    results = JobResults.from_dict(data)
+    lines = results_table(results).splitlines()
+    assert f"calibration skipped at site-1 (every strategy): {why}" in lines
+    assert "calibration skipped at site-2 (mp): sigmoid: <b>reverses</b>" in lines
+    report = render_report(results)
+    assert f"> **Calibration skipped** (every strategy): {why}." in report
+    assert "> **Calibration skipped** (Marginal prediction): sigmoid: &lt;b&gt;reverses" in report
+    assert "<b>" not in report
+    # a version 4 file says nothing of it
+    older = JobResults.from_dict({**head, "version": 4, **SERVER_UNVERSIONED})
+    assert "calibration skipped" not in results_table(older)

@@ -391,7 +391,7 @@ def object_array(p, site):
         (other_levels, "its trees give feature 'smoker' the levels ['a', 'b', 'c']"),
         (string_classes, "its trees have classes ['0', '1'], but the schema has [0, 1]"),
         (foreign_imputer, "owner 'site-1') does not match the elected features and the schema"),
-        (negative_std, "field 'feature_std' must map feature names to finite numbers >= 0"),
+        (negative_std, "field 'feature_std' must map feature names to numbers in [0, "),
         (nan_threshold, "field 'threshold' holds NaN or -inf"),
         (object_array, "field 'value' is an array of dtype object"),
     ],

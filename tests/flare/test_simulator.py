@@ -56,6 +56,11 @@ def test_three_sites_with_different_columns(demo_server_run):
             row["calibration"] in ("none", "prior", "sigmoid", "isotonic") for row in per.values()
         )
         assert all(sum(row["bins"]["count"]) == row["rows"] for row in per.values())
+        # and which methods it could not fit, if any (site-metrics version 5)
+        assert all(
+            row["calibration_skipped"] is None or isinstance(row["calibration_skipped"], str)
+            for row in per.values()
+        )
         assert 0 <= per["mp"]["brier"] <= 1 and per["mp"]["log_loss"] > 0
         # node and wmp run in the job; wmp's weight is the site's own, fitted on its validation rows
         assert per["wmp"]["guess_weight"] in GUESS_WEIGHTS and "guess_weight" not in per["mp"]

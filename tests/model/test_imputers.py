@@ -332,3 +332,29 @@ def test_malformed_payloads_refused(path, value, field):
 def test_payload_not_a_dict():
     with pytest.raises(PayloadError, match="expected a dict"):
         ImputerSet.from_payload([1, 2], sender="x")
+
+
+def test_a_fit_no_receiver_would_read_is_not_kept_and_the_site_says_why(caplog):
+    # predictors of magnitude 1e-300 and a target of order 1: coefficients near 1e300, whose
+    # value on a row of ordinary magnitude (within float32's range) overflows float64
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=60) * 1e-300, "b": rng.normal(size=60) * 1e-300})
+    X["t"] = X["a"] * 1e300 + rng.normal(scale=0.1, size=60)
+    with caplog.at_level("WARNING", logger="fedforest.model.imputers"):
+        imps = fit_imputers(X[["t", "a", "b"]], ["t"], ["a", "b"], owner="s1", cv=None)
+    assert "t" not in imps
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "no imputer for 't' at s1" in said and "'coef'" in said and "float64" in said
+
+
+def test_every_fit_on_ordinary_values_is_within_the_bounds():
+    from fedforest.model.imputer_bounds import imputer_problem
+
+    rng = np.random.default_rng(1)
+    for scale in (1e-30, 1.0, 1e30):
+        X = pd.DataFrame(rng.normal(size=(80, 3)) * scale, columns=["a", "b", "c"])
+        X["k"] = (X["a"] > 0).astype(float) + (X["b"] > 0)
+        imps = fit_imputers(X, ["c", "k"], ["a", "b"], categories={"k": ["0", "1", "2"]}, cv=3)
+        assert set(imps) == {"c", "k"}
+        for imp in imps.values():
+            assert imputer_problem(imp) is None, (scale, imp.feature)

@@ -480,13 +480,27 @@ def test_non_finite_surrogate_thresholds_are_refused(value):
     refused(read_forest, dict(payload, surrogate_threshold=st), "field 'surrogate_threshold'")
 
 
-def test_extreme_imputer_coefficients_predict_valid_probabilities():
+@pytest.mark.parametrize("field", ["coef", "intercept", "scale"])
+def test_imputer_numbers_no_fit_gives_are_refused(field):
     payload = copy.deepcopy(imputers_payload())
-    for item in payload["imputers"]:
-        item["coef"] = np.full_like(item["coef"], 1e300)
-        item["intercept"] = np.full_like(item["intercept"], -1e300)
-        item["scale"] = np.full_like(item["scale"], 1e-300)
-    imputers = read_imputers(payload)  # finite numbers: accepted
+    item = payload["imputers"][0]
+    item[field] = np.full_like(item[field], 1e-300 if field == "scale" else 1e300)
+    refused(read_imputers, payload, f"'{field}'", "expected")
+
+
+def test_extreme_imputer_coefficients_predict_valid_probabilities():
+    # numbers no payload reader accepts, built in memory: predictions stay valid all the same
+    imputers = ImputerSet(
+        Imputer(
+            **{
+                **vars(imp),
+                "coef": np.full_like(imp.coef, 1e300),
+                "intercept": np.full_like(imp.intercept, -1e300),
+                "scale": np.full_like(imp.scale, 1e-300),
+            }
+        )
+        for imp in read_imputers(imputers_payload()).values()
+    )
     p = parts()
     tiny_std = {k: 1e-320 for k in p["feature_std"]}  # 1 / sigma overflows
     for std in (p["feature_std"], tiny_std):

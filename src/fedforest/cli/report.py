@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 #: The command named in the output folder's marker.
 REPORT_COMMAND = "fedforest report"
+#: The largest ``results.json`` read (a job writes a few hundred kilobytes).
+MAX_RESULTS_BYTES = 64 * 1024**2
 #: The strategies of a site's reliability diagram (when their rows have bins), deployed first.
 RELIABILITY_STRATEGIES = ("auto", "mp", "local", "intersection")
 #: The metrics of the strategy-by-site chart, left to right (those the results hold).
@@ -67,10 +69,20 @@ def read_results_file(path) -> JobResults:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such results file: {path}")
+    size = path.stat().st_size
+    if size > MAX_RESULTS_BYTES:
+        raise ValueError(
+            f"{path} is not a fedforest results.json: it has {size} bytes; allowed: at most "
+            f"{MAX_RESULTS_BYTES} (a job's results.json is a few hundred kilobytes)"
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"{path} is not a fedforest results.json: not JSON ({err})") from None
+    except RecursionError:
+        raise ValueError(
+            f"{path} is not a fedforest results.json: its JSON is nested too deeply"
+        ) from None
     results = JobResults.from_dict(data, source=str(path))
     check_rows(results, str(path))
     return results
@@ -205,14 +217,15 @@ def _calibration_section(r, out: Path, source: str) -> list[str]:
     )
     binned = any(row.get("bins") is not None for _, _, row, _ in rows)
     autos = [row for _, s, row, _ in rows if _chooses(s)]
+    uncalibrated = _before_calibration(r)
     missing = []
     if not scored:
         missing.append("the calibration metrics (Brier score, log-loss, ECE): no table")
     if not binned:
         missing.append("the calibration bins: no reliability diagrams")
-    if not any("calibration" in row for _, _, row, _ in rows):
+    if uncalibrated or not any("calibration" in row for _, _, row, _ in rows):
         missing.append("the calibration method of each strategy")
-    if autos and not any("chosen_calibration" in row for row in autos):
+    if autos and (uncalibrated or not any("chosen_calibration" in row for row in autos)):
         missing.append("`auto`'s calibration choice and its runner-up")
     if missing:
         lines += [
@@ -253,7 +266,7 @@ def _site_calibration(r, site, per, out, source, scored, binned) -> list[str]:
     if scored:
         lines += _score_table(per, where)
     if auto is not None and auto.get("chosen"):
-        lines += [_deployed(auto, f"{where}['auto']"), ""]
+        lines += [_deployed(auto, f"{where}['auto']", not _before_calibration(r)), ""]
     curves, labels = {}, {}
     for strategy in RELIABILITY_STRATEGIES:
         row = per.get(strategy)
@@ -319,12 +332,19 @@ def _score_table(per: Mapping, where: str) -> list[str]:
     return [*lines, ""]
 
 
-def _deployed(auto: Mapping, where: str) -> str:
-    """What ``auto`` deployed at a site, and its runner-up when the results say."""
+def _before_calibration(r) -> bool:
+    """Whether the results come from a file written before the job recorded calibration
+    (results version 1: its rows read with no method, choice or runner-up recorded)."""
+    return r.read_version is not None and r.read_version < 2
+
+
+def _deployed(auto: Mapping, where: str, recorded: bool = True) -> str:
+    """What ``auto`` deployed at a site, and its runner-up when the results say
+    (``recorded``: the results record its calibration and runner-up)."""
     from ..federation.results import markdown_text, strategy_name
 
     text = f"Deployed (`auto`): {strategy_name(auto['chosen'])}"
-    method = auto.get("chosen_calibration")
+    method = auto.get("chosen_calibration") if recorded else None
     if method:
         text += (
             " without calibration"
@@ -332,7 +352,7 @@ def _deployed(auto: Mapping, where: str) -> str:
             else f" with {markdown_text(method)} calibration"
         )
     text += "."
-    if "runner_up" not in auto:
+    if not recorded or "runner_up" not in auto:
         return text
     runner = _runner_up(auto, where)
     if runner is None:

@@ -540,21 +540,44 @@ def _is_real(value: Any) -> bool:
     )
 
 
+#: The range of a selector's ``C``: the penalties 1 / C (and 1 / (C n) for n rows) stay
+#: finite and positive, and the solvers neither overflow nor lose their regularisation.
+C_RANGE = (1e-10, 1e10)
+#: The largest value of each integer parameter of a selector (the trees, repeats and
+#: iterations of a site's vote; a larger one is a mistake that would hold the job).
+_INT_BOUNDS = {
+    "max_iter": 1_000_000,
+    "n_neighbors": 1_000_000,
+    "n_estimators": 10_000,
+    "min_samples_leaf": 2**31 - 1,
+    "n_repeats": 1_000,
+}
+
+
 def _check_param(method: str, key: str, value: Any) -> Any:
     def refuse(allowed: str) -> NoReturn:
         raise SelectorParamError(method, key, value, allowed)
 
-    if key in ("max_iter", "n_neighbors", "n_estimators", "min_samples_leaf", "n_repeats"):
-        if not _is_int(value) or value < 1:
-            refuse("an integer >= 1")
+    if key in _INT_BOUNDS:
+        top = _INT_BOUNDS[key]
+        if not _is_int(value) or not 1 <= value <= top:
+            refuse(f"an integer in [1, {top}]")
         return int(value)
     if key == "max_depth":
         if value is None:
             return None
-        if not _is_int(value) or value < 1:
-            refuse("None or an integer >= 1")
+        if not _is_int(value) or not 1 <= value <= 2**31 - 1:
+            refuse(f"None or an integer in [1, {2**31 - 1}]")
         return int(value)
-    if key in ("C", "tol"):
+    if key == "C":
+        lo, hi = C_RANGE
+        if not _is_real(value) or not lo <= value <= hi:
+            refuse(
+                f"a number in [{lo:g}, {hi:g}] (the inverse regularisation strength: beyond, "
+                "the solvers overflow or stop regularising)"
+            )
+        return float(value)
+    if key == "tol":
         if not _is_real(value) or value <= 0:
             refuse("a finite number > 0")
         return float(value)

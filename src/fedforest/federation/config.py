@@ -114,7 +114,7 @@ import pandas as pd
 from ..columns import column_kind
 from ..election.ballot import NORMALIZATIONS
 from ..errors import ConfigError
-from ..model.payload_checks import MAX_NODE_SAMPLES, MAX_SEED
+from ..model.payload_checks import MAX_NODE_SAMPLES, MAX_NODES, MAX_SEED
 from ..privacy.policy import (
     JOB_MIN_LEAF_ROWS,
     PrivacyPolicy,
@@ -129,12 +129,15 @@ from ..vocabulary import (
     DEFAULT_AUTO_METRIC,
     METRICS,
     MODES,
+    NAME_CHARACTERS,
     PHASES,
     POOLING_WEIGHTS,
     RANKING_METRICS,
     REGRESSION_AUTO_METRIC,
     REGRESSION_METRICS,
+    RESERVED_SITE_NAMES,
     SELECTORS,
+    SITE_NAME,
     TASKS,
     TRACKING,
     VOTING,
@@ -218,20 +221,18 @@ SITE_DEFAULTS: dict[str, Any] = {
 OVERRIDE_KEYS = ("data_path", "privacy", "report_metrics")
 
 
-#: A site or job name: it becomes a folder name, so no path separators or dots first.
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: A site or job name: it becomes a folder name, so no path separators or dots first. The
+#: grammar is :data:`~fedforest.vocabulary.SITE_NAME`, the one model files read too.
+NAME = re.compile(SITE_NAME)
 #: The longest timeout (seconds, 30 days): longer ones overflow the clocks that wait.
 MAX_TIMEOUT = 30 * 24 * 3600
 #: Names FLARE keeps for itself.
-RESERVED_NAMES = ("server", "admin", "overseer")
+RESERVED_NAMES = RESERVED_SITE_NAMES
 
 
 def check_name(c: ConfigChecker, key: str, value, what: str) -> str:
     """A name that can be a folder and a FLARE participant name."""
-    allowed = (
-        f"{what} of letters, digits, '_', '.' and '-' (at most 64, starting with a letter or "
-        f"digit), not one of {', '.join(RESERVED_NAMES)}"
-    )
+    allowed = f"{what} of {NAME_CHARACTERS}, not one of {', '.join(RESERVED_NAMES)}"
     if not isinstance(value, str) or not NAME.fullmatch(value) or value in RESERVED_NAMES:
         c.fail(key, value, allowed)
     return value
@@ -343,7 +344,8 @@ class JobConfig:
         if not strategies:
             c.fail("evaluation.strategies", strategies, "at least one of " + ", ".join(known))
         c.choice("evaluation.voting", ev["voting"], VOTING)
-        c.integer("evaluation.depth_threshold", ev["depth_threshold"], 0)
+        # the model's settings carry it to the sites, whose reader takes at most MAX_NODES
+        c.integer("evaluation.depth_threshold", ev["depth_threshold"], 0, MAX_NODES)
         allowed_metrics = REGRESSION_METRICS if regression else METRICS
         metrics = c.str_list("evaluation.metrics", ev["metrics"], allowed_metrics)
         if not metrics:

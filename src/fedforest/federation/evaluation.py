@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +34,27 @@ logger = logging.getLogger(__name__)
 
 def _finite(value) -> float | None:
     return float(value) if np.isfinite(value) else None
+
+
+#: The longest ``calibration_skipped`` text of a metrics row (a longer one is cut there).
+MAX_SKIPPED_TEXT = 1000
+
+
+def skipped_text(skipped: Mapping[str, str] | None) -> str | None:
+    """A row's ``calibration_skipped``: each calibration method the site could not fit and
+    why (``isotonic: it needs 10 validation rows of every class; ...``), or None.
+
+    Examples
+    --------
+    >>> skipped_text({"isotonic": "it needs 10 validation rows of every class"})
+    'isotonic: it needs 10 validation rows of every class'
+    >>> skipped_text({}) is None
+    True
+    """
+    if not skipped:
+        return None
+    text = "; ".join(f"{method}: {why}" for method, why in skipped.items())
+    return text if len(text) <= MAX_SKIPPED_TEXT else text[: MAX_SKIPPED_TEXT - 1] + "…"
 
 
 def evaluate_strategies(
@@ -202,6 +224,7 @@ def evaluate_strategies(
             mean_trees_kept=float(np.mean(diag.trees_kept)),
             fallback_rows=int(diag.n_fallback),
             calibration=clf.calibrator_.method if hasattr(clf, "calibrator_") else "none",
+            calibration_skipped=skipped_text(getattr(clf, "calibration_skipped_", None)),
             bins=bins,
             **extra,
         )
@@ -232,6 +255,7 @@ ROW_FIELDS = (
     "mean_trees_kept",
     "fallback_rows",
     "calibration",
+    "calibration_skipped",
     "bins",
     "chosen",
     "chosen_calibration",
@@ -252,7 +276,8 @@ def read_site_metrics(
     number in its range (:data:`~fedforest.metrics.METRIC_RANGES`) or ``None`` (undefined); counts are non-negative; every
     row scored the reply's ``rows`` and the same ``events`` (at most ``rows``; version 4); each
     bootstrap interval (version 4) is ``[low, high]``, finite, in the metric's range and
-    holding the point (:func:`~fedforest.intervals.check_interval`); ``auto``
+    holding the point (:func:`~fedforest.intervals.check_interval`); a scored row's
+    ``calibration_skipped`` (version 5) is null or the text of :func:`skipped_text`; ``auto``
     names a strategy it chose; ``wmp`` gives its guess weight in [0, 1]; ``privacy`` (version 2) is the site's effective
     privacy policy, read as a ``privacy:`` block
     (:meth:`~fedforest.privacy.policy.PrivacyPolicy.from_dict`), or
@@ -273,7 +298,10 @@ def read_site_metrics(
     rows = r.read_integer("rows", 0)
     per = r.read_mapping("strategies")
     if sorted(map(str, per)) != sorted(strategies) or not all(isinstance(k, str) for k in per):
-        r.fail(f"field 'strategies' has {sorted(map(str, per))}; expected {sorted(strategies)}")
+        r.fail(
+            f"field 'strategies' has {describe(sorted(map(str, per)))}; expected "
+            f"{sorted(strategies)}"
+        )
     out: dict[str, dict] = {}
     for name in strategies:
         row = r.entry(per[name], f"strategies[{name!r}]")
@@ -284,7 +312,10 @@ def read_site_metrics(
             clean[m] = None if value is None else row.number(m, value, *METRIC_RANGES[m])
         clean["rows"] = row.read_integer("rows", 0)
         if clean["rows"] != rows:
-            row.fail(f"field 'rows' is {clean['rows']}; the reply's 'rows' is {rows}")
+            row.fail(
+                f"field 'rows' is {clean['rows']}; the reply's 'rows' is {rows}: expected every "
+                "row to score the site's test rows"
+            )
         events = row.get("events", None)
         clean["events"] = None if events is None else row.integer("events", events, 0, rows)
         if out and clean["events"] != out[strategies[0]]["events"]:
@@ -299,6 +330,7 @@ def read_site_metrics(
             clean["calibration"] = row.choice(
                 "calibration", row.get("calibration"), CALIBRATION_METHODS
             )
+            clean["calibration_skipped"] = _read_skipped(row)
             clean["bins"] = _read_bins(row, clean["rows"])
         rule = rules.get(name)
         if rule.family == rules.CHOICE:
@@ -319,13 +351,39 @@ def read_site_metrics(
             }
         elif any(k in row.payload for k in AUTO_FIELDS):
             choice = ", ".join(repr(r.name) for r in rules.all_rules() if r.family == rules.CHOICE)
-            row.fail(f"fields {', '.join(map(repr, AUTO_FIELDS))} belong to the {choice} row only")
+            row.fail(
+                f"fields {', '.join(map(repr, AUTO_FIELDS))} belong to the {choice} row only; "
+                "expected none of them here"
+            )
         if rule.fitted:
             clean["guess_weight"] = row.number("guess_weight", row.get("guess_weight"), 0.0, 1.0)
         elif "guess_weight" in row.payload:
-            row.fail(f"field 'guess_weight' belongs to the {', '.join(rules.fitted())} row only")
+            row.fail(
+                f"field 'guess_weight' belongs to the {', '.join(rules.fitted())} row only; "
+                "expected none here"
+            )
         out[name] = clean
     return {"site": sender, "rows": rows, "strategies": out, "privacy": _read_policy(r)}
+
+
+def _read_skipped(row: PayloadReader) -> str | None:
+    """A row's ``calibration_skipped`` (version 5): null, or the text :func:`skipped_text`
+    writes: a string of 1 to :data:`MAX_SKIPPED_TEXT` characters, no control characters."""
+    value = row.get("calibration_skipped", None)
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not 0 < len(value) <= MAX_SKIPPED_TEXT
+        or re.search(r"[\x00-\x1f\x7f-\x9f]", value)
+    ):
+        row.refuse(
+            "calibration_skipped",
+            value,
+            f"null or a text of 1 to {MAX_SKIPPED_TEXT} characters without control characters "
+            "(why a calibration method could not be fitted)",
+        )
+    return str.__str__(value)
 
 
 def _read_intervals(row: PayloadReader, clean: Mapping, metrics: Sequence[str]) -> dict | None:

@@ -42,6 +42,8 @@ from typing import Any
 
 from ..intervals import check_interval, sample_warning
 from ..metrics import METRIC_RANGES
+from ..validation import describe
+from .results_rules import check_results_fields, required_fields
 
 #: The ``format`` of ``results.json``.
 RESULTS_FORMAT = "fedforest/results"
@@ -52,8 +54,10 @@ RESULTS_FORMAT = "fedforest/results"
 #: ``evaluation.trees_per_site``; a version 2 file reads as every site sent the pooled model;
 #: 4: ``test_events`` and ``sample_warnings``, and each metric row's ``events`` and
 #: ``intervals``, as site-metrics version 4 reports them; a version 3 file reads as no events
-#: counted and no interval computed).
-RESULTS_VERSION = 4
+#: counted and no interval computed;
+#: 5: each scored metric row's ``calibration_skipped``, as site-metrics version 5 reports it;
+#: a version 4 file reads as no calibration method skipped).
+RESULTS_VERSION = 5
 #: The status of a job.
 STATUSES = ("finished", "failed")
 
@@ -159,7 +163,7 @@ def _site_models(value: Any, source: str) -> dict[str, dict[str, int]]:
             isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values()
         ):
             raise ValueError(
-                f"{source}: field 'model.site_models.{site}' is {dict(sizes)!r}; allowed: "
+                f"{source}: field 'model.site_models.{site}' is {describe(dict(sizes))}; allowed: "
                 "trees and bytes, whole numbers >= 0"
             )
         out[str(site)] = {"trees": sizes["trees"], "bytes": sizes["bytes"]}
@@ -211,6 +215,10 @@ class JobResults:
     privacy: dict[str, dict | None] = field(default_factory=dict)
     model: ModelSummary | None = None
     swarm: SwarmSummary | None = None
+    #: The version of the file these results were read from (:meth:`from_dict`; ``None``:
+    #: built in memory). Its metric rows are in the current layout whatever the version; a
+    #: reader that says what an older file did not record asks this.
+    read_version: int | None = field(default=None, compare=False)
 
     @property
     def mode(self) -> str:
@@ -321,11 +329,11 @@ class JobResults:
         if fmt is not None or version is not None:
             if fmt != RESULTS_FORMAT:
                 raise ValueError(
-                    f"{source}: field 'format' is {fmt!r}, expected {RESULTS_FORMAT!r}"
+                    f"{source}: field 'format' is {describe(fmt)}, expected {RESULTS_FORMAT!r}"
                 )
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:
                 raise ValueError(
-                    f"{source}: field 'version' is {version!r}, expected an integer >= 1"
+                    f"{source}: field 'version' is {describe(version)}, expected an integer >= 1"
                 )
             if version > RESULTS_VERSION:
                 raise ValueError(
@@ -334,11 +342,23 @@ class JobResults:
                 )
         unknown = sorted(set(data) - _KNOWN)
         if unknown:
-            raise ValueError(f"{source}: unknown fields {unknown}; known: {sorted(_KNOWN)}")
+            raise ValueError(
+                f"{source}: unknown fields {describe(unknown)}; allowed: the fields a job writes, "
+                f"{', '.join(sorted(_KNOWN))}"
+            )
         if not isinstance(data.get("job"), str):
             raise ValueError(
-                f"{source}: field 'job' is {data.get('job')!r}, expected the job's name"
+                f"{source}: field 'job' is {describe(data.get('job'))}, expected the job's name"
             )
+        modes = {"server": SERVER_FIELDS, "swarm": SWARM_FIELDS, "brief": BRIEF_FIELDS}
+        missing = [k for k in required_fields(data, version, modes) if k not in data]
+        if missing:
+            raise ValueError(
+                f"{source}: field {missing[0]!r} is missing; a results file of version "
+                f"{version} holds every field its job writes"
+            )
+        # types and ranges, field by field; the rows come back in the current layout
+        checked = check_results_fields(data, version or 1, source)
         swarm = None
         if data.get("mode") == "swarm":
             swarm = SwarmSummary(
@@ -350,10 +370,12 @@ class JobResults:
                 peer_messages_encrypted=dict(data.get("peer_messages_encrypted") or {}),
             )
         elif data.get("mode") not in (None, "server"):
-            raise ValueError(f"{source}: field 'mode' is {data['mode']!r}; allowed: server, swarm")
+            raise ValueError(
+                f"{source}: field 'mode' is {describe(data['mode'])}; allowed: server, swarm"
+            )
         model = data.get("model")
         test_rows = _test_rows(data.get("test_rows"), source)
-        metrics = dict(_mapping(data.get("metrics") or {}, f"{source}: field 'metrics'"))
+        metrics = checked["metrics"]
         _check_counts_and_intervals(metrics, test_rows, source)
         results = cls(
             job=data["job"],
@@ -370,9 +392,10 @@ class JobResults:
             tuning=data.get("tuning"),
             phase_seconds=dict(data.get("phase_seconds") or {}),
             payload_bytes=dict(data.get("payload_bytes") or {}),
-            privacy=dict(data.get("privacy") or {}),
+            privacy=checked["privacy"],
             model=None if model is None else ModelSummary.from_dict(model, source),
             swarm=swarm,
+            read_version=version or 1,
         )
         _check_derived(data, results, source)
         return results
@@ -389,7 +412,7 @@ def _test_rows(value: Any, source: str) -> dict[str, int | None]:
     for site, rows in _mapping(value or {}, f"{source}: field 'test_rows'").items():
         if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 0):
             raise ValueError(
-                f"{source}: field 'test_rows.{site}' is {rows!r}; allowed: a whole number >= 0 "
+                f"{source}: field 'test_rows.{site}' is {describe(rows)}; allowed: a whole number >= 0 "
                 "or null"
             )
         out[str(site)] = rows
@@ -415,20 +438,20 @@ def _check_counts_and_intervals(metrics: Mapping, test_rows: Mapping, source: st
             ):
                 limit = f" and at most the site's {rows} test rows" if rows is not None else ""
                 raise ValueError(
-                    f"{where}.events' is {events!r}; allowed: null or a whole number >= 0{limit}"
+                    f"{where}.events' is {describe(events)}; allowed: null or a whole number >= 0{limit}"
                 )
             intervals = row.get("intervals")
             if intervals is None:
                 continue
             if not isinstance(intervals, Mapping):
                 raise ValueError(
-                    f"{where}.intervals' is {intervals!r}; allowed: null or a dict of "
+                    f"{where}.intervals' is {describe(intervals)}; allowed: null or a dict of "
                     "[low, high] per metric"
                 )
             for metric, interval in intervals.items():
                 if metric not in METRIC_RANGES:
                     raise ValueError(
-                        f"{where}.intervals' names {metric!r}; allowed: {sorted(METRIC_RANGES)}"
+                        f"{where}.intervals' names {describe(metric)}; allowed: {sorted(METRIC_RANGES)}"
                     )
                 point = row.get(metric)
                 if point is not None and (
@@ -436,7 +459,9 @@ def _check_counts_and_intervals(metrics: Mapping, test_rows: Mapping, source: st
                     or not isinstance(point, (int, float))
                     or not math.isfinite(point)
                 ):
-                    raise ValueError(f"{where}.{metric}' is {point!r}; expected a number or null")
+                    raise ValueError(
+                        f"{where}.{metric}' is {describe(point)}; expected a number or null"
+                    )
                 problem = check_interval(metric, point, interval)
                 if problem:
                     raise ValueError(f"{where}.intervals.{metric}': {problem}")
@@ -454,7 +479,7 @@ def _check_derived(data: Mapping, results: JobResults, source: str) -> None:
             bad = [s for s, v in stored.items() if not isinstance(v, str)]
             if bad:
                 raise ValueError(
-                    f"{source}: field 'sample_warnings.{bad[0]}' is {stored[bad[0]]!r}; "
+                    f"{source}: field 'sample_warnings.{bad[0]}' is {describe(stored[bad[0]])}; "
                     "expected the warning's text"
                 )
             stored = {s: expected.get(s, v) for s, v in stored.items()}
@@ -464,7 +489,7 @@ def _check_derived(data: Mapping, results: JobResults, source: str) -> None:
             )
             raise ValueError(
                 f"{source}: field {key!r} does not match the metric rows at "
-                f"{', '.join(map(repr, wrong))}: the rows say "
+                f"{', '.join(map(repr, wrong))}; expected what the rows say: "
                 f"{ {s: expected.get(s) for s in wrong}!r}"
             )
 

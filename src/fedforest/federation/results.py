@@ -259,6 +259,24 @@ def _strategy_label(strategy: str, row: Mapping, markdown: bool = True) -> str:
     return name
 
 
+def skipped_calibrations(per: Mapping) -> dict[str, list[str]]:
+    """``{why: strategies}``: the rows of one site whose calibration methods were skipped
+    (their ``calibration_skipped``), the strategies that share a reason together."""
+    out: dict[str, list[str]] = {}
+    for strategy, row in per.items():
+        why = row.get("calibration_skipped")
+        if why:
+            out.setdefault(str(why), []).append(str(strategy))
+    return out
+
+
+def _which(strategies: list[str], per: Mapping, name_of) -> str:
+    """The strategies a note is about: ``every strategy``, or their names."""
+    if len(strategies) == len(per) > 1:
+        return "every strategy"
+    return ", ".join(name_of(s) for s in strategies)
+
+
 def site_counts(r: JobResults, site: str) -> str:
     """A site's test rows and events as the report heads its tables, e.g. ``250 test rows,
     61 events`` (the events when known)."""
@@ -317,6 +335,9 @@ def _metric_tables(r: JobResults) -> list[str]:
             cells += [f"{row.get('mean_trees_kept', 0):.1f}", str(row.get("fallback_rows", 0))]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+        for why, strategies in skipped_calibrations(per).items():
+            names = _which(strategies, per, strategy_name)
+            lines += [f"> **Calibration skipped** ({names}): {prose_text(why)}.", ""]
     lines += [
         "### Mean over sites",
         "",
@@ -391,6 +412,10 @@ def results_table(results: JobResults | Mapping) -> str:
     }
     for site, what in chosen.items():
         lines.append(f"{site} deploys {what}")
+    for site in sites:
+        for why, strategies in skipped_calibrations(r.metrics[site]).items():
+            which = _which(strategies, r.metrics[site], str)
+            lines.append(f"calibration skipped at {site} ({which}): {why}")
     counts = {s: site_counts(r, s) for s in sites}
     if counts:
         lines.append("test rows: " + "; ".join(f"{s} {c}" for s, c in counts.items()))

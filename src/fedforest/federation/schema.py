@@ -36,7 +36,7 @@ from ..columns import (
     spelled,
 )
 from ..errors import SchemaError
-from ..model.payload_checks import MAX_FEATURES, MAX_LEVELS
+from ..model.payload_checks import MAX_FEATURES, MAX_LEVELS, MAX_ROWS
 from ..validation import PayloadReader, listing
 from ..vocabulary import FEATURE_KINDS as KINDS
 
@@ -163,7 +163,7 @@ class SiteSchema:
             isinstance(c, (str, int)) and not isinstance(c, bool) for c in classes
         ):
             r.fail("field 'classes' must be a list of strings or integers")
-        n_rows = r.read_number("n_rows", lo=0)
+        n_rows = r.read_number("n_rows", lo=0, hi=MAX_ROWS)
         return cls(
             site,
             columns,
@@ -318,16 +318,23 @@ class GlobalSchema:
         ):
             r.fail("field 'categories' must map features to lists of strings")
         site_columns = r.get("site_columns")
+        known = set(features)
         if not isinstance(site_columns, Mapping) or not all(
-            isinstance(v, (list, tuple)) and set(v) <= set(features) for v in site_columns.values()
+            isinstance(v, (list, tuple)) and all(isinstance(c, str) and c in known for c in v)
+            for v in site_columns.values()
         ):
             r.fail("field 'site_columns' must map sites to lists of features")
         site_rows = r.get("site_rows")
-        if not isinstance(site_rows, Mapping):
-            r.fail("field 'site_rows' must be a dict")
+        if not isinstance(site_rows, Mapping) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_ROWS
+            for v in site_rows.values()
+        ):
+            r.fail(f"field 'site_rows' must map sites to whole numbers in [0, {MAX_ROWS}]")
         classes = r.get("classes")
-        if not isinstance(classes, (list, tuple)):
-            r.fail("field 'classes' must be a list")
+        if not isinstance(classes, (list, tuple)) or not all(
+            isinstance(c, (str, int)) and not isinstance(c, bool) for c in classes
+        ):
+            r.fail("field 'classes' must be a list of strings or integers")
         return cls(
             features=features,
             categories={k: list(v) for k, v in cats.items()},

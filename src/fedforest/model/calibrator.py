@@ -121,7 +121,8 @@ class Calibrator:
         }[method]
         if set(raw) != expected:
             raise ValueError(
-                f"{where}.params has {sorted(raw)}; a {method} calibrator has {sorted(expected)}"
+                f"{where}.params has {sorted(raw)}; a {method} calibrator has {sorted(expected)}, "
+                "expected those"
             )
         params = {}
         for name, value in raw.items():
@@ -183,6 +184,11 @@ class Calibrator:
                 seg = slice(int(off[k]), int(off[k + 1]))
                 if np.any(np.diff(x[seg]) < 0) or np.any(np.diff(y[seg]) < 0):
                     raise ValueError(f"{where}.params: isotonic breakpoints must be increasing")
+            if np.any((x < 0) | (x > 1)):
+                raise ValueError(
+                    f"{where}.params.x must lie within [0, 1] (a site's fit puts its breakpoints "
+                    "at predicted probabilities)"
+                )
             if np.any((y <= 0) | (y >= 1)):
                 raise ValueError(
                     f"{where}.params.y must lie strictly between 0 and 1 (a site's fit keeps its "

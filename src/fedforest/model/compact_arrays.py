@@ -75,7 +75,10 @@ def read_bits(r: PayloadReader, key: str, n: int) -> np.ndarray:
         )
     bits = np.unpackbits(np.asarray(value).view(np.ndarray))
     if bits[n:].any():
-        r.fail(f"field {key!r} has padding bits set after its {n} flags")
+        r.fail(
+            f"field {key!r} has padding bits set after its {n} flags; expected 0 there "
+            "(numpy.packbits pads with 0)"
+        )
     return bits[:n].astype(bool)
 
 

@@ -684,6 +684,9 @@ class PooledForest:
         task = r.read_choice("task", TASKS)
         names = r.read_str_list("feature_names", MAX_FEATURES)
         owners = r.read_str_list("owners", MAX_TREES)
+        for key, given in (("feature_names", names), ("owners", owners)):
+            if not given:  # trees split on features and come from a site
+                r.refuse(key, given, "a non-empty list of distinct strings")
         if task == "regression":
             given = r.get("classes")
             if not isinstance(given, (list, tuple)) or given:
@@ -694,7 +697,10 @@ class PooledForest:
         cats = {}
         for k, levels in r.read_mapping("categories", MAX_FEATURES).items():
             if k not in names:
-                r.fail(f"field 'categories' names unknown feature {k!r}")
+                r.fail(
+                    f"field 'categories' names unknown feature {k!r}; expected features of "
+                    "'feature_names'"
+                )
             key = f"categories[{k!r}]"
             cats[k] = r.str_list(key, levels, max_len=MAX_LEVELS, allow_empty=True)
             if not cats[k]:

@@ -584,7 +584,8 @@ def decode(
     has = read_bits(r, "surrogate_nodes", n_inner)
     s = int(has.sum())
     sur_feature = r.read_array("surrogate_feature", "i", length=s, lo=0, hi=n_features - 1)
-    sur_threshold = r.read_array("surrogate_threshold", "f", length=s)
+    # a surrogate split sits between two of a site's values, which lie within float32's range
+    sur_threshold = r.read_array("surrogate_threshold", "f", length=s, lo=-MAX_MEAN, hi=MAX_MEAN)
     sur_left_le = read_bits(r, "surrogate_left_le", s)
     sur_agreement = r.read_array("surrogate_agreement", "f", length=s, lo=-1, hi=1)
 

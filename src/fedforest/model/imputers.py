@@ -33,6 +33,7 @@ from sklearn.model_selection import KFold, StratifiedKFold, cross_val_score
 from .. import protocol
 from ..validation import PayloadReader
 from ..vocabulary import FEATURE_KINDS as KINDS
+from .imputer_bounds import imputer_problem
 from .payload_checks import MAX_FEATURES, MAX_LEVELS, MAX_ROWS
 
 logger = logging.getLogger(__name__)
@@ -428,7 +429,10 @@ class ImputerSet(Mapping):
         for i, item in enumerate(items):
             imp = _read_imputer(r, item, i)
             if imp.feature in seen:
-                r.fail(f"field 'imputers' has two imputers for feature {imp.feature!r}")
+                r.fail(
+                    f"field 'imputers' has two imputers for feature {imp.feature!r}; expected "
+                    "one per feature"
+                )
             seen.add(imp.feature)
             imputers.append(imp)
         return cls(imputers)
@@ -449,7 +453,10 @@ def _read_imputer(parent: PayloadReader, item: Any, index: int) -> Imputer:
     kind = r.read_choice("kind", KINDS)
     predictors = r.read_str_list("predictors", MAX_FEATURES)
     if feature in predictors:
-        r.fail(f"field 'predictors' contains the imputed feature {feature!r} itself")
+        r.fail(
+            f"field 'predictors' contains the imputed feature {feature!r} itself; expected "
+            "other features"
+        )
     p = len(predictors)
     center = r.read_array("center", "f", length=p)
     scale = r.read_array("scale", "f", length=p)
@@ -468,15 +475,17 @@ def _read_imputer(parent: PayloadReader, item: Any, index: int) -> Imputer:
         if k < 1 or k > n_levels:
             r.fail(f"field 'levels' has {k} entries, expected 1 to n_levels={n_levels}")
         if levels.max() >= n_levels:
-            r.fail(f"field 'levels' has codes outside [0, {n_levels})")
+            r.fail(f"field 'levels' has codes outside [0, {n_levels}); expected codes in it")
         if np.any(np.diff(levels) <= 0):
-            r.fail("field 'levels' must be strictly increasing (no duplicates)")
+            r.fail(
+                "field 'levels' must be strictly increasing (no duplicates); expected sorted codes"
+            )
         intercept = r.read_array("intercept", "f", length=k)
         coef = r.read_array("coef", "f", ndim=2, length=k, width=p)
     score = r.read_number("score", hi=1.0)
     n_train = r.read_integer("n_train", 1, MAX_ROWS)
     owner = r.read_string("owner")
-    return Imputer(
+    imp = Imputer(
         feature=feature,
         kind=kind,
         predictors=predictors,
@@ -490,6 +499,10 @@ def _read_imputer(parent: PayloadReader, item: Any, index: int) -> Imputer:
         n_train=n_train,
         owner=owner,
     )
+    problem = imputer_problem(imp)  # what no fit on a site's values gives
+    if problem is not None:
+        r.fail(problem)
+    return imp
 
 
 # ---------------------------------------------------------------------- fitting
@@ -632,6 +645,10 @@ def fit_imputers(
             )
         else:
             imp = _fit_numeric(target, Xt, yt, center, predictors, owner, cv, random_state)
+        problem = imputer_problem(imp)
+        if problem is not None:  # no receiver would read it
+            logger.warning("no imputer for %r at %s: the fit's %s", target, owner, problem)
+            continue
         out.append(imp)
     return ImputerSet(out)
 

@@ -41,7 +41,8 @@ from ..errors import PayloadError
 from ..validation import Checker, PayloadReader, describe
 from ..vocabulary import VOTING
 from .calibrator import Calibrator
-from .inputs import names_text
+from .compact_arrays import smallest_int_dtype
+from .inputs import FLOAT32_MAX, names_text
 from .payload_checks import MAX_FEATURES, MAX_NODES, MAX_SEED
 from .site_inputs import SiteInputs
 
@@ -274,16 +275,18 @@ def model_bundle(
 
 
 def read_feature_std(r: PayloadReader, key: str = "feature_std") -> dict[str, float]:
-    """Read a field of pooled standard deviations: feature name -> finite number >= 0."""
+    """Read a field of pooled standard deviations: feature name -> number in [0, FLOAT32_MAX]
+    (the standard deviation of values within float32's range, what a site's table holds)."""
     std = r.read_mapping(key, MAX_FEATURES)
     out = {}
     for name, value in std.items():
         try:
-            out[name] = _CHECK.number(name, value, lo=0)
+            out[name] = _CHECK.number(name, value, lo=0, hi=FLOAT32_MAX)
             _CHECK.string(name, name)
         except ValueError:
             r.fail(
-                f"field {key!r} must map feature names to finite numbers >= 0; "
+                f"field {key!r} must map feature names to numbers in [0, {FLOAT32_MAX:.7g}] "
+                f"(standard deviations of a site's values, which lie within float32's range); "
                 f"{name!r} maps to {describe(value)}"
             )
     return out
@@ -335,7 +338,7 @@ def read_model(payload: Mapping, sender: str | None = None) -> dict:
     r.check_keys(
         {"forest", "imputers", "feature_std", "intersection", "settings", "deployment", "inputs"}
     )
-    _check_float_dtypes(r)
+    _check_dtypes(r)
     forest = PooledForest.from_payload(r.get("forest"), sender, where="forest")
     imps = r.get("imputers")
     imputers = None
@@ -355,8 +358,8 @@ def read_model(payload: Mapping, sender: str | None = None) -> dict:
     weights = settings.get("owner_weights")
     if weights is not None and sorted(weights) != sorted(forest.owners):
         r.fail(
-            f"field 'settings.owner_weights' names sites {sorted(weights)}; the forest's sites "
-            f"are {sorted(forest.owners)}"
+            f"field 'settings.owner_weights' names sites {sorted(weights)}; expected the "
+            f"forest's sites {sorted(forest.owners)}, each once"
         )
     deployment = _read_deployment(r, forest, intersection)
     inputs = _read_inputs(r, forest, deployment)
@@ -396,9 +399,15 @@ def _read_deployment(r: PayloadReader, forest, intersection) -> dict | None:
     strategy = d.read_choice("strategy", rules.deployable())
     rule = rules.get(strategy)
     if rule.needs_intersection and intersection is None:
-        d.fail(f"field 'strategy' is {strategy!r} but the model has no intersection forest")
+        d.fail(
+            f"field 'strategy' is {strategy!r} but the model has no intersection forest; "
+            "expected a strategy the model can run"
+        )
     if rule.needs_site and site not in forest.owners:
-        d.fail(f"field 'strategy' is {strategy!r} but site {site!r} trained no tree of the forest")
+        d.fail(
+            f"field 'strategy' is {strategy!r} but site {site!r} trained no tree of the forest; "
+            f"expected a site among the forest's sites {forest.owners}"
+        )
     if forest.is_regression:  # a number is not calibrated
         if d.get("calibrator") is not None:
             d.fail("field 'calibrator' must be null for regression trees")
@@ -412,7 +421,10 @@ def _read_deployment(r: PayloadReader, forest, intersection) -> dict | None:
     if weight is not None:
         weight = d.number("guess_weight", weight, 0.0, 1.0)
     elif rule.fitted:
-        d.fail(f"field 'guess_weight' is null; the {strategy!r} strategy needs its fitted weight")
+        d.fail(
+            f"field 'guess_weight' is null; the {strategy!r} strategy needs its fitted weight: "
+            "expected a number in [0, 1]"
+        )
     return {"site": site, "strategy": strategy, "calibrator": calibrator, "guess_weight": weight}
 
 
@@ -427,8 +439,9 @@ def _check_imputers_fit(r: PayloadReader, forest, imputers, std: Mapping[str, fl
                 f"field 'imputers': the imputer for {feature!r} (predictors "
                 f"{names_text(list(map(repr, imp.predictors)))}) names "
                 f"{names_text(list(map(repr, unknown)))}, which "
-                f"{'is' if len(unknown) == 1 else 'are'} not a feature of the forest; a job's "
-                "imputers predict features of the forest from features of the forest"
+                f"{'is' if len(unknown) == 1 else 'are'} not a feature of the forest; expected "
+                "features of the forest (a job's imputers predict features of the forest from "
+                "features of the forest)"
             )
         r.site_name(f"imputers.{feature}.owner", imp.owner)
         levels = forest.categories.get(feature)
@@ -437,30 +450,77 @@ def _check_imputers_fit(r: PayloadReader, forest, imputers, std: Mapping[str, fl
             expected = kind if levels is None else f"{kind} with {len(levels)} levels"
             r.fail(
                 f"field 'imputers': the imputer for {feature!r} is {imp.kind} with "
-                f"{imp.n_levels} levels, but the forest's feature is {expected}"
+                f"{imp.n_levels} levels, but the forest's feature is {expected}; expected an "
+                "imputer of the feature's kind"
             )
         if kind == "numeric" and feature not in std:
-            r.fail(f"field 'feature_std' has no entry for {feature!r}, which has a numeric imputer")
+            r.fail(
+                f"field 'feature_std' has no entry for {feature!r}, which has a numeric imputer; "
+                "expected the feature's pooled standard deviation"
+            )
 
 
 #: The float dtype of every float array of a model file, and the exceptions by field.
 FLOAT_DTYPE = np.dtype(np.float64)
 #: A pooled forest's thresholds: float32 from version 2 on (float64 in version 1).
 THRESHOLD_DTYPE = np.dtype(np.float32)
+#: Integer fields of a pooled forest from version 2 on, each in the smallest integer dtype
+#: that holds its values (:func:`~fedforest.model.compact_arrays.smallest_int_dtype`).
+COMPACT_INT_FIELDS = (
+    "tree_start",
+    "tree_owner",
+    "feature",
+    "threshold_exact_at",
+    "leaf_samples",
+    "samples_delta_at",
+    "samples_delta",
+    "leaf_counts",
+    "value_trees",
+    "surrogate_feature",
+)
+#: Integer arrays of a fixed dtype: an imputer's ``levels``, and, in a pooled forest from
+#: version 2 on, the packed flags (``numpy.packbits``) and ``threshold_fine``.
+FIXED_INT_DTYPES = {
+    "levels": np.dtype(np.int64),
+    "leaf_bits": np.dtype(np.uint8),
+    "missing_left": np.dtype(np.uint8),
+    "saw_missing": np.dtype(np.uint8),
+    "surrogate_nodes": np.dtype(np.uint8),
+    "surrogate_left_le": np.dtype(np.uint8),
+    "threshold_fine": np.dtype(np.uint8),
+}
 
 
-def _check_float_dtypes(r: PayloadReader) -> None:
-    """Refuse a float array of another dtype than the format writes (float16 leaf values,
-    extended precision): every float array is float64, a forest's ``threshold`` float32."""
+def _expected_dtype(key: str, value: np.ndarray, forest_version) -> np.dtype | None:
+    """The dtype the format writes for the array ``value`` at ``key`` (None: not checked)."""
+    field = key.rsplit(".", 1)[-1]
+    if value.dtype.kind == "f":
+        if field == "threshold" and forest_version != 1:
+            return THRESHOLD_DTYPE
+        return FLOAT_DTYPE
+    if value.dtype.kind not in "iub":
+        return None
+    if field == "levels":
+        return FIXED_INT_DTYPES[field]
+    if forest_version in (None, 1):  # version 1 sends its arrays as they are in memory
+        return None
+    if field in COMPACT_INT_FIELDS:
+        if value.dtype.kind == "b":
+            return smallest_int_dtype([])
+        return smallest_int_dtype(value) if value.size else np.dtype(np.uint8)
+    return FIXED_INT_DTYPES.get(field)
+
+
+def _check_dtypes(r: PayloadReader) -> None:
+    """Refuse an array of another dtype than the format writes (float16 leaf values,
+    extended precision, int64 node counts): every float array is float64, a forest's
+    ``threshold`` float32; a forest's integer fields (version 2 on) are in the smallest
+    integer dtype that holds them, its packed flags uint8; an imputer's ``levels`` int64."""
 
     def walk(value, key: str, forest_version) -> None:
         if isinstance(value, np.ndarray):
-            if value.dtype.kind != "f":
-                return
-            expected = FLOAT_DTYPE
-            if key.endswith(".threshold") and forest_version != 1:
-                expected = THRESHOLD_DTYPE
-            if value.dtype != expected:
+            expected = _expected_dtype(key, value, forest_version)
+            if expected is not None and value.dtype != expected:
                 r.fail(
                     f"field {key!r} holds {value.dtype} values; the format writes {expected} "
                     "there (an array of another dtype was not written by fedforest)"

@@ -131,6 +131,10 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         The second best candidate (``auto`` only).
     calibrator_ : Calibrator
         The fitted calibration (identity for ``calibration="none"``).
+    calibration_skipped_ : dict of str to str
+        The calibration methods that could not be fitted on the validation rows
+        (:attr:`~fedforest.prediction.calibration.CalibrationFit.skipped`), and why
+        (``auto``: those of the strategy it chose).
     feature_names_in_ : ndarray of str
         The model's features (``forest.feature_names``): the names a DataFrame
         is matched by, and an ndarray's column order.
@@ -245,6 +249,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
                 "validation rows; call it with them, or use calibration='none'"
             )
         self.calibrator_ = Calibrator("none", self.classes_)
+        self.calibration_skipped_ = {}
         rule = rules.find(self.strategy)
         if rule is not None and rule.family == rules.CHOICE:
             return self._fit_choice(X, y, memo)
@@ -256,6 +261,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
             fit = self._calibration_fit(X, y, self.strategy_, memo)
             self.calibrator_ = fit.calibrator
             self.calibration_scores_ = fit.log_losses
+            self.calibration_skipped_ = dict(fit.skipped)
         return self
 
     def _fit_choice(self, X, y, memo) -> PooledForestClassifier:
@@ -284,6 +290,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         self.runner_up_ = chosen.runner_up
         self.selection_scores_ = chosen.scores
         self.calibrator_ = chosen.fits[chosen.best].calibrator
+        self.calibration_skipped_ = dict(chosen.fits[chosen.best].skipped)
         self.candidate_calibrations_ = {k: f.calibrator.method for k, f in chosen.fits.items()}
         return self
 

@@ -332,8 +332,11 @@ def read_site_metrics(
             )
             clean["calibration_skipped"] = _read_skipped(row)
             clean["bins"] = _read_bins(row, clean["rows"])
-        rule = rules.get(name)
-        if rule.family == rules.CHOICE:
+        # a name this install has no rule for (a results file of a job with a strategy of its
+        # own) reads as an ordinary row: no choice fields, no fitted weight
+        rule = rules.find(name)
+        family = None if rule is None else rule.family
+        if family == rules.CHOICE:
             choosable = rules.deployable()
             clean["chosen"] = row.choice("chosen", row.get("chosen"), choosable)
             clean["chosen_calibration"] = row.choice(
@@ -355,7 +358,7 @@ def read_site_metrics(
                 f"fields {', '.join(map(repr, AUTO_FIELDS))} belong to the {choice} row only; "
                 "expected none of them here"
             )
-        if rule.fitted:
+        if rule is not None and rule.fitted:
             clean["guess_weight"] = row.number("guess_weight", row.get("guess_weight"), 0.0, 1.0)
         elif "guess_weight" in row.payload:
             row.fail(

@@ -15,6 +15,7 @@ without a key, fails the tests.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -658,14 +659,14 @@ def render(name: str) -> str:
     return markdown_table(name)
 
 
-def main() -> None:  # pragma: no cover - prints the reference
+def main() -> None:  # pragma: no cover - writes the reference to standard output
     for name, title in (
         ("job", "job.yaml"),
         ("site", "<site>.yaml"),
         ("privacy", "privacy:"),
         ("local", f"local/{LOCAL_OVERRIDE}"),
     ):
-        print(f"### {title}\n\n{render(name)}\n")
+        sys.stdout.write(f"### {title}\n\n{render(name)}\n\n")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -221,7 +221,9 @@ PROJECT = (
 def make(target: str, cwd: Path, dry: bool = False) -> subprocess.CompletedProcess:
     """``make <target>`` with this environment as the project's (never reinstalled)."""
     stamp = VENV / ".installed"
-    flags = ["-n"] if dry else []
+    # --no-print-directory: no "Entering/Leaving directory" lines when the suite itself runs
+    # under make (`make test`, as CI does)
+    flags = ["--no-print-directory", *(["-n"] if dry else [])]
     return run(" ".join(["make", *flags, f"VENV={VENV}", f"-o {stamp}", target]), cwd, timeout=1200)
 
 

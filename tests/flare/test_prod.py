@@ -76,6 +76,7 @@ def test_prod_on_one_machine_gives_the_simulators_results(tmp_path, demo_server_
     assert json.loads((workspace / "processes.json").read_text())
 
 
+@pytest.mark.xdist_group(DEMO_RUNS)  # its server port is the other production run's
 def test_prod_local_refuses_a_folder_it_did_not_make(tmp_path, capsys):
     configs = write_configs(tmp_path, rows=60)
     mine = tmp_path / "mine"

@@ -24,8 +24,7 @@ def test_no_command_prints_help(capsys):
 
 
 def test_elect_prints_votes_and_mask(tmp_path, capsys):
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "federation"))
-    from test_offline import site_tables
+    from federation.test_offline import site_tables
 
     paths = []
     for site, frame in site_tables(4, rows=200).items():
@@ -882,8 +881,7 @@ def test_the_poc_workspace_is_under_the_project_and_make_poc_can_move_it():
 
 
 def test_elect_shows_its_progress_lines_unless_quiet(tmp_path, capsys):
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "federation"))
-    from test_offline import site_tables
+    from federation.test_offline import site_tables
 
     paths = []
     for site, frame in site_tables(3, rows=120).items():

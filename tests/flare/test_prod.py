@@ -8,11 +8,12 @@ import sys
 
 import psutil
 import pytest
-from flare_setup import DEMO_RUNS, ROOT, write_configs
 
 from fedforest.flare.environments import check_admin_kit
 from fedforest.flare.recipe import FedForestRecipe
 from fedforest.vocabulary import JOB_STRATEGIES
+
+from .flare_setup import DEMO_RUNS, ROOT, write_configs
 
 sys.path.insert(0, str(ROOT / "deploy"))
 

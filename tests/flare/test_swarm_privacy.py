@@ -11,24 +11,19 @@ POC test (``test_poc.py``) runs the same with FLARE applying the scope.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from nvflare.apis.fl_constant import FilterKey, FLContextKey, ReservedKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "federation"))
-from test_site import make_job  # noqa: E402
-from test_swarm import build_swarm, load_runners, run_swarm  # noqa: E402
-
-from fedforest import protocol  # noqa: E402
-from fedforest.flare import _compat  # noqa: E402
-from fedforest.flare.privacy_filter import REFUSED, PrivacyPolicyFilter  # noqa: E402
-from fedforest.flare.swarm import ScopeFilteredTasks, scope_policy_filters  # noqa: E402
-from fedforest.model.model_files import load_model  # noqa: E402
+from federation.test_site import make_job
+from federation.test_swarm import build_swarm, load_runners, run_swarm
+from fedforest import protocol
+from fedforest.flare import _compat
+from fedforest.flare.privacy_filter import REFUSED, PrivacyPolicyFilter
+from fedforest.flare.swarm import ScopeFilteredTasks, scope_policy_filters
+from fedforest.model.model_files import load_model
 
 K = 25
 

@@ -20,9 +20,8 @@ from nvflare.apis.shareable import Shareable, make_reply
 from federation.test_site import make_job
 from federation.test_swarm import build_swarm, load_runners, run_swarm
 from fedforest import protocol
-from fedforest.flare import _compat
 from fedforest.flare.privacy_filter import REFUSED, PrivacyPolicyFilter
-from fedforest.flare.swarm import ScopeFilteredTasks, scope_policy_filters
+from fedforest.flare.swarm import ScopeFilteredTasks
 from fedforest.model.model_files import load_model
 
 K = 25
@@ -83,17 +82,6 @@ def test_a_payload_the_scope_refuses_never_leaves_and_the_others_name_why(demo, 
         assert statuses[site]["state"] == "finished"
         assert statuses[site]["participants"] == ["site-2", "site-3"]
         assert statuses[site]["dropped"] == {"site-1": f"train: it failed: {failed['error']}"}
-
-
-def test_the_scope_filters_are_found_in_the_jobs_scope():
-    ours = PrivacyPolicyFilter(min_leaf_rows=K)
-    scope = _compat.new_scope()
-    scope.add_task_result_filter(ours, FilterKey.OUT)
-    scope.add_task_result_filter(PrivacyPolicyFilter(min_leaf_rows=3), FilterKey.IN)
-    fl_ctx = FLContext()
-    assert scope_policy_filters(fl_ctx) == []  # no scope (the simulator)
-    fl_ctx.set_prop(FLContextKey.SCOPE_OBJECT, scope, private=True, sticky=False)
-    assert scope_policy_filters(fl_ctx) == [ours]  # what leaves the site only
 
 
 # ------------------------------------------------------- replies FLARE filters

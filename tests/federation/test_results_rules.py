@@ -125,7 +125,7 @@ def test_a_bad_metric_is_named_at_its_place_in_the_file(written):
 
     message = refused(changed(written, bad_auc), f"field 'metrics.{site}.{strategy}.auc'")
     assert "1.5" in message
-    message = refused(
+    refused(
         changed(written, lambda d: d["metrics"][site].pop(strategy)),
         rf"field 'metrics.{site}' is .*allowed: a row for each of the file's strategies",
     )

@@ -22,7 +22,7 @@ NAMES = ["a", "b", "c", "k"]
 
 
 @pytest.fixture(scope="session")
-def site():
+def pooled_site():
     rng = np.random.RandomState(7)
     n = 500
     g = rng.normal(size=n)
@@ -50,12 +50,14 @@ def site():
     )
 
 
-def settings(site, depth_threshold=1, engine="numpy", random_state=0, imputers=True) -> Settings:
-    """The prediction settings of ``site``'s forest (no pooling weights, no site name)."""
+def settings(
+    pooled_site, depth_threshold=1, engine="numpy", random_state=0, imputers=True
+) -> Settings:
+    """The prediction settings of ``pooled_site``'s forest (no pooling weights, no site name)."""
     return Settings(
-        forest=site.forest,
-        imputers=site.imputers if imputers else None,
-        sigma=site.sigma,
+        forest=pooled_site.forest,
+        imputers=pooled_site.imputers if imputers else None,
+        sigma=pooled_site.sigma,
         depth_threshold=depth_threshold,
         site=None,
         random_state=random_state,

@@ -12,17 +12,17 @@ from fedforest.prediction.pipeline import Settings, predict_rule, prepare
 from .conftest import NAMES, settings
 
 
-def test_complete_rows_take_scikit_learns_engine_and_its_probabilities(site):
-    proba, diagnostics = predict_rule(settings(site), site.test, rules.get("fpv"))
-    assert proba.tobytes() == site.rf.predict_proba(site.test).tobytes()
+def test_complete_rows_take_scikit_learns_engine_and_its_probabilities(pooled_site):
+    proba, diagnostics = predict_rule(settings(pooled_site), pooled_site.test, rules.get("fpv"))
+    assert proba.tobytes() == pooled_site.rf.predict_proba(pooled_site.test).tobytes()
     assert diagnostics.engine == "compiled" and diagnostics.dynamic_engine is None
     assert diagnostics.n_fallback == 0 and np.all(diagnostics.trees_kept == 6)
     assert diagnostics.strategy == "fpv" and diagnostics.trees_available == 6
 
 
-def test_the_stages_extend_one_call(site):
-    call = prepare(settings(site), site.lacking, rules.get("mi"))
-    assert call.n_rows == len(site.lacking) and call.X.dtype == np.float32
+def test_the_stages_extend_one_call(pooled_site):
+    call = prepare(settings(pooled_site), pooled_site.lacking, rules.get("mi"))
+    assert call.n_rows == len(pooled_site.lacking) and call.X.dtype == np.float32
     assert call.present.tolist() == [True, True, False, False]
     assert np.array_equal(call.absent, ~call.present)
     assert call.trees.tolist() == list(range(6))
@@ -45,58 +45,62 @@ def test_tree_selection_keeps_the_sites_trees_or_those_it_can_route(two_site_for
     assert every.tolist() == list(range(forest.n_trees))
 
 
-def test_rows_with_nan_in_present_columns_take_the_dynamic_engine(site):
-    call = prepare(settings(site), site.lacking, rules.get("fpv"))
+def test_rows_with_nan_in_present_columns_take_the_dynamic_engine(pooled_site):
+    call = prepare(settings(pooled_site), pooled_site.lacking, rules.get("fpv"))
     fast = pipeline.fast_rows(call)
-    dirty = np.isnan(site.lacking["a"]).to_numpy()
+    dirty = np.isnan(pooled_site.lacking["a"]).to_numpy()
     assert np.array_equal(fast, ~dirty)
-    proba, diagnostics = predict_rule(settings(site), site.lacking, rules.get("fpv"))
+    proba, diagnostics = predict_rule(settings(pooled_site), pooled_site.lacking, rules.get("fpv"))
     assert diagnostics.engine == "mixed" and diagnostics.dynamic_engine == "numpy"
 
 
 @pytest.mark.parametrize("name", ["fpv", "pr", "mi", "ss", "node"])
-def test_the_compiled_path_and_the_dynamic_path_give_the_same_predictions(site, name, monkeypatch):
-    complete = site.test[["a", "b"]]
+def test_the_compiled_path_and_the_dynamic_path_give_the_same_predictions(
+    pooled_site, name, monkeypatch
+):
+    complete = pooled_site.test[["a", "b"]]
     rule = rules.get(name)
-    got, diagnostics = predict_rule(settings(site), complete, rule)
+    got, diagnostics = predict_rule(settings(pooled_site), complete, rule)
     assert diagnostics.engine == "compiled"
     monkeypatch.setattr(fastpath, "available", lambda: False)
-    slow, slow_diagnostics = predict_rule(settings(site), complete, rule)
+    slow, slow_diagnostics = predict_rule(settings(pooled_site), complete, rule)
     assert slow_diagnostics.engine == "numpy"
     assert np.array_equal(got, slow)
     assert np.array_equal(diagnostics.trees_kept, slow_diagnostics.trees_kept)
 
 
-def test_rows_whose_every_tree_was_discarded_take_mp(site):
-    lacking = site.lacking
-    fpv, diagnostics = predict_rule(settings(site), lacking, rules.get("fpv"))
+def test_rows_whose_every_tree_was_discarded_take_mp(pooled_site):
+    lacking = pooled_site.lacking
+    fpv, diagnostics = predict_rule(settings(pooled_site), lacking, rules.get("fpv"))
     fell = diagnostics.fallback_rows
     assert fell.any() and diagnostics.n_fallback == int(fell.sum())
     assert np.array_equal(fell, diagnostics.trees_kept == 0)
     assert np.allclose(fpv.sum(axis=1), 1.0)
     # fpv reads no imputer: its fallback is mp's marginal by N_right / N_node
-    bare, _ = predict_rule(settings(site, imputers=False), lacking, rules.get("mp"))
+    bare, _ = predict_rule(settings(pooled_site, imputers=False), lacking, rules.get("mp"))
     assert np.array_equal(fpv[fell], bare[fell])
     # an mp prediction handed in (here with the imputers) is taken as it is
-    mp, mp_diagnostics = predict_rule(settings(site), lacking, rules.get("mp"))
+    mp, mp_diagnostics = predict_rule(settings(pooled_site), lacking, rules.get("mp"))
     again, again_diagnostics = predict_rule(
-        settings(site), lacking, rules.get("fpv"), known_mp=(mp, mp_diagnostics)
+        settings(pooled_site), lacking, rules.get("fpv"), known_mp=(mp, mp_diagnostics)
     )
     assert np.array_equal(again[fell], mp[fell]) and np.array_equal(again[~fell], fpv[~fell])
     assert not np.array_equal(mp[fell], bare[fell])
     assert again_diagnostics.n_fallback == diagnostics.n_fallback
 
 
-def test_a_rows_prediction_depends_on_that_row_only(site):
+def test_a_rows_prediction_depends_on_that_row_only(pooled_site):
     rule = rules.get("ipr")
-    whole, _ = predict_rule(settings(site, depth_threshold=0), site.lacking, rule)
-    part, _ = predict_rule(settings(site, depth_threshold=0), site.lacking[7:23], rule)
+    whole, _ = predict_rule(settings(pooled_site, depth_threshold=0), pooled_site.lacking, rule)
+    part, _ = predict_rule(
+        settings(pooled_site, depth_threshold=0), pooled_site.lacking[7:23], rule
+    )
     assert np.array_equal(whole[7:23], part)
 
 
-def test_settings_hold_what_a_call_reads_and_choose_the_engine(site):
-    s = settings(site, engine="numpy")
+def test_settings_hold_what_a_call_reads_and_choose_the_engine(pooled_site):
+    s = settings(pooled_site, engine="numpy")
     assert isinstance(s, Settings) and s.kernels(10**9) is None
     with pytest.raises(AttributeError):
         s.engine = "numba"  # frozen: a call cannot change its settings
-    assert settings(site, engine="auto").kernels(1) is None  # too few pairs for numba
+    assert settings(pooled_site, engine="auto").kernels(1) is None  # too few pairs for numba

@@ -16,9 +16,11 @@ from .conftest import NAMES, settings
 C, K = NAMES.index("c"), NAMES.index("k")
 
 
-def call_of(site, name, depth_threshold=1, X=None):
+def call_of(pooled_site, name, depth_threshold=1, X=None):
     return prepare(
-        settings(site, depth_threshold), site.lacking if X is None else X, rules.get(name)
+        settings(pooled_site, depth_threshold),
+        pooled_site.lacking if X is None else X,
+        rules.get(name),
     )
 
 
@@ -39,8 +41,8 @@ def test_every_step_a_rule_names_has_its_forms():
     assert routing_steps.IMPUTED_DRAW not in steps.REWRITE  # ipr draws per pair: no static form
 
 
-def test_the_total_steps_decide_every_pair(site):
-    call = call_of(site, "pr", depth_threshold=2)
+def test_the_total_steps_decide_every_pair(pooled_site):
+    call = call_of(pooled_site, "pr", depth_threshold=2)
     nodes, rows = pairs_on(call, [C, K])
     s = call.strategy
     assert np.all(steps.ALWAYS[routing_steps.DISCARD](s, nodes, rows) == DISCARD)
@@ -53,8 +55,8 @@ def test_the_total_steps_decide_every_pair(site):
     assert np.array_equal(decision[deep], np.where(right, RIGHT, LEFT))
 
 
-def test_the_partial_steps_say_which_pairs_they_decided(site):
-    call = call_of(site, "ipr", depth_threshold=0)
+def test_the_partial_steps_say_which_pairs_they_decided(pooled_site):
+    call = call_of(pooled_site, "ipr", depth_threshold=0)
     s = call.strategy
     nodes, rows = pairs_on(call, [C])
     decision = np.full(nodes.size, -1)
@@ -67,13 +69,13 @@ def test_the_partial_steps_say_which_pairs_they_decided(site):
     nodes, rows = pairs_on(call, [C, K])
     decision = np.full(nodes.size, -1)
     has = steps.DECIDE[routing_steps.SURROGATE](s, nodes, rows, decision)
-    sf = site.forest.surrogate_feature[nodes]
+    sf = pooled_site.forest.surrogate_feature[nodes]
     assert np.array_equal(has[sf < 0], np.zeros((sf < 0).sum(), bool))
     assert np.all(decision[has] >= 0) and np.all(decision[~has] == -1)
 
 
-def test_a_rewrite_starts_from_the_stuck_nodes(site):
-    forest = site.forest
+def test_a_rewrite_starts_from_the_stuck_nodes(pooled_site):
+    forest = pooled_site.forest
     absent = np.isin(np.arange(len(NAMES)), [C, K])
     t = steps.Rewrite.start(forest, absent)
     on_absent = np.isin(forest.feature, [C, K])
@@ -82,10 +84,10 @@ def test_a_rewrite_starts_from_the_stuck_nodes(site):
     assert np.array_equal(t.left, forest.children_left) and t.left is not forest.children_left
 
 
-def test_the_static_forms_rewrite_the_stuck_nodes(site):
-    complete = site.test[["a", "b"]]
-    call = call_of(site, "mi", X=complete)
-    s, forest = call.strategy, site.forest
+def test_the_static_forms_rewrite_the_stuck_nodes(pooled_site):
+    complete = pooled_site.test[["a", "b"]]
+    call = call_of(pooled_site, "mi", X=complete)
+    s, forest = call.strategy, pooled_site.forest
     t = steps.Rewrite.start(forest, call.absent)
     stuck = t.stuck.copy()
     steps.REWRITE[routing_steps.IMPUTED_VALUE](s, t)
@@ -93,7 +95,7 @@ def test_the_static_forms_rewrite_the_stuck_nodes(site):
     assert not t.stuck.any()
     assert np.array_equal(t.feature[stuck], forest.n_features + forest.feature[stuck])
 
-    call = call_of(site, "ss", X=complete)
+    call = call_of(pooled_site, "ss", X=complete)
     s = call.strategy
     t = steps.Rewrite.start(forest, call.absent)
     stuck = t.stuck.copy()
@@ -112,13 +114,15 @@ def test_the_static_forms_rewrite_the_stuck_nodes(site):
     assert np.array_equal(t.threshold[deep], -call.cf.right_fraction[deep])
 
 
-def test_the_rows_the_rewritten_trees_take_and_their_key(site):
-    call = call_of(site, "mi")
+def test_the_rows_the_rewritten_trees_take_and_their_key(pooled_site):
+    call = call_of(pooled_site, "mi")
     s = call.strategy
-    assert steps.static_rows(call_of(site, "fpv").strategy) is None
+    assert steps.static_rows(call_of(pooled_site, "fpv").strategy) is None
     assert np.array_equal(steps.with_imputer(s), np.isin(np.arange(len(NAMES)), [C, K]))
     assert steps.static_rows(s).all()  # imputers fill in every missing row here
     assert steps.static_key(s) == (C, K)
-    assert steps.static_key(call_of(site, "pr").strategy) == ()
-    bare = prepare(settings(site, imputers=False), site.lacking, rules.get("mi")).strategy
+    assert steps.static_key(call_of(pooled_site, "pr").strategy) == ()
+    bare = prepare(
+        settings(pooled_site, imputers=False), pooled_site.lacking, rules.get("mi")
+    ).strategy
     assert steps.static_key(bare) == () and steps.static_rows(bare).all()

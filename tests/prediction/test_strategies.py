@@ -17,10 +17,12 @@ from .conftest import NAMES, settings
 C, K = NAMES.index("c"), NAMES.index("k")
 
 
-def strategy_of(site, name, depth_threshold=1, X=None):
+def strategy_of(pooled_site, name, depth_threshold=1, X=None):
     """The call's Strategy of rule ``name`` for ``X`` (default: the table lacking c and k)."""
     call = prepare(
-        settings(site, depth_threshold), site.lacking if X is None else X, rules.get(name)
+        settings(pooled_site, depth_threshold),
+        pooled_site.lacking if X is None else X,
+        rules.get(name),
     )
     return call, call.strategy
 
@@ -35,16 +37,16 @@ def unresolvable(call):
     return nodes[missing], rows[missing]
 
 
-def test_fpv_discards_and_node_stops_at_every_unresolvable_pair(site):
-    call, fpv = strategy_of(site, "fpv")
+def test_fpv_discards_and_node_stops_at_every_unresolvable_pair(pooled_site):
+    call, fpv = strategy_of(pooled_site, "fpv")
     nodes, rows = unresolvable(call)
     assert nodes.size and np.all(fpv.resolver(nodes, rows) == DISCARD)
-    _, node = strategy_of(site, "node")
+    _, node = strategy_of(pooled_site, "node")
     assert np.all(node.resolver(nodes, rows) == STOP)
 
 
-def test_pr_discards_above_the_depth_threshold_and_draws_below_it(site):
-    call, pr = strategy_of(site, "pr", depth_threshold=2)
+def test_pr_discards_above_the_depth_threshold_and_draws_below_it(pooled_site):
+    call, pr = strategy_of(pooled_site, "pr", depth_threshold=2)
     nodes, rows = unresolvable(call)
     decision = pr.resolver(nodes, rows)
     shallow = call.cf.depth[nodes] < 2
@@ -57,8 +59,8 @@ def test_pr_discards_above_the_depth_threshold_and_draws_below_it(site):
     assert pr.resolver(nodes[-1:], rows[-1:])[0] == decision[-1]
 
 
-def test_mi_compares_the_imputed_value_with_the_threshold(site):
-    call, mi = strategy_of(site, "mi", depth_threshold=0)
+def test_mi_compares_the_imputed_value_with_the_threshold(pooled_site):
+    call, mi = strategy_of(pooled_site, "mi", depth_threshold=0)
     nodes, rows = unresolvable(call)
     on_c = call.cf.feature[nodes] == C
     decision = mi.resolver(nodes, rows)
@@ -68,10 +70,10 @@ def test_mi_compares_the_imputed_value_with_the_threshold(site):
     assert np.array_equal(decision[on_c], expected)
 
 
-def test_ss_follows_the_surrogate_where_the_row_has_its_feature(site):
-    call, ss = strategy_of(site, "ss", depth_threshold=0)
+def test_ss_follows_the_surrogate_where_the_row_has_its_feature(pooled_site):
+    call, ss = strategy_of(pooled_site, "ss", depth_threshold=0)
     nodes, rows = unresolvable(call)
-    forest = site.forest
+    forest = pooled_site.forest
     sf = forest.surrogate_feature[nodes]
     has = sf >= 0
     has[has] = ~np.isnan(call.X[rows[has], sf[has]])
@@ -81,15 +83,15 @@ def test_ss_follows_the_surrogate_where_the_row_has_its_feature(site):
     assert np.array_equal(ss.resolver(nodes[has], rows[has]), np.where(left, LEFT, RIGHT))
 
 
-def test_the_probability_of_going_right(site):
-    call, mp = strategy_of(site, "mp")
+def test_the_probability_of_going_right(pooled_site):
+    call, mp = strategy_of(pooled_site, "mp")
     nodes, rows = unresolvable(call)
     p = mp.right_probability(nodes, rows)
     assert np.all((p >= 0) & (p <= 1))
     cf = call.cf
     # a numeric imputer: sigmoid((x_hat - t) / sigma)
     on_c = cf.feature[nodes] == C
-    z = (mp.imputed[rows[on_c], C] - cf.threshold[nodes[on_c]]) / site.sigma[C]
+    z = (mp.imputed[rows[on_c], C] - cf.threshold[nodes[on_c]]) / pooled_site.sigma[C]
     assert np.allclose(p[on_c], expit(z), rtol=0, atol=1e-12)
     # a categorical imputer: the probability of the levels above the cut
     on_k = cf.feature[nodes] == K
@@ -97,12 +99,14 @@ def test_the_probability_of_going_right(site):
     cdf = mp.level_cdf[K][rows[on_k], code]
     assert np.allclose(p[on_k], 1 - cdf)
     # without imputers: N_right / N_node
-    bare = prepare(settings(site, imputers=False), site.lacking, rules.get("mp")).strategy
+    bare = prepare(
+        settings(pooled_site, imputers=False), pooled_site.lacking, rules.get("mp")
+    ).strategy
     assert np.array_equal(bare.right_probability(nodes, rows), cf.right_fraction[nodes])
 
 
-def test_a_restricted_strategy_decides_its_rows_as_the_whole_did(site):
-    call, ipr = strategy_of(site, "ipr", depth_threshold=0)
+def test_a_restricted_strategy_decides_its_rows_as_the_whole_did(pooled_site):
+    call, ipr = strategy_of(pooled_site, "ipr", depth_threshold=0)
     nodes, rows = unresolvable(call)
     mask = np.zeros(call.n_rows, bool)
     mask[1::2] = True
@@ -119,13 +123,13 @@ def test_a_restricted_strategy_decides_its_rows_as_the_whole_did(site):
 
 
 @pytest.mark.parametrize("name", ["fpv", "pr", "mi", "ss", "node"])
-def test_the_rewritten_trees_route_as_the_resolver(site, name):
-    complete = site.test[["a", "b"]]  # no NaN: only whole columns are missing
-    call, s = strategy_of(site, name, depth_threshold=1, X=complete)
+def test_the_rewritten_trees_route_as_the_resolver(pooled_site, name):
+    complete = pooled_site.test[["a", "b"]]  # no NaN: only whole columns are missing
+    call, s = strategy_of(pooled_site, name, depth_threshold=1, X=complete)
     if name == "mi":  # the rewritten trees take the rows with an imputed value
         assert np.isfinite(s.imputed[:, [C, K]]).all()
     arrays, discard, random_depths, n_columns = s.static_trees(call.absent)
-    forest = site.forest
+    forest = pooled_site.forest
     trees = np.arange(forest.n_trees)
     treeset = fastpath.TreeSet(
         forest.tree_start,
@@ -146,19 +150,19 @@ def test_the_rewritten_trees_route_as_the_resolver(site, name):
         assert (name == "pr") == any(d.size for d in random_depths)
 
 
-def test_guesses_says_whether_rows_can_meet_a_draw(site):
-    complete = site.test[["a", "b"]]
-    call, pr = strategy_of(site, "pr", depth_threshold=1, X=complete)
+def test_guesses_says_whether_rows_can_meet_a_draw(pooled_site):
+    complete = pooled_site.test[["a", "b"]]
+    call, pr = strategy_of(pooled_site, "pr", depth_threshold=1, X=complete)
     assert pr.guesses(call.absent)
     assert not pr.guesses(np.zeros_like(call.absent))  # nothing absent: no draw
-    _, fpv = strategy_of(site, "fpv", X=complete)
+    _, fpv = strategy_of(pooled_site, "fpv", X=complete)
     assert not fpv.guesses(call.absent)
-    _, deep = strategy_of(site, "pr", depth_threshold=99, X=complete)
+    _, deep = strategy_of(pooled_site, "pr", depth_threshold=99, X=complete)
     assert not deep.guesses(call.absent)  # every pr node discards above the threshold
 
 
-def test_the_kernel_tables_describe_each_node_and_feature(site):
-    call, mp = strategy_of(site, "mp")
+def test_the_kernel_tables_describe_each_node_and_feature(pooled_site):
+    call, mp = strategy_of(pooled_site, "mp")
     tables = mp.kernel_tables()
     cf = call.cf
     kind = np.where(cf.feature == C, 1, np.where(cf.feature == K, 2, 0))
@@ -166,7 +170,7 @@ def test_the_kernel_tables_describe_each_node_and_feature(site):
     assert tables["n_levels"].tolist() == [0, 0, 0, 3] and tables["cdf_start"][K] == 0
     assert tables["cdf"].shape == (call.n_rows, 3)
     assert np.allclose(tables["cdf"][:, -1], 1.0)
-    assert np.allclose(tables["inv_sigma"], 1 / site.sigma)
+    assert np.allclose(tables["inv_sigma"], 1 / pooled_site.sigma)
     assert tables["imputed"].dtype == np.float32 and tables["row_factor"].shape == (call.n_rows, 1)
     # a factor per numeric split (sigma known), none at leaves and categorical splits
     assert np.isnan(tables["node_factor"][(cf.feature < 0) | (cf.feature == K)]).all()

@@ -20,6 +20,11 @@ from fedforest.privacy.policy import PrivacyPolicy, ThresholdGrid
 from .privacy_data import LEVELS, fitted_site, hand_forest
 
 
+@pytest.fixture(scope="module")
+def site():
+    return fitted_site()
+
+
 def stumps(thresholds, feature_names=("x",), categories=None, features=None) -> PooledForest:
     """One stump per threshold (10 rows, 5 a side), on ``features`` (default: the first)."""
     n = len(thresholds)
@@ -102,8 +107,8 @@ def test_midpoints_of_consecutive_and_of_any_two_training_values():
     assert threshold_midpoint_share(forest, X, pairs="any") == 0.75
 
 
-def test_a_real_forest_discloses_midpoints_and_the_bounds_are_ordered():
-    X, y, _, forest = fitted_site()
+def test_a_real_forest_discloses_midpoints_and_the_bounds_are_ordered(site):
+    X, y, _, forest = site
     low = threshold_midpoint_share(forest, X)
     high = threshold_midpoint_share(forest, X, pairs="any")
     # scikit-learn places every threshold at a midpoint of two training values
@@ -153,8 +158,8 @@ def test_rare_levels_are_those_with_one_to_min_rows_minus_one_rows():
     assert disclosed_rare_levels(sent, frame, 1) == {}
 
 
-def test_the_fitted_sites_levels_are_checked_as_the_schema_sends_them():
-    X, _, _, _ = fitted_site()
+def test_the_fitted_sites_levels_are_checked_as_the_schema_sends_them(site):
+    X, _, _, _ = site
     frame = X.assign(cat=X["cat"].map(dict(enumerate(LEVELS))))
     counts = frame["cat"].value_counts()
     limit = int(counts.min()) + 1

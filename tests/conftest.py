@@ -132,11 +132,11 @@ def two_site_forest(table):
 # --------------------------------------------------------------------------- shared FLARE runs
 # Real simulator runs (15-40 s each) of the demo configs (flare_setup.write_configs' defaults),
 # read by tests in several modules of tests/flare/. Those tests carry one xdist_group
-# (flare_setup.DEMO_RUNS), so under pytest-xdist each run is still made once. flare_setup is
-# importable here because only tests in tests/flare/ (a folder pytest puts on sys.path) use
-# these fixtures.
+# (flare_setup.DEMO_RUNS), so under pytest-xdist each run is still made once. Every folder of
+# tests/ is a package named after it (tests/ itself, this file's folder, is on sys.path), so
+# the helpers of tests/flare/ are the module flare.flare_setup here.
 def _demo_run(tmp_path_factory, mode: str):
-    from flare_setup import Run, write_configs
+    from flare.flare_setup import Run, write_configs
 
     folder = tmp_path_factory.mktemp(f"demo_{mode}")
     return Run(folder, write_configs(folder, job={"mode": mode}))

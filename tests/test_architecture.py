@@ -309,3 +309,65 @@ def test_the_complexity_count():
         "    for x in [y for y in b if y]:\n        pass\n    return 3 if b else 4\n"
     )
     assert cyclomatic_complexity(ast.parse(source).body[0]) == 8
+
+
+# ----------------------------------------------------------------- tests mirror src/
+TESTS = Path(__file__).resolve().parent
+#: The files of a package that are no module of their own here: what a package's
+#: ``__init__.py`` gathers is tested with the modules it comes from (the command's
+#: ``fedforest.cli`` in tests/test_cli.py), and ``__main__.py`` only calls it.
+NOT_MIRRORED = ("__init__.py", "__main__.py")
+#: Modules whose mirrored test module is still to come (path under src/fedforest), with why.
+MIRROR_PENDING = {
+    # its mirror is added with its reorganisation (its tests are in tests/flare/ for now)
+    "flare/privacy_filter.py": "tests/flare/test_privacy_filter.py",
+}
+
+
+def mirrored_test(path: Path) -> Path:
+    """The test module of ``src/fedforest/a/b.py``: ``tests/a/test_b.py`` (``_b.py``:
+    ``test_b.py``; a top-level module's in ``tests/``)."""
+    rel = path.relative_to(PACKAGE)
+    return TESTS.joinpath(*rel.parts[:-1], f"test_{rel.stem.lstrip('_')}.py")
+
+
+def source_modules() -> list[Path]:
+    return [p for p in sorted(PACKAGE.rglob("*.py")) if p.name not in NOT_MIRRORED]
+
+
+def test_every_module_has_its_mirrored_test_module():
+    missing = [
+        f"{path.relative_to(SRC.parent)} -> {mirrored_test(path).relative_to(TESTS.parent)}"
+        for path in source_modules()
+        if path.relative_to(PACKAGE).as_posix() not in MIRROR_PENDING
+        and not mirrored_test(path).is_file()
+    ]
+    assert not missing, "modules without their test module (add it):\n" + "\n".join(missing)
+
+
+def test_the_pending_mirrors_are_still_pending():
+    modules = {p.relative_to(PACKAGE).as_posix(): p for p in source_modules()}
+    done = [
+        f"{name} (its module is gone)" if name not in modules else f"{name} (it has {test})"
+        for name, test in MIRROR_PENDING.items()
+        if name not in modules or mirrored_test(modules[name]).is_file()
+    ]
+    assert not done, "remove from MIRROR_PENDING: " + ", ".join(done)
+    for name, test in MIRROR_PENDING.items():
+        assert mirrored_test(modules[name]) == TESTS.parent / test
+
+
+def test_the_mirror_of_a_module():
+    assert mirrored_test(PACKAGE / "flare" / "_compat.py") == TESTS / "flare" / "test_compat.py"
+    assert mirrored_test(PACKAGE / "columns.py") == TESTS / "test_columns.py"
+    assert mirrored_test(PACKAGE / "cli" / "job.py") == TESTS / "cli" / "test_job.py"
+
+
+def test_every_folder_of_tests_is_a_package():
+    # test modules of one name in two folders (tests/cli/test_job.py, tests/flare/test_job.py)
+    # import as cli.test_job and flare.test_job: every folder holding tests is a package
+    folders = {p.parent for p in TESTS.rglob("test_*.py")} - {TESTS}
+    loose = sorted(
+        str(f.relative_to(TESTS.parent)) for f in folders if not (f / "__init__.py").is_file()
+    )
+    assert not loose, f"add an empty __init__.py to {loose}"

@@ -24,8 +24,7 @@ def test_no_command_prints_help(capsys):
 
 
 def test_elect_prints_votes_and_mask(tmp_path, capsys):
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "federation"))
-    from test_offline import site_tables
+    from federation.test_offline import site_tables
 
     paths = []
     for site, frame in site_tables(4, rows=200).items():
@@ -860,30 +859,8 @@ def test_every_help_shows_every_default(capsys):
     assert "(default: False)" not in out and "(default: None)" not in out
 
 
-def test_the_poc_workspace_is_under_the_project_and_make_poc_can_move_it():
-    from fedforest.cli import build_parser
-    from fedforest.cli.job import POC_WORKSPACE
-
-    args = build_parser().parse_args(["job", "poc"])
-    assert args.workspace == POC_WORKSPACE == "workspaces/poc-env"
-    makefile = (ROOT / "Makefile").read_text()
-    assert f"POC_WORKSPACE ?= {POC_WORKSPACE}" in makefile
-    assert "/tmp" not in makefile.split("\npoc:")[1].split("\n\n")[0]
-    for extra, folder in (([], POC_WORKSPACE), (["POC_WORKSPACE=/data/poc env"], "/data/poc env")):
-        done = subprocess.run(
-            ["make", "-n", "-o", ".venv/.installed", "-o", "demo-data", "poc", *extra],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
-        assert done.returncode == 0, done.stderr
-        (line,) = [x for x in done.stdout.splitlines() if "fedforest job poc" in x]
-        assert f"--workspace {folder} --out workspaces/poc" in line
-
-
 def test_elect_shows_its_progress_lines_unless_quiet(tmp_path, capsys):
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "federation"))
-    from test_offline import site_tables
+    from federation.test_offline import site_tables
 
     paths = []
     for site, frame in site_tables(3, rows=120).items():

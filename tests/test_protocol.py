@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 
 import pytest
 
+from federation.test_site import make_job, run_job
 from fedforest import PayloadError, protocol
 from fedforest.election.ballot import SiteVote
 from fedforest.federation.agreement import payload_digest
@@ -27,12 +26,8 @@ from fedforest.model.forest import PooledForest
 from fedforest.model.imputers import ImputerSet
 from fedforest.model.model_files import load_model, load_payload, read_model
 from fedforest.privacy.policy import job_default_policy
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "federation"))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "model"))
-from same import assert_same_arrays, assert_same_predictions  # noqa: E402
-from test_site import make_job, run_job  # noqa: E402
-from v1_payloads import MODEL_V1, forest_fields, v1_payload  # noqa: E402
+from model.same import assert_same_arrays, assert_same_predictions
+from model.v1_payloads import MODEL_V1, forest_fields, v1_payload
 
 
 @pytest.fixture(scope="module")

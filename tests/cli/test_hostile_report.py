@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 import warnings
 from pathlib import Path
 
@@ -31,8 +30,7 @@ FILES = {
 
 
 def _swarm() -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "federation"))
-    from test_job_results import SWARM_UNVERSIONED, versioned
+    from federation.test_job_results import SWARM_UNVERSIONED, versioned
 
     return versioned(SWARM_UNVERSIONED)
 

@@ -11,21 +11,16 @@ with no option, must give those very numbers for those rows, bit for bit.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
+from federation.test_site import make_job
 from fedforest.cli import main
 from fedforest.federation.driver import InProcessExchange, JobDriver
 from fedforest.federation.server import JobServer
 from fedforest.model.model_files import load_model, load_payload, save_payload
 from fedforest.prediction.classifier import PooledForestClassifier
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "federation"))
-from test_site import make_job  # noqa: E402
 
 SITE = "site-2"
 

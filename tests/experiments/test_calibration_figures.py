@@ -7,7 +7,6 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
-from report_frames import assert_png, make_calibration
 
 from fedforest.experiments.calibration_figures import (
     check_bins,
@@ -17,6 +16,8 @@ from fedforest.experiments.calibration_figures import (
     read_calibration,
 )
 from fedforest.metrics import calibration_bins
+
+from .report_frames import assert_png, make_calibration
 
 
 def random_bins(seed: int, rows: int = 200, classes=(0, 1)) -> dict:

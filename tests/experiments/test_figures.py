@@ -6,13 +6,14 @@ import logging
 
 import pandas as pd
 import pytest
-from report_frames import assert_png, make_tidy
 
 from fedforest.experiments.figures import (
     plot_critical_difference,
     plot_gain_heatmap,
     plot_metric_vs_jaccard,
 )
+
+from .report_frames import assert_png, make_tidy
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,11 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from report_frames import assert_png, make_calibration, make_tidy
 
 from fedforest.experiments.markdown import write_report
 from fedforest.experiments.statistics import summary_table
+
+from .report_frames import assert_png, make_calibration, make_tidy
 
 
 @pytest.fixture(scope="module")

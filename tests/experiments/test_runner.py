@@ -264,36 +264,6 @@ def test_the_paper_protocol_applies_no_privacy_policy(wine):
     assert forest.n_node_samples[leaves].min() == 1
 
 
-@pytest.mark.parametrize(
-    "change, message",
-    [
-        (dict(methods=["mp", "wmp", "bogus"]), r"methods \['bogus'\] are not among"),
-        (dict(methods=["mp", "wmp", "mp", "wmp"]), r"methods \['mp', 'wmp'\] are given twice"),
-        (dict(validation_fraction=0), "validation_fraction=0 must be a number in"),
-        (dict(validation_fraction=0.7), "validation_fraction=0.7 must be a number in"),
-        (dict(validation_fraction=True), "validation_fraction=True must be a number in"),
-        (dict(validation_fraction="x"), "validation_fraction='x' must be a number in"),
-    ],
-)
-def test_bad_methods_and_validation_fractions(change, message):
-    plan = ExperimentPlan(datasets=["wine"], reps=1, methods=["mp", "wmp", "auto"])
-    plan.validate()  # every experiment method and the default fraction are fine
-    for key, value in change.items():
-        setattr(plan, key, value)
-    with pytest.raises(ValueError, match=message):
-        plan.validate()
-
-
-def test_every_experiment_method_and_the_largest_validation_fraction_are_accepted():
-    from fedforest.experiments.runner import ALL_METHODS
-    from fedforest.vocabulary import EXPERIMENT_METHODS
-
-    assert ALL_METHODS == EXPERIMENT_METHODS
-    ExperimentPlan(
-        datasets=["wine"], methods=list(ALL_METHODS), validation_fraction=0.65
-    ).validate()
-
-
 def test_bundled_datasets():
     from fedforest.experiments.bundled import BUNDLED
 

@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from report_frames import BASE, REP_OFFSET, SITE_OFFSET, expected, make_tidy
 
 from fedforest.experiments.markdown import write_report
 from fedforest.experiments.statistics import (
@@ -22,6 +21,8 @@ from fedforest.experiments.statistics import (
     summary_table,
     summary_tables,
 )
+
+from .report_frames import BASE, REP_OFFSET, SITE_OFFSET, expected, make_tidy
 
 
 @pytest.fixture(scope="module")

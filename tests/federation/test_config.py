@@ -849,27 +849,6 @@ def test_codings_are_left_alone_for_a_regression_job_and_a_data_file_not_here(tm
     check_job_against_sites(coded_job(sites, job__task="regression"), sites)
 
 
-def test_yaml_files_the_job_does_not_read_are_named_with_the_reason(tmp_path):
-    from fedforest.federation.config_folder import unlisted_yaml_files
-
-    folder = tmp_path / "site_configs"
-    for name in ("job.yaml", "site-1.yaml", "site-2.yaml", "site-4.yaml", "site-3.yml"):
-        write_yaml(folder / name, {"site": name.split(".")[0]})
-    (folder / "regression").mkdir()  # a folder of another job: not a file of this one
-    write_yaml(folder / "regression" / "site-9.yaml", {})
-    found = {path.name: why for path, why in unlisted_yaml_files(folder, ["site-1", "site-2"])}
-    assert sorted(found) == ["site-3.yml", "site-4.yaml"]
-    assert found["site-4.yaml"] == (
-        f"key 'job.sites' in {folder / 'job.yaml'} lists site-1, site-2, not 'site-4'; add "
-        "'site-4' to job.sites to make it a site of the job"
-    )
-    assert found["site-3.yml"] == (
-        "only <site>.yaml files are read; rename it to site-3.yaml and list 'site-3' in "
-        "job.sites to make it a site of the job"
-    )
-    assert unlisted_yaml_files(folder, ["site-1", "site-2", "site-4"])[0][0].name == "site-3.yml"
-
-
 # --------------------------------------------------------------------------- job.tracking
 def test_tracking_defaults_to_none_and_accepts_every_kind():
     from fedforest.vocabulary import TRACKING

@@ -4,10 +4,11 @@ read as what they are, separators and decimal commas named."""
 from __future__ import annotations
 
 import pytest
-from test_tables import HEADER, assert_data_error, site_config, table_rows
 
 from fedforest.errors import ConfigError
 from fedforest.federation.tables import read_table
+
+from .test_tables import HEADER, assert_data_error, site_config, table_rows
 
 
 def write(path, lines, newline="\n", encoding="utf-8", bom=False):

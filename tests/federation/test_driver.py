@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_site import SITES, make_job, run_job
 
 from fedforest import protocol
 from fedforest.federation.agreement import payload_digest
@@ -28,6 +27,8 @@ from fedforest.federation.driver import (
 from fedforest.federation.job_results import RESULTS_FORMAT, RESULTS_VERSION
 from fedforest.federation.server import JobServer
 from fedforest.federation.site import SiteRunner
+
+from .test_site import SITES, make_job, run_job
 
 
 # --------------------------------------------------------------------------- helpers

@@ -117,7 +117,8 @@ def test_errors_name_the_field():
 
 def test_the_offline_election_equals_the_jobs_election(tmp_path):
     import yaml
-    from test_site import make_job, run_job
+
+    from .test_site import make_job, run_job
 
     config, runners = make_job(tmp_path, rows=200, n_estimators=5)
     job = run_job(config, runners, tmp_path / "run")
@@ -163,11 +164,11 @@ def test_the_election_table_keeps_long_site_names_whole():
 
 
 def test_the_job_of_a_config_folder_runs_in_process(tmp_path):
-    from test_site import make_job
-
     from fedforest import protocol
     from fedforest.federation.driver import InProcessExchange
     from fedforest.federation.offline import in_process_job, run_job
+
+    from .test_site import make_job
 
     config, _ = make_job(
         tmp_path, rows=120, n_estimators=4, election={"auto_tune": False}, evaluation={}

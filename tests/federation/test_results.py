@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from test_job_results import CURRENT_ROW, SERVER_UNVERSIONED, SWARM_UNVERSIONED, versioned
-
 from fedforest.federation.job_results import JobResults
 from fedforest.federation.results import (
     render_report,
@@ -14,6 +12,8 @@ from fedforest.federation.results import (
     write_brief_results,
     write_results_files,
 )
+
+from .test_job_results import CURRENT_ROW, SERVER_UNVERSIONED, SWARM_UNVERSIONED, versioned
 
 LONG = ["hungarian", "switzerland", "university-hospital-of-long-name"]
 

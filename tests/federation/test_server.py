@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from test_site import SHARED, SITES, assert_plain, make_job, run_job
 
 from fedforest.errors import PayloadError
 from fedforest.federation.config import JobConfig
@@ -19,6 +18,8 @@ from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
 from fedforest.privacy.policy import job_default_policy
 from fedforest.vocabulary import JOB_STRATEGIES, STRATEGY_NAMES
+
+from .test_site import SHARED, SITES, assert_plain, make_job, run_job
 
 ALL_FEATURES = [
     "activity",

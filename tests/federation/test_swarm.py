@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from test_site import SITES, make_job
 
 from fedforest import protocol
 from fedforest.errors import PayloadError
@@ -38,6 +37,8 @@ from fedforest.federation.swarm import (
     summarize_swarm,
     swarm_message,
 )
+
+from .test_site import SITES, make_job
 
 #: Longest a whole swarm run may take before the test fails (it takes about 2 s).
 JOIN_SECONDS = 120.0

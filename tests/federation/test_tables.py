@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_config import assert_precise, site_dict, write_csv
 
 from fedforest.errors import ConfigError
 from fedforest.federation.config import SiteConfig
 from fedforest.federation.tables import check_data, read_table
+
+from .test_config import assert_precise, site_dict, write_csv
 
 
 # --------------------------------------------------------------------------- site: check_data

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from test_site import assert_payload_equal
 
 from fedforest.errors import PayloadError
 from fedforest.federation.training import SiteModels, fit_site_models, pool_site_models
 from fedforest.model.model_files import model_bundle, read_model
 from fedforest.privacy.audit import check_forest
 from fedforest.privacy.policy import PrivacyPolicy
+
+from .test_site import assert_payload_equal
 
 LEVELS = ["a", "b", "c"]
 CATEGORIES = {"ward": LEVELS}

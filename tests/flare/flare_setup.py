@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from swarm_inspector import Inspector, read_records
 
 from data_prep.make_demo_data import make_demo_data
 from fedforest.flare.environments import simulate
 from fedforest.flare.recipe import FedForestRecipe
+
+from .swarm_inspector import Inspector, read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 

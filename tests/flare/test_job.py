@@ -9,7 +9,6 @@ import os
 import pandas as pd
 import pytest
 import yaml
-from flare_setup import UNCALIBRATED, write_configs
 
 from fedforest.cli import main
 from fedforest.errors import ConfigError
@@ -17,6 +16,8 @@ from fedforest.federation.tables import check_data
 from fedforest.flare.environments import simulate
 from fedforest.flare.job import build_job, load_configs
 from fedforest.flare.recipe import FedForestRecipe
+
+from .flare_setup import UNCALIBRATED, write_configs
 
 SITES = ["site-1", "site-2", "site-3"]
 

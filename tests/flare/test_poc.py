@@ -13,12 +13,13 @@ import json
 
 import numpy as np
 import pytest
-from flare_setup import DEMO_RUNS, terminal, write_configs
 
 from fedforest.flare.environments import PocDeployment
 from fedforest.flare.recipe import FedForestRecipe
 from fedforest.model.model_files import load_model
 from fedforest.vocabulary import JOB_STRATEGIES
+
+from .flare_setup import DEMO_RUNS, terminal, write_configs
 
 pytestmark = [pytest.mark.flare, pytest.mark.xdist_group(DEMO_RUNS)]
 SITES = ["site-1", "site-2", "site-3"]

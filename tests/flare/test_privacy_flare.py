@@ -23,11 +23,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from flare_setup import UNCALIBRATED, write_configs
 from nvflare.apis.fl_constant import FilterKey, FLContextKey, ReservedKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
-from privacy_capture import CAPTURED, CaptureResults, SimulatorScope
 
 from fedforest import protocol
 from fedforest.election.ballot import SiteVote
@@ -44,6 +42,9 @@ from fedforest.model.model_files import load_payload
 from fedforest.privacy.audit import check_forest, disclosed_rare_levels
 from fedforest.privacy.levels import OTHER_LEVEL
 from fedforest.privacy.policy import PrivacyPolicy, ThresholdGrid
+
+from .flare_setup import UNCALIBRATED, write_configs
+from .privacy_capture import CAPTURED, CaptureResults, SimulatorScope
 
 SITES = ["site-1", "site-2", "site-3"]
 K = 20

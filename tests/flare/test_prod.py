@@ -8,11 +8,11 @@ import sys
 
 import psutil
 import pytest
-from flare_setup import DEMO_RUNS, ROOT, write_configs
 
-from fedforest.flare.environments import check_admin_kit
 from fedforest.flare.recipe import FedForestRecipe
 from fedforest.vocabulary import JOB_STRATEGIES
+
+from .flare_setup import DEMO_RUNS, ROOT, write_configs
 
 sys.path.insert(0, str(ROOT / "deploy"))
 
@@ -87,19 +87,6 @@ def test_prod_local_refuses_a_folder_it_did_not_make(tmp_path, capsys):
     assert "refusing to write into" in capsys.readouterr().err
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
     assert processes_using(mine) == []
-
-
-def test_the_admin_is_read_from_the_startup_kit(tmp_path):
-    (tmp_path / "startup").mkdir()
-    (tmp_path / "startup" / "fed_admin.json").write_text(
-        json.dumps({"admin": {"username": "lead@hospital.example"}})
-    )
-    assert check_admin_kit(tmp_path) == "lead@hospital.example"
-    assert check_admin_kit(tmp_path, "lead@hospital.example") == "lead@hospital.example"
-    with pytest.raises(ValueError, match="pass --username lead@hospital.example"):
-        check_admin_kit(tmp_path, "admin@nvidia.com")
-    with pytest.raises(ValueError, match="no startup/fed_admin.json"):
-        check_admin_kit(tmp_path / "startup")
 
 
 def test_without_custom_code_each_participant_allow_lists_the_fedforest_class_it_runs(tmp_path):

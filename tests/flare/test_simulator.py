@@ -7,14 +7,6 @@ import math
 import re
 
 import pytest
-from faulty_executors import (
-    ATTACKS,
-    FailingTrainExecutor,
-    HostileExecutor,
-    MalformedTreeExecutor,
-    SlowExecutor,
-)
-from flare_setup import DEMO_RUNS, UNCALIBRATED, write_configs
 
 from fedforest import protocol
 from fedforest.flare.environments import simulate
@@ -22,6 +14,15 @@ from fedforest.flare.recipe import FedForestRecipe
 from fedforest.model.model_files import load_model
 from fedforest.prediction.weighting import GUESS_WEIGHTS
 from fedforest.vocabulary import JOB_STRATEGIES
+
+from .faulty_executors import (
+    ATTACKS,
+    FailingTrainExecutor,
+    HostileExecutor,
+    MalformedTreeExecutor,
+    SlowExecutor,
+)
+from .flare_setup import DEMO_RUNS, UNCALIBRATED, write_configs
 
 pytestmark = pytest.mark.flare
 SITES = ["site-1", "site-2", "site-3"]

@@ -16,10 +16,11 @@ import json
 
 import pytest
 import yaml
-from faulty_executors import FailingTrainSwarmExecutor
-from flare_setup import DEMO_RUNS, UNCALIBRATED, Run, write_configs
 
 from fedforest import protocol
+
+from .faulty_executors import FailingTrainSwarmExecutor
+from .flare_setup import DEMO_RUNS, UNCALIBRATED, Run, write_configs
 
 pytestmark = pytest.mark.flare
 SITES = ["site-1", "site-2", "site-3"]

@@ -11,24 +11,18 @@ POC test (``test_poc.py``) runs the same with FLARE applying the scope.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from nvflare.apis.fl_constant import FilterKey, FLContextKey, ReservedKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "federation"))
-from test_site import make_job  # noqa: E402
-from test_swarm import build_swarm, load_runners, run_swarm  # noqa: E402
-
-from fedforest import protocol  # noqa: E402
-from fedforest.flare import _compat  # noqa: E402
-from fedforest.flare.privacy_filter import REFUSED, PrivacyPolicyFilter  # noqa: E402
-from fedforest.flare.swarm import ScopeFilteredTasks, scope_policy_filters  # noqa: E402
-from fedforest.model.model_files import load_model  # noqa: E402
+from federation.test_site import make_job
+from federation.test_swarm import build_swarm, load_runners, run_swarm
+from fedforest import protocol
+from fedforest.flare.privacy_filter import REFUSED, PrivacyPolicyFilter
+from fedforest.flare.swarm import ScopeFilteredTasks
+from fedforest.model.model_files import load_model
 
 K = 25
 
@@ -88,17 +82,6 @@ def test_a_payload_the_scope_refuses_never_leaves_and_the_others_name_why(demo, 
         assert statuses[site]["state"] == "finished"
         assert statuses[site]["participants"] == ["site-2", "site-3"]
         assert statuses[site]["dropped"] == {"site-1": f"train: it failed: {failed['error']}"}
-
-
-def test_the_scope_filters_are_found_in_the_jobs_scope():
-    ours = PrivacyPolicyFilter(min_leaf_rows=K)
-    scope = _compat.new_scope()
-    scope.add_task_result_filter(ours, FilterKey.OUT)
-    scope.add_task_result_filter(PrivacyPolicyFilter(min_leaf_rows=3), FilterKey.IN)
-    fl_ctx = FLContext()
-    assert scope_policy_filters(fl_ctx) == []  # no scope (the simulator)
-    fl_ctx.set_prop(FLContextKey.SCOPE_OBJECT, scope, private=True, sticky=False)
-    assert scope_policy_filters(fl_ctx) == [ours]  # what leaves the site only
 
 
 # ------------------------------------------------------- replies FLARE filters

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from flare_setup import UNCALIBRATED, write_configs
 
 from fedforest.errors import ConfigError
 from fedforest.flare import tracking
@@ -22,6 +21,8 @@ from fedforest.flare.job import build_job
 from fedforest.flare.recipe import FedForestRecipe
 from fedforest.flare.tracking import Record, election_records, site_metric_records
 from fedforest.vocabulary import METRICS
+
+from .flare_setup import UNCALIBRATED, write_configs
 
 SITES = ["site-1", "site-2", "site-3"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_tree_forest
 
+from conftest import make_tree_forest
 from fedforest.model.forest import NODE_FIELDS, PooledForest
 from fedforest.model.forest_edit import KEEP, LEAF, TO_LEFT, TO_RIGHT
 

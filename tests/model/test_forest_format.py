@@ -12,8 +12,6 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from hostile import parts
-from same import assert_same_arrays, assert_same_predictions
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 
 from fedforest import STRATEGIES, PayloadError, PooledForest, fit_imputers, fit_surrogates
@@ -22,6 +20,9 @@ from fedforest.model import forest_format as ff
 from fedforest.model.payload_checks import MAX_NODES
 from fedforest.privacy.dp_forest import fit_dp_forest
 from fedforest.privacy.transforms import add_count_noise, enforce_min_leaf_rows
+
+from .hostile import parts
+from .same import assert_same_arrays, assert_same_predictions
 
 
 # ------------------------------------------------------------------ structure
@@ -214,7 +215,7 @@ def test_a_pooled_forest_takes_at_most_16_bytes_per_node():
     payload = forest.to_payload()
     per_node = payload_bytes(payload) / forest.n_nodes
     assert per_node <= 16, per_node
-    from v1_payloads import v1_payload
+    from .v1_payloads import v1_payload
 
     assert payload_bytes(v1_payload(forest)) / forest.n_nodes > 4 * per_node
 

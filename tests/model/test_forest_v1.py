@@ -11,12 +11,13 @@ import re
 
 import numpy as np
 import pytest
-from same import assert_same_arrays, assert_same_predictions
-from v1_payloads import MODEL_V1, forest_fields, v1_payload
 
 from fedforest import PayloadError, PooledForest, protocol
 from fedforest.model import forest_format, forest_v1
 from fedforest.model.model_files import load_model, load_payload, read_model, save_payload
+
+from .same import assert_same_arrays, assert_same_predictions
+from .v1_payloads import MODEL_V1, forest_fields, v1_payload
 
 SENDER = "site-3"
 

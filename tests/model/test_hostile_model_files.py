@@ -18,7 +18,6 @@ import zipfile
 
 import numpy as np
 import pytest
-from hostile import bundle, parts
 
 from fedforest import PayloadError, PooledForestClassifier
 from fedforest.model.calibrator import MAX_PRIOR_RATIO, MAX_SIGMOID_PARAMETER
@@ -26,6 +25,8 @@ from fedforest.model.inputs import FLOAT32_MAX
 from fedforest.model.model_files import load_model, save_payload
 from fedforest.model.site_inputs import SiteInputs
 from fedforest.prediction.calibration import fit_calibration, training_prior
+
+from .hostile import bundle, parts
 
 STRATEGIES = ("mp", "ipr", "mi", "fpv", "wmp", "park")
 #: How a refusal says what is allowed instead.

@@ -8,7 +8,6 @@ import warnings
 
 import numpy as np
 import pytest
-from test_model_files import bundle_of, parts  # noqa: F401 - the fixture of real pooled parts
 
 from fedforest import PayloadError
 from fedforest.federation.config import NAME, RESERVED_NAMES
@@ -16,6 +15,8 @@ from fedforest.model.calibrator import MAX_PRIOR_RATIO, MAX_SIGMOID_PARAMETER, C
 from fedforest.model.model_files import load_model, load_payload, save_payload
 from fedforest.prediction.calibration import fit_calibration, training_prior
 from fedforest.vocabulary import RESERVED_SITE_NAMES, SITE_NAME
+
+from .test_model_files import bundle_of, parts  # noqa: F401 - the fixture of real pooled parts
 
 
 def saved(tmp_path, bundle) -> object:

@@ -22,7 +22,12 @@ import warnings
 
 import numpy as np
 import pytest
-from hostile import (
+
+from fedforest import STRATEGIES, ImputerSet, PayloadError, PooledForest, PooledForestClassifier
+from fedforest.election.ballot import SiteVote
+from fedforest.model.model_files import load_model, read_model, save_payload
+
+from .hostile import (
     FEATURES,
     Mutator,
     assert_valid_predictions,
@@ -35,10 +40,6 @@ from hostile import (
     vote_payload,
     write_zip,
 )
-
-from fedforest import STRATEGIES, ImputerSet, PayloadError, PooledForest, PooledForestClassifier
-from fedforest.election.ballot import SiteVote
-from fedforest.model.model_files import load_model, read_model, save_payload
 
 SENDER = "site-3"
 N_MUTATIONS = 300

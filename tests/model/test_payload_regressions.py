@@ -19,18 +19,6 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 import pytest
-from hostile import (
-    append_raw_entry,
-    assert_valid_predictions,
-    bundle,
-    deflate_bomb,
-    forest_payload,
-    imputers_payload,
-    npz_entries,
-    parts,
-    set_declared_size,
-    write_zip,
-)
 
 from fedforest import ImputerSet, PayloadError, PooledForest, PooledForestClassifier
 from fedforest.model import forest_format
@@ -49,6 +37,19 @@ from fedforest.prediction.strategies import Strategy
 from fedforest.rules import get as get_rule
 from fedforest.validation import PayloadReader
 from fedforest.vocabulary import STRATEGIES
+
+from .hostile import (
+    append_raw_entry,
+    assert_valid_predictions,
+    bundle,
+    deflate_bomb,
+    forest_payload,
+    imputers_payload,
+    npz_entries,
+    parts,
+    set_declared_size,
+    write_zip,
+)
 
 SENDER = "site-3"
 #: Fields of a pooled-forest payload (version 2).

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_tree_forest
 from scipy.special import expit
 from sklearn.ensemble import RandomForestClassifier
 
+from conftest import make_tree_forest
 from fedforest import Imputer, ImputerSet, PooledForest, PooledForestClassifier
 from fedforest.prediction import pipeline as classifier_module
 from fedforest.vocabulary import STRATEGIES

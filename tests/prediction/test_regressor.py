@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_tree_forest
 from sklearn.base import clone
 from sklearn.ensemble import RandomForestRegressor
 
+from conftest import make_tree_forest
 from fedforest import (
     Imputer,
     ImputerSet,

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from privacy_data import (
+
+from fedforest.prediction.classifier import PooledForestClassifier
+from fedforest.privacy.dp_forest import fit_dp_forest
+from fedforest.privacy.policy import PrivacyPolicy, dp_budget
+from fedforest.privacy.transforms import prepare_forest, recount
+
+from .privacy_data import (
     LEVELS,
     NAMES,
     NUMERIC,
@@ -14,11 +20,6 @@ from privacy_data import (
     make_data,
     round_trip,
 )
-
-from fedforest.prediction.classifier import PooledForestClassifier
-from fedforest.privacy.dp_forest import fit_dp_forest
-from fedforest.privacy.policy import PrivacyPolicy, dp_budget
-from fedforest.privacy.transforms import prepare_forest, recount
 
 
 # ---------------------------------------------------------------- DP mode

@@ -5,20 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from privacy_data import (
-    GRID,
-    LEVELS,
-    RANGES,
-    TARGET_RANGE,
-    assert_consistent,
-    assert_predicts_numbers,
-    fit_regressor,
-    hand_regression_forest,
-    make_regression_data,
-    node_rows,
-    regression_site,
-    round_trip,
-)
 
 from fedforest.errors import ConfigError
 from fedforest.federation.training import fit_site_models
@@ -33,6 +19,21 @@ from fedforest.privacy.transforms import (
     prepare_forest,
     recount,
     snap_thresholds,
+)
+
+from .privacy_data import (
+    GRID,
+    LEVELS,
+    RANGES,
+    TARGET_RANGE,
+    assert_consistent,
+    assert_predicts_numbers,
+    fit_regressor,
+    hand_regression_forest,
+    make_regression_data,
+    node_rows,
+    regression_site,
+    round_trip,
 )
 
 STRUCTURE = ("tree_start", "children_left", "children_right", "feature", "threshold")

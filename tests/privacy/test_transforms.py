@@ -4,19 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from privacy_data import (
-    GRID,
-    LEVELS,
-    NAMES,
-    assert_consistent,
-    assert_predicts,
-    fit_forest,
-    fitted_site,
-    hand_forest,
-    make_data,
-    payload_equal,
-    round_trip,
-)
 from sklearn.ensemble import RandomForestClassifier
 
 from fedforest.model.forest import PooledForest
@@ -30,6 +17,20 @@ from fedforest.privacy.transforms import (
     prepare_forest,
     recount,
     snap_thresholds,
+)
+
+from .privacy_data import (
+    GRID,
+    LEVELS,
+    NAMES,
+    assert_consistent,
+    assert_predicts,
+    fit_forest,
+    fitted_site,
+    hand_forest,
+    make_data,
+    payload_equal,
+    round_trip,
 )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from conftest import make_tree_forest
 
+from conftest import make_tree_forest
 from fedforest import Imputer, ImputerSet, PooledForestClassifier
 
 NAMES = ["a", "b", "c"]

@@ -1,11 +1,17 @@
-"""``fedforest job``: build, simulate and the results it prints (without running FLARE)."""
+"""``fedforest job`` (cli/job.py): its subcommands, their refusals and the results they print,
+without running FLARE (the runs are in tests/flare/)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
-from fedforest.cli import main
+import pytest
+
+from fedforest.cli import build_parser, main
+from fedforest.cli.job import POC_WORKSPACE, format_results
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,3 +127,105 @@ def test_a_failed_job_prints_only_the_paths_it_wrote(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"report: {run_dir / 'report.md'}" in out and str(model) in out
     assert "FLARE's output" not in out
+
+
+def test_the_poc_workspace_is_under_the_project_and_make_poc_can_move_it():
+    args = build_parser().parse_args(["job", "poc"])
+    assert args.workspace == POC_WORKSPACE == "workspaces/poc-env"
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"POC_WORKSPACE ?= {POC_WORKSPACE}" in makefile
+    assert "/tmp" not in makefile.split("\npoc:")[1].split("\n\n")[0]
+    for extra, folder in (([], POC_WORKSPACE), (["POC_WORKSPACE=/data/poc env"], "/data/poc env")):
+        done = subprocess.run(
+            ["make", "-n", "-o", ".venv/.installed", "-o", "demo-data", "poc", *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        (line,) = [x for x in done.stdout.splitlines() if "fedforest job poc" in x]
+        assert f"--workspace {folder} --out workspaces/poc" in line
+
+
+def test_the_subcommands_and_their_defaults():
+    parser = build_parser()
+    build = parser.parse_args(["job", "build"])
+    assert (build.config, build.out, build.no_custom, build.skip_data_checks) == (
+        "site_configs",
+        "jobs",
+        False,
+        False,
+    )
+    simulate = parser.parse_args(["job", "simulate", "jobs/fedforest-demo"])
+    assert simulate.job == "jobs/fedforest-demo" and simulate.workspace == "workspaces/simulator"
+    prod = parser.parse_args(["job", "prod", "--startup-kit", "kit", "--timeout", "60"])
+    assert prod.timeout == 60.0 and prod.out == "workspaces/prod" and prod.job is None
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["job", "poc", "--timeout", "0"], "--timeout: '0' is out of range; allowed: a number > 0"),
+        (["job", "prod", "--timeout", "1e999"], "--timeout: '1e999' is not a finite number"),
+        (["job", "prod"], "the following arguments are required: --startup-kit"),
+    ],
+)
+def test_a_bad_option_is_a_usage_error_naming_it(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_job_inside_a_folder_the_command_clears_is_refused_before_anything(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    job = fake_job(ws / "jobs" / "j")
+    before = snapshot(tmp_path)
+    assert main(["job", "simulate", str(job), "--workspace", str(ws)]) == 1
+    assert f"the job {job} is inside the workspace {ws}, which the simulator clears" in (
+        capsys.readouterr().err
+    )
+    argv = ["job", "poc", str(job), "--workspace", str(tmp_path / "poc"), "--out", str(ws)]
+    assert main(argv) == 1
+    assert f"the job {job} is inside {ws}, which this command clears" in capsys.readouterr().err
+    argv = ["job", "prod", str(job), "--startup-kit", str(tmp_path), "--out", str(ws)]
+    assert main(argv) == 1
+    assert f"the job {job} is inside {ws}, which this command clears" in capsys.readouterr().err
+    assert snapshot(tmp_path) == before
+
+
+def test_prod_names_a_folder_that_is_no_admins_startup_kit(tmp_path, capsys):
+    configs = demo_configs(tmp_path)
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    argv = ["job", "prod", "--config", str(configs), "--startup-kit", str(kit)]
+    argv += ["--out", str(tmp_path / "out")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"startup kit {kit} has no startup/fed_admin.json" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_build_without_custom_code_says_what_each_site_needs(tmp_path, capsys):
+    configs = demo_configs(tmp_path)
+    out = tmp_path / "jobs"
+    assert main(["job", "build", "--config", str(configs), "--out", str(out), "--no-custom"]) == 0
+    printed = capsys.readouterr().out
+    assert f"job written to {out / 'fedforest-demo'}" in printed
+    assert "no code in custom/: every site needs fedforest installed" in printed
+    assert not list((out / "fedforest-demo").rglob("custom/fedforest"))
+
+
+def test_the_results_table_of_a_finished_job(tmp_path, capsys):
+    results = json.loads((ROOT / "tests" / "cli" / "data" / "demo_results.json").read_text())
+    table = format_results(results)
+    for site in results["metrics"]:
+        assert site in table
+    assert all(strategy in table for strategy in results["strategies"])
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    from fedforest.cli.job import _show_results
+
+    assert results["status"] == "finished" and _show_results(path, None) == 0
+    out = capsys.readouterr().out
+    assert table in out and f"results: {path}" in out and "FLARE's output" not in out

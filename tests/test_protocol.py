@@ -13,6 +13,7 @@ from fedforest.election.ballot import SiteVote
 from fedforest.federation.agreement import payload_digest
 from fedforest.federation.config import JobConfig
 from fedforest.federation.evaluation import read_site_metrics
+from fedforest.federation.messages import read_swarm_status
 from fedforest.federation.schema import GlobalSchema, SiteSchema
 from fedforest.federation.server import JobServer
 from fedforest.federation.swarm import (
@@ -20,7 +21,6 @@ from fedforest.federation.swarm import (
     Mailbox,
     SwarmSite,
     job_digest,
-    read_swarm_status,
     swarm_message,
 )
 from fedforest.model.forest import PooledForest

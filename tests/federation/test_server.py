@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 
@@ -14,7 +15,7 @@ from test_site import SHARED, SITES, assert_plain, make_job, run_job
 from fedforest import protocol
 from fedforest.federation.config import JobConfig
 from fedforest.federation.job_results import RESULTS_FORMAT, RESULTS_VERSION
-from fedforest.federation.messages import MaskScore, read_message
+from fedforest.federation.messages import MESSAGES, MaskScore, read_message
 from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
@@ -476,7 +477,7 @@ def test_training_below_min_sites(job):
         server.pool(payloads, want_intersection=True)
     msg = str(info.value)
     assert "phase train: only 1 site(s) left (site-3), fewer than min_sites=2" in msg
-    assert "site-1 (train: payload from 'site-1' refused: field 'leaf_bits'" in msg
+    assert "site-1 (train: payload from 'site-1' refused: forest: field 'leaf_bits'" in msg
     assert "site-2 (train: payload from 'site-2' refused: its trees claim owners" in msg
 
 
@@ -594,16 +595,15 @@ def test_pooling_does_not_depend_on_the_order_replies_arrive(job):
 # --------------------------------------------------------------------------- any failure: one site
 def test_an_unexpected_error_with_one_payload_drops_only_that_site(job, monkeypatch):
     """A payload that passes validation yet breaks the code using it costs only its sender."""
-    from fedforest.federation import server as server_module
-
-    real = server_module.SiteSchema.from_payload
+    schema = MESSAGES[protocol.SITE_SCHEMA]
 
     def breaks_on_site_2(payload, sender=None):
         if sender == "site-2":
             raise TypeError("unsupported operand")
-        return real(payload, sender=sender)
+        return schema.reader(payload, sender)
 
-    monkeypatch.setattr(server_module.SiteSchema, "from_payload", breaks_on_site_2)
+    broken = dataclasses.replace(schema, reader=breaks_on_site_2)
+    monkeypatch.setitem(MESSAGES, protocol.SITE_SCHEMA, broken)
     server = JobServer(copy.deepcopy(job.config))
     server.build_schema(copy.deepcopy(job.describe))
     assert list(server.dropped) == ["site-2"]

@@ -28,7 +28,7 @@ starts (:meth:`SiteRunner.load`), and returned in the metrics reply
   ``share`` switches, DP trees);
 * DP mode, election: the vote uses the ``none`` selector (every column kept,
   equal scores, so no data-dependent selection leaves the site) and every
-  mask score is the constant :data:`~fedforest.privacy.outgoing.DP_MASK_SCORE` with the site's validation
+  mask score is the constant :data:`DP_MASK_SCORE` with the site's validation
   row count (public: it follows from the schema's row count and the split
   fractions). A constant adds the same term to the server's weighted mean of
   every mask, so it never changes which mask scores better; it only scales
@@ -380,8 +380,7 @@ class SiteRunner:
     def score_mask(self, features: Sequence[str], metric: str) -> dict:
         """Phase 2 (tuning): score a proposed mask on the validation rows.
 
-        In DP mode the score is the constant
-        :data:`~fedforest.privacy.outgoing.DP_MASK_SCORE` (see the
+        In DP mode the score is the constant :data:`DP_MASK_SCORE` (see the
         module docstring): a score computed on the rows would leave the site
         without noise.
         """

@@ -1,6 +1,6 @@
 """The FLARE adapter of the privacy filter on real ``Shareable`` objects (no simulator).
 
-What the filter decides is the core's (``tests/federation/test_outgoing.py``,
+What the filter decides is the core's (``tests/federation/test_message_filter.py``,
 ``tests/privacy/test_outgoing.py``); here: the payload is taken out of the
 reply and put back, an error reply or an acknowledgement keeps nothing but
 what it may carry, a refusal keeps the headers only, the site is FLARE's
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "federation"))
 from test_messages import metrics_payload  # noqa: E402
 
 from fedforest import protocol  # noqa: E402
+from fedforest.federation.message_filter import filter_payload  # noqa: E402
 from fedforest.federation.messages import MaskScore  # noqa: E402
-from fedforest.federation.outgoing import filter_payload  # noqa: E402
 from fedforest.federation.training import fit_site_models  # noqa: E402
 from fedforest.flare.privacy_filter import (  # noqa: E402
     REFUSED,

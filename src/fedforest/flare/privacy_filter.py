@@ -42,7 +42,7 @@ The policy is the ``privacy:`` block of :mod:`fedforest.privacy`. The site
 applies it itself when it trains (with its rows: it snaps thresholds and
 recounts). The filter has no rows: it applies what a payload alone allows and
 refuses what it cannot fix. What it checks and changes, per reply, is the
-core's (:mod:`fedforest.federation.outgoing`: every payload read by the
+core's (:mod:`fedforest.federation.message_filter`: every payload read by the
 registry's reader for its format, then the checks and transforms of
 :mod:`fedforest.privacy.outgoing`); this module only takes the payload out of
 FLARE's ``Shareable`` and puts the result back:
@@ -84,7 +84,7 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import ReservedHeaderKey, Shareable, make_reply
 
 from .. import protocol
-from ..federation.outgoing import SWARM_ACKS, acknowledgement, filter_payload
+from ..federation.message_filter import SWARM_ACKS, acknowledgement, filter_payload
 from ..privacy.outgoing import Refusal, filter_policy, plain
 
 logger = logging.getLogger(__name__)
@@ -219,7 +219,7 @@ class PrivacyPolicyFilter(Filter):
     def filter_payload(self, payload: Any, site: str | None = None, task: str | None = None):
         """The payload that may leave (possibly changed), or
         :class:`~fedforest.privacy.outgoing.Refusal`
-        (:func:`fedforest.federation.outgoing.filter_payload`); what changed is logged.
+        (:func:`fedforest.federation.message_filter.filter_payload`); what changed is logged.
 
         ``site`` (the sender) is checked against the payload's ``site`` field
         when given; ``task`` (a fedforest task) fixes the format expected.

@@ -5,7 +5,7 @@ policy and the message the site is about to send, but not the site's rows. So
 it applies what the message alone allows and refuses what it cannot fix
 (:class:`Refusal`, whose reason names features and counts, never a value of
 the message). This module holds those checks and transforms; which of them a
-message goes through is :mod:`fedforest.federation.outgoing`'s table, and
+message goes through is :mod:`fedforest.federation.message_filter`'s table, and
 :mod:`fedforest.flare.privacy_filter` is FLARE's adapter. Nothing here needs
 FLARE.
 

@@ -9,8 +9,8 @@ from test_messages import metrics_payload, status_payload, trained  # noqa: F401
 
 from fedforest import protocol
 from fedforest.election.ballot import SiteVote
+from fedforest.federation.message_filter import MAX_QUOTED, acknowledgement, filter_payload
 from fedforest.federation.messages import MAX_REASON, MaskScore, SiteModelsReply, read_message
-from fedforest.federation.outgoing import MAX_QUOTED, acknowledgement, filter_payload
 from fedforest.federation.schema import SiteSchema
 from fedforest.privacy.outgoing import DP_MASK_SCORE, Refusal
 from fedforest.privacy.policy import PrivacyPolicy

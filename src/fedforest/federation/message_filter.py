@@ -152,13 +152,11 @@ def _schema(policy, payload, sender, notes):
     return payload
 
 
-#: A vote names its features by their indices into the global feature list, which a
-#: filter does not have: any index the format allows is read as a feature.
-_ANY_FEATURES = [f"feature {i}" for i in range(MAX_FEATURES)]
-
-
 def _vote(policy, payload, sender, notes):
-    features = _ANY_FEATURES if "feature_index" in payload else None
+    # a vote names its features by their indices into the global feature list, which a
+    # filter does not have: any index the format allows is read as a feature
+    by_index = "feature_index" in payload
+    features = [f"feature {i}" for i in range(MAX_FEATURES)] if by_index else None
     vote = read_message(payload, sender, protocol.SITE_VOTE, features=features)
     _check_site(vote.site, sender)
     check_vote(policy, vote.n_rows, vote.mask, vote.scores)

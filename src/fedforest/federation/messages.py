@@ -45,7 +45,6 @@ from ..validation import PayloadReader, describe
 from .agreement import RECEIPT_KINDS
 from .evaluation import SiteMetrics, read_site_metrics
 from .schema import GlobalSchema, SiteSchema
-from .training import SiteModels
 
 #: Longest error text a site may send as the reason it failed (a longer one is cut).
 MAX_REASON = 2000
@@ -137,11 +136,6 @@ class SiteModelsReply:
     feature_std: dict[str, float]
     n_rows: int
     intersection: PooledForest | None = None
-
-    @property
-    def models(self) -> SiteModels:
-        """The parts the server pools (:func:`~fedforest.federation.training.pool_site_models`)."""
-        return SiteModels(self.forest, self.imputers, self.feature_std, self.intersection)
 
     def to_payload(self) -> dict:
         out = {

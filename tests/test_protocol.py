@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import typing
 
 import pytest
 
@@ -12,6 +13,7 @@ from fedforest.election.ballot import SiteVote
 from fedforest.federation.agreement import payload_digest
 from fedforest.federation.config import JobConfig
 from fedforest.federation.evaluation import read_site_metrics
+from fedforest.federation.messages import MESSAGES, read_message, read_swarm_status
 from fedforest.federation.schema import GlobalSchema, SiteSchema
 from fedforest.federation.server import JobServer
 from fedforest.federation.swarm import (
@@ -19,7 +21,6 @@ from fedforest.federation.swarm import (
     Mailbox,
     SwarmSite,
     job_digest,
-    read_swarm_status,
     swarm_message,
 )
 from fedforest.model.forest import PooledForest
@@ -105,6 +106,28 @@ def test_every_format_has_a_reader_and_round_trips(job):
     for fmt, (payload, read) in table.items():
         assert payload["format"] == fmt and payload["version"] == protocol.FORMATS[fmt]
         read(copy.deepcopy(payload), site)
+
+
+def test_the_registry_reads_every_format_into_its_type(job):
+    """Every example payload read by ``read_message``, with the context its receiver has."""
+    table, site = readers(job)
+    config = job.config
+    context = {
+        protocol.SITE_VOTE: {"features": GlobalSchema.from_payload(job.schema).features},
+        protocol.SITE_METRICS: {"strategies": config.strategies, "metrics": config.metrics},
+        protocol.SWARM_MESSAGE: {"sites": config.sites, "job": job_digest(config)},
+        protocol.SWARM_STATUS: {
+            "sites": config.sites,
+            "strategies": config.strategies,
+            "metrics": config.metrics,
+        },
+    }
+    assert set(MESSAGES) == set(table)
+    for fmt, (payload, _) in table.items():
+        message = MESSAGES[fmt]
+        read = read_message(copy.deepcopy(payload), site, fmt, **context.get(fmt, {}))
+        expected = dict if typing.is_typeddict(message.type) else message.type
+        assert isinstance(read, expected), fmt
 
 
 @pytest.mark.parametrize("fmt", sorted(protocol.FORMATS))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 
@@ -10,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedforest.errors import PayloadError
+from fedforest import protocol
 from fedforest.federation.config import JobConfig
 from fedforest.federation.job_results import RESULTS_FORMAT, RESULTS_VERSION
+from fedforest.federation.messages import MESSAGES, MaskScore, read_message
 from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
 from fedforest.model.model_files import load_model, read_model
@@ -79,8 +81,9 @@ def test_election_was_tuned_with_the_sites_scores(job):
     for features, replies in job.scored_masks:
         assert features and set(features) <= set(ALL_FEATURES)
         assert set(replies) == set(SITES)
-        scores = [r["score"] for r in replies.values()]
-        assert min(scores) <= JobServer.weighted_score(replies) <= max(scores)
+        read = {s: read_message(r, s, protocol.MASK_SCORE) for s, r in replies.items()}
+        scores = [r.score for r in read.values()]
+        assert min(scores) <= JobServer.weighted_score(read) <= max(scores)
     history = server.tuning.to_dict()["history"]
     assert history[0]["freedom_degree"] == job.config.election["freedom_degree"]
     assert sum(not h["reused"] for h in history) <= job.config.election["tuning_rounds"]
@@ -475,7 +478,7 @@ def test_training_below_min_sites(job):
         server.pool(payloads, want_intersection=True)
     msg = str(info.value)
     assert "phase train: only 1 site(s) left (site-3), fewer than min_sites=2" in msg
-    assert "site-1 (train: payload from 'site-1' refused: field 'leaf_bits'" in msg
+    assert "site-1 (train: payload from 'site-1' refused: forest: field 'leaf_bits'" in msg
     assert "site-2 (train: payload from 'site-2' refused: its trees claim owners" in msg
 
 
@@ -492,26 +495,31 @@ def test_min_sites_counts_sites_dropped_earlier(job):
 
 # --------------------------------------------------------------------------- scores, sizes, report
 def test_weighted_score():
-    replies = {"a": {"score": 0.5, "n_rows": 10}, "b": {"score": 1.0, "n_rows": 30}}
-    assert JobServer.weighted_score(replies) == pytest.approx(0.875)
+    scores = {"b": MaskScore(1.0, 30), "a": MaskScore(0.5, 10)}
+    assert JobServer.weighted_score(scores) == pytest.approx(0.875)
 
 
 @pytest.mark.parametrize(
-    ("reply", "match"),
+    ("change", "match"),
     [
-        ({"score": math.nan, "n_rows": 10}, "score nan is not a finite number"),
-        ({"score": math.inf, "n_rows": 10}, "score inf is not a finite number"),
-        ({"score": "0.5", "n_rows": 10}, "score '0.5' is not a finite number"),
-        ({"n_rows": 10}, "score None is not a finite number"),
-        ({"score": 0.5, "n_rows": 0}, "n_rows 0 is not a positive integer"),
-        ({"score": 0.5, "n_rows": 2.5}, "n_rows 2.5 is not a positive integer"),
+        ({"score": math.nan}, "field 'score' is nan; expected a finite number"),
+        ({"score": math.inf}, "field 'score' is inf; expected a finite number"),
+        ({"score": "0.5"}, "field 'score' is '0.5'; expected a finite number"),
+        ({"score": None}, "field 'score' is None; expected a finite number"),
+        ({"n_rows": 0}, "field 'n_rows' is 0; expected an integer in [1, "),
+        ({"n_rows": 2.5}, "field 'n_rows' is 2.5; expected an integer in [1, "),
+        ({"trees": [1]}, "unknown fields ['trees']; expected only ['n_rows', 'score']"),
     ],
 )
-def test_weighted_score_refuses_bad_replies(reply, match):
-    replies = {"site-1": {"score": 0.7, "n_rows": 20}, "site-2": reply}
-    with pytest.raises(PayloadError, match=match) as info:
-        JobServer.weighted_score(replies)
-    assert str(info.value).startswith("payload from 'site-2' refused")
+def test_a_bad_mask_score_drops_its_site_naming_the_field(change, match):
+    config = JobConfig.from_dict({"job": {"sites": ["site-1", "site-2"], "min_sites": 1}})
+    server = JobServer(config)
+    replies = {"site-1": MaskScore(0.7, 20).to_payload(), "site-2": MaskScore(0.5, 10).to_payload()}
+    replies["site-2"].update(change)
+    assert server.score_replies(replies) == pytest.approx(0.7)  # site-1's score alone
+    assert list(server.dropped) == ["site-2"]
+    reason = server.dropped["site-2"]
+    assert reason.startswith("election: payload from 'site-2' refused: ") and match in reason
 
 
 def test_weighted_score_needs_a_reply():
@@ -588,16 +596,15 @@ def test_pooling_does_not_depend_on_the_order_replies_arrive(job):
 # --------------------------------------------------------------------------- any failure: one site
 def test_an_unexpected_error_with_one_payload_drops_only_that_site(job, monkeypatch):
     """A payload that passes validation yet breaks the code using it costs only its sender."""
-    from fedforest.federation import server as server_module
-
-    real = server_module.SiteSchema.from_payload
+    schema = MESSAGES[protocol.SITE_SCHEMA]
 
     def breaks_on_site_2(payload, sender=None):
         if sender == "site-2":
             raise TypeError("unsupported operand")
-        return real(payload, sender=sender)
+        return schema.reader(payload, sender)
 
-    monkeypatch.setattr(server_module.SiteSchema, "from_payload", breaks_on_site_2)
+    broken = dataclasses.replace(schema, reader=breaks_on_site_2)
+    monkeypatch.setitem(MESSAGES, protocol.SITE_SCHEMA, broken)
     server = JobServer(copy.deepcopy(job.config))
     server.build_schema(copy.deepcopy(job.describe))
     assert list(server.dropped) == ["site-2"]

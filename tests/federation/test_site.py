@@ -140,7 +140,7 @@ def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
         metric = config.election["metric"]
         replies = {s: runners[s].score_mask(features, metric) for s in alive()}
         job.scored_masks.append((list(features), replies))
-        return server.weighted_score(replies, metric)
+        return server.score_replies(replies)
 
     job.elected = server.timed("election", lambda: server.elect(job.ballot, score))
     want_inter = "intersection" in config.strategies

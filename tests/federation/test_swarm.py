@@ -24,16 +24,15 @@ from fedforest.errors import PayloadError
 from fedforest.federation.agreement import payload_digest
 from fedforest.federation.config import JobConfig, SiteConfig
 from fedforest.federation.driver import InProcessExchange, JobDriver
+from fedforest.federation.messages import STATUS_FIELDS, read_message
 from fedforest.federation.results import render_report, write_results_files
 from fedforest.federation.server import JobServer
 from fedforest.federation.site import SiteRunner
 from fedforest.federation.swarm import (
-    STATUS_FIELDS,
     InProcessTransport,
     Mailbox,
     SwarmSite,
     job_digest,
-    read_swarm_status,
     summarize_swarm,
     swarm_message,
 )
@@ -142,12 +141,13 @@ def server_mode(config: JobConfig, runners: Mapping) -> tuple[JobServer, dict, d
 
 
 def read_status(config: JobConfig, status: Mapping, sender: str | None = None) -> dict:
-    return read_swarm_status(
+    return read_message(
         copy.deepcopy(status),
         sender or status["site"],
-        config.sites,
-        config.strategies,
-        config.metrics,
+        protocol.SWARM_STATUS,
+        sites=config.sites,
+        strategies=config.strategies,
+        metrics=config.metrics,
     )
 
 

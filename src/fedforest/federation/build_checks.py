@@ -26,9 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from .. import protocol
 from ..errors import ConfigError
 from ..input_files import refuse_same_tables
-from .schema import GlobalSchema, SchemaError, SiteSchema, refuse_no_shared_feature
+from .messages import read_message
+from .schema import GlobalSchema, SchemaError, refuse_no_shared_feature
 from .site import SiteRunner
 
 
@@ -65,7 +67,7 @@ def check_sites_at_build(job, sites: Mapping) -> GlobalSchema | None:
             continue
         runner = SiteRunner(site, job.seed).load(job=job)
         try:
-            schemas.append(SiteSchema.from_payload(runner.describe(), sender=name))
+            schemas.append(read_message(runner.describe(), name, protocol.SITE_SCHEMA))
         except SchemaError as err:
             raise ConfigError(f"{site.source}: data file {site.data_path}: {err}") from None
     if len(schemas) < 2:

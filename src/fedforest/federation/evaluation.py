@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ from ..prediction.regressor import PooledForestRegressor
 from ..prediction.selection import default_candidates
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader, describe
-from ..vocabulary import CALIBRATION_METHODS, DEFAULT_AUTO_METRIC, METRICS
+from ..vocabulary import CALIBRATION_METHODS, DEFAULT_AUTO_METRIC, METRICS, REGRESSION_METRICS
 
 logger = logging.getLogger(__name__)
 
@@ -267,10 +267,30 @@ ROW_FIELDS = (
 AUTO_FIELDS = ("chosen", "chosen_calibration", "runner_up", "validation")
 
 
+class SiteMetrics(TypedDict):
+    """A site's metrics reply as :func:`read_site_metrics` checked it (plain values: the
+    server writes them into ``results.json`` as they are)."""
+
+    site: str
+    rows: int
+    #: ``{strategy: {metric: value or None, "rows", "events", "intervals", ...}}``.
+    strategies: dict[str, dict[str, Any]]
+    #: The site's effective privacy policy (``PrivacyPolicy.to_dict``), or None (version 1).
+    privacy: dict | None
+
+
 def read_site_metrics(
-    payload: Mapping, sender: str, strategies: Sequence[str], metrics: Sequence[str]
-) -> dict:
+    payload: Mapping,
+    sender: str,
+    strategies: Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+) -> SiteMetrics:
     """Validate a site's ``fedforest/site-metrics`` reply against what the job asked for.
+
+    ``strategies`` and ``metrics`` are the job's; without them (a site's own privacy
+    filter, which does not know the job) the reply is read for the strategies it has
+    rows for and the metrics (:data:`~fedforest.vocabulary.METRICS`,
+    :data:`~fedforest.vocabulary.REGRESSION_METRICS`) its first row holds.
 
     Every requested strategy has a row; every requested metric is a finite
     number in its range (:data:`~fedforest.metrics.METRIC_RANGES`) or ``None`` (undefined); counts are non-negative; every
@@ -287,7 +307,7 @@ def read_site_metrics(
 
     Returns
     -------
-    dict
+    SiteMetrics
         ``{"site", "rows", "strategies", "privacy"}`` with plain values only
         (``privacy`` as ``PrivacyPolicy.to_dict`` writes it, or ``None``).
     """
@@ -297,6 +317,12 @@ def read_site_metrics(
         r.fail(f"field 'site' is {describe(r.get('site'))}; expected {sender!r}")
     rows = r.read_integer("rows", 0)
     per = r.read_mapping("strategies")
+    if strategies is None:
+        strategies = [str(s) for s in per]
+    if metrics is None:
+        first = next(iter(per.values()), None)
+        known = (*METRICS, *REGRESSION_METRICS)
+        metrics = [m for m in known if isinstance(first, Mapping) and m in first]
     if sorted(map(str, per)) != sorted(strategies) or not all(isinstance(k, str) for k in per):
         r.fail(
             f"field 'strategies' has {describe(sorted(map(str, per)))}; expected "
@@ -366,7 +392,7 @@ def read_site_metrics(
                 "expected none here"
             )
         out[name] = clean
-    return {"site": sender, "rows": rows, "strategies": out, "privacy": _read_policy(r)}
+    return SiteMetrics(site=sender, rows=rows, strategies=out, privacy=_read_policy(r))
 
 
 def _read_skipped(row: PayloadReader) -> str | None:

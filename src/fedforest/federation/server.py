@@ -12,7 +12,6 @@ the same rules at every site.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,22 +23,18 @@ from ..election.ballot import Ballot, ElectionResult, SiteVote
 from ..election.tuning import TuningResult, hill_climb, pool_scores
 from ..errors import PayloadError
 from ..model.forest import PooledForest
-from ..model.imputers import ImputerSet
-from ..model.model_files import model_bundle, read_feature_std
-from ..validation import PayloadReader
+from ..model.model_files import model_bundle
 from ..vocabulary import LOWER_IS_BETTER
 from .config import JobConfig
-from .evaluation import read_site_metrics
+from .evaluation import SiteMetrics
 from .job_results import JobResults, ModelSummary
+from .messages import MaskScore, SiteModelsReply, read_message
 from .results import payload_bytes, write_results_files
 from .schema import GlobalSchema, SchemaError, SiteSchema, refuse_no_shared_feature
 from .site_trees import forest_for_site
 from .training import SiteModels, owner_weights, pool_site_models
 
 logger = logging.getLogger(__name__)
-
-#: Fields of a site's training reply besides ``format`` and ``version``.
-SITE_MODEL_FIELDS = {"forest", "imputers", "feature_std", "n_rows", "intersection"}
 
 
 @dataclass
@@ -137,7 +132,7 @@ class JobServer:
         schemas = []
         for site, payload in self._live(payloads):
             with self.refusing(site, "schema"):
-                s = SiteSchema.from_payload(payload, sender=site)
+                s: SiteSchema = read_message(payload, site, protocol.SITE_SCHEMA)
                 if s.site != site:
                     raise PayloadError(f"it says it is site {s.site!r}", sender=site)
                 if self.config.task == "regression":
@@ -179,7 +174,9 @@ class JobServer:
         votes = []
         for site, payload in self._live(payloads):
             with self.refusing(site, "election"):
-                vote = SiteVote.from_payload(payload, sender=site, features=self.schema.features)
+                vote: SiteVote = read_message(
+                    payload, site, protocol.SITE_VOTE, features=self.schema.features
+                )
                 if vote.site != site:
                     raise PayloadError(f"it says it is site {vote.site!r}", sender=site)
                 unknown = set(vote.features) - set(self.schema.site_columns.get(site, []))
@@ -218,34 +215,20 @@ class JobServer:
         return list(self.election.selected)
 
     @staticmethod
-    def weighted_score(replies: Mapping[str, Mapping], metric: str | None = None) -> float:
+    def weighted_score(scores: Mapping[str, MaskScore], metric: str | None = None) -> float:
         """The sites' mask scores pooled (:func:`~fedforest.election.tuning.pool_scores`: the
         row-weighted mean; for ``rmse`` the RMSE over every site's validation rows)."""
-        scores, weights = [], []
-        for site, reply in sorted(replies.items()):
-            value, rows = reply.get("score"), reply.get("n_rows")
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-            ):
-                raise PayloadError(f"score {value!r} is not a finite number", sender=site)
-            if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-                raise PayloadError(f"n_rows {rows!r} is not a positive integer", sender=site)
-            scores.append(float(value))
-            weights.append(rows)
         if not scores:
             raise RuntimeError("no site scored the proposed mask")
-        return pool_scores(metric, scores, weights)
+        ordered = [scores[site] for site in sorted(scores)]  # reply order must not matter
+        return pool_scores(metric, [s.score for s in ordered], [s.n_rows for s in ordered])
 
     def score_replies(self, replies: Mapping[str, Mapping]) -> float:
         """Row-weighted mean score of a proposed mask; a site with a bad reply is dropped."""
         good = {}
         for site, reply in self._live(replies):
             with self.refusing(site, "election"):
-                PayloadReader(reply, protocol.MASK_SCORE, site).check_keys({"score", "n_rows"})
-                self.weighted_score({site: reply}, self.config.election["metric"])
-                good[site] = reply
+                good[site] = read_message(reply, site, protocol.MASK_SCORE)
         self.check_min_sites(list(good), "election")
         return self.weighted_score(good, self.config.election["metric"])
 
@@ -258,11 +241,9 @@ class JobServer:
         elected = set(self.election.selected) if self.election else set(self.schema.features)
         for site, payload in self._live(payloads):
             with self.refusing(site, "train"):
-                r = PayloadReader(payload, protocol.SITE_MODELS, site)
-                r.check_keys(SITE_MODEL_FIELDS)
-                forest = PooledForest.from_payload(r.get("forest"), sender=site)
+                reply: SiteModelsReply = read_message(payload, site, protocol.SITE_MODELS)
+                forest, imps = reply.forest, reply.imputers
                 self._check_forest(forest, site, elected, "elected")
-                imps = ImputerSet.from_payload(r.get("imputers"), sender=site)
                 for name, imp in imps.items():
                     levels = self.schema.categories.get(name)
                     if (
@@ -278,13 +259,11 @@ class JobServer:
                             "the elected features and the schema",
                             sender=site,
                         )
-                std = read_feature_std(r)
-                n_rows[site] = r.read_integer("n_rows", 1)
-                inter = None
-                if want_intersection and r.get("intersection", None) is not None:
-                    inter = PooledForest.from_payload(r.get("intersection"), sender=site)
+                n_rows[site] = reply.n_rows
+                inter = reply.intersection if want_intersection else None
+                if inter is not None:
                     self._check_forest(inter, site, set(self.schema.shared), "shared")
-                models.append(SiteModels(forest, imps, std, inter))
+                models.append(SiteModels(forest, imps, reply.feature_std, inter))
         pooled = self._pool_models(models)
         logger.info(
             "pooled %d trees from %d sites; %d imputers",
@@ -394,13 +373,17 @@ class JobServer:
             )
 
     # ------------------------------------------------------------- phase 4
-    def read_metrics(self, replies: Mapping[str, Mapping]) -> dict[str, dict]:
+    def read_metrics(self, replies: Mapping[str, Mapping]) -> dict[str, SiteMetrics]:
         """Validate the sites' metrics; a site with a malformed reply is dropped."""
         metrics = {}
         for site, payload in self._live(replies):
             with self.refusing(site, "evaluate"):
-                metrics[site] = read_site_metrics(
-                    payload, site, self.config.strategies, self.config.metrics
+                metrics[site] = read_message(
+                    payload,
+                    site,
+                    protocol.SITE_METRICS,
+                    strategies=self.config.strategies,
+                    metrics=self.config.metrics,
                 )
         return metrics
 

@@ -55,13 +55,15 @@ from ..election.ballot import SiteVote
 from ..election.selectors import select_features
 from ..election.tuning import score_mask
 from ..errors import ConfigError, PayloadError
-from ..model.model_files import read_model, save_payload
+from ..model.model_files import save_payload
 from ..privacy.levels import hide_levels, hide_rare_levels
+from ..privacy.outgoing import DP_MASK_SCORE
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader
 from ..vocabulary import DEFAULT_AUTO_METRIC, METRICS
 from .config import JobConfig, SiteConfig, check_job_against_sites
 from .evaluation import evaluate_strategies
+from .messages import read_message
 from .model_input import model_input, site_inputs
 from .schema import GlobalSchema, SiteSchema
 from .site_rules import check_site_table
@@ -70,9 +72,6 @@ from .tables import TableSummary, check_table, read_table
 from .training import fit_site_models
 
 logger = logging.getLogger(__name__)
-
-#: The mask score a site in DP mode replies for every proposed mask (tuning).
-DP_MASK_SCORE = 0.0
 
 
 def site_vote(
@@ -317,7 +316,7 @@ class SiteRunner:
 
     def set_schema(self, payload: Mapping) -> None:
         """Receive the global schema; encode the table and split it."""
-        self.schema = GlobalSchema.from_payload(payload, sender="server")
+        self.schema = read_message(payload, "server", protocol.GLOBAL_SCHEMA)
         if self.site not in self.schema.site_columns:
             raise ValueError(f"the global schema does not list site {self.site!r}")
         if self.regression != (not self.schema.classes):
@@ -509,7 +508,7 @@ class SiteRunner:
             chose and the runner-up, and ``privacy`` is the site's effective
             policy (``PrivacyPolicy.to_dict``).
         """
-        parts = read_model(model, sender="server")
+        parts = read_message(model, "server", protocol.MODEL)
         calibration = self.config.calibration or calibration
         if self.regression:
             calibration = "none"

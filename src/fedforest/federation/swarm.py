@@ -37,40 +37,19 @@ from typing import Any, Protocol
 
 from .. import protocol
 from ..errors import PayloadError
-from ..validation import PayloadReader, describe
-from .agreement import RECEIPT_KINDS, agree, payload_digest
+from .agreement import agree, payload_digest
 from .config import JobConfig
 from .driver import JobDriver, Replies, Request, SiteStopped
-from .evaluation import read_site_metrics
 from .job_results import JobResults, SwarmSummary
+from .messages import MAX_REASON, SwarmMessage, SwarmMessageRefused, read_message
 from .server import JobServer
 
 logger = logging.getLogger(__name__)
 
-#: Longest error text a site may send as the reason it failed.
-MAX_REASON = 2000
-#: Longest exchange key (``schema``, ``vote``, ``score-3-…``, ``train``).
-MAX_KEY = 80
 #: Seconds between two attempts to reach a site that could not be reached.
 RETRY_SECONDS = 0.5
 #: Longest single delivery attempt (seconds); a phase without a timeout retries forever.
 MAX_SEND_SECONDS = 600.0
-#: The fields of a :data:`~fedforest.protocol.SWARM_STATUS` besides ``format`` and ``version``.
-STATUS_FIELDS = frozenset(
-    {
-        "site",
-        "state",
-        "phase",
-        "error",
-        "participants",
-        "dropped",
-        "model_digest",
-        "phase_seconds",
-        "metrics",
-        "metrics_withheld",
-        "encrypted",
-    }
-)
 #: What :meth:`Transport.send` reports per target.
 DELIVERY = ("delivered", "refused", "unreachable")
 
@@ -83,16 +62,8 @@ def job_digest(job: JobConfig) -> str:
 
 
 def swarm_message(kind: str, key: str, job: str, view: Sequence[str], body: Mapping) -> dict:
-    """A :data:`~fedforest.protocol.SWARM_MESSAGE`."""
-    return {
-        "format": protocol.SWARM_MESSAGE,
-        "version": protocol.FORMATS[protocol.SWARM_MESSAGE],
-        "kind": kind,
-        "key": key,
-        "job": job,
-        "view": list(view),
-        "body": dict(body),
-    }
+    """A :data:`~fedforest.protocol.SWARM_MESSAGE` (:class:`~.messages.SwarmMessage`)."""
+    return SwarmMessage(kind, key, job, list(view), dict(body)).to_payload()
 
 
 class Transport(Protocol):
@@ -134,36 +105,17 @@ class Mailbox:
             raise PayloadError(
                 f"{sender!r} is not another site of this job (sites: {self.sites})", sender=sender
             )
-        key = None
         try:
-            reader = PayloadReader(message, protocol.SWARM_MESSAGE, sender)
-            reader.check_keys({"kind", "key", "job", "view", "body"})
-            key = reader.read_string("key")
-            if len(key) > MAX_KEY:
-                reader.refuse("key", key, f"at most {MAX_KEY} characters")
-            kind = reader.read_choice("kind", protocol.SWARM_KINDS)
-            job = reader.read_string("job")
-            if job != self.job:
-                reader.fail(
-                    f"it runs other job settings (digest {job[:12]}…) than this site "
-                    f"({self.job[:12]}…); every site must run the same job.yaml"
-                )
-            view = reader.read_str_list("view", len(self.sites))
-            unknown = sorted(set(view) - set(self.sites))
-            if unknown:
-                reader.refuse("view", view, f"sites of this job ({self.sites})")
-            body = reader.read_mapping("body")
-            if kind == "failed":
-                error = reader.entry(body, "body").read_string("error")
-                body = {"error": error[:MAX_REASON]}
-            elif kind == "receipt":
-                body = _read_receipt(reader.entry(body, "body"), self.sites)
-        except PayloadError as err:
-            if key is not None:
+            read = read_message(
+                message, sender, protocol.SWARM_MESSAGE, sites=self.sites, job=self.job
+            )
+        except SwarmMessageRefused as err:
+            if err.key is not None:
                 with self._cond:
-                    self._refused.setdefault((key, sender), str(err))
+                    self._refused.setdefault((err.key, sender), str(err))
                     self._cond.notify_all()
             raise
+        key, kind, view, body = read.key, read.kind, read.view, read.body
         slot = (key, "receipt" if kind == "receipt" else "payload", sender)
         entry = {"kind": kind, "view": view, "body": body}
         with self._cond:
@@ -208,30 +160,6 @@ class Mailbox:
                     return got
                 wait = 0.2 if deadline is None else min(0.2, max(0.0, deadline - time.monotonic()))
                 self._cond.wait(wait)
-
-
-def is_digest(text: str) -> bool:
-    """Whether ``text`` is a SHA-256 digest as :func:`payload_digest` writes it (64 hex digits)."""
-    return len(text) == 64 and not set(text) - set("0123456789abcdef")
-
-
-def _read_receipt(reader: PayloadReader, sites: Sequence[str]) -> dict[str, dict[str, str]]:
-    """A receipt: ``{site: {"digest"|"failed"|"refused": text}}`` over the job's sites."""
-    out = {}
-    for site, entry in reader.payload.items():
-        if site not in sites:
-            reader.refuse(site, entry, f"an entry for a site of this job ({list(sites)})")
-        item = reader.entry(entry, f"entry {site!r}")
-        if len(item.payload) != 1:
-            item.fail(f"expected one of {list(RECEIPT_KINDS)}, got {describe(entry)}")
-        (kind,) = item.payload
-        if kind not in RECEIPT_KINDS:
-            item.fail(f"field {kind!r} is unknown; expected one of {list(RECEIPT_KINDS)}")
-        text = item.read_string(kind)
-        if kind == "digest" and not is_digest(text):
-            item.refuse(kind, text, "a SHA-256 digest in hex")
-        out[site] = {kind: text[:MAX_REASON]}
-    return out
 
 
 class InProcessTransport:
@@ -513,55 +441,6 @@ class SwarmSite:
             "metrics_withheld": bool(self.metrics) and not self.report_metrics,
             "encrypted": self.encrypted,
         }
-
-
-def read_swarm_status(
-    payload: Any, sender: str, sites: Sequence[str], strategies, metrics
-) -> dict[str, Any]:
-    """Validate a site's :data:`~fedforest.protocol.SWARM_STATUS` (the server's side).
-
-    Raises
-    ------
-    fedforest.PayloadError
-        Naming the sender and the field.
-    """
-    r = PayloadReader(payload, protocol.SWARM_STATUS, sender)
-    r.check_keys(STATUS_FIELDS)
-    site = r.read_string("site")
-    if site != sender:
-        r.fail(f"it says it is site {site!r}")
-    out: dict[str, Any] = {
-        "state": r.read_choice("state", protocol.SWARM_STATES),
-        "phase": r.read_string("phase")[:MAX_KEY],
-        "error": None if r.get("error") is None else r.read_string("error")[:MAX_REASON],
-        "participants": r.read_str_list("participants", len(sites), allow_empty=True),
-        "model_digest": None,
-        "metrics_withheld": r.read_boolean("metrics_withheld"),
-        "encrypted": None if r.get("encrypted") is None else r.read_boolean("encrypted"),
-    }
-    unknown = sorted(set(out["participants"]) - set(sites))
-    if unknown:
-        r.refuse("participants", out["participants"], f"sites of this job ({list(sites)})")
-    dropped = r.read_mapping("dropped", len(sites))
-    for name, why in dropped.items():
-        if name not in sites or not isinstance(why, str):
-            r.refuse("dropped", dropped, "a dict of a site of this job to the reason")
-    out["dropped"] = {k: v[:MAX_REASON] for k, v in dropped.items()}
-    if r.get("model_digest") is not None:
-        text = r.read_string("model_digest")
-        if not is_digest(text):
-            r.refuse("model_digest", text, "a SHA-256 digest in hex")
-        out["model_digest"] = text
-    seconds = r.read_mapping("phase_seconds", 16)
-    for name, value in seconds.items():
-        r.number(f"phase_seconds.{name}", value, 0)
-    out["phase_seconds"] = {k: float(v) for k, v in seconds.items()}
-    out["metrics"] = (
-        None
-        if r.get("metrics") is None
-        else read_site_metrics(r.get("metrics"), sender, strategies, metrics)
-    )
-    return out
 
 
 def swarm_results(

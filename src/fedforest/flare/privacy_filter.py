@@ -38,53 +38,22 @@ complies. It works in two places:
 * **in the job** (``make_fed_job(..., privacy_filter=...)``, the recipe's
   ``privacy_filter``): the job's own task-result filter on every site.
 
-The policy is the ``privacy:`` block of
-:mod:`fedforest.privacy`. The site applies it itself when it
-trains (with its rows: it snaps thresholds and recounts). The filter has no
-rows: it applies what a payload alone allows and refuses what it cannot fix.
+The policy is the ``privacy:`` block of :mod:`fedforest.privacy`. The site
+applies it itself when it trains (with its rows: it snaps thresholds and
+recounts). The filter has no rows: it applies what a payload alone allows and
+refuses what it cannot fix. What it checks and changes, per reply, is the
+core's (:mod:`fedforest.federation.message_filter`: every payload read by the
+registry's reader for its format, then the checks and transforms of
+:mod:`fedforest.privacy.outgoing`); this module only takes the payload out of
+FLARE's ``Shareable`` and puts the result back:
 
-**What is checked and changed, per reply** (``min_leaf_rows`` is k):
-
-=========================  ==========================================================
-reply                      the filter
-=========================  ==========================================================
-``fedforest/site-models``  validates the payload as the server does; removes surrogate
-(train)                    splits (``share.surrogates`` false). Under a threshold grid:
-                           moves categorical thresholds to the cut between level codes
-                           (``floor(t) + 0.5``, which routes every code alike) and
-                           removes each surrogate split whose threshold is off the grid;
-                           prunes every node under k rows (:func:`enforce_min_leaf_rows`)
-                           in the forest and the intersection forest; adds Laplace noise
-                           to the leaf counts (``count_noise_epsilon``) and prunes again;
-                           empties ``imputers`` (``share.imputers`` false), empties
-                           ``feature_std`` and drops the numeric imputers
-                           (``share.feature_std`` false), drops the intersection forest
-                           (``share.intersection`` false, or when it cannot be made to
-                           comply). **Refused**: a split threshold off the grid (a
-                           threshold cannot be snapped without the rows that route
-                           through it), a forest whose every tree has fewer than k rows
-                           at its root, a malformed payload
-``fedforest/site-schema``  validated and passed. Rare levels (``min_level_rows``) cannot
-(schema)                   be seen without the data: only the site can hide them
-``fedforest/site-vote``    validated; refused when it was computed on fewer than k rows
-(vote)                     (``n_rows``) or, in DP mode, when it is not the ``none``
-                           selector's vote (every column kept, equal scores). ``{}``
-                           (election off) passes
-``fedforest/mask-score``   validated; refused when it was computed on fewer than k rows
-(score_mask)               or, in DP mode, when the score is not the constant
-                           :data:`~fedforest.federation.site.DP_MASK_SCORE`
-``fedforest/site-metrics`` validated; refused when the test rows (overall or for one
-(evaluate)                 strategy) are fewer than k. The reported ``privacy`` policy
-                           is tightened with what the filter enforced (``min_leaf_rows``,
-                           ``threshold_grid``, ``count_noise_epsilon``, ``share``), so
-                           ``results.json`` names the policy that applied on the way out
-=========================  ==========================================================
-
-Anything else is refused rather than let through: a reply that carries no
-fedforest payload, a payload that is not a dict, an unknown ``format``, a
-format that is not the task's reply, or fields besides the payload. A reply
-that is already an error (the site failed the task) leaves with its return
-code and its ``fedforest_error`` message only.
+* a reply that is already an error (the site failed the task) leaves with its
+  return code and its ``fedforest_error`` message only;
+* a swarm acknowledgement (``fedforest_swarm_config``, ``fedforest_swarm_share``)
+  leaves with its headers and, when the site refused a peer's message, the
+  reason (cut to :data:`~fedforest.federation.messages.MAX_REASON`);
+* any other reply must carry a fedforest payload and nothing else, and leaves
+  as the core returns it.
 
 **Refusing** replaces the reply with an error reply
 (``TASK_RESULT_FILTER_ERROR``) whose ``fedforest_error`` names the site, the
@@ -107,33 +76,16 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 from nvflare.apis.filter import Filter, FilterChainType, FilterContextKey
 from nvflare.apis.fl_constant import FilterKey, FLContextKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import ReservedHeaderKey, Shareable, make_reply
 
 from .. import protocol
-from ..election.ballot import SiteVote
-from ..errors import ConfigError, PayloadError
-from ..federation.evaluation import read_site_metrics
-from ..federation.schema import SchemaError, SiteSchema
-from ..federation.server import SITE_MODEL_FIELDS
-from ..federation.site import DP_MASK_SCORE
-from ..federation.swarm import MAX_REASON, STATUS_FIELDS
-from ..model.forest import PooledForest
-from ..model.imputers import ImputerSet
-from ..model.model_files import read_feature_std
-from ..model.payload_checks import MAX_FEATURES, MAX_ROWS
-from ..privacy.audit import check_forest
-from ..privacy.policy import PrivacyPolicy, effective_policy
-from ..privacy.transforms import add_count_noise, enforce_min_leaf_rows, strip_surrogates
-from ..validation import PayloadReader
-from ..vocabulary import METRICS, REGRESSION_METRICS
-from ..yaml_files import read_yaml_file
+from ..federation.message_filter import SWARM_ACKS, acknowledgement, filter_payload
+from ..privacy.outgoing import Refusal, filter_policy, plain
 
 logger = logging.getLogger(__name__)
 
@@ -141,14 +93,6 @@ logger = logging.getLogger(__name__)
 SOURCE = "PrivacyPolicyFilter"
 #: The return code of a refused reply.
 REFUSED = ReturnCode.TASK_RESULT_FILTER_ERROR
-#: The reply formats the filter knows, by task.
-REPLY_FORMATS = dict(protocol.REPLY_FORMAT)
-#: Swarm tasks a site answers with an acknowledgement only (no payload).
-SWARM_ACKS = (protocol.SWARM_CONFIG, protocol.SWARM_SHARE)
-
-
-class Refused(Exception):
-    """A reply the filter does not let leave; the message is the reason (sent to the server)."""
 
 
 class PrivacyPolicyFilter(Filter):
@@ -192,12 +136,12 @@ class PrivacyPolicyFilter(Filter):
         super().__init__()
         # stored under their own names: FLARE's job export writes them to the job's JSON
         self.min_leaf_rows = min_leaf_rows
-        self.threshold_grid = None if threshold_grid is None else _plain(threshold_grid)
+        self.threshold_grid = None if threshold_grid is None else plain(threshold_grid)
         self.count_noise_epsilon = count_noise_epsilon
-        self.share = None if share is None else _plain(share)
+        self.share = None if share is None else plain(share)
         self.policy_file = None if policy_file is None else os.fspath(policy_file)
-        self.policy = read_policy(
-            min_leaf_rows, threshold_grid, count_noise_epsilon, share, policy_file
+        self.policy = filter_policy(
+            min_leaf_rows, threshold_grid, count_noise_epsilon, share, policy_file, SOURCE
         )
         not_here = [
             key
@@ -228,7 +172,7 @@ class PrivacyPolicyFilter(Filter):
         task = fl_ctx.get_prop(FLContextKey.TASK_NAME)
         try:
             return self.filter_reply(shareable, site, task)
-        except Refused as why:
+        except Refusal as why:
             reason = (
                 f"privacy filter at {site or 'the site'} refused the {task or 'task'!r} "
                 f"reply: {why}"
@@ -243,7 +187,7 @@ class PrivacyPolicyFilter(Filter):
         return refusal(shareable, reason)
 
     def filter_reply(self, shareable: Shareable, site: str | None, task: str | None) -> Shareable:
-        """The reply that may leave, or :class:`Refused` naming the reason."""
+        """The reply that may leave, or :class:`~fedforest.privacy.outgoing.Refusal`."""
         rc = shareable.get_return_code(ReturnCode.OK)
         if rc != ReturnCode.OK:  # the site failed the task: only the reason leaves
             reply = make_reply(rc)
@@ -251,425 +195,47 @@ class PrivacyPolicyFilter(Filter):
             if isinstance(message, str):
                 reply[protocol.ERROR] = message
             return reply
-        if task in SWARM_ACKS:
-            return _swarm_ack(shareable, task)
-        extra = sorted(
-            str(k) for k in shareable if k not in (protocol.PAYLOAD, ReservedHeaderKey.HEADERS)
-        )
+        headers = ReservedHeaderKey.HEADERS
+        if task in SWARM_ACKS:  # no payload: headers and a refusal text only
+            fields = [k for k in shareable if k not in (protocol.ERROR, headers)]
+            message = acknowledgement(task, fields, shareable.get(protocol.ERROR))
+            if message is not None:
+                shareable[protocol.ERROR] = message
+            return shareable
+        extra = sorted(str(k) for k in shareable if k not in (protocol.PAYLOAD, headers))
         if extra:
-            raise Refused(
+            raise Refusal(
                 f"the reply carries {extra} besides {protocol.PAYLOAD!r}; only fedforest "
                 "payloads are let through"
             )
         if protocol.PAYLOAD not in shareable:
-            raise Refused(
+            raise Refusal(
                 f"the reply carries no fedforest payload (no {protocol.PAYLOAD!r}); only "
                 "fedforest payloads are let through"
             )
         shareable[protocol.PAYLOAD] = self.filter_payload(shareable[protocol.PAYLOAD], site, task)
         return shareable
 
-    # --------------------------------------------------------- payloads
     def filter_payload(self, payload: Any, site: str | None = None, task: str | None = None):
-        """The payload that may leave (possibly changed), or :class:`Refused`.
+        """The payload that may leave (possibly changed), or
+        :class:`~fedforest.privacy.outgoing.Refusal`
+        (:func:`fedforest.federation.message_filter.filter_payload`); what changed is logged.
 
         ``site`` (the sender) is checked against the payload's ``site`` field
         when given; ``task`` (a fedforest task) fixes the format expected.
         """
-        if not isinstance(payload, dict):
-            raise Refused(
-                f"the payload is a {type(payload).__name__}, not a fedforest payload (a dict "
-                "with a 'format')"
-            )
-        expected = REPLY_FORMATS.get(task) if task is not None else None
-        if task == protocol.SWARM_REPORT:
-            expected = protocol.SWARM_STATUS
-        if not payload and task == protocol.VOTE:
-            return payload  # the election is off: the site votes nothing
-        fmt = payload.get("format")
-        handler = self._handlers().get(fmt) if isinstance(fmt, str) else None
-        if handler is None:
-            known = ", ".join(sorted(self._handlers()))
-            shown = repr(fmt) if isinstance(fmt, str) and len(fmt) <= 80 else type(fmt).__name__
-            raise Refused(
-                f"not a fedforest reply (format {shown}); the filter lets through {known} only"
-            )
-        if expected is not None and fmt != expected:
-            raise Refused(f"the {task!r} task replies {expected!r}, but the payload is {fmt!r}")
-        notes: list[str] = []
-        try:
-            out = handler(payload, site, notes)
-        except (PayloadError, SchemaError) as err:
-            raise Refused(f"the payload is not a valid {fmt!r} payload ({_short(err)})") from None
+        out, notes = filter_payload(self.policy, payload, site, task)
         if notes:
             logger.info(
-                "privacy filter at %s, %s reply: %s", site or "the site", fmt, "; ".join(notes)
+                "privacy filter at %s, %s reply: %s",
+                site or "the site",
+                payload.get("format"),
+                "; ".join(notes),
             )
         return out
-
-    def _handlers(self):
-        return {
-            protocol.SITE_SCHEMA: self._schema,
-            protocol.SITE_VOTE: self._vote,
-            protocol.MASK_SCORE: self._mask_score,
-            protocol.SITE_MODELS: self._site_models,
-            protocol.SITE_METRICS: self._metrics,
-            protocol.SWARM_STATUS: self._swarm_status,
-        }
-
-    def _check_rows(self, n_rows: int, what: str) -> None:
-        k = self.policy.min_leaf_rows
-        if n_rows < k:
-            raise Refused(f"{what} describes {n_rows} rows, fewer than min_leaf_rows={k}")
-
-    @staticmethod
-    def _check_site(found: str, site: str | None) -> None:
-        if site is not None and found != site:
-            raise Refused(f"the payload says it is from site {found!r}, but this is {site!r}")
-
-    def _schema(self, payload: dict, site, notes) -> dict:
-        schema = SiteSchema.from_payload(payload, sender=site)
-        self._check_site(schema.site, site)
-        return payload
-
-    def _vote(self, payload: dict, site, notes) -> dict:
-        names = (
-            [f"feature {i}" for i in range(MAX_FEATURES)] if "feature_index" in payload else None
-        )
-        vote = SiteVote.from_payload(payload, sender=site, features=names)
-        self._check_site(vote.site, site)
-        self._check_rows(vote.n_rows, "the vote")
-        if self.policy.dp and (not vote.mask.all() or np.unique(vote.scores).size > 1):
-            raise Refused(
-                "in DP mode a site votes with the 'none' selector (every column kept, equal "
-                "scores); this vote was selected on the rows"
-            )
-        return payload
-
-    def _mask_score(self, payload: dict, site, notes) -> dict:
-        r = PayloadReader(payload, protocol.MASK_SCORE, site)
-        r.check_keys({"score", "n_rows"})
-        score = r.read_number("score")
-        n_rows = r.read_integer("n_rows", 1, MAX_ROWS)
-        self._check_rows(n_rows, "the mask score")
-        if self.policy.dp and score != DP_MASK_SCORE:
-            raise Refused(
-                f"in DP mode a site scores every mask {DP_MASK_SCORE}; this score was computed "
-                "on the rows"
-            )
-        return payload
-
-    def _metrics(self, payload: dict, site, notes) -> dict:
-        per = payload.get("strategies")
-        strategies = [str(s) for s in per] if isinstance(per, Mapping) else []
-        first = next(iter(per.values()), None) if isinstance(per, Mapping) and per else None
-        metrics = [
-            m for m in (*METRICS, *REGRESSION_METRICS) if isinstance(first, Mapping) and m in first
-        ]
-        sender = site if site is not None else payload.get("site")
-        clean = read_site_metrics(payload, sender, strategies, metrics)
-        self._check_rows(clean["rows"], "the evaluation (test rows)")
-        for name, row in clean["strategies"].items():
-            self._check_rows(row["rows"], f"the metrics of strategy {name!r}")
-        reported = clean["privacy"]
-        try:
-            base = PrivacyPolicy() if reported is None else PrivacyPolicy.from_dict(reported)
-            tightened = effective_policy(base, self.enforced)
-        except ConfigError:  # two grids that do not nest: the filter's grid was enforced
-            tightened = effective_policy(
-                PrivacyPolicy.from_dict({**reported, "threshold_grid": None}), self.enforced
-            )
-        if reported != tightened.to_dict():
-            notes.append("reported privacy policy tightened with the filter's")
-        return {**payload, "privacy": tightened.to_dict()}
-
-    def _swarm_status(self, payload: dict, site, notes) -> dict:
-        """A swarm site's status: checked as the server reads it; metrics under k withheld.
-
-        The status is how the server knows the site is alive, so it is never
-        refused for its metrics: metrics the filter would refuse are withheld
-        (``metrics`` null, ``metrics_withheld`` true), and everything else in it
-        (state, phase, errors, participants, digest, timings) is no data.
-        """
-        r = PayloadReader(payload, protocol.SWARM_STATUS, site)
-        r.check_keys(STATUS_FIELDS)
-        self._check_site(r.read_string("site"), site)
-        metrics = r.get("metrics")
-        if metrics is None:
-            return payload
-        try:
-            metrics = self._metrics(metrics, site, notes)
-        except Refused as why:
-            notes.append(f"test metrics withheld from the status: {why}")
-            return {**payload, "metrics": None, "metrics_withheld": True}
-        return {**payload, "metrics": metrics}
-
-    @property
-    def enforced(self) -> PrivacyPolicy:
-        """The part of the policy this filter enforces on the forests it lets through."""
-        p = self.policy
-        return PrivacyPolicy(
-            min_leaf_rows=p.min_leaf_rows,
-            threshold_grid=None if p.dp else p.threshold_grid,
-            count_noise_epsilon=p.count_noise_epsilon,
-            share=p.share,
-            source=p.source,
-        )
-
-    def _site_models(self, payload: dict, site, notes) -> dict:
-        r = PayloadReader(payload, protocol.SITE_MODELS, site)
-        r.check_keys(SITE_MODEL_FIELDS)
-        forest = PooledForest.from_payload(r.get("forest"), sender=site, where="forest")
-        imputers = ImputerSet.from_payload(r.get("imputers"), sender=site, where="imputers")
-        std = read_feature_std(r)
-        n_rows = r.read_integer("n_rows", 1, MAX_ROWS)
-        inter_payload = r.get("intersection", None)
-        inter = (
-            None
-            if inter_payload is None
-            else PooledForest.from_payload(inter_payload, sender=site, where="intersection")
-        )
-        share = self.policy.share
-        forest = self._forest(forest, "forest", notes)
-        if not share["imputers"] and len(imputers):
-            notes.append(f"{len(imputers)} imputers withheld (share.imputers false)")
-            imputers = ImputerSet([])
-        if not share["feature_std"]:
-            if std:
-                notes.append(f"{len(std)} standard deviations withheld (share.feature_std false)")
-                std = {}
-            numeric = [f for f in imputers if imputers[f].kind == "numeric"]
-            if numeric:  # a numeric imputer needs its sigma (read_model refuses it without)
-                notes.append(f"numeric imputers {numeric} withheld (they need feature_std)")
-                imputers = ImputerSet(imputers[f] for f in imputers if f not in numeric)
-        if inter is not None and not share["intersection"]:
-            notes.append("intersection forest withheld (share.intersection false)")
-            inter = None
-        if inter is not None:
-            try:
-                inter = self._forest(inter, "intersection forest", notes)
-            except Refused as why:
-                notes.append(f"intersection forest withheld: {why}")
-                inter = None
-        out = {
-            "format": protocol.SITE_MODELS,
-            "version": protocol.FORMATS[protocol.SITE_MODELS],
-            "forest": forest.to_payload(),
-            "imputers": imputers.to_payload(),
-            "feature_std": std,
-            "n_rows": n_rows,
-        }
-        if inter is not None:
-            out["intersection"] = inter.to_payload()
-        return out
-
-    def _forest(self, forest: PooledForest, where: str, notes: list[str]) -> PooledForest:
-        """One forest made to comply, or :class:`Refused` (the reason names no value)."""
-        p = self.policy
-        k = p.min_leaf_rows
-        grid = None if p.dp else p.threshold_grid
-        if grid is not None:
-            forest, moved = _cut_between_codes(forest)
-            if moved:
-                notes.append(
-                    f"{where}: {moved} thresholds on categorical features moved to the cut "
-                    "between level codes (every code is routed as before)"
-                )
-        n_surrogates = int(np.sum(forest.surrogate_feature >= 0))
-        if n_surrogates and not p.share["surrogates"]:
-            forest = strip_surrogates(forest)
-            notes.append(
-                f"{where}: {n_surrogates} surrogate splits removed (share.surrogates false)"
-            )
-        elif n_surrogates and grid is not None:
-            off = _off_grid(forest, grid, forest.surrogate_feature, forest.surrogate_threshold)
-            if off.any():
-                keep = ~off
-                forest = forest.with_surrogates(
-                    np.where(keep, forest.surrogate_feature, -1),
-                    np.where(keep, forest.surrogate_threshold, 0.0),
-                    np.where(keep, forest.surrogate_left_le, True),
-                    np.where(keep, forest.surrogate_agreement, 0.0),
-                )
-                notes.append(f"{where}: {int(off.sum())} surrogate splits off the grid removed")
-        nodes, trees = forest.n_nodes, forest.n_trees
-        try:
-            forest = enforce_min_leaf_rows(forest, k)
-            if p.count_noise_epsilon is not None:
-                forest = enforce_min_leaf_rows(add_count_noise(forest, p.count_noise_epsilon), k)
-                notes.append(
-                    f"{where}: Laplace noise (epsilon {p.count_noise_epsilon:g}) on leaf counts"
-                )
-        except ValueError:
-            raise Refused(
-                f"{where}: every tree describes fewer than min_leaf_rows={k} rows, so no tree "
-                "can be sent"
-            ) from None
-        if forest.n_nodes != nodes:
-            notes.append(
-                f"{where}: {nodes - forest.n_nodes} nodes under min_leaf_rows={k} pruned"
-                + (f", {trees - forest.n_trees} trees dropped" if forest.n_trees != trees else "")
-            )
-        if grid is not None:
-            off = _off_grid(forest, grid, forest.feature, forest.threshold)
-            if off.any():
-                by_feature: dict[str, int] = {}
-                for j in forest.feature[off]:
-                    name = forest.feature_names[int(j)]
-                    by_feature[name] = by_feature.get(name, 0) + 1
-                uncovered = grid.uncovered(
-                    sorted(f for f in by_feature if f not in forest.categories)
-                )
-                detail = ", ".join(f"{n} on {f!r}" for f, n in sorted(by_feature.items()))
-                raise Refused(
-                    f"{where}: {int(off.sum())} split thresholds are off the threshold grid "
-                    f"({detail})"
-                    + (f"; the grid has no rule for {uncovered}" if uncovered else "")
-                    + ". The filter cannot snap a threshold without the site's rows: set "
-                    "privacy.threshold_grid in the site's local/fedforest.yaml so the site "
-                    "snaps its thresholds when it trains"
-                )
-        if check_forest(forest, p):  # cannot happen after the steps above; never let it leave
-            raise Refused(f"{where}: the forest still breaks the policy after filtering")
-        return forest
 
 
 # ==================================================================== helpers
-def read_policy(
-    min_leaf_rows=None, threshold_grid=None, count_noise_epsilon=None, share=None, policy_file=None
-) -> PrivacyPolicy:
-    """The filter's policy from its arguments and/or a YAML file (the stricter per key)."""
-    block = {
-        key: value
-        for key, value in (
-            ("min_leaf_rows", min_leaf_rows),
-            ("threshold_grid", threshold_grid),
-            ("count_noise_epsilon", count_noise_epsilon),
-            ("share", share),
-        )
-        if value is not None
-    }
-    try:
-        policy = PrivacyPolicy.from_dict(_plain(block), source=SOURCE, prefix="")
-    except ConfigError as err:
-        raise ConfigError(str(err).replace(f"{SOURCE}: key ", f"{SOURCE}: argument ", 1)) from None
-    if policy_file is None:
-        return policy
-    from_file = _policy_from_file(policy_file)
-    return effective_policy(from_file, policy) if block else from_file
-
-
-def _policy_from_file(policy_file) -> PrivacyPolicy:
-    allowed = (
-        "the path of a YAML file with a privacy: block (such as the site's local/fedforest.yaml)"
-    )
-    if not isinstance(policy_file, (str, os.PathLike)) or not os.fspath(policy_file):
-        raise ConfigError(
-            f"{SOURCE}: argument 'policy_file' is {policy_file!r}; allowed: {allowed}"
-        )
-    path = Path(policy_file)
-    if not path.is_file():
-        raise ConfigError(
-            f"{SOURCE}: argument 'policy_file' is {os.fspath(policy_file)!r}, which is not a file "
-            f"(a relative path is read from {Path.cwd()}); allowed: {allowed}"
-        )
-    try:
-        data = read_yaml_file(path)
-    except ConfigError as err:
-        raise ConfigError(f"{err}; the file: {allowed}") from None
-    if not isinstance(data, Mapping) or "privacy" not in data:
-        raise ConfigError(f"{path}: key 'privacy' is missing; allowed: {allowed}")
-    return PrivacyPolicy.from_dict(data["privacy"], source=str(path))
-
-
-def _plain(value):
-    """A copy made of plain dicts and lists (FLARE's JSON and the YAML reader's shapes)."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _off_grid(forest: PooledForest, grid, feature: np.ndarray, threshold: np.ndarray) -> np.ndarray:
-    """Per node: a finite threshold off the grid (categorical: not a cut between codes)."""
-    off = np.zeros(forest.n_nodes, bool)
-    used = (feature >= 0) & np.isfinite(threshold)
-    for j in np.unique(feature[used]):
-        at = used & (feature == j)
-        t = threshold[at]
-        name = forest.feature_names[int(j)]
-        if name in forest.categories:
-            off[at] = np.floor(t) + 0.5 != t
-        else:
-            off[at] = ~grid.on_grid(name, t)
-    return off
-
-
-def _cut_between_codes(forest: PooledForest) -> tuple[PooledForest, int]:
-    """Categorical thresholds (split and surrogate) moved to ``floor(t) + 0.5``.
-
-    Level codes are integers, so ``x <= t`` and ``x <= floor(t) + 0.5`` route
-    every code alike (kept within [-0.5, K - 0.5] for K levels), and so do the
-    imputed codes and the level probabilities of ``mi``, ``ipr`` and ``mp``.
-    A threshold such as 1.0 (between codes 0 and 2) tells that the node saw no
-    row of code 1; the cut 1.5 does not.
-    """
-    if not forest.categories:
-        return forest, 0
-    n_levels = np.array(
-        [len(forest.categories.get(name, ())) for name in forest.feature_names] + [0], float
-    )
-    categorical = n_levels > 0
-    arrays = {}
-    moved = 0
-    for feature, key in (
-        (forest.feature, "threshold"),
-        (forest.surrogate_feature, "surrogate_threshold"),
-    ):
-        t = getattr(forest, key)
-        at = (feature >= 0) & categorical[feature] & np.isfinite(t)
-        cut = np.clip(np.floor(t) + 0.5, -0.5, n_levels[feature] - 0.5)
-        change = at & (cut != t)
-        moved += int(change.sum())
-        arrays[key] = np.where(change, cut, t)
-    if not moved:
-        return forest, 0
-    out = forest.with_surrogates(
-        forest.surrogate_feature,
-        arrays["surrogate_threshold"],
-        forest.surrogate_left_le,
-        forest.surrogate_agreement,
-    )
-    out.threshold = arrays["threshold"]
-    return out, moved
-
-
-def _swarm_ack(shareable: Shareable, task: str) -> Shareable:
-    """A swarm site's answer to the server's configuration or to a peer's message.
-
-    It carries no fedforest payload: nothing but its headers and, when the
-    site refused a peer's message, the reason (a text, cut to
-    :data:`~fedforest.federation.swarm.MAX_REASON` characters).
-    """
-    extra = sorted(
-        str(k) for k in shareable if k not in (protocol.ERROR, ReservedHeaderKey.HEADERS)
-    )
-    if extra:
-        raise Refused(
-            f"the {task!r} reply carries {extra}; a swarm site answers it with nothing but an "
-            "acknowledgement"
-        )
-    message = shareable.get(protocol.ERROR)
-    if message is not None:
-        if not isinstance(message, str):
-            raise Refused(
-                f"the {task!r} reply's {protocol.ERROR!r} is a {type(message).__name__}, not a text"
-            )
-        shareable[protocol.ERROR] = message[:MAX_REASON]
-    return shareable
-
-
 def policy_filters(filters) -> list[PrivacyPolicyFilter]:
     """The :class:`PrivacyPolicyFilter` objects among FLARE filters (any other is skipped).
 
@@ -695,11 +261,6 @@ def _site_name(fl_ctx: FLContext) -> str | None:
         peer = fl_ctx.get_peer_context()
         return peer.get_identity_name() if peer is not None else None
     return fl_ctx.get_identity_name() or None
-
-
-def _short(err: Exception, limit: int = 400) -> str:
-    text = str(err)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def refusal(shareable: Shareable | None, reason: str) -> Shareable:

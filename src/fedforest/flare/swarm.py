@@ -66,18 +66,14 @@ from nvflare.fuel.utils.validation_utils import DefaultValuePolicy
 from .. import protocol
 from ..errors import ConfigError, PayloadError
 from ..federation.config import JobConfig
+from ..federation.messages import read_message
 from ..federation.progress import PROGRESS_FILE, ProgressFile, end_line, swarm_status_line
 from ..federation.results import write_results_files
-from ..federation.swarm import (
-    Mailbox,
-    SwarmSite,
-    job_digest,
-    read_swarm_status,
-    swarm_results,
-)
+from ..federation.swarm import Mailbox, SwarmSite, job_digest, swarm_results
+from ..privacy.outgoing import Refusal
 from . import _compat
 from .executor import start_site
-from .privacy_filter import PrivacyPolicyFilter, Refused, policy_filters
+from .privacy_filter import PrivacyPolicyFilter, policy_filters
 
 logger = logging.getLogger(__name__)
 
@@ -248,12 +244,13 @@ class FedForestSwarmController(ServerSideController):
                     if result is None or result.get_return_code() != ReturnCode.OK:
                         continue
                     try:
-                        status = read_swarm_status(
+                        status = read_message(
                             result.get(protocol.PAYLOAD),
                             site,
-                            job.sites,
-                            job.strategies,
-                            job.metrics,
+                            protocol.SWARM_STATUS,
+                            sites=job.sites,
+                            strategies=job.strategies,
+                            metrics=job.metrics,
                         )
                     except PayloadError as err:
                         logger.warning("site %s: status refused: %s", site, err)
@@ -542,7 +539,7 @@ class ScopeFilteredTasks:
         for f in self.filters:
             try:
                 payload = f.filter_payload(payload, self.site, task_name)
-            except Refused as why:
+            except Refusal as why:
                 reason = f"privacy filter at {self.site} refused the {task_name!r} payload: {why}"
                 logger.warning("%s (policy: %s)", reason, f.policy.source)
                 raise PrivacyRefusal(reason) from None

@@ -10,8 +10,6 @@ identity (or the peer's), and what changed is logged.
 from __future__ import annotations
 
 import logging
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,20 +19,18 @@ from nvflare.apis.fl_constant import FilterKey, FLContextKey, ReservedKey, Retur
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import ReservedHeaderKey, Shareable, make_reply
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "federation"))
-from test_messages import metrics_payload  # noqa: E402
-
-from fedforest import protocol  # noqa: E402
-from fedforest.federation.message_filter import filter_payload  # noqa: E402
-from fedforest.federation.messages import MaskScore  # noqa: E402
-from fedforest.federation.training import fit_site_models  # noqa: E402
-from fedforest.flare.privacy_filter import (  # noqa: E402
+from federation.test_messages import metrics_payload
+from fedforest import protocol
+from fedforest.federation.message_filter import filter_payload
+from fedforest.federation.messages import MaskScore
+from fedforest.federation.training import fit_site_models
+from fedforest.flare.privacy_filter import (
     REFUSED,
     PrivacyPolicyFilter,
     policy_filters,
     refusal,
 )
-from fedforest.privacy.outgoing import Refusal  # noqa: E402
+from fedforest.privacy.outgoing import Refusal
 
 
 def ctx(task="train", site="site-2", direction=FilterKey.OUT, peer=None) -> FLContext:

@@ -60,9 +60,9 @@ def run_mode(mode: str, tmp: Path) -> dict:
         "mode": mode,
         "status": results["status"],
         "sites": len(sites),
-        "trees_per_site": job_cfg.forest["n_estimators"],
-        "auto_tune": job_cfg.election["auto_tune"],
-        "tuning_rounds": job_cfg.election["tuning_rounds"],
+        "trees_per_site": job_cfg.forest.n_estimators,
+        "auto_tune": job_cfg.election.auto_tune,
+        "tuning_rounds": job_cfg.election.tuning_rounds,
         "build_seconds": round(build.seconds, 2),
         "simulator_wall_seconds": round(simulation.seconds, 2),
     }

@@ -143,6 +143,7 @@ from fedforest.federation.training import (
 )
 from fedforest.model.forest import PooledForest
 from fedforest.model.imputers import ImputerSet
+from fedforest.model.pooled_model import PooledModel
 from fedforest.model.traversal import CompiledForest
 from fedforest.prediction.routing import average_leaves, route_leaves
 from fedforest.privacy.audit import (
@@ -454,11 +455,11 @@ def run_task(
             site_seconds[name] = time.perf_counter() - s0
         pooled = pool_site_models(list(sent.values()))
         for name, site in sites.items():
+            model = PooledModel(
+                pooled.forest, pooled.imputers, pooled.feature_std, pooled.intersection
+            )
             scores = evaluate_strategies(
-                pooled.forest,
-                pooled.imputers,
-                pooled.feature_std,
-                pooled.intersection,
+                model,
                 site.X_test,
                 site.y_test,
                 schema.classes,

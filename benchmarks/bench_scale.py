@@ -357,8 +357,8 @@ def run_one(
             "kind": kind,
             "mode": mode,
             "strategies": list(job.strategies),
-            "auto_tune": job.election["auto_tune"],
-            "tuning_rounds": job.election["tuning_rounds"],
+            "auto_tune": job.election.auto_tune,
+            "tuning_rounds": job.election.tuning_rounds,
             "site_trees": job.trees_per_site,
             "data_seconds": round(data_seconds, 2),
         }

@@ -40,9 +40,9 @@ def test_the_job_uses_the_reference_settings(bench, tmp_path):
     reference = bench.JobConfig.load(ROOT / "site_configs" / "job.yaml")
     assert job.sites == ["site-1", "site-2", "site-3"] and job.min_sites == 3
     assert job.strategies == reference.strategies and "auto" in job.strategies
-    assert job.forest["n_estimators"] == 7 and job.election["tuning_rounds"] == 2
-    assert job.election["auto_tune"] == reference.election["auto_tune"]
-    assert job.timeouts == bench.TIMEOUTS
+    assert job.forest.n_estimators == 7 and job.election.tuning_rounds == 2
+    assert job.election.auto_tune == reference.election.auto_tune
+    assert job.timeouts.to_dict() == bench.TIMEOUTS
     for site in job.sites:
         frame = read_table(SiteConfig.load(configs / f"{site}.yaml"))
         assert len(frame) == 40

@@ -113,7 +113,8 @@ def test_predict_reads_categorical_csv_values_as_levels_not_codes(tmp_path, caps
     from sklearn.ensemble import RandomForestClassifier
 
     from fedforest import PooledForest
-    from fedforest.model.model_files import model_bundle, save_payload
+    from fedforest.model.model_files import save_payload
+    from fedforest.model.pooled_model import PooledModel
 
     rng = np.random.default_rng(0)
     stage = rng.choice([1, 2, 3], 300)  # levels "1", "2", "3" -> codes 0, 1, 2
@@ -123,7 +124,7 @@ def test_predict_reads_categorical_csv_values_as_levels_not_codes(tmp_path, caps
     forest = PooledForest.from_sklearn(
         rf, ["stage", "age"], "s1", categories={"stage": ["1", "2", "3"]}
     )
-    path = save_payload(tmp_path / "m", model_bundle(forest.to_payload()))
+    path = save_payload(tmp_path / "m", PooledModel(forest).to_payload())
     pd.DataFrame({"stage": [3, 1], "age": [0.0, 0.0]}).to_csv(tmp_path / "d.csv", index=False)
     assert (
         main(
@@ -163,14 +164,15 @@ def small_model(tmp_path: Path) -> tuple[Path, Path]:
     from sklearn.ensemble import RandomForestClassifier
 
     from fedforest import PooledForest
-    from fedforest.model.model_files import model_bundle, save_payload
+    from fedforest.model.model_files import save_payload
+    from fedforest.model.pooled_model import PooledModel
 
     rng = np.random.default_rng(0)
     X = pd.DataFrame({"a": rng.normal(size=200), "b": rng.normal(size=200)})
     y = (X["a"] > 0).astype(int)
     rf = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
     forest = PooledForest.from_sklearn(rf, ["a", "b"], "s1")
-    model = save_payload(tmp_path / "model", model_bundle(forest.to_payload()))
+    model = save_payload(tmp_path / "model", PooledModel(forest).to_payload())
     data = tmp_path / "new.csv"
     X.head(20).rename(columns={"a": "local_a"}).to_csv(data, index=False)
     return model, data

@@ -25,7 +25,8 @@ from fedforest.federation.swarm import (
 )
 from fedforest.model.forest import PooledForest
 from fedforest.model.imputers import ImputerSet
-from fedforest.model.model_files import load_model, load_payload, read_model
+from fedforest.model.model_files import load_payload
+from fedforest.model.pooled_model import PooledModel, load_model
 from fedforest.privacy.policy import job_default_policy
 from model.same import assert_same_arrays, assert_same_predictions
 from model.v1_payloads import MODEL_V1, forest_fields, v1_payload
@@ -90,7 +91,7 @@ def readers(job):
         ),
         protocol.MASK_SCORE: (mask_score, via_server("score_replies")),
         protocol.SITE_MODELS: (trained, via_server("pool", True)),
-        protocol.MODEL: (job.model, read_model),
+        protocol.MODEL: (job.model, PooledModel.from_payload),
         protocol.SITE_METRICS: (job.metrics[site], via_server("read_metrics")),
         protocol.SWARM_MESSAGE: (
             swarm_message("payload", protocol.SCHEMA, digest, sites, job.describe[site]),
@@ -224,16 +225,17 @@ def test_version_1_pooled_forests_still_load(job):
     again = JobServer(job.config, schema=job.server.schema, election=job.server.election)
     expected = again.pool(copy.deepcopy(job.trained), want_intersection=True)
     assert model["forest"]["version"] == 3
-    assert_same_arrays(read_model(model)["forest"], read_model(expected)["forest"])
+    read = PooledModel.from_payload
+    assert_same_arrays(read(model).forest, read(expected).forest)
     # a model bundle (version 1) whose forests are version 1
-    bundle = dict(copy.deepcopy(job.model), forest=v1_payload(read_model(job.model)["forest"]))
-    assert_same_arrays(read_model(bundle, site)["forest"], read_model(job.model)["forest"])
+    bundle = dict(copy.deepcopy(job.model), forest=v1_payload(read(job.model).forest))
+    assert_same_arrays(read(bundle, site).forest, read(job.model).forest)
     # and a model file written when forests were version 1
     saved = load_model(MODEL_V1)
-    assert saved["forest"].n_trees == 10 and saved["intersection"].n_trees == 6
+    assert saved.forest.n_trees == 10 and saved.intersection.n_trees == 6
     as_sent = PooledForest(**forest_fields(load_payload(MODEL_V1)["forest"]))
-    std = saved["feature_std"]
-    assert assert_same_predictions(saved["forest"], as_sent, saved["imputers"], std, ("mp",))
+    std = saved.feature_std
+    assert assert_same_predictions(saved.forest, as_sent, saved.imputers, std, ("mp",))
 
 
 def test_a_version_1_site_metrics_reply_still_loads(tmp_path):

@@ -32,7 +32,8 @@ from sklearn.ensemble import RandomForestClassifier
 from fedforest import PooledForest
 from fedforest.cli import main
 from fedforest.columns import spelled
-from fedforest.model.model_files import model_bundle, save_payload
+from fedforest.model.model_files import save_payload
+from fedforest.model.pooled_model import PooledModel
 
 COMMANDS = ("predict", "job", "elect", "experiment")
 SITE_COMMANDS = ("job", "elect", "experiment")
@@ -69,7 +70,7 @@ def model(tmp_path_factory) -> Path:
     rf = RandomForestClassifier(n_estimators=4, max_depth=4, random_state=0).fit(X, y)
     forest = PooledForest.from_sklearn(rf, list(X.columns), "site-1", categories={"smoker": LEVELS})
     folder = tmp_path_factory.mktemp("model")
-    return save_payload(folder / "pooled_model.npz", model_bundle(forest.to_payload()))
+    return save_payload(folder / "pooled_model.npz", PooledModel(forest).to_payload())
 
 
 class Built(Exception):

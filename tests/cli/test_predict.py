@@ -17,7 +17,8 @@ def test_predict_applies_a_saved_model_to_new_rows(tmp_path, capsys, two_site_fo
     import pandas as pd
 
     from fedforest import PooledForestClassifier, fit_imputers
-    from fedforest.model.model_files import model_bundle, save_payload
+    from fedforest.model.model_files import save_payload
+    from fedforest.model.pooled_model import PooledModel, PredictionSettings
 
     forest, _, _ = two_site_forest
     X, _ = table
@@ -25,7 +26,7 @@ def test_predict_applies_a_saved_model_to_new_rows(tmp_path, capsys, two_site_fo
     std = X.std().to_dict()
     path = save_payload(
         tmp_path / "model",
-        model_bundle(forest.to_payload(), imps.to_payload(), std, settings={"seed": 3}),
+        PooledModel(forest, imps, std, settings=PredictionSettings(seed=3)).to_payload(),
     )
     # a hospital with columns x0, x1, x2 under a local name, plus an id column
     rows = X[["x0", "x1", "x2"]][500:].rename(columns={"x2": "local_x2"}).assign(pid=1)
@@ -69,7 +70,8 @@ def wmp_model(folder: Path, two_site_forest, table):
     """A pooled model saved in a site's job folder, a CSV of rows lacking x3, x4 and x5, and
     what the model predicts for them with a strategy (and guess weight)."""
     from fedforest import fit_imputers
-    from fedforest.model.model_files import model_bundle, save_payload
+    from fedforest.model.model_files import save_payload
+    from fedforest.model.pooled_model import PooledModel, PredictionSettings
 
     forest, _, _ = two_site_forest
     X, _ = table
@@ -78,7 +80,7 @@ def wmp_model(folder: Path, two_site_forest, table):
     folder.mkdir()
     model = save_payload(
         folder / "pooled_model.npz",
-        model_bundle(forest.to_payload(), imps.to_payload(), std, settings={"seed": 3}),
+        PooledModel(forest, imps, std, settings=PredictionSettings(seed=3)).to_payload(),
     )
     rows = X[["x0", "x1", "x2"]][500:]
     data = folder.parent / "new.csv"

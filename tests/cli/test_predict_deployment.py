@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,8 @@ from fedforest import PooledForest, PooledForestClassifier
 from fedforest.cli import main
 from fedforest.federation.evaluation import evaluate_strategies
 from fedforest.federation.site import deployment
-from fedforest.model.model_files import load_model, load_payload, model_bundle, save_payload
+from fedforest.model.model_files import load_payload, save_payload
+from fedforest.model.pooled_model import PooledModel, PredictionSettings, load_model
 
 SITE_A = ["x0", "x1", "x2", "x3"]
 
@@ -29,12 +31,11 @@ def saved(two_site_forest, table, tmp_path_factory):
     rf = RandomForestClassifier(n_estimators=10, random_state=4).fit(X[["x0", "x1"]][:300], y[:300])
     inter = PooledForest.from_sklearn(rf, ["x0", "x1"], owner="a")
     weights = {"a": 300.0, "b": 200.0}
+    settings = PredictionSettings(seed=0, owner_weights=weights)
+    model = PooledModel(forest, intersection=inter, settings=settings)
     fitted: dict = {}
     evaluate_strategies(
-        forest,
-        None,
-        {},
-        inter,
+        model,
         X[SITE_A][500:],
         y[500:],
         forest.classes,
@@ -43,17 +44,9 @@ def saved(two_site_forest, table, tmp_path_factory):
         X_val=X[SITE_A][400:500],
         y_val=y[400:500],
         calibration="auto",
-        owner_weights=weights,
         models=fitted,
     )
-    bundle = model_bundle(
-        forest.to_payload(),
-        None,
-        {},
-        inter.to_payload(),
-        settings={"seed": 0, "owner_weights": weights},
-        deployment=deployment(fitted),
-    )
+    bundle = dataclasses.replace(model, deployment=deployment(fitted)).to_payload()
     folder = tmp_path_factory.mktemp("deployed")
     path = save_payload(folder / "pooled_model.npz", bundle)
     X[SITE_A][500:].to_csv(folder / "rows.csv", index=False)
@@ -73,8 +66,8 @@ def test_predict_uses_the_deployed_strategy_and_calibrator(saved, tmp_path, caps
     assert f"strategy {chosen}, calibration {method}: chosen by the job for site a" in err
     assert np.allclose(pred[["p_0", "p_1"]].to_numpy(), auto.predict_proba(X), atol=1e-12)
     model = load_model(path)
-    assert model["deployment"]["strategy"] == chosen
-    assert model["settings"]["owner_weights"] == {"a": 300.0, "b": 200.0}
+    assert model.deployment.strategy == chosen
+    assert model.settings.owner_weights == {"a": 300.0, "b": 200.0}
 
 
 def test_strategy_overrides_the_deployment_uncalibrated(saved, tmp_path, capsys):
@@ -86,9 +79,9 @@ def test_strategy_overrides_the_deployment_uncalibrated(saved, tmp_path, capsys)
     assert f"strategy {other} (--strategy), uncalibrated: the job chose {auto.strategy_}" in err
     model = load_model(path)
     expected = PooledForestClassifier(
-        model["forest"],
+        model.forest,
         strategy=other,
-        owner_weights=model["settings"]["owner_weights"],
+        owner_weights=model.settings.owner_weights,
         random_state=0,
     ).predict_proba(X)
     assert np.allclose(pred[["p_0", "p_1"]].to_numpy(), expected, atol=1e-12)
@@ -130,7 +123,8 @@ def test_a_model_without_deployment_predicts_with_mp_and_says_so(
 ):
     forest, _, _ = two_site_forest
     X, _ = table
-    path = save_payload(tmp_path / "plain", model_bundle(forest.to_payload(), settings={"seed": 1}))
+    plain = PooledModel(forest, settings=PredictionSettings(seed=1)).to_payload()
+    path = save_payload(tmp_path / "plain", plain)
     X[SITE_A][:40].to_csv(tmp_path / "rows.csv", index=False)
     pred, err = _predict(
         ["--model", str(path), "--data", str(tmp_path / "rows.csv")], tmp_path, capsys

@@ -14,7 +14,8 @@ from sklearn.ensemble import RandomForestClassifier
 from fedforest import PooledForest, PooledForestClassifier
 from fedforest.cli import main
 from fedforest.columns import shell_word, spelled
-from fedforest.model.model_files import model_bundle, save_payload
+from fedforest.model.model_files import save_payload
+from fedforest.model.pooled_model import PooledModel, PredictionSettings
 
 LEVELS = ["current", "former", "never"]
 COLUMNS = ["age", "bmi", "smoker"]
@@ -36,7 +37,8 @@ def model(tmp_path_factory):
     forest = PooledForest.from_sklearn(rf, COLUMNS, "site-1", categories={"smoker": LEVELS})
     folder = tmp_path_factory.mktemp("model")
     path = save_payload(
-        folder / "pooled_model.npz", model_bundle(forest.to_payload(), settings={"seed": 0})
+        folder / "pooled_model.npz",
+        PooledModel(forest, settings=PredictionSettings(seed=0)).to_payload(),
     )
     return path, forest
 
@@ -306,7 +308,7 @@ def test_nfd_and_nfc_spellings_of_a_feature_are_one_name_refused_as_look_alikes(
     X = pd.DataFrame({nfc: rng.normal(100, 10, 80), "age": rng.normal(50, 9, 80)})
     rf = RandomForestClassifier(n_estimators=4, random_state=0).fit(X, (X["age"] > 50).astype(int))
     forest = PooledForest.from_sklearn(rf, [nfc, "age"], "site-1")
-    model_path = save_payload(tmp_path / "m.npz", model_bundle(forest.to_payload()))
+    model_path = save_payload(tmp_path / "m.npz", PooledModel(forest).to_payload())
     text = X.rename(columns={nfc: nfd}).to_csv(index=False)
     code, _, err = run(tmp_path, capsys, model_path, text)
     assert code == 1 and '"glucose\\u0301" reads like the model\'s feature "glucos\\u00e9"' in err

@@ -12,7 +12,8 @@ from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import PooledForest
 from fedforest.cli import main
-from fedforest.model.model_files import model_bundle, save_payload
+from fedforest.model.model_files import save_payload
+from fedforest.model.pooled_model import PooledModel
 
 COLUMNS = ["a", "b"]
 
@@ -25,7 +26,7 @@ def job_folder(tmp_path):
     rf = RandomForestClassifier(n_estimators=4, random_state=0).fit(X, (X["a"] > 0).astype(int))
     forest = PooledForest.from_sklearn(rf, COLUMNS, "site-1")
     folder = tmp_path / "run"
-    model = save_payload(folder / "pooled_model.npz", model_bundle(forest.to_payload()))
+    model = save_payload(folder / "pooled_model.npz", PooledModel(forest).to_payload())
     metrics = folder / "metrics.json"
     metrics.write_text(json.dumps({"strategies": {"wmp": {"guess_weight": 0.25}}}))
     data = tmp_path / "rows.csv"

@@ -9,7 +9,8 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from fedforest import PooledForest, PooledForestClassifier, PooledForestRegressor
 from fedforest.cli import main
-from fedforest.model.model_files import model_bundle, save_payload
+from fedforest.model.model_files import save_payload
+from fedforest.model.pooled_model import Deployment, PooledModel, PredictionSettings
 from fedforest.model.site_inputs import SiteInputs
 
 COLUMNS = ["a", "b", "c"]
@@ -33,7 +34,9 @@ def test_absent_features_are_named_with_their_share_of_the_splits(rows, tmp_path
     X, y = rows
     rf = RandomForestClassifier(n_estimators=8, random_state=0).fit(X, y)
     forest = PooledForest.from_sklearn(rf, COLUMNS, "s1")
-    model = save_payload(tmp_path / "m", model_bundle(forest.to_payload(), settings={"seed": 0}))
+    model = save_payload(
+        tmp_path / "m", PooledModel(forest, settings=PredictionSettings(seed=0)).to_payload()
+    )
     data = tmp_path / "rows.csv"
     X[["a"]].assign(**{f"extra_{i}": 1 for i in range(22)}).to_csv(data, index=False)
     pred, err = _run(tmp_path, capsys, model, data)
@@ -56,7 +59,9 @@ def test_a_regression_model_names_its_target_in_the_sites_words(rows, tmp_path, 
     rf = RandomForestRegressor(n_estimators=5, random_state=0).fit(X, 3 * X["a"])
     forest = PooledForest.from_sklearn(rf, COLUMNS, "s1")
     inputs = SiteInputs("s1", "days", renames={"stay": "days", "a_local": "a"})
-    bundle = model_bundle(forest.to_payload(), settings={"seed": 0}, inputs=inputs.to_payload())
+    deployed = Deployment(inputs.site, inputs=inputs)
+    bundle = PooledModel(forest, settings=PredictionSettings(seed=0), deployment=deployed)
+    bundle = bundle.to_payload()
     model = save_payload(tmp_path / "m", bundle)
     data = tmp_path / "rows.csv"
     X.rename(columns={"a": "a_local"}).to_csv(data, index=False)
@@ -72,7 +77,7 @@ def test_an_id_column_named_like_the_output_is_refused(rows, tmp_path, capsys):
     X, y = rows
     rf = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
     model = save_payload(
-        tmp_path / "m", model_bundle(PooledForest.from_sklearn(rf, COLUMNS, "s1").to_payload())
+        tmp_path / "m", PooledModel(PooledForest.from_sklearn(rf, COLUMNS, "s1")).to_payload()
     )
     data = tmp_path / "rows.csv"
     X.assign(prediction="x").to_csv(data, index=False)

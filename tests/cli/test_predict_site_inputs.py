@@ -19,7 +19,8 @@ from federation.test_site import make_job
 from fedforest.cli import main
 from fedforest.federation.driver import InProcessExchange, JobDriver
 from fedforest.federation.server import JobServer
-from fedforest.model.model_files import load_model, load_payload, save_payload
+from fedforest.model.model_files import load_payload, save_payload
+from fedforest.model.pooled_model import load_model
 from fedforest.prediction.classifier import PooledForestClassifier
 
 SITE = "site-2"
@@ -77,7 +78,7 @@ def _predict(tmp_path, capsys, *args):
 
 def test_the_saved_model_carries_the_sites_input_mapping(deployed):
     path, _, _, runner = deployed
-    inputs = load_model(path)["inputs"]
+    inputs = load_model(path).deployment.inputs
     assert inputs.site == SITE and inputs.target == "outcome"
     assert inputs.renames == {"glucose_mg_dl": "glucose"}
     assert inputs.drop_columns == ("pid",)
@@ -86,7 +87,7 @@ def test_the_saved_model_carries_the_sites_input_mapping(deployed):
     assert inputs.positive_class == 1
     assert inputs.hidden_levels == {k: tuple(v) for k, v in runner.hidden.items()}
     assert load_payload(path)["version"] == 3
-    forest = load_model(path)["forest"]  # the text categorical is a feature, "(other)" a level
+    forest = load_model(path).forest  # the text categorical is a feature, "(other)" a level
     assert "smoker" in forest.feature_names and "(other)" in forest.categories["smoker"]
 
 
@@ -108,7 +109,7 @@ def test_the_sites_own_file_gives_the_evaluations_predictions_bit_for_bit(
     assert f"renames from the model (site {SITE}'s): glucose_mg_dl -> glucose" in err
     assert f"not read (site {SITE}'s drop_columns): pid" in err
     assert "ignoring columns the model does not use: " in err and "outcome" in err
-    forest = load_model(path)["forest"]
+    forest = load_model(path).forest
     own = set(runner.X_test.columns)
     for feature in forest.feature_names:  # the others' features are absent, named
         assert (f"\n{feature}: absent (" in err) == (feature not in own), feature
@@ -120,7 +121,7 @@ def test_a_missing_renamed_column_is_named_in_the_sites_words_with_its_share(
     path, csv, _, _ = deployed
     rows = pd.read_csv(csv).drop(columns=["glucose_mg_dl"])
     rows.to_csv(tmp_path / "no_glucose.csv", index=False)
-    forest = load_model(path)["forest"]
+    forest = load_model(path).forest
     j = forest.feature_names.index("glucose")
     share = (forest.feature == j).sum() / (forest.feature >= 0).sum()
     _, err = _predict(

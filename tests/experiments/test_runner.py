@@ -202,7 +202,7 @@ def observe(monkeypatch, data, methods, **kwargs):
         return real_fit(site, X_tr, y_tr, *args, **kw)
 
     def evaluate(*args, site=None, X_val=None, y_val=None, **kw):
-        X_te = args[4]
+        X_te = args[1]  # after the model
         tested[site] = (X_te.index.copy(), None if X_val is None else X_val.index.copy())
         return real_eval(*args, site=site, X_val=X_val, y_val=y_val, **kw)
 
@@ -528,7 +528,8 @@ def test_calibration_and_pooling_weights_reach_the_evaluation(wine, monkeypatch)
     real_eval = runner.evaluate_strategies
 
     def evaluate(*args, **kw):
-        seen.append(kw)
+        # the pooling weights come with the model (its first argument)
+        seen.append({**kw, "owner_weights": args[0].settings.owner_weights})
         return real_eval(*args, **kw)
 
     monkeypatch.setattr(runner, "evaluate_strategies", evaluate)
@@ -649,8 +650,9 @@ def test_regression_trains_regressors_on_rows_dealt_and_split_without_stratifica
         return real_fit(site, X_tr, y_tr, *args, **kw)
 
     def evaluate(*args, site=None, X_val=None, y_val=None, **kw):
-        seen["eval"].append((site, args[6], kw["calibration"], args[4].index.copy(), X_val.index))
-        assert args[0].is_regression
+        # the model, the test rows, their targets, the classes
+        seen["eval"].append((site, args[3], kw["calibration"], args[1].index.copy(), X_val.index))
+        assert args[0].forest.is_regression
         return real_eval(*args, site=site, X_val=X_val, y_val=y_val, **kw)
 
     monkeypatch.setattr(runner, "fit_site_models", fit)

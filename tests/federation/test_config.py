@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import shutil
 import sys
 from pathlib import Path
@@ -20,6 +21,12 @@ from fedforest.federation.config import (
     SiteConfig,
     check_job_against_sites,
     split_sizes,
+)
+from fedforest.federation.config_sections import (
+    ElectionSettings,
+    ForestParams,
+    SurrogateParams,
+    Timeouts,
 )
 from fedforest.federation.tables import check_data, read_table
 from fedforest.privacy.policy import (
@@ -84,23 +91,28 @@ def test_shipped_job_yaml_loads():
     assert cfg.sites == list(SITES)
     assert cfg.min_sites == 2
     assert cfg.seed == 0
-    assert cfg.timeouts == {"schema": 120.0, "election": 300.0, "train": 900.0, "evaluate": 600.0}
+    assert cfg.timeouts.to_dict() == {
+        "schema": 120.0,
+        "election": 300.0,
+        "train": 900.0,
+        "evaluate": 600.0,
+    }
     assert cfg.wait_after_min is None
     assert cfg.strategies == [*JOB_STRATEGIES]
     assert cfg.voting == "soft" and cfg.depth_threshold == 2
     assert cfg.metrics == ["auprc", "auc", "mcc", "accuracy", "brier", "log_loss", "ece"]
     assert cfg.auto_metric == "log_loss" and cfg.calibration == "auto"
     assert cfg.pooling_weights == "equal"
-    assert cfg.forest == {
+    assert cfg.forest.to_dict() == {
         "n_estimators": 100,
         "max_depth": None,
         "min_samples_leaf": 1,
         "max_features": "sqrt",
     }
-    assert cfg.surrogates == {"min_agreement": 0.25, "min_rows": 6}
-    assert cfg.election["auto_tune"] is True and cfg.election["tolerance"] == 0.005
-    assert cfg.election["tuning_rounds"] == 5 and cfg.election["always_keep"] == []
-    assert cfg.election["normalization"] == "all"
+    assert cfg.surrogates == SurrogateParams(min_agreement=0.25, min_rows=6)
+    assert cfg.election.auto_tune is True and cfg.election.tolerance == 0.005
+    assert cfg.election.tuning_rounds == 5 and cfg.election.always_keep == ()
+    assert cfg.election.normalization == "all"
 
 
 def test_shipped_site_yamls_load_with_their_relative_data_path(tmp_path):
@@ -139,14 +151,18 @@ def test_job_defaults_are_filled():
     assert cfg.name == "fedforest"
     assert cfg.min_sites == 3  # default: every site
     assert cfg.seed == 0
-    assert cfg.timeouts == {k: float(v) for k, v in JOB_DEFAULTS["job"]["timeouts"].items()}
+    assert cfg.timeouts.to_dict() == {
+        k: float(v) for k, v in JOB_DEFAULTS["job"]["timeouts"].items()
+    }
     assert cfg.wait_after_min is None and JOB_DEFAULTS["job"]["wait_after_min"] is None
     assert cfg.strategies == JOB_DEFAULTS["evaluation"]["strategies"]
     assert cfg.voting == "soft" and cfg.depth_threshold == 2
     assert cfg.metrics == list(METRICS)
-    assert cfg.forest == JOB_DEFAULTS["forest"]
-    assert cfg.surrogates == JOB_DEFAULTS["surrogates"]
-    assert cfg.election == JOB_DEFAULTS["election"]
+    assert cfg.forest.to_dict() == JOB_DEFAULTS["forest"]
+    assert cfg.surrogates.to_dict() == JOB_DEFAULTS["surrogates"]
+    assert cfg.election.to_dict() == JOB_DEFAULTS["election"]
+    assert (cfg.forest, cfg.surrogates) == (ForestParams(), SurrogateParams())
+    assert cfg.election == ElectionSettings()
 
 
 def test_partial_nested_sections_keep_the_other_defaults():
@@ -158,10 +174,10 @@ def test_partial_nested_sections_keep_the_other_defaults():
         }
     )
     assert cfg.min_sites == 1
-    assert cfg.timeouts == {"schema": 120.0, "election": 300.0, "train": 0.0, "evaluate": 600.0}
-    assert cfg.forest["n_estimators"] == 7 and cfg.forest["max_features"] == 0.5
-    assert cfg.forest["min_samples_leaf"] == 1 and cfg.forest["max_depth"] is None
-    assert cfg.election["freedom_degree"] == 1 and cfg.election["aggregation"] == "weighted"
+    assert cfg.timeouts == Timeouts(schema=120.0, election=300.0, train=0.0, evaluate=600.0)
+    assert cfg.forest.n_estimators == 7 and cfg.forest.max_features == 0.5
+    assert cfg.forest.min_samples_leaf == 1 and cfg.forest.max_depth is None
+    assert cfg.election.freedom_degree == 1 and cfg.election.aggregation == "weighted"
 
 
 def test_election_normalization_defaults_to_all_and_accepts_selected():
@@ -170,23 +186,25 @@ def test_election_normalization_defaults_to_all_and_accepts_selected():
     assert JOB_DEFAULTS["election"]["normalization"] == "all"
     assert NORMALIZATIONS == ("all", "selected")
     cfg = JobConfig.from_dict({"job": {"sites": ["a", "b"]}})
-    assert cfg.election["normalization"] == "all"
+    assert cfg.election.normalization == "all"
     for value in NORMALIZATIONS:
         cfg = JobConfig.from_dict(
             {"job": {"sites": ["a", "b"]}, "election": {"normalization": value}}
         )
-        assert cfg.election["normalization"] == value
+        assert cfg.election.normalization == value
 
 
 def test_defaults_are_not_shared_between_configs():
     before = copy.deepcopy(JOB_DEFAULTS)
     cfg = JobConfig.from_dict({"job": {"sites": ["a", "b"]}})
-    cfg.election["always_keep"].append("age")
     cfg.strategies.append("hard")
-    cfg.forest["n_estimators"] = 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.forest.n_estimators = 1  # a section is frozen: nothing of it can be changed
+    assert isinstance(cfg.election.always_keep, tuple)
     assert before == JOB_DEFAULTS
     again = JobConfig.from_dict({"job": {"sites": ["a", "b"]}})
-    assert again.election["always_keep"] == [] and "hard" not in again.strategies
+    assert again.election.always_keep == () and "hard" not in again.strategies
+    assert again.forest.n_estimators == JOB_DEFAULTS["forest"]["n_estimators"]
 
 
 @pytest.mark.parametrize("max_features", ["sqrt", "log2", None, 1, 3, 0.3, 1.0])
@@ -194,7 +212,7 @@ def test_valid_max_features(max_features):
     cfg = JobConfig.from_dict(
         {"job": {"sites": ["a", "b"]}, "forest": {"max_features": max_features}}
     )
-    assert cfg.forest["max_features"] == max_features
+    assert cfg.forest.max_features == max_features
 
 
 # --------------------------------------------------------------------------- job: errors
@@ -1174,7 +1192,7 @@ def test_a_key_given_twice_in_a_site_yaml_is_refused_too(tmp_path):
 def test_a_regression_job_gets_regression_defaults_and_refuses_classification_keys():
     job = JobConfig.from_dict({"job": {"sites": ["a", "b"], "task": "regression"}}, "j.yaml")
     assert job.task == "regression" and job.metrics == ["rmse", "mae", "r2"]
-    assert job.auto_metric == "rmse" and job.election["metric"] == "rmse"
+    assert job.auto_metric == "rmse" and job.election.metric == "rmse"
     assert job.calibration == "none"
     refused = [
         ({"evaluation": {"metrics": ["auprc", "rmse"]}}, "evaluation.metrics"),

@@ -37,7 +37,7 @@ def demo(tmp_path_factory) -> tuple[JobConfig, Path]:
     """Small demo tables (150 rows a site), 6 trees a site, 3 tuning rounds, min_sites 2."""
     folder = tmp_path_factory.mktemp("driver_demo")
     config, _ = make_job(folder, rows=150, n_estimators=6)
-    assert config.min_sites == 2 and config.election["auto_tune"]
+    assert config.min_sites == 2 and config.election.auto_tune
     return config, folder
 
 
@@ -83,7 +83,7 @@ class Scripted:
 
 def no_election(config: JobConfig, **job) -> JobConfig:
     """The job with the election off (a schema round, then the schema to the sites)."""
-    election = {**config.election, "enabled": False}
+    election = dataclasses.replace(config.election, enabled=False)
     return dataclasses.replace(config, election=election, **job)
 
 
@@ -524,7 +524,7 @@ def test_trees_per_site_sends_each_site_its_own_model(demo, tmp_path, cap):
     best, ``cap`` in all (its own 6 even when ``cap`` is smaller); the job's results are
     the pooled forest's."""
     from fedforest.federation.site_trees import trees_for_site
-    from fedforest.model.model_files import load_model, read_model
+    from fedforest.model.pooled_model import PooledModel, load_model
 
     config, folder = demo
     capped = dataclasses.replace(no_election(config), trees_per_site=cap)
@@ -535,7 +535,7 @@ def test_trees_per_site_sends_each_site_its_own_model(demo, tmp_path, cap):
     assert sorted(results.metrics) == list(SITES)
     (request,) = [r for r in seen.requests if r.task == protocol.EVALUATE]
     assert sorted(request.site_data) == list(SITES)
-    pooled = read_model(driver.model)["forest"]
+    pooled = PooledModel.from_payload(driver.model).forest
     assert pooled.n_trees == 18 and results.model.trees == 18
     columns = driver.rules.schema.site_columns
     for site in SITES:
@@ -544,17 +544,17 @@ def test_trees_per_site_sends_each_site_its_own_model(demo, tmp_path, cap):
         assert {k: v for k, v in data.items() if k != "model"} == {
             k: v for k, v in request.data.items() if k != "model"
         }
-        sent_model = read_model(data["model"])
-        sent = sent_model["forest"]
+        sent_model = PooledModel.from_payload(data["model"])
+        sent = sent_model.forest
         assert sent.n_trees == max(cap, 6) and sent.owner_mask(site).sum() == 6
         # the intersection forest too: the site's own trees, then the others in pooled order
-        inter = sent_model["intersection"]
+        inter = sent_model.intersection
         assert inter.n_trees == max(cap, 6) and inter.owner_mask(site).sum() == 6
         keep = trees_for_site(pooled, site, columns[site], cap)
         assert np.array_equal(sent.tree_owner, pooled.tree_owner[keep])
         assert np.array_equal(sent.threshold, pooled.select_trees(keep).threshold)
         # what the site evaluated with is what it keeps to predict with
-        assert load_model(tmp_path / site / "pooled_model.npz")["forest"].n_trees == sent.n_trees
+        assert load_model(tmp_path / site / "pooled_model.npz").forest.n_trees == sent.n_trees
         assert results.model.site_models[site]["trees"] == sent.n_trees
     assert list(results.model.site_models) == list(SITES)
     saved = results_file(tmp_path)["model"]["site_models"]

@@ -11,6 +11,7 @@ import pytest
 from fedforest import PayloadError, PooledForestClassifier, protocol
 from fedforest.federation.evaluation import evaluate_strategies, read_site_metrics
 from fedforest.metrics import score_all
+from fedforest.model.pooled_model import PooledModel
 from fedforest.prediction.weighting import GUESS_WEIGHTS
 from fedforest.privacy.policy import PrivacyPolicy
 from fedforest.vocabulary import FITTED_STRATEGIES
@@ -32,10 +33,7 @@ def site_a(two_site_forest, table):
 
 def evaluate(forest, X_val, y_val, X_te, y_te, strategies=STRATEGIES):
     return evaluate_strategies(
-        forest,
-        None,
-        {},
-        None,
+        PooledModel(forest),
         X_te,
         y_te,
         forest.classes,
@@ -197,10 +195,7 @@ def few_validation_rows(site_a):
     """Isotonic calibration on 12 validation rows: fewer than 10 of a class, so skipped."""
     forest, X_val, y_val, X_te, y_te = site_a
     return evaluate_strategies(
-        forest,
-        None,
-        {},
-        None,
+        PooledModel(forest),
         X_te,
         y_te,
         forest.classes,
@@ -227,7 +222,7 @@ def test_a_skipped_calibration_says_why_in_the_row(few_validation_rows):
 def test_a_fitted_calibration_skips_nothing(site_a):
     forest, X_val, y_val, X_te, y_te = site_a
     rows = evaluate_strategies(
-        forest, None, {}, None, X_te, y_te, forest.classes, ["mp"], site="a",
+        PooledModel(forest), X_te, y_te, forest.classes, ["mp"], site="a",
         metrics=METRICS, X_val=X_val, y_val=y_val, random_state=0, calibration="prior",
     )  # fmt: skip
     assert rows["mp"]["calibration"] == "prior" and rows["mp"]["calibration_skipped"] is None

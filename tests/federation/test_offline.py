@@ -132,12 +132,12 @@ def test_the_offline_election_equals_the_jobs_election(tmp_path):
         tables,
         "outcome",
         selectors,
-        freedom_degree=el["freedom_degree"],
-        aggregation=el["aggregation"],
-        auto_tune=el["auto_tune"],
-        tuning_rounds=el["tuning_rounds"],
-        tolerance=el["tolerance"],
-        metric=el["metric"],
+        freedom_degree=el.freedom_degree,
+        aggregation=el.aggregation,
+        auto_tune=el.auto_tune,
+        tuning_rounds=el.tuning_rounds,
+        tolerance=el.tolerance,
+        metric=el.metric,
         random_state=config.seed,
     )
     assert offline.election.selected == job.elected

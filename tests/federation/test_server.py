@@ -17,7 +17,7 @@ from fedforest.federation.job_results import RESULTS_FORMAT, RESULTS_VERSION
 from fedforest.federation.messages import MESSAGES, MaskScore, read_message
 from fedforest.federation.schema import SchemaError
 from fedforest.federation.server import JobServer, payload_bytes
-from fedforest.model.model_files import load_model, read_model
+from fedforest.model.pooled_model import PooledModel, load_model
 from fedforest.privacy.policy import job_default_policy
 from fedforest.vocabulary import JOB_STRATEGIES, STRATEGY_NAMES
 
@@ -85,10 +85,10 @@ def test_election_was_tuned_with_the_sites_scores(job):
         scores = [r.score for r in read.values()]
         assert min(scores) <= JobServer.weighted_score(read) <= max(scores)
     history = server.tuning.to_dict()["history"]
-    assert history[0]["freedom_degree"] == job.config.election["freedom_degree"]
-    assert sum(not h["reused"] for h in history) <= job.config.election["tuning_rounds"]
+    assert history[0]["freedom_degree"] == job.config.election.freedom_degree
+    assert sum(not h["reused"] for h in history) <= job.config.election.tuning_rounds
     assert server.tuning.score == max(h["score"] for h in history) or (
-        max(h["score"] for h in history) - server.tuning.score <= job.config.election["tolerance"]
+        max(h["score"] for h in history) - server.tuning.score <= job.config.election.tolerance
     )
 
 
@@ -102,16 +102,16 @@ def test_election_counts_only_the_sites_that_have_a_feature(job):
 def test_pooled_model(job):
     model = job.model
     assert_plain(model, "model")
-    parts = read_model(model)
-    assert parts["forest"].owners == list(SITES)
-    assert parts["forest"].n_trees == 3 * 20
-    assert set(parts["forest"].feature_names) <= set(job.elected)
-    assert parts["intersection"].feature_names == SHARED
-    assert parts["intersection"].owners == list(SITES)
-    assert set(parts["imputers"]) <= set(job.elected) - set(SHARED)
+    parts = PooledModel.from_payload(model)
+    assert parts.forest.owners == list(SITES)
+    assert parts.forest.n_trees == 3 * 20
+    assert set(parts.forest.feature_names) <= set(job.elected)
+    assert parts.intersection.feature_names == SHARED
+    assert parts.intersection.owners == list(SITES)
+    assert set(parts.imputers) <= set(job.elected) - set(SHARED)
     assert model["settings"] == {"depth_threshold": 2, "voting": "soft", "seed": 0}
     # the pooled std is the mean of the sites' stds
-    for name, value in parts["feature_std"].items():
+    for name, value in parts.feature_std.items():
         stds = [p["feature_std"][name] for p in job.trained.values() if name in p["feature_std"]]
         assert value == pytest.approx(np.mean(stds))
     assert job.server.dropped == {}
@@ -213,7 +213,7 @@ def test_report_md(job):
 def test_saved_model_matches_the_pooled_one(job):
     parts = load_model(job.run_dir / "site-2" / "pooled_model.npz")
     np.testing.assert_array_equal(
-        parts["forest"].threshold, read_model(job.model)["forest"].threshold
+        parts.forest.threshold, PooledModel.from_payload(job.model).forest.threshold
     )
 
 
@@ -344,7 +344,7 @@ def test_votes_below_min_sites(job):
 def test_elect_without_tuning_counts_at_the_configured_freedom_degree(job):
     for fd, expected in ((0.0, "intersection"), (1.0, "union")):
         config = copy.deepcopy(job.config)
-        config.election = {**config.election, "auto_tune": False, "freedom_degree": fd}
+        config.election = dataclasses.replace(config.election, auto_tune=False, freedom_degree=fd)
         server = JobServer(config)
         server.build_schema(copy.deepcopy(job.describe))
         selected = server.elect(server.read_votes(copy.deepcopy(job.votes)), None)
@@ -409,11 +409,11 @@ def test_bad_training_payload_drops_the_site_and_pools_the_others(job, tamper, r
     assert list(server.dropped) == ["site-3"]
     assert server.dropped["site-3"].startswith("train: payload from 'site-3' refused")
     assert reason in server.dropped["site-3"]
-    parts = read_model(model)
-    assert parts["forest"].owners == ["site-1", "site-2"]
-    assert parts["forest"].n_trees == 40
-    assert parts["intersection"].owners == ["site-1", "site-2"]
-    assert all(imp.owner in ("site-1", "site-2") for imp in parts["imputers"].values())
+    parts = PooledModel.from_payload(model)
+    assert parts.forest.owners == ["site-1", "site-2"]
+    assert parts.forest.n_trees == 40
+    assert parts.intersection.owners == ["site-1", "site-2"]
+    assert all(imp.owner in ("site-1", "site-2") for imp in parts.imputers.values())
 
 
 def test_training_payload_with_features_that_were_not_elected(job):
@@ -422,13 +422,15 @@ def test_training_payload_with_features_that_were_not_elected(job):
     everything = runner.columns  # site-2 trains on all its columns, ignoring the election
     assert set(everything) - set(job.elected)
     payloads = copy.deepcopy(job.trained)
-    payloads["site-2"] = runner.train(everything, job.config.forest, job.config.surrogates, True)
+    payloads["site-2"] = runner.train(
+        everything, job.config.forest.to_dict(), job.config.surrogates.to_dict(), True
+    )
     model = server.pool(payloads, want_intersection=True)
     assert list(server.dropped) == ["site-2"]
     reason = server.dropped["site-2"]
     assert "payload from 'site-2' refused: its trees use features that were not elected" in reason
     assert str(sorted(set(everything) - set(job.elected))) in reason
-    assert read_model(model)["forest"].owners == ["site-1", "site-3"]
+    assert PooledModel.from_payload(model).forest.owners == ["site-1", "site-3"]
 
 
 def test_pool_without_an_election_takes_every_feature(job):
@@ -437,19 +439,22 @@ def test_pool_without_an_election_takes_every_feature(job):
     server.build_schema(copy.deepcopy(job.describe))
     payloads = {
         site: runner.train(
-            runner.columns, job.config.forest, job.config.surrogates, intersection=False
+            runner.columns,
+            job.config.forest.to_dict(),
+            job.config.surrogates.to_dict(),
+            intersection=False,
         )
         for site, runner in job.runners.items()
     }
     model = server.pool(payloads, want_intersection=False)
     assert server.dropped == {}
-    parts = read_model(model)
-    assert sorted(parts["forest"].feature_names) == ALL_FEATURES
-    assert parts["forest"].categories == job.schema["categories"]
-    activity = parts["imputers"]["activity"]
+    parts = PooledModel.from_payload(model)
+    assert sorted(parts.forest.feature_names) == ALL_FEATURES
+    assert parts.forest.categories == job.schema["categories"]
+    activity = parts.imputers["activity"]
     assert activity.kind == "categorical" and activity.n_levels == 3
     assert activity.owner in ("site-2", "site-3")
-    assert set(parts["imputers"]) == set(ALL_FEATURES) - set(SHARED)
+    assert set(parts.imputers) == set(ALL_FEATURES) - set(SHARED)
 
 
 def test_training_payload_that_is_not_a_dict(job):
@@ -586,11 +591,11 @@ def test_pooling_does_not_depend_on_the_order_replies_arrive(job):
     forward = server_after_election(job).pool(copy.deepcopy(job.trained), want_intersection=True)
     backward_payloads = dict(reversed(list(copy.deepcopy(job.trained).items())))
     backward = server_after_election(job).pool(backward_payloads, want_intersection=True)
-    a, b = read_model(forward), read_model(backward)
-    assert a["forest"].owners == b["forest"].owners == sorted(SITES)
-    assert np.array_equal(a["forest"].feature, b["forest"].feature)
-    assert np.array_equal(a["forest"].threshold, b["forest"].threshold)
-    assert a["feature_std"] == b["feature_std"]
+    a, b = PooledModel.from_payload(forward), PooledModel.from_payload(backward)
+    assert a.forest.owners == b.forest.owners == sorted(SITES)
+    assert np.array_equal(a.forest.feature, b.forest.feature)
+    assert np.array_equal(a.forest.threshold, b.forest.threshold)
+    assert a.feature_std == b.feature_std
 
 
 # --------------------------------------------------------------------------- any failure: one site
@@ -631,7 +636,7 @@ def test_a_model_that_breaks_pooling_is_found_and_its_site_dropped(job, monkeypa
         "site-3": "train: its payload could not be used (ValueError: forests disagree about "
         "feature 'x')"
     }
-    assert read_model(model)["forest"].owners == ["site-1", "site-2"]
+    assert PooledModel.from_payload(model).forest.owners == ["site-1", "site-2"]
 
 
 def test_sites_lacking_a_class_are_named_in_the_results(job, tmp_path):

@@ -31,7 +31,7 @@ from fedforest.federation.schema import GlobalSchema, SiteSchema, lacking_classe
 from fedforest.federation.server import JobServer
 from fedforest.federation.site import SiteRunner
 from fedforest.model.forest import PooledForest
-from fedforest.model.model_files import load_model
+from fedforest.model.pooled_model import load_model
 from fedforest.privacy.audit import check_forest, disclosed_rare_levels
 from fedforest.privacy.levels import OTHER_LEVEL
 from fedforest.privacy.policy import (
@@ -137,7 +137,7 @@ def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
     job.ballot = server.read_votes(job.votes)
 
     def score(features: list[str]) -> float:
-        metric = config.election["metric"]
+        metric = config.election.metric
         replies = {s: runners[s].score_mask(features, metric) for s in alive()}
         job.scored_masks.append((list(features), replies))
         return server.score_replies(replies)
@@ -147,7 +147,9 @@ def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
     job.trained = server.timed(
         "train",
         lambda: {
-            s: runners[s].train(job.elected, config.forest, config.surrogates, want_inter)
+            s: runners[s].train(
+                job.elected, config.forest.to_dict(), config.surrogates.to_dict(), want_inter
+            )
             for s in alive()
         },
     )
@@ -340,8 +342,12 @@ def test_training_payloads_are_plain_and_follow_the_election(job):
 def test_training_is_reproducible(fresh):
     config, runners, _, _ = fresh
     elected = ["age", "bmi", "glucose", "insulin", "smoker"]
-    a = runners["site-1"].train(elected, config.forest, config.surrogates, False)
-    b = runners["site-1"].train(elected, config.forest, config.surrogates, False)
+    a = runners["site-1"].train(
+        elected, config.forest.to_dict(), config.surrogates.to_dict(), False
+    )
+    b = runners["site-1"].train(
+        elected, config.forest.to_dict(), config.surrogates.to_dict(), False
+    )
     assert "intersection" not in a
     assert_payload_equal(a, b)
 
@@ -349,12 +355,16 @@ def test_training_is_reproducible(fresh):
 def test_train_refuses_an_election_without_any_own_column(fresh):
     config, runners, _, _ = fresh
     with pytest.raises(ValueError, match="site 'site-1' has none of the elected features"):
-        runners["site-1"].train(["hba1c", "activity"], config.forest, config.surrogates, False)
+        runners["site-1"].train(
+            ["hba1c", "activity"], config.forest.to_dict(), config.surrogates.to_dict(), False
+        )
 
 
 def test_train_with_only_shared_columns_has_no_imputers(fresh):
     config, runners, _, _ = fresh
-    out = runners["site-3"].train(["age", "bmi"], config.forest, config.surrogates, False)
+    out = runners["site-3"].train(
+        ["age", "bmi"], config.forest.to_dict(), config.surrogates.to_dict(), False
+    )
     assert out["imputers"]["imputers"] == []
     assert out["forest"]["feature_names"] == ["age", "bmi"]
 
@@ -400,8 +410,8 @@ def test_evaluate_saves_the_model_and_metrics(job):
         saved = json.loads((folder / "metrics.json").read_text())
         assert saved == json.loads(json.dumps(job.metrics[site]))
         parts = load_model(folder / "pooled_model.npz")
-        assert parts["forest"].owners == list(SITES)
-        assert parts["forest"].n_trees == 60 and parts["intersection"].n_trees == 60
+        assert parts.forest.owners == list(SITES)
+        assert parts.forest.n_trees == 60 and parts.intersection.n_trees == 60
 
 
 def test_evaluate_without_an_intersection_forest(job):
@@ -536,7 +546,7 @@ def test_the_job_settings_are_checked_against_the_site_when_it_starts(tmp_path):
     assert msg.startswith("job.yaml: key 'forest.min_samples_leaf' is 17; allowed: at most 16")
     assert "s.yaml gives 33 training rows" in msg
     assert runner.frame is None
-    job.forest["min_samples_leaf"] = 16
+    job.forest = dataclasses.replace(job.forest, min_samples_leaf=16)
     assert runner.load(job=job).frame.shape == (60, 4)
 
 
@@ -550,9 +560,9 @@ def test_split_sizes_match_the_splits_of_set_schema(job):
 def test_train_refuses_a_leaf_size_that_leaves_one_leaf_trees(fresh):
     config, runners, schema, _ = fresh
     runner = runners["site-1"]
-    too_big = {**config.forest, "min_samples_leaf": len(runner.X_train)}
+    too_big = {**config.forest.to_dict(), "min_samples_leaf": len(runner.X_train)}
     with pytest.raises(ValueError, match="forest.min_samples_leaf=.* training rows for a single"):
-        runner.train(list(runner.columns), too_big, config.surrogates, False)
+        runner.train(list(runner.columns), too_big, config.surrogates.to_dict(), False)
 
 
 # --------------------------------------------------------------------------- privacy policies
@@ -690,7 +700,12 @@ def test_a_dp_site_sends_random_trees_and_nothing_else_from_its_rows(policy_job)
 
 def test_dp_structure_is_the_same_when_one_training_row_changes(policy_job):
     runner = policy_job.runners["site-3"]
-    args = (policy_job.elected, policy_job.config.forest, policy_job.config.surrogates, True)
+    args = (
+        policy_job.elected,
+        policy_job.config.forest.to_dict(),
+        policy_job.config.surrogates.to_dict(),
+        True,
+    )
     first = runner.train(*args)
     X_train, y_train = runner.X_train, runner.y_train
     try:
@@ -770,7 +785,7 @@ def test_train_names_the_privacy_key_that_raised_the_leaf_size(fresh):
     runner.set_schema(fresh[2])
     runner.policy = dataclasses.replace(runner.policy, min_leaf_rows=len(runner.X_train))
     with pytest.raises(ValueError, match=r"privacy.min_leaf_rows \(.*site-1.yaml\)=\d+ needs"):
-        runner.train(["age", "bmi"], config.forest, config.surrogates, False)
+        runner.train(["age", "bmi"], config.forest.to_dict(), config.surrogates.to_dict(), False)
 
 
 # --------------------------------------------------------------------------- privacy at start

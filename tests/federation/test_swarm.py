@@ -23,6 +23,7 @@ from fedforest import protocol
 from fedforest.errors import PayloadError
 from fedforest.federation.agreement import payload_digest
 from fedforest.federation.config import JobConfig, SiteConfig
+from fedforest.federation.config_sections import Timeouts
 from fedforest.federation.driver import InProcessExchange, JobDriver
 from fedforest.federation.messages import STATUS_FIELDS, read_message
 from fedforest.federation.results import render_report, write_results_files
@@ -49,7 +50,7 @@ def demo(tmp_path_factory) -> tuple[JobConfig, Path]:
     """Small demo tables (150 rows a site), a swarm job of 6 trees a site, 3 tuning rounds."""
     folder = tmp_path_factory.mktemp("swarm_demo")
     config, _ = make_job(folder, rows=150, n_estimators=6, job={"mode": "swarm"})
-    assert config.mode == "swarm" and config.min_sites == 2 and config.election["enabled"]
+    assert config.mode == "swarm" and config.min_sites == 2 and config.election.enabled
     return config, folder
 
 
@@ -323,7 +324,7 @@ def test_sites_left_out_before_the_run_are_named_and_never_waited_for(demo):
         peer.leave_out(["site-3"], "it was not connected when the job started")
     start = time.monotonic()
     statuses = run_swarm(peers)
-    assert time.monotonic() - start < config.timeouts["schema"]  # no deadline was waited out
+    assert time.monotonic() - start < config.timeouts.schema  # no deadline was waited out
     for site in ("site-1", "site-2"):
         assert statuses[site]["state"] == "finished", statuses[site]["error"]
         assert statuses[site]["dropped"] == {
@@ -336,7 +337,7 @@ def test_sites_left_out_before_the_run_are_named_and_never_waited_for(demo):
 def test_a_site_that_never_answers_is_left_out_at_the_deadline(demo):
     config, folder = demo
     quick = dataclasses.replace(
-        config, timeouts={"schema": 1.0, "election": 300.0, "train": 300.0, "evaluate": 300.0}
+        config, timeouts=Timeouts(schema=1.0, election=300.0, train=300.0, evaluate=300.0)
     )
     runners = load_runners(folder, quick)
     del runners["site-3"]  # its mailbox exists, but it sends nothing
@@ -663,7 +664,7 @@ def test_trees_per_site_in_swarm_mode_gives_the_server_modes_models_and_metrics(
     """Each site keeps its own share of the forest it pooled itself, the one the server
     would send it: the same pooled model everywhere, and every site's metrics equal to
     server mode's."""
-    from fedforest.model.model_files import load_model
+    from fedforest.model.pooled_model import load_model
 
     config, folder = demo
     capped = dataclasses.replace(config, trees_per_site=10)
@@ -675,5 +676,5 @@ def test_trees_per_site_in_swarm_mode_gives_the_server_modes_models_and_metrics(
         assert status["state"] == "finished", (site, status["error"])
         assert status["model_digest"] == payload_digest(model), site  # the whole pooled model
         assert status["metrics"]["strategies"] == metrics[site]["strategies"], site
-        kept = load_model(tmp_path / site / "pooled_model.npz")["forest"]
+        kept = load_model(tmp_path / site / "pooled_model.npz").forest
         assert kept.n_trees == 10 and kept.owner_mask(site).sum() == 6

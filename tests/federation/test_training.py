@@ -8,7 +8,7 @@ import pytest
 
 from fedforest.errors import PayloadError
 from fedforest.federation.training import SiteModels, fit_site_models, pool_site_models
-from fedforest.model.model_files import model_bundle, read_model
+from fedforest.model.pooled_model import PooledModel
 from fedforest.privacy.audit import check_forest
 from fedforest.privacy.policy import PrivacyPolicy
 
@@ -124,18 +124,14 @@ def test_withholding_the_std_also_withholds_numeric_imputers(plain):
     other = fit_site_models("s2", X, y, SHARED, SHARED, CATEGORIES, FOREST, SURROGATES, 0)
     pooled = pool_site_models([models, other])
     assert "lab" not in pooled.feature_std
-    bundle = model_bundle(
-        pooled.forest.to_payload(), pooled.imputers.to_payload(), pooled.feature_std
-    )
-    assert read_model(bundle)["imputers"].features == ["ward"]
+    bundle = PooledModel(pooled.forest, pooled.imputers, pooled.feature_std).to_payload()
+    assert PooledModel.from_payload(bundle).imputers.features == ["ward"]
     # had it sent its numeric imputer, the bundle would be refused
     leaky = SiteModels(models.forest, plain.imputers, {}, None)
     pooled = pool_site_models([leaky, other])
-    bundle = model_bundle(
-        pooled.forest.to_payload(), pooled.imputers.to_payload(), pooled.feature_std
-    )
+    bundle = PooledModel(pooled.forest, pooled.imputers, pooled.feature_std).to_payload()
     with pytest.raises(PayloadError, match="no entry for 'lab', which has a numeric imputer"):
-        read_model(bundle)
+        PooledModel.from_payload(bundle)
 
 
 def test_count_noise_comes_from_the_operating_system_not_the_seed():

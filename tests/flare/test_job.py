@@ -107,7 +107,7 @@ def test_always_keep_names_a_column_some_site_has_after_renames(tmp_path):
     configs = write_configs(tmp_path, rows=60)
     edit(configs / "job.yaml", lambda d: d["election"].update(always_keep=["glucose", "hba1c"]))
     job_cfg, _ = load_configs(configs)
-    assert job_cfg.election["always_keep"] == ["glucose", "hba1c"]
+    assert job_cfg.election.always_keep == ("glucose", "hba1c")
 
 
 def test_cli_build_reports_config_errors(tmp_path, capsys):

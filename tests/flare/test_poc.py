@@ -16,7 +16,7 @@ import pytest
 
 from fedforest.flare.environments import PocDeployment
 from fedforest.flare.recipe import FedForestRecipe
-from fedforest.model.model_files import load_model
+from fedforest.model.pooled_model import load_model
 from fedforest.vocabulary import JOB_STRATEGIES
 
 from .flare_setup import DEMO_RUNS, terminal, write_configs
@@ -133,7 +133,7 @@ def test_a_hospitals_privacy_scope_holds_in_swarm_mode(poc):
     assert results["privacy"]["site-2"]["min_leaf_rows"] < K
     for site in ("site-2", "site-3"):  # the trees site-1 sent, as the other sites pooled them
         (path,) = site_run_dir(poc, site, "scoped").rglob("pooled_model.npz")
-        forest = load_model(path)["forest"]
+        forest = load_model(path).forest
         mine = np.isin(forest.tree_of_node, np.flatnonzero(forest.owner_mask("site-1")))
         assert mine.any()
         assert forest.n_node_samples[mine].min() >= K
@@ -154,7 +154,7 @@ def test_a_regression_job_runs_in_swarm_mode(poc):
         assert set(per) == set(JOB_STRATEGIES)
         assert all(row["rmse"] > 0 and row["bins"] is None for row in per.values())
         (path,) = site_run_dir(poc, site, "scoped").rglob("pooled_model.npz")
-        assert load_model(path)["forest"].task == "regression"
+        assert load_model(path).forest.task == "regression"
 
 
 def test_the_console_shows_the_phases_and_none_of_flares_output(poc, demo_server_run):

@@ -11,7 +11,7 @@ import pytest
 from fedforest import protocol
 from fedforest.flare.environments import simulate
 from fedforest.flare.recipe import FedForestRecipe
-from fedforest.model.model_files import load_model
+from fedforest.model.pooled_model import load_model
 from fedforest.prediction.weighting import GUESS_WEIGHTS
 from fedforest.vocabulary import JOB_STRATEGIES
 
@@ -77,16 +77,17 @@ def test_three_sites_with_different_columns(demo_server_run):
     # each site saved the pooled model, which loads, and its own metrics
     for site in SITES:
         model = load_model(ws / site / "simulate_job" / "pooled_model.npz")
-        assert model["forest"].n_trees == 90 and model["intersection"] is not None
+        assert model.forest.n_trees == 90 and model.intersection is not None
         # what the site deploys: auto's choice and its calibrator
         auto = results["metrics"][site]["auto"]
-        assert model["deployment"]["site"] == site
-        assert model["deployment"]["strategy"] == auto["chosen"]
-        assert model["deployment"]["calibrator"].method == auto["chosen_calibration"]
+        assert model.deployment.site == site
+        assert model.deployment.strategy == auto["chosen"]
+        assert model.deployment.calibrator.method == auto["chosen_calibration"]
         # and how its own file becomes the model's input (site-2 renames its glucose column)
-        assert model["inputs"].site == site and model["inputs"].target == "outcome"
+        inputs = model.deployment.inputs
+        assert inputs.site == site and inputs.target == "outcome"
         renames = {"glucose_mg_dl": "glucose"} if site == "site-2" else {}
-        assert model["inputs"].renames == renames
+        assert inputs.renames == renames
         saved = json.loads((ws / site / "simulate_job" / "metrics.json").read_text())
         assert math.isclose(
             saved["strategies"]["mp"]["auprc"], results["metrics"][site]["mp"]["auprc"]
@@ -212,9 +213,9 @@ def test_a_regression_job_runs_in_the_simulator(tmp_path):
             assert row["calibration"] == "none" and row["bins"] is None
         assert per["auto"]["chosen"] in per
         saved = load_model(ws / site / "simulate_job" / "pooled_model.npz")
-        assert saved["forest"].task == "regression" and saved["forest"].n_classes == 0
-        assert saved["deployment"]["calibrator"] is None
-        assert saved["forest"].n_trees == 20 and saved["forest"].owner_mask(site).sum() == 10
+        assert saved.forest.task == "regression" and saved.forest.n_classes == 0
+        assert saved.deployment.calibrator is None
+        assert saved.forest.n_trees == 20 and saved.forest.owner_mask(site).sum() == 10
     assert results["model"]["trees"] == 30  # the pooled forest itself keeps every tree
     assert {s: v["trees"] for s, v in results["model"]["site_models"].items()} == {
         s: 20 for s in SITES

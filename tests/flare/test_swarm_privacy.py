@@ -22,7 +22,7 @@ from federation.test_swarm import build_swarm, load_runners, run_swarm
 from fedforest import protocol
 from fedforest.flare.privacy_filter import REFUSED, PrivacyPolicyFilter
 from fedforest.flare.swarm import ScopeFilteredTasks
-from fedforest.model.model_files import load_model
+from fedforest.model.pooled_model import load_model
 
 K = 25
 
@@ -58,7 +58,7 @@ def test_what_a_scoped_site_sends_the_others_complies_with_its_scope(demo, tmp_p
     assert {s["state"] for s in statuses.values()} == {"finished"}
     assert len({s["model_digest"] for s in statuses.values()}) == 1
     for site in ("site-2", "site-3"):  # the trees site-1 sent, as another site pooled them
-        forest = load_model(tmp_path / site / "pooled_model.npz")["forest"]
+        forest = load_model(tmp_path / site / "pooled_model.npz").forest
         mine = np.isin(forest.tree_of_node, np.flatnonzero(forest.owner_mask("site-1")))
         assert mine.any()
         assert forest.n_node_samples[mine].min() >= K

@@ -23,7 +23,7 @@ from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import ImputerSet, PooledForest, PooledForestClassifier, fit_imputers
 from fedforest.election.ballot import SiteVote
-from fedforest.model.model_files import model_bundle
+from fedforest.model.pooled_model import PooledModel, PredictionSettings
 from fedforest.model.surrogates import fit_surrogates
 from fedforest.vocabulary import STRATEGIES
 
@@ -99,13 +99,13 @@ def vote_payload(by_index: bool = True) -> dict:
 
 def bundle() -> dict:
     p = parts()
-    return model_bundle(
-        p["forest"].to_payload(),
-        p["imputers"].to_payload(),
+    return PooledModel(
+        p["forest"],
+        p["imputers"],
         p["feature_std"],
-        p["intersection"].to_payload(),
-        settings={"depth_threshold": 1, "voting": "soft", "seed": 0},
-    )
+        p["intersection"],
+        PredictionSettings(depth_threshold=1, voting="soft", seed=0),
+    ).to_payload()
 
 
 # ------------------------------------------------------------------ predictions

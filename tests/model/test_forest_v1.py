@@ -14,7 +14,8 @@ import pytest
 
 from fedforest import PayloadError, PooledForest, protocol
 from fedforest.model import forest_format, forest_v1
-from fedforest.model.model_files import load_model, load_payload, read_model, save_payload
+from fedforest.model.model_files import load_payload, save_payload
+from fedforest.model.pooled_model import PooledModel, PredictionSettings, load_model
 
 from .same import assert_same_arrays, assert_same_predictions
 from .v1_payloads import MODEL_V1, forest_fields, v1_payload
@@ -54,12 +55,13 @@ def test_the_kept_v1_writer_writes_what_version_1_wrote(saved):
 
 def test_a_saved_version_1_model_loads_and_predicts_exactly_as_before(saved):
     model = load_model(MODEL_V1)
-    assert model["settings"] == {"depth_threshold": 1, "voting": "soft", "seed": 0}
+    assert model.settings == PredictionSettings(depth_threshold=1, voting="soft", seed=0)
     for part in ("forest", "intersection"):
         before = PooledForest(**forest_fields(saved[part]))  # the arrays as version 1 sent them
-        assert_same_arrays(model[part], before)
-        imputers = model["imputers"] if part == "forest" else None
-        assert assert_same_predictions(model[part], before, imputers, model["feature_std"]) > 0
+        forest = getattr(model, part)
+        assert_same_arrays(forest, before)
+        imputers = model.imputers if part == "forest" else None
+        assert assert_same_predictions(forest, before, imputers, model.feature_std) > 0
 
 
 def test_version_1_is_read_by_its_own_reader(saved):
@@ -80,12 +82,12 @@ def test_an_upgraded_forest_is_sent_on_as_the_current_version(saved, tmp_path):
     assert payload["task"] == "classification"
     assert_same_arrays(PooledForest.from_payload(payload), forest)
     # a model saved again holds the current version and is smaller
-    model = read_model(saved, SENDER)
-    bundle = dict(saved, forest=model["forest"].to_payload())
-    bundle["intersection"] = model["intersection"].to_payload()
+    model = PooledModel.from_payload(saved, SENDER)
+    bundle = dict(saved, forest=model.forest.to_payload())
+    bundle["intersection"] = model.intersection.to_payload()
     path = save_payload(tmp_path / "again.npz", bundle)
     assert path.stat().st_size < MODEL_V1.stat().st_size
-    assert_same_arrays(load_model(path)["forest"], model["forest"])
+    assert_same_arrays(load_model(path).forest, model.forest)
 
 
 def test_a_version_1_payload_of_any_forest_loads(two_site_forest):
@@ -188,7 +190,7 @@ def test_version_1_cycles_and_shared_children_are_refused(two_site_forest):
 def test_a_version_1_forest_inside_a_version_1_model_is_refused_naming_its_place(saved):
     bundle = dict(saved, forest=dict(saved["forest"], feature=saved["forest"]["feature"] + 50))
     with pytest.raises(PayloadError) as err:
-        read_model(bundle, SENDER)
+        PooledModel.from_payload(bundle, SENDER)
     text = str(err.value)
     assert text.startswith(f"payload from {SENDER!r} refused: forest: version 1 cannot be upgraded")
     assert "field 'feature'" in text

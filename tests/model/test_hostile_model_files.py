@@ -22,7 +22,8 @@ import pytest
 from fedforest import PayloadError, PooledForestClassifier
 from fedforest.model.calibrator import MAX_PRIOR_RATIO, MAX_SIGMOID_PARAMETER
 from fedforest.model.inputs import FLOAT32_MAX
-from fedforest.model.model_files import load_model, save_payload
+from fedforest.model.model_files import save_payload
+from fedforest.model.pooled_model import load_model
 from fedforest.model.site_inputs import SiteInputs
 from fedforest.prediction.calibration import fit_calibration, training_prior
 
@@ -72,25 +73,25 @@ def assert_predicts(model: dict) -> None:
     """The loaded model predicts finite probabilities that sum to 1, without a warning."""
     X = parts()["X"].iloc[:40].copy()
     X.loc[::3, "x2"] = np.nan
-    settings = model["settings"]
+    settings = model.settings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for strategy in STRATEGIES:
             clf = PooledForestClassifier(
-                model["forest"],
+                model.forest,
                 strategy=strategy,
-                imputers=model["imputers"],
-                feature_std=model["feature_std"],
-                depth_threshold=settings.get("depth_threshold", 2),
-                owner_weights=settings.get("owner_weights"),
+                imputers=model.imputers,
+                feature_std=model.feature_std,
+                depth_threshold=2 if settings.depth_threshold is None else settings.depth_threshold,
+                owner_weights=settings.owner_weights,
                 site="site-a",
                 random_state=0,
                 guess_weight=0.3,
             )
             for columns in (["x0", "x1", "x3"], ["x0", "x1", "x2", "c"]):
                 proba = clf.predict_proba(X[columns])
-                if model["deployment"] is not None and model["deployment"]["calibrator"]:
-                    proba = model["deployment"]["calibrator"].transform(proba)
+                if model.deployment is not None and model.deployment.calibrator:
+                    proba = model.deployment.calibrator.transform(proba)
                 assert np.isfinite(proba).all(), strategy
                 np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-9)
 

@@ -12,7 +12,8 @@ import pytest
 from fedforest import PayloadError
 from fedforest.federation.config import NAME, RESERVED_NAMES
 from fedforest.model.calibrator import MAX_PRIOR_RATIO, MAX_SIGMOID_PARAMETER, Calibrator
-from fedforest.model.model_files import load_model, load_payload, save_payload
+from fedforest.model.model_files import load_payload, save_payload
+from fedforest.model.pooled_model import load_model
 from fedforest.prediction.calibration import fit_calibration, training_prior
 from fedforest.vocabulary import RESERVED_SITE_NAMES, SITE_NAME
 
@@ -63,7 +64,7 @@ def deployed(parts, method: str, **params) -> dict:  # noqa: F811 - the fixture
 def test_a_fitted_calibrator_as_a_job_writes_it_loads(parts, tmp_path):  # noqa: F811
     for method in ("prior", "sigmoid", "isotonic"):
         model = load_model(saved(tmp_path, deployed(parts, method)))
-        assert model["deployment"]["calibrator"].method == method
+        assert model.deployment.calibrator.method == method
 
 
 # ----------------------------------------------------------------------------- imputers
@@ -217,4 +218,4 @@ def test_an_untampered_file_still_loads(parts, tmp_path):  # noqa: F811
     bundle = copy.deepcopy(bundle_of(parts))
     model = load_model(saved(tmp_path, bundle))
     assert load_payload(saved(tmp_path, bundle))["version"] == 3
-    assert model["forest"].n_trees == parts["forest"].n_trees
+    assert model.forest.n_trees == parts["forest"].n_trees

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -12,13 +13,12 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 from fedforest import ImputerSet, PayloadError, PooledForest, PooledForestClassifier, fit_imputers
-from fedforest.model.model_files import (
+from fedforest.model.model_files import load_payload, save_payload
+from fedforest.model.pooled_model import (
     MODEL_FORMAT,
+    PooledModel,
+    PredictionSettings,
     load_model,
-    load_payload,
-    model_bundle,
-    read_model,
-    save_payload,
 )
 
 
@@ -258,13 +258,13 @@ def parts():
 
 
 def bundle_of(parts, **changes) -> dict:
-    bundle = model_bundle(
-        parts["forest"].to_payload(),
-        parts["imputers"].to_payload(),
+    bundle = PooledModel(
+        parts["forest"],
+        parts["imputers"],
         parts["feature_std"],
-        parts["intersection"].to_payload(),
-        settings={"depth_threshold": 2, "voting": "soft", "seed": 0},
-    )
+        parts["intersection"],
+        PredictionSettings(depth_threshold=2, voting="soft", seed=0),
+    ).to_payload()
     bundle.update(changes)
     return bundle
 
@@ -281,21 +281,21 @@ def test_model_round_trip_gives_the_same_predictions(tmp_path, parts, strategy):
     path = save_payload(tmp_path / "pooled_model", bundle_of(parts))
     assert path.name == "pooled_model.npz"
     loaded = load_model(path)
-    assert set(loaded) == {
+    assert isinstance(loaded, PooledModel)
+    assert [f.name for f in dataclasses.fields(loaded)] == [
         "forest",
         "imputers",
         "feature_std",
         "intersection",
         "settings",
         "deployment",
-        "inputs",
-    }
-    assert loaded["deployment"] is None  # a model bundled outside a job: nothing chosen
-    assert loaded["inputs"] is None  # nor any site's input mapping
-    assert loaded["settings"] == {"depth_threshold": 2, "voting": "soft", "seed": 0}
-    assert loaded["feature_std"] == parts["feature_std"]
-    assert loaded["forest"].owners == ["site-a", "site-b"]
-    assert loaded["imputers"].features == parts["imputers"].features
+    ]
+    # a model bundled outside a job: nothing chosen, nor any site's input mapping
+    assert loaded.deployment is None
+    assert loaded.settings == PredictionSettings(depth_threshold=2, voting="soft", seed=0)
+    assert loaded.feature_std == parts["feature_std"]
+    assert loaded.forest.owners == ["site-a", "site-b"]
+    assert loaded.imputers.features == parts["imputers"].features
 
     X = parts["X"].iloc[450:][COLS_B]  # site-b's rows: no x2, no c
     kwargs = dict(strategy=strategy, depth_threshold=2, site="site-b", random_state=3)
@@ -303,7 +303,7 @@ def test_model_round_trip_gives_the_same_predictions(tmp_path, parts, strategy):
         parts["forest"], imputers=parts["imputers"], feature_std=parts["feature_std"], **kwargs
     )
     rebuilt = PooledForestClassifier(
-        loaded["forest"], imputers=loaded["imputers"], feature_std=loaded["feature_std"], **kwargs
+        loaded.forest, imputers=loaded.imputers, feature_std=loaded.feature_std, **kwargs
     )
     expected = original.predict_proba(X)
     np.testing.assert_array_equal(rebuilt.predict_proba(X), expected)
@@ -314,7 +314,7 @@ def test_model_round_trip_gives_the_same_predictions(tmp_path, parts, strategy):
 def test_loaded_forest_arrays_equal_the_originals(tmp_path, parts):
     loaded = load_model(save_payload(tmp_path / "m", bundle_of(parts)))
     for name, before in (("forest", parts["forest"]), ("intersection", parts["intersection"])):
-        a, b = before.to_payload(), loaded[name].to_payload()
+        a, b = before.to_payload(), getattr(loaded, name).to_payload()
         assert set(a) == set(b)
         for key, value in a.items():
             if isinstance(value, np.ndarray):
@@ -322,22 +322,23 @@ def test_loaded_forest_arrays_equal_the_originals(tmp_path, parts):
                 assert b[key].dtype == value.dtype
             else:
                 assert b[key] == value
-    assert loaded["imputers"].to_payload()["imputers"][0]["feature"] == "x2"
+    assert loaded.imputers.to_payload()["imputers"][0]["feature"] == "x2"
 
 
 def test_intersection_predictions_survive_the_round_trip(tmp_path, parts):
     loaded = load_model(save_payload(tmp_path / "m", bundle_of(parts)))
     X = parts["X"].iloc[:100][SHARED]
     a = PooledForestClassifier(parts["intersection"], strategy="fpv").predict_proba(X)
-    b = PooledForestClassifier(loaded["intersection"], strategy="fpv").predict_proba(X)
+    b = PooledForestClassifier(loaded.intersection, strategy="fpv").predict_proba(X)
     np.testing.assert_array_equal(a, b)
 
 
 def test_bundle_without_imputers_or_intersection(tmp_path, parts):
-    bundle = model_bundle(parts["forest"].to_payload())
+    bundle = PooledModel(parts["forest"]).to_payload()
     loaded = load_model(save_payload(tmp_path / "m", bundle))
-    assert loaded["imputers"] is None and loaded["intersection"] is None
-    assert loaded["feature_std"] == {} and loaded["settings"] == {}
+    assert loaded.imputers is None and loaded.intersection is None
+    assert loaded.feature_std == {} and loaded.settings == PredictionSettings()
+    assert bundle["settings"] == {}
 
 
 @pytest.mark.parametrize(
@@ -355,7 +356,7 @@ def test_bundle_without_imputers_or_intersection(tmp_path, parts):
 def test_bundle_with_bad_feature_std_refused(tmp_path, parts, std):
     bad = bundle_of(parts, feature_std=std)
     with pytest.raises(PayloadError, match="feature_std"):
-        read_model(bad)
+        PooledModel.from_payload(bad)
     # written without validation (as a tampered file would be): refused on load, naming the file
     path = save_payload(tmp_path / "tampered", bad)
     with pytest.raises(PayloadError, match="feature_std") as info:
@@ -386,7 +387,7 @@ def test_bundle_with_a_tampered_tree_refused_on_load(tmp_path, parts):
 )
 def test_malformed_bundles_refused(parts, changes, match):
     with pytest.raises(PayloadError, match=match):
-        read_model(bundle_of(parts, **changes), sender="peer")
+        PooledModel.from_payload(bundle_of(parts, **changes), sender="peer")
 
 
 def test_bundle_format_tag():
@@ -403,9 +404,9 @@ def test_a_version_2_model_file_still_loads_without_an_input_mapping():
     raw = load_payload(MODEL_V2)
     assert raw["version"] == 2 and "inputs" not in raw and raw["deployment"]["site"] == "site-a"
     model = load_model(MODEL_V2)
-    assert model["inputs"] is None
-    assert model["deployment"]["strategy"] == "mp"
-    assert model["deployment"]["calibrator"].method == "sigmoid"
-    assert model["settings"]["owner_weights"] == {"site-a": 150.0, "site-b": 150.0}
-    read_model(raw, sender="model_v2.npz")
+    assert model.deployment.inputs is None
+    assert model.deployment.strategy == "mp"
+    assert model.deployment.calibrator.method == "sigmoid"
+    assert model.settings.owner_weights == {"site-a": 150.0, "site-b": 150.0}
+    PooledModel.from_payload(raw, sender="model_v2.npz")
     assert "inputs" not in raw and raw["version"] == 2  # the payload read is left as it was

@@ -25,7 +25,8 @@ import pytest
 
 from fedforest import STRATEGIES, ImputerSet, PayloadError, PooledForest, PooledForestClassifier
 from fedforest.election.ballot import SiteVote
-from fedforest.model.model_files import load_model, read_model, save_payload
+from fedforest.model.model_files import save_payload
+from fedforest.model.pooled_model import PooledModel, load_model
 
 from .hostile import (
     FEATURES,
@@ -123,26 +124,26 @@ def test_fuzz_site_vote(by_index):
     fuzz(vote_payload(by_index), read, check, seed=5 + by_index, n=N_MUTATIONS // 2)
 
 
-def check_model(model: dict) -> None:
-    settings = model["settings"]
+def check_model(model: PooledModel) -> None:
+    settings = model.settings
     assert_valid_predictions(
-        model["forest"],
-        model["imputers"],
-        model["feature_std"],
-        depth_threshold=settings.get("depth_threshold", 2),
-        voting=settings.get("voting", "soft"),
-        seed=settings.get("seed"),
+        model.forest,
+        model.imputers,
+        model.feature_std,
+        depth_threshold=2 if settings.depth_threshold is None else settings.depth_threshold,
+        voting=settings.voting or "soft",
+        seed=settings.seed,
     )
-    if model["intersection"] is not None:
-        assert_valid_predictions(model["intersection"], strategies=("fpv",))
+    if model.intersection is not None:
+        assert_valid_predictions(model.intersection, strategies=("fpv",))
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_fuzz_read_model(mode):
+def test_fuzz_model_from_payload(mode):
     n, values_only = MODES[mode]
 
     def read(q):
-        return read_model(q, SENDER)
+        return PooledModel.from_payload(q, SENDER)
 
     fuzz(bundle(), read, check_model, seed=7 + values_only, n=n, values_only=values_only)
 
@@ -263,7 +264,7 @@ def test_the_unmutated_payloads_are_accepted_and_predict(tmp_path):
     assert assert_valid_predictions(forest, imputers, p["feature_std"]) == 2 * len(STRATEGIES)
     SiteVote.from_payload(vote_payload(), SENDER, features=FEATURES)
     SiteVote.from_payload(vote_payload(by_index=False), SENDER)
-    check_model(read_model(bundle(), SENDER))
+    check_model(PooledModel.from_payload(bundle(), SENDER))
     check_model(load_model(save_payload(tmp_path / "m", bundle())))
     # and equal the originals' predictions
     X = p["X"].iloc[:50][["x0", "x1", "x3"]]

@@ -24,13 +24,8 @@ from fedforest import ImputerSet, PayloadError, PooledForest, PooledForestClassi
 from fedforest.model import forest_format
 from fedforest.model.forest import NODE_FIELDS
 from fedforest.model.imputers import Imputer
-from fedforest.model.model_files import (
-    MAX_MODEL_BYTES,
-    load_model,
-    load_payload,
-    read_model,
-    save_payload,
-)
+from fedforest.model.model_files import MAX_MODEL_BYTES, load_payload, save_payload
+from fedforest.model.pooled_model import PooledModel, PredictionSettings, load_model
 from fedforest.model.traversal import CompiledForest
 from fedforest.prediction.cache import ForestCache
 from fedforest.prediction.strategies import Strategy
@@ -95,7 +90,7 @@ def read_imputers(payload):
 
 
 def read_bundle(payload):
-    return read_model(payload, SENDER)
+    return PooledModel.from_payload(payload, SENDER)
 
 
 def _entry(payload: dict, kind: str) -> dict:
@@ -561,7 +556,7 @@ def test_model_settings_are_validated(settings, fragment):
 
 def test_valid_model_settings_are_kept():
     model = read_bundle(dict(bundle(), settings={"seed": None, "voting": "hard"}))
-    assert model["settings"] == {"seed": None, "voting": "hard"}
+    assert model.settings == PredictionSettings(seed=None, voting="hard")
 
 
 # ------------------------------------------------------------------ model files
@@ -622,7 +617,7 @@ def test_model_files_are_compressed_and_the_limit_counts_uncompressed_bytes(mode
 
 def test_the_size_limit_is_a_parameter(model_file):
     size = sum(len(blob) for _, blob in npz_entries(model_file))
-    assert load_model(model_file, max_bytes=size)["forest"].n_trees == 8
+    assert load_model(model_file, max_bytes=size).forest.n_trees == 8
     with pytest.raises(PayloadError, match=f"declare {size} bytes .* limit of {size - 1} bytes"):
         load_model(model_file, max_bytes=size - 1)
     with pytest.raises(ValueError, match="max_bytes"):

@@ -9,7 +9,7 @@ from scipy.special import expit
 from sklearn.ensemble import RandomForestClassifier
 
 from conftest import make_tree_forest
-from fedforest import Imputer, ImputerSet, PooledForest, PooledForestClassifier
+from fedforest import Imputer, ImputerSet, PooledForest, PooledForestClassifier, fit_imputers
 from fedforest.prediction import pipeline as classifier_module
 from fedforest.vocabulary import STRATEGIES
 
@@ -609,3 +609,41 @@ def test_node_follows_learned_missing_directions(table):
     assert every.any() and not every.all()
     p, _ = proba(forest, test, strategy="node")
     assert np.array_equal(p[every], rf.predict_proba(test)[every])
+
+
+def test_a_classifier_of_a_model_is_the_classifier_of_its_parts(two_site_forest, table):
+    from fedforest.model.pooled_model import PooledModel, PredictionSettings
+
+    forest = two_site_forest[0]
+    X, y = table
+    imputers = fit_imputers(X[:300], ["x4", "x5"], ["x0", "x1"], owner="b", random_state=0)
+    std = {c: float(X[c].std()) for c in X.columns}
+    weights = {"a": 2.0, "b": 1.0}
+    settings = PredictionSettings(depth_threshold=1, voting="hard", seed=5, owner_weights=weights)
+    model = PooledModel(forest, imputers, std, settings=settings)
+    clf = PooledForestClassifier.from_model(model, strategy="ipr", site="a")
+    parts = PooledForestClassifier(
+        forest,
+        strategy="ipr",
+        imputers=imputers,
+        feature_std=std,
+        depth_threshold=1,
+        voting="hard",
+        site="a",
+        random_state=5,
+        owner_weights=weights,
+    )
+    assert clf.get_params() == parts.get_params()
+    rows = X[["x0", "x1", "x2", "x3"]][500:]
+    np.testing.assert_array_equal(clf.predict_proba(rows), parts.predict_proba(rows))
+    # the parameters given win over the model's settings; settings not recorded keep defaults
+    given = PooledForestClassifier.from_model(model, random_state=1, voting="soft")
+    assert (given.random_state, given.voting, given.depth_threshold) == (1, "soft", 1)
+    plain = PooledForestClassifier.from_model(PooledModel(forest))
+    default = PooledForestClassifier(forest)
+    assert {k: v for k, v in plain.get_params().items() if k != "feature_std"} == {
+        k: v for k, v in default.get_params().items() if k != "feature_std"
+    }
+    assert plain.feature_std == {} and plain.intersection is None
+    with pytest.raises(TypeError, match="PooledModel"):
+        PooledForestClassifier.from_model(forest)

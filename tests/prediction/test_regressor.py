@@ -245,3 +245,26 @@ def test_a_malformed_regression_payload_is_refused_naming_the_field(forest, chan
     with pytest.raises(PayloadError, match=message) as info:
         PooledForest.from_payload(payload, sender="site-9")
     assert "site-9" in str(info.value)
+
+
+def test_a_regressor_of_a_model_is_the_regressor_of_its_parts(data, forest):
+    from fedforest.model.pooled_model import PooledModel, PredictionSettings
+
+    X, _ = data
+    _, pooled_forest = forest
+    imputers, std = imputers_and_std(data)
+    # a regression job's model records the job's voting too: a regressor has no such parameter
+    settings = PredictionSettings(depth_threshold=3, voting="soft", seed=9)
+    model = PooledModel(pooled_forest, imputers, std, settings=settings)
+    reg = PooledForestRegressor.from_model(model, strategy="pr")
+    parts = PooledForestRegressor(
+        pooled_forest,
+        strategy="pr",
+        imputers=imputers,
+        feature_std=std,
+        depth_threshold=3,
+        random_state=9,
+    )
+    assert reg.get_params() == parts.get_params() and "voting" not in reg.get_params()
+    rows = X[["a", "b"]][300:]
+    np.testing.assert_array_equal(reg.predict(rows), parts.predict(rows))

@@ -6,6 +6,7 @@ import pytest
 
 from fedforest import PooledForestClassifier
 from fedforest.federation.evaluation import evaluate_strategies
+from fedforest.model.pooled_model import PooledModel
 from fedforest.prediction.selection import default_candidates
 from fedforest.vocabulary import FITTED_STRATEGIES, STRATEGIES, TREE_SELECTION
 
@@ -32,10 +33,7 @@ def test_classifier_and_evaluation_try_the_same_candidates(two_site_forest, tabl
     clf.fit(X[400:500], y[400:500])
     assert list(clf.selection_scores_) == default_candidates(forest.owners, site)
     scored = evaluate_strategies(
-        forest,
-        None,
-        {},
-        None,
+        PooledModel(forest),
         X[500:],
         y[500:],
         forest.classes,

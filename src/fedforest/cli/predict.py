@@ -81,11 +81,12 @@ def _choice(args: argparse.Namespace, deployed, model_path):
     """The strategy, calibrator and site to predict with; says which on standard error.
 
     By default, what the job chose for the site that saved the model (its
-    ``deployment``); ``--strategy`` overrides it, and then the probabilities
-    are not calibrated unless it names the deployed strategy itself.
+    :class:`~fedforest.model.pooled_model.Deployment`); ``--strategy``
+    overrides it, and then the probabilities are not calibrated unless it
+    names the deployed strategy itself.
     """
     site = args.site
-    if deployed is None:
+    if deployed is None or deployed.strategy is None:
         strategy = args.strategy or "mp"
         if args.strategy is None:
             print(
@@ -94,24 +95,38 @@ def _choice(args: argparse.Namespace, deployed, model_path):
                 file=sys.stderr,
             )
         return strategy, None, site
-    if site is not None and site != deployed["site"]:
+    if site is not None and site != deployed.site:
         raise ValueError(
-            f"--site {site!r}: {model_path} was saved by site {deployed['site']!r}, and its "
+            f"--site {site!r}: {model_path} was saved by site {deployed.site!r}, and its "
             "strategy and calibrator were chosen on that site's rows; leave --site out"
         )
-    site = deployed["site"]
-    calibrator = deployed["calibrator"]  # None for regression trees (a number is not calibrated)
-    if args.strategy is None or args.strategy == deployed["strategy"]:
-        strategy = deployed["strategy"]
+    site = deployed.site
+    calibrator = deployed.calibrator  # None for regression trees (a number is not calibrated)
+    if args.strategy is None or args.strategy == deployed.strategy:
+        strategy = deployed.strategy
         how = "" if calibrator is None else f", calibration {calibrator.method}"
         print(f"strategy {strategy}{how}: chosen by the job for site {site}", file=sys.stderr)
         return strategy, calibrator, site
     print(
         f"strategy {args.strategy} (--strategy), uncalibrated: the job chose "
-        f"{deployed['strategy']} for site {site}, and its calibrator belongs to that strategy",
+        f"{deployed.strategy} for site {site}, and its calibrator belongs to that strategy",
         file=sys.stderr,
     )
     return args.strategy, None, site
+
+
+def _unavailable(err, model_path) -> str:
+    """A strategy the model cannot run (:class:`~fedforest.errors.StrategyUnavailable`), in
+    the words of ``predict``'s options."""
+    from ..model.inputs import names_text
+
+    if err.missing == "intersection_forest":
+        return (
+            f"--strategy {err.strategy}: {model_path} has no intersection forest (no site shared "
+            "one); choose another strategy"
+        )
+    given = f"--site {err.site!r} trained no tree of this model" if err.site else "needs --site"
+    return f"--strategy {err.strategy} {given}; the model's sites: {names_text(err.owners)}"
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -119,10 +134,11 @@ def _predict(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
+    from ..errors import StrategyUnavailable
     from ..federation.input_gaps import input_gaps
     from ..federation.model_input import model_input
     from ..model.inputs import names_text
-    from ..model.model_files import load_model
+    from ..model.pooled_model import load_model
     from ..prediction.classifier import PooledForestClassifier
     from ..prediction.regressor import PooledForestRegressor
 
@@ -142,29 +158,16 @@ def _predict(args: argparse.Namespace) -> int:
             f"--rename: {names_text(list(map(spelled, absent)))} is not a column of {args.data}"
             f"{look_alike_note(absent[0], frame.columns)}; columns: " + columns_text(frame)
         )
-    forest = model["forest"]
-    inputs = model["inputs"]
-    deployed = model["deployment"]
+    forest = model.forest
+    deployed = model.deployment
+    inputs = None if deployed is None else deployed.inputs
     strategy, calibrator, site = _choice(args, deployed, model_path)
     args.site = site
-    rule = rules.get(strategy)
-    if rule.needs_intersection and model["intersection"] is None:
-        raise ValueError(
-            f"--strategy {strategy}: {model_path} has no intersection forest (no site shared "
-            "one); choose another strategy"
-        )
-    if rule.needs_site and args.site not in forest.owners:
-        given = (
-            f"--site {args.site!r} trained no tree of this model" if args.site else "needs --site"
-        )
-        raise ValueError(
-            f"--strategy {strategy} {given}; the model's sites: {names_text(forest.owners)}"
-        )
-    features = list(forest.feature_names)
-    categories = dict(forest.categories)
-    if model["intersection"] is not None:
-        features += [f for f in model["intersection"].feature_names if f not in set(features)]
-        categories = {**model["intersection"].categories, **categories}
+    try:
+        model.check_strategy(strategy, args.site)
+    except StrategyUnavailable as err:
+        raise ValueError(_unavailable(err, model_path)) from None
+    features, categories = model.input_features, model.input_categories
     try:  # the site's own path from its file to the model's input (tables.model_input)
         done = model_input(frame, inputs, features, categories, renames, unseen_missing=True)
     except ValueError as err:
@@ -190,33 +193,24 @@ def _predict(args: argparse.Namespace) -> int:
         _write_report(args, gaps)
     if args.strict:
         refuse_gaps(args, gaps)
-    settings = model["settings"]
-    if rule.fitted:
-        if deployed is not None and deployed["strategy"] == strategy and args.guess_weight is None:
-            guess_weight = deployed["guess_weight"]
+    if rules.get(strategy).fitted:
+        if deployed is not None and deployed.strategy == strategy and args.guess_weight is None:
+            guess_weight = deployed.guess_weight
         else:
             guess_weight = _guess_weight(args, model_path)
     else:
         guess_weight = "auto"
-    common = dict(
-        strategy=strategy,
-        guess_weight=guess_weight,
-        imputers=model["imputers"],
-        feature_std=model["feature_std"],
-        depth_threshold=settings.get("depth_threshold", 2),
-        site=args.site,
-        random_state=args.seed if args.seed is not None else settings.get("seed"),
-        owner_weights=settings.get("owner_weights"),
-        intersection=model["intersection"],
-    )
+    common = dict(strategy=strategy, guess_weight=guess_weight, site=args.site)
+    if args.seed is not None:
+        common["random_state"] = args.seed
     X = done.X
     target = None if inputs is None else inputs.local_name(inputs.target)
     predicted = "prediction" if target is None else f"predicted_{target}"
     if forest.is_regression:  # the task comes with the model: one column, the number
-        clf = PooledForestRegressor(forest, **common)
+        clf = PooledForestRegressor.from_model(model, **common)
         out = pd.DataFrame({predicted: clf.predict(X)}, index=frame.index)
     else:
-        clf = PooledForestClassifier(forest, voting=settings.get("voting", "soft"), **common)
+        clf = PooledForestClassifier.from_model(model, **common)
         proba = clf.predict_proba(X)
         if calibrator is not None:
             proba = calibrator.transform(proba)

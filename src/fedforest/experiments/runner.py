@@ -55,6 +55,7 @@ from .. import outputs, rules
 from ..federation.evaluation import evaluate_strategies
 from ..federation.splits import split_validation
 from ..federation.training import fit_site_models, owner_weights, pool_site_models
+from ..model.pooled_model import PooledModel, PredictionSettings
 from ..vocabulary import (
     CALIBRATION_METRICS,
     TASKS,
@@ -321,19 +322,21 @@ def run_repetition(
     dataset = data.name if data.sites is not None else scenario_name(data.name, partition, alpha)
     splits, pooled = prepared.splits, prepared.pooled
     sites = list(splits)
-    forest, imputers = pooled.forest, pooled.imputers
-    feature_std, intersection = pooled.feature_std, pooled.intersection
-    classes = None if task == "regression" else np.unique(data.y)
     weights = owner_weights(pooling_weights, prepared.train_rows)
+    model = PooledModel(
+        pooled.forest,
+        pooled.imputers,
+        pooled.feature_std,
+        pooled.intersection,
+        PredictionSettings(owner_weights=weights),
+    )
+    classes = None if task == "regression" else np.unique(data.y)
     options = {} if auto_metric is None else {"auto_metric": auto_metric}
     rows = []
     for site in sites:
         X_te, y_te, X_val, y_val = splits[site]
         scores = evaluate_strategies(
-            forest,
-            imputers,
-            feature_std,
-            intersection,
+            model,
             X_te,
             y_te,
             classes,
@@ -346,7 +349,6 @@ def run_repetition(
             y_val=y_val,
             random_state=rep,
             calibration=calibration,
-            owner_weights=weights,
             resamples=0,  # spread over repetitions instead of a bootstrap per test set
             **options,
         )

@@ -144,6 +144,7 @@ from ..vocabulary import (
 )
 from ..yaml_files import read_yaml_file
 from .config_folder import check_target_codings
+from .config_sections import ElectionSettings, ForestParams, SurrogateParams, Timeouts
 from .config_values import (
     _check_label_map,
     _check_selector_params,
@@ -164,7 +165,7 @@ JOB_DEFAULTS: dict[str, Any] = {
         "sites": None,
         "min_sites": None,
         "seed": 0,
-        "timeouts": {"schema": 120, "election": 300, "train": 900, "evaluate": 600},
+        "timeouts": Timeouts().to_dict(),
         "wait_after_min": None,
         "tracking": "none",
         "mode": "server",
@@ -180,24 +181,10 @@ JOB_DEFAULTS: dict[str, Any] = {
         "trees_per_site": None,
     },
     "pooling": {"weights": "equal"},
-    "forest": {
-        "n_estimators": 100,
-        "max_depth": None,
-        "min_samples_leaf": 1,
-        "max_features": "sqrt",
-    },
-    "surrogates": {"min_agreement": 0.25, "min_rows": 6},
-    "election": {
-        "enabled": True,
-        "freedom_degree": 0.5,
-        "auto_tune": False,
-        "tuning_rounds": 5,
-        "tolerance": 0.0,
-        "aggregation": "weighted",
-        "normalization": "all",
-        "always_keep": [],
-        "metric": "auprc",
-    },
+    # the sections of settings: their defaults are their dataclasses' (config_sections)
+    "forest": ForestParams().to_dict(),
+    "surrogates": SurrogateParams().to_dict(),
+    "election": ElectionSettings().to_dict(),
 }
 
 SITE_DEFAULTS: dict[str, Any] = {
@@ -274,22 +261,27 @@ def _read_yaml(path: Path) -> Any:
 
 @dataclass
 class JobConfig:
-    """The validated job configuration (see the module docstring for the keys)."""
+    """The validated job configuration (see the module docstring for the keys).
+
+    The sections ``job.timeouts``, ``forest``, ``surrogates`` and ``election``
+    are frozen dataclasses (:mod:`fedforest.federation.config_sections`); the
+    keys of ``job``, ``evaluation`` and ``pooling`` are attributes of their own.
+    """
 
     name: str
     sites: list[str]
     min_sites: int
     seed: int
-    timeouts: dict[str, float]
+    timeouts: Timeouts
     wait_after_min: float | None
     strategies: list[str]
     voting: str
     depth_threshold: int
     metrics: list[str]
     auto_metric: str
-    forest: dict[str, Any]
-    surrogates: dict[str, Any]
-    election: dict[str, Any]
+    forest: ForestParams
+    surrogates: SurrogateParams
+    election: ElectionSettings
     tracking: str = "none"
     mode: str = "server"
     task: str = "classification"
@@ -393,7 +385,7 @@ class JobConfig:
             sites=sites,
             min_sites=int(min_sites),
             seed=int(job["seed"]),
-            timeouts={p: float(timeouts[p]) for p in PHASES},
+            timeouts=Timeouts(**{p: float(timeouts[p]) for p in PHASES}),
             wait_after_min=(
                 None if job["wait_after_min"] is None else float(job["wait_after_min"])
             ),
@@ -402,9 +394,9 @@ class JobConfig:
             depth_threshold=int(ev["depth_threshold"]),
             metrics=metrics,
             auto_metric=ev["auto_metric"],
-            forest=dict(forest),
-            surrogates=dict(sur),
-            election=dict(el),
+            forest=ForestParams(**forest),
+            surrogates=SurrogateParams(**sur),
+            election=ElectionSettings(**{**el, "always_keep": tuple(el["always_keep"])}),
             tracking=job["tracking"],
             mode=job["mode"],
             task=job["task"],
@@ -734,8 +726,8 @@ def check_job_against_sites(
             summaries[name] = TableSummary.of(tables[name], site.target)
         elif Path(site.data_path).is_file():
             summaries[name] = table_summary(site)
-    leaf = job.forest["min_samples_leaf"]
-    max_features = job.forest["max_features"]
+    leaf = job.forest.min_samples_leaf
+    max_features = job.forest.max_features
     for name, summary in summaries.items():
         site = sites[name]
         columns, n_rows = summary.columns, summary.n_rows
@@ -772,7 +764,7 @@ def check_job_against_sites(
                 if col != sites[name].target
             }
         )
-        for feature in job.election["always_keep"]:
+        for feature in job.election.always_keep:
             if feature not in known:
                 c.fail(
                     "election.always_keep",

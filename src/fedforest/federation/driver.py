@@ -282,7 +282,7 @@ class JobDriver:
         replies = self._ask(protocol.SCHEMA, seed=config.seed)
         schema = rules.timed("schema", lambda: rules.build_schema(replies))
         self._settle("schema")
-        if not config.election["enabled"]:
+        if not config.election.enabled:
             self._ask(protocol.VOTE, collect=False, schema=schema, vote=False)
             return list(rules.schema.features)
         replies = self._ask(protocol.VOTE, schema=schema, vote=True)
@@ -291,7 +291,7 @@ class JobDriver:
 
         def score(features: list[str]) -> float:
             scored = self._ask(
-                protocol.SCORE_MASK, features=list(features), metric=config.election["metric"]
+                protocol.SCORE_MASK, features=list(features), metric=config.election.metric
             )
             value = rules.score_replies(scored)
             self._settle("election")
@@ -309,8 +309,8 @@ class JobDriver:
         replies = self._ask(
             protocol.TRAIN,
             elected=elected,
-            forest=config.forest,
-            surrogates=config.surrogates,
+            forest=config.forest.to_dict(),
+            surrogates=config.surrogates.to_dict(),
             intersection=want_inter,
         )
         self.model = rules.timed("pool", lambda: rules.pool(replies, want_inter))
@@ -383,7 +383,7 @@ class JobDriver:
         name = task if self.drops == "task" else phase
         targets = self.live()
         rules.check_min_sites(targets, name)
-        timeout = config.timeouts[phase]
+        timeout = config.timeouts.of(phase)
         deadline = Deadline(timeout, config.wait_after_min, min(config.min_sites, len(targets)))
         request = Request(
             task, protocol.task_data(task, **data), phase, targets, deadline, collect, site_data

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import protocol, rules
+from ..errors import StrategyUnavailable
 from ..intervals import (
     BOOTSTRAP_RESAMPLES,
     INTERVAL_METRICS,
@@ -19,8 +20,7 @@ from ..intervals import (
     event_count,
 )
 from ..metrics import METRIC_RANGES, N_BINS, calibration_bins, score_all, score_values
-from ..model.forest import PooledForest
-from ..model.imputers import ImputerSet
+from ..model.pooled_model import PooledModel
 from ..prediction.cache import PredictionMemo
 from ..prediction.classifier import PooledForestClassifier
 from ..prediction.regressor import PooledForestRegressor
@@ -58,10 +58,7 @@ def skipped_text(skipped: Mapping[str, str] | None) -> str | None:
 
 
 def evaluate_strategies(
-    forest: PooledForest,
-    imputers: ImputerSet | None,
-    feature_std: Mapping[str, float],
-    intersection: PooledForest | None,
+    model: PooledModel,
     X_test: pd.DataFrame,
     y_test,
     classes,
@@ -75,19 +72,24 @@ def evaluate_strategies(
     y_val=None,
     random_state=0,
     calibration: str = "none",
-    owner_weights: Mapping[str, float] | None = None,
     models: dict | None = None,
     outcome: str | None = None,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> dict[str, dict]:
-    """Score strategies on a site's test rows.
+    """Score strategies of ``model`` on a site's test rows.
 
-    ``X_test`` holds the site's columns (those neither forest knows are
-    ignored). ``intersection`` scores the intersection forest; ``auto`` chooses
-    on ``X_val``, ``y_val`` among the strategies that fit nothing of their own
-    and the intersection forest. Returns ``{strategy: {metric: value, ...,
-    "rows", "events", "intervals", "mean_trees_kept", "fallback_rows", "calibration",
-    "bins"}}``, where ``events`` counts the test rows of the outcome
+    ``X_test`` holds the site's columns (those neither of the model's forests
+    knows are ignored). ``intersection`` scores the model's intersection
+    forest; ``auto`` chooses on ``X_val``, ``y_val`` among the strategies that
+    fit nothing of their own and the intersection forest. Every strategy
+    predicts with the model's forest, imputers, standard deviations,
+    intersection forest and pooling weights (``model.settings.owner_weights``)
+    and with ``voting``, ``depth_threshold``, ``site`` and ``random_state`` as
+    given (:meth:`~fedforest.PooledForestClassifier.from_model`).
+
+    Returns ``{strategy: {metric: value, ..., "rows", "events", "intervals",
+    "mean_trees_kept", "fallback_rows", "calibration", "bins"}}``, where
+    ``events`` counts the test rows of the outcome
     (:func:`~fedforest.intervals.event_count`; ``None`` for regression),
     ``intervals`` holds the percentile bootstrap 95% interval ``[low, high]``
     of each metric of :data:`~fedforest.intervals.INTERVAL_METRICS` the job
@@ -102,13 +104,15 @@ def evaluate_strategies(
     ``calibration`` (one of :data:`~fedforest.vocabulary.CALIBRATIONS`) is
     fitted on the validation rows for every strategy, after it
     (:mod:`fedforest.prediction.calibration`); accuracy and MCC are then
-    computed on the calibrated probabilities. ``owner_weights`` weighs each
-    site's trees in the pooled vote (``pooling.weights: rows``).
+    computed on the calibrated probabilities.
 
-    When ``intersection`` is ``None`` (no site shared an intersection forest:
-    each withheld it with ``privacy.share.intersection: false``), the
+    When the model has no intersection forest (no site shared one: each
+    withheld it with ``privacy.share.intersection: false``), the
     ``intersection`` row reports every metric as ``None`` (undefined), no tree
-    kept and no fallback row, so the other strategies keep their results.
+    kept and no fallback row, so the other strategies keep their results
+    (:meth:`~fedforest.model.pooled_model.PooledModel.check_strategy`; a
+    strategy that needs ``site`` among the forest's owners is refused by the
+    same check).
 
     Each strategy predicts the test rows once: ``auto`` predicts them with the
     strategy it chose, with the same forest, settings and seed as that
@@ -121,28 +125,21 @@ def evaluate_strategies(
     ``models``, when given, receives every fitted classifier by strategy
     (what a site deploys is taken from it).
 
-    Regression trees (``forest.task == "regression"``) are scored with
+    Regression trees (``model.forest.task == "regression"``) are scored with
     :class:`~fedforest.PooledForestRegressor` by the regression ``metrics``
     (:data:`~fedforest.vocabulary.REGRESSION_METRICS`); ``classes``,
     ``voting``, ``auto_metric`` and ``calibration`` do not apply (``auto``
     chooses by validation RMSE), and a row has no calibration bins.
     """
+    forest = model.forest
     regression = forest.is_regression
     classes = None if regression else np.asarray(classes)
     if regression and calibration != "none":
         raise ValueError(
             f"calibration={calibration!r}: regression predictions are not calibrated; use 'none'"
         )
-    known = set(forest.feature_names) | set(intersection.feature_names if intersection else ())
-    common = dict(
-        imputers=imputers,
-        feature_std=feature_std,
-        depth_threshold=depth_threshold,
-        site=site,
-        random_state=random_state,
-        owner_weights=owner_weights,
-        intersection=intersection,
-    )
+    known = set(model.input_features)
+    common = dict(depth_threshold=depth_threshold, site=site, random_state=random_state)
     if not regression:
         common.update(voting=voting, calibration=calibration)
     results: dict[str, dict] = {}
@@ -159,7 +156,11 @@ def evaluate_strategies(
     for strategy in strategies:
         extra: dict[str, Any] = {}
         rule = rules.get(strategy)
-        if rule.needs_intersection and intersection is None:
+        try:
+            model.check_strategy(strategy, site)
+        except StrategyUnavailable as err:
+            if err.missing != "intersection_forest":
+                raise
             logger.warning(
                 "site %s: no site shared an intersection forest; %r is not scored",
                 site,
@@ -176,12 +177,13 @@ def evaluate_strategies(
             results[strategy] = row
             continue
         Estimator = PooledForestRegressor if regression else PooledForestClassifier
-        clf = Estimator(forest, strategy=strategy, **common)
+        clf = Estimator.from_model(model, strategy=strategy, **common)
         chooses = rule.family == rules.CHOICE
         if chooses:
             if not regression:
                 clf.auto_metric = auto_metric
-            clf.auto_candidates = default_candidates(forest.owners, site, intersection is not None)
+            has_intersection = model.intersection is not None
+            clf.auto_candidates = default_candidates(forest.owners, site, has_intersection)
         if rule.needs_validation or needs_val:
             if X_val is None or y_val is None:
                 raise ValueError(f"strategy {strategy!r} needs validation rows")

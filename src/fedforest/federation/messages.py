@@ -22,7 +22,7 @@ The readers of formats that have a class elsewhere stay with that class
 (:class:`~fedforest.federation.schema.SiteSchema`,
 :class:`~fedforest.election.ballot.SiteVote`,
 :func:`~fedforest.federation.evaluation.read_site_metrics`,
-:func:`~fedforest.model.model_files.read_model`, ...); the messages that have no
+:meth:`~fedforest.model.pooled_model.PooledModel.from_payload`, ...); the messages that have no
 other home are defined here: :class:`MaskScore`, :class:`SiteModelsReply`,
 :class:`SwarmMessage` and :class:`SwarmStatus`.
 """
@@ -39,8 +39,9 @@ from ..election.ballot import SiteVote
 from ..errors import PayloadError
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
-from ..model.model_files import read_feature_std, read_model
+from ..model.model_files import read_feature_std
 from ..model.payload_checks import MAX_ROWS
+from ..model.pooled_model import PooledModel
 from ..validation import PayloadReader, describe
 from .agreement import RECEIPT_KINDS
 from .evaluation import SiteMetrics, read_site_metrics
@@ -475,9 +476,8 @@ MESSAGES: dict[str, Message] = {
         ),
         Message(
             protocol.MODEL,
-            # what the model layer's reader returns (the model layer owns the model's type)
-            typing.get_type_hints(read_model)["return"],
-            read_model,
+            PooledModel,
+            PooledModel.from_payload,
             (),
             "the server (every swarm site pools its own), in the evaluate task's data",
         ),

@@ -23,7 +23,7 @@ from ..election.ballot import Ballot, ElectionResult, SiteVote
 from ..election.tuning import TuningResult, hill_climb, pool_scores
 from ..errors import PayloadError
 from ..model.forest import PooledForest
-from ..model.model_files import model_bundle
+from ..model.pooled_model import PooledModel, PredictionSettings
 from ..vocabulary import LOWER_IS_BETTER
 from .config import JobConfig
 from .evaluation import SiteMetrics
@@ -188,24 +188,24 @@ class JobServer:
         self.check_min_sites([v.site for v in votes], "election")
         self.votes = votes
         el = self.config.election
-        return Ballot(votes, el["aggregation"], el["always_keep"], el["normalization"])
+        return Ballot(votes, el.aggregation, el.always_keep, el.normalization)
 
     def elect(self, ballot: Ballot, score: Callable[[list[str]], float] | None) -> list[str]:
         """Count the ballot (hill-climbing the freedom degree when auto-tuning)."""
         el = self.config.election
-        if el["auto_tune"] and score is not None:
+        if el.auto_tune and score is not None:
             self.tuning = hill_climb(
                 ballot,
                 score,
-                start=el["freedom_degree"],
-                rounds=el["tuning_rounds"],
-                tolerance=el["tolerance"],
+                start=el.freedom_degree,
+                rounds=el.tuning_rounds,
+                tolerance=el.tolerance,
                 # a lower-is-better metric (rmse, a regression job's) is minimised
-                metric=el["metric"] if el["metric"] in LOWER_IS_BETTER else None,
+                metric=el.metric if el.metric in LOWER_IS_BETTER else None,
             )
             self.election = self.tuning.election
         else:
-            self.election = ballot.count(el["freedom_degree"])
+            self.election = ballot.count(el.freedom_degree)
         logger.info(
             "election: kept %d of %d features %s",
             len(self.election.selected),
@@ -230,7 +230,7 @@ class JobServer:
             with self.refusing(site, "election"):
                 good[site] = read_message(reply, site, protocol.MASK_SCORE)
         self.check_min_sites(list(good), "election")
-        return self.weighted_score(good, self.config.election["metric"])
+        return self.weighted_score(good, self.config.election.metric)
 
     # ------------------------------------------------------------- phase 3
     def pool(self, payloads: Mapping[str, Mapping], want_intersection: bool) -> dict:
@@ -271,24 +271,19 @@ class JobServer:
             len(models),
             len(pooled.imputers),
         )
-        settings = {
-            "depth_threshold": self.config.depth_threshold,
-            "voting": self.config.voting,
-            "seed": self.config.seed,
-        }
         self.pooled_forest, self.pooled_intersection = pooled.forest, pooled.intersection
         weights = owner_weights(
             self.config.pooling_weights, {s: n_rows[s] for s in pooled.forest.owners}
         )
-        if weights is not None:  # equal weights: no entry (every tree one vote)
-            settings["owner_weights"] = weights
-        return model_bundle(
-            pooled.forest.to_payload(),
-            pooled.imputers.to_payload(),
-            pooled.feature_std,
-            pooled.intersection.to_payload() if pooled.intersection is not None else None,
-            settings=settings,
+        settings = PredictionSettings(
+            depth_threshold=self.config.depth_threshold,
+            voting=self.config.voting,
+            seed=self.config.seed,
+            owner_weights=weights,  # None (equal weights): no entry, every tree one vote
         )
+        return PooledModel(
+            pooled.forest, pooled.imputers, pooled.feature_std, pooled.intersection, settings
+        ).to_payload()
 
     def site_models(self, model: dict, sites: Sequence[str]) -> dict[str, dict] | None:
         """Each site's model bundle under ``evaluation.trees_per_site``; ``None``: all the same.

@@ -40,6 +40,7 @@ starts (:meth:`SiteRunner.load`), and returned in the metrics reply
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -56,6 +57,8 @@ from ..election.selectors import select_features
 from ..election.tuning import score_mask
 from ..errors import ConfigError, PayloadError
 from ..model.model_files import save_payload
+from ..model.pooled_model import Deployment, PooledModel
+from ..model.site_inputs import SiteInputs
 from ..privacy.levels import hide_levels, hide_rare_levels
 from ..privacy.outgoing import DP_MASK_SCORE
 from ..privacy.policy import PrivacyPolicy
@@ -108,23 +111,20 @@ def site_vote(
     return SiteVote(site, sel.features, sel.mask, sel.scores, int(len(X)))
 
 
-def deployment(fitted: Mapping) -> dict | None:
-    """What a site deploys: the strategy and calibrator ``auto`` chose for it.
+def deployment(fitted: Mapping, inputs: SiteInputs | None = None) -> Deployment | None:
+    """What a site deploys: the strategy and calibrator ``auto`` chose for it, and its
+    input mapping ``inputs``.
 
     ``fitted`` maps each evaluated strategy to its fitted classifier
     (:func:`~fedforest.federation.evaluation.evaluate_strategies`). Without
-    ``auto`` the job chose nothing: ``None``.
+    ``auto`` the job chose nothing: the deployment holds the input mapping only
+    (``None`` without one either).
     """
     clf = fitted.get("auto")
     if clf is None:
-        return None
+        return None if inputs is None else Deployment(inputs.site, inputs=inputs)
     calibrator = getattr(clf, "calibrator_", None)  # a regressor has none
-    return {
-        "site": clf.site,
-        "strategy": clf.strategy_,
-        "calibrator": None if calibrator is None else calibrator.to_payload(),
-        "guess_weight": None,
-    }
+    return Deployment(clf.site, clf.strategy_, calibrator, inputs=inputs)
 
 
 class SiteRunner:
@@ -466,19 +466,12 @@ class SiteRunner:
             out["intersection"] = models.intersection.to_payload()
         return out
 
-    def saved_model(self, model: Mapping, fitted: Mapping) -> dict:
-        """The model as this site keeps it: the pooled model (current version), what the job
-        chose for the site (``deployment``) and its input mapping (``inputs``:
-        :func:`~fedforest.federation.tables.site_inputs`)."""
-        version = model.get("version")
-        current = protocol.upgrade(protocol.MODEL, int(version), model)
+    def saved_model(self, model: PooledModel, fitted: Mapping) -> PooledModel:
+        """The model as this site keeps it: the pooled model with the site's
+        :class:`~fedforest.model.pooled_model.Deployment` (what the job chose for the site,
+        and its input mapping: :func:`~fedforest.federation.model_input.site_inputs`)."""
         inputs = site_inputs(self.config, self.hidden, self.schema.classes)
-        return {
-            **current,
-            "version": protocol.FORMATS[protocol.MODEL],
-            "deployment": deployment(fitted),
-            "inputs": inputs.to_payload(),
-        }
+        return dataclasses.replace(model, deployment=deployment(fitted, inputs))
 
     # ------------------------------------------------------------- phase 4
     def evaluate(
@@ -508,16 +501,13 @@ class SiteRunner:
             chose and the runner-up, and ``privacy`` is the site's effective
             policy (``PrivacyPolicy.to_dict``).
         """
-        parts = read_message(model, "server", protocol.MODEL)
+        pooled: PooledModel = read_message(model, "server", protocol.MODEL)
         calibration = self.config.calibration or calibration
         if self.regression:
             calibration = "none"
         fitted: dict = {}
         results = evaluate_strategies(
-            parts["forest"],
-            parts["imputers"],
-            parts["feature_std"],
-            parts["intersection"],
+            pooled,
             self.X_test,
             self.y_test,
             self.schema.classes,
@@ -531,7 +521,6 @@ class SiteRunner:
             y_val=self.y_val,
             random_state=self.random_state,
             calibration=calibration,
-            owner_weights=parts["settings"].get("owner_weights"),
             models=fitted,
             outcome=self.config.target,
         )
@@ -546,7 +535,8 @@ class SiteRunner:
         if save_dir is not None:
             save_dir = Path(save_dir)
             save_dir.mkdir(parents=True, exist_ok=True)
-            save_payload(save_dir / "pooled_model.npz", self.saved_model(model, fitted))
+            saved = self.saved_model(pooled, fitted).to_payload()
+            save_payload(save_dir / "pooled_model.npz", saved)
             (save_dir / "metrics.json").write_text(json.dumps(out, indent=2) + "\n")
             logger.info("site %s: saved the pooled model and metrics in %s", self.site, save_dir)
         return out

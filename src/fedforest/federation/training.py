@@ -16,8 +16,8 @@ shapes what :func:`fit_site_models` returns, which is what the site sends:
 * ``share`` switches: withheld imputers, std, surrogates or intersection forest
   are not computed. A site that withholds ``feature_std`` also withholds its
   numeric imputers (a numeric imputer needs the feature's σ for ``ipr`` and
-  ``mp``, and a bundle with a numeric imputer but no σ is refused by
-  ``read_model``); its categorical imputers, which need no σ, are still sent;
+  ``mp``, and a model with a numeric imputer but no σ is refused by
+  ``PooledModel.from_payload``); its categorical imputers, which need no σ, are still sent;
 * DP mode (``dp_epsilon``): :func:`~fedforest.privacy.dp_forest.fit_dp_forest`
   trees (``dp_trees`` of depth ``dp_max_depth``, drawn from the public
   ``feature_ranges`` and the job seed, with Laplace noise on the leaf counts

@@ -135,7 +135,7 @@ class FedForestController(Controller):
             records = election_records(
                 server.tuning.to_dict() if server.tuning else None,
                 server.election.to_dict() if server.election else None,
-                server.config.election["metric"],
+                server.config.election.metric,
             )
             fire_records(self, fl_ctx, records, self.tracking)
             logger.info("election: %d records sent to the experiment tracking", len(records))

@@ -189,7 +189,7 @@ def make_fed_job(
             job_config=JOB_FILE,
             participating_clients=list(sites),
             min_clients=job_cfg.min_sites,
-            configure_task_timeout=int(math.ceil(job_cfg.timeouts["schema"] or 300)),
+            configure_task_timeout=int(math.ceil(job_cfg.timeouts.schema or 300)),
         )
     else:
         controller = FedForestController(job_config=JOB_FILE, tracking=job_cfg.tracking)

@@ -15,13 +15,12 @@ an object array) whose shape times item size matches the declared size, and
 every array entry must be referenced by the structure. Any other file is
 refused with a :class:`~fedforest.errors.PayloadError` naming the file.
 
-A saved *model* (what each site keeps after a job) bundles the pooled forest,
-the selected imputers, the pooled standard deviations, the intersection
-forest (when trained) and the prediction settings, and, in the file a site
-keeps, its ``deployment`` (what the job chose for it) and its ``inputs`` (how
-its own data file becomes the model's input,
-:class:`~fedforest.model.site_inputs.SiteInputs`); :func:`load_model` validates
-every part as it would a payload received from another site.
+A saved *model* (:class:`~fedforest.model.pooled_model.PooledModel`, what
+each site keeps after a job) is one such file; its reader and
+:func:`~fedforest.model.pooled_model.load_model` are in
+:mod:`fedforest.model.pooled_model`, which uses the field checks kept here:
+:func:`read_feature_std` (also the server's, for a site's models) and
+:func:`check_model_dtypes` (every array in the dtype the format writes).
 """
 
 from __future__ import annotations
@@ -36,15 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import protocol, rules
 from ..errors import PayloadError
 from ..validation import Checker, PayloadReader, describe
-from ..vocabulary import VOTING
-from .calibrator import Calibrator
 from .compact_arrays import smallest_int_dtype
-from .inputs import FLOAT32_MAX, names_text
-from .payload_checks import MAX_FEATURES, MAX_NODES, MAX_SEED
-from .site_inputs import SiteInputs
+from .inputs import FLOAT32_MAX
+from .payload_checks import MAX_FEATURES
 
 #: Largest total uncompressed size of a payload file (all entries), in bytes.
 MAX_MODEL_BYTES = 2 * 1024**3
@@ -54,13 +49,7 @@ _ENTRY_NAME = re.compile(r"(__structure__|a(?:0|[1-9][0-9]{0,8}))\.npy")
 _KINDS = "iufbU"
 #: A checker that raises ValueError (re-raised as PayloadError with the field's message).
 _CHECK = Checker()
-#: Prediction settings of a model bundle and their checks.
-_SETTINGS = ("depth_threshold", "voting", "seed", "owner_weights")
-#: Fields of a model's ``deployment``: what the job chose for the site that saved it.
-DEPLOYMENT_FIELDS = ("site", "strategy", "calibrator", "guess_weight")
 _META = "__structure__"
-MODEL_FORMAT = protocol.MODEL
-MODEL_VERSION = protocol.FORMATS[MODEL_FORMAT]
 
 
 def save_payload(path, payload: Mapping) -> Path:
@@ -243,37 +232,6 @@ def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> np.nd
     return array
 
 
-def model_bundle(
-    forest_payload: Mapping,
-    imputers_payload: Mapping | None = None,
-    feature_std: Mapping[str, float] | None = None,
-    intersection_payload: Mapping | None = None,
-    settings: Mapping[str, Any] | None = None,
-    deployment: Mapping[str, Any] | None = None,
-    inputs: Mapping[str, Any] | None = None,
-) -> dict:
-    """A model payload: the pooled forest and everything prediction needs.
-
-    ``deployment`` (a site's saved model only) records what the job chose for
-    that site: ``site``, ``strategy`` (one of :func:`fedforest.rules.deployable`),
-    ``calibrator`` (:meth:`~fedforest.model.calibrator.Calibrator.to_payload`)
-    and ``guess_weight`` (``wmp``'s, or ``None``). ``inputs`` (a site's saved
-    model only) is its input mapping
-    (:meth:`~fedforest.model.site_inputs.SiteInputs.to_payload`).
-    """
-    return {
-        "format": MODEL_FORMAT,
-        "version": MODEL_VERSION,
-        "forest": dict(forest_payload),
-        "imputers": dict(imputers_payload) if imputers_payload is not None else None,
-        "feature_std": {str(k): float(v) for k, v in (feature_std or {}).items()},
-        "intersection": dict(intersection_payload) if intersection_payload is not None else None,
-        "settings": dict(settings or {}),
-        "deployment": dict(deployment) if deployment is not None else None,
-        "inputs": dict(inputs) if inputs is not None else None,
-    }
-
-
 def read_feature_std(r: PayloadReader, key: str = "feature_std") -> dict[str, float]:
     """Read a field of pooled standard deviations: feature name -> number in [0, FLOAT32_MAX]
     (the standard deviation of values within float32's range, what a site's table holds)."""
@@ -290,174 +248,6 @@ def read_feature_std(r: PayloadReader, key: str = "feature_std") -> dict[str, fl
                 f"{name!r} maps to {describe(value)}"
             )
     return out
-
-
-def read_settings(r: PayloadReader, key: str = "settings") -> dict[str, Any]:
-    """Read a model's prediction settings (each optional): ``depth_threshold`` (integer
-    >= 0), ``voting`` (one of :data:`~fedforest.vocabulary.VOTING`) and ``seed`` (an
-    integer in [0, 2**32 - 1] or None)."""
-    settings = r.read_mapping(key)
-    unknown = sorted(set(settings) - set(_SETTINGS))
-    if unknown:
-        r.fail(f"field {key!r} has unknown settings {unknown}; expected only {list(_SETTINGS)}")
-    out: dict[str, Any] = {}
-    if "depth_threshold" in settings:
-        out["depth_threshold"] = r.integer(
-            f"{key}.depth_threshold", settings["depth_threshold"], 0, MAX_NODES
-        )
-    if "voting" in settings:
-        out["voting"] = r.choice(f"{key}.voting", settings["voting"], VOTING)
-    if "seed" in settings:
-        seed = settings["seed"]
-        out["seed"] = None if seed is None else r.integer(f"{key}.seed", seed, 0, MAX_SEED)
-    weights = settings.get("owner_weights")
-    if weights is not None:
-        if not isinstance(weights, Mapping) or not weights:
-            r.refuse(f"{key}.owner_weights", weights, "a mapping of site name to weight, or null")
-        out["owner_weights"] = {
-            r.site_name(f"{key}.owner_weights", site): r.number(
-                f"{key}.owner_weights.{site}", value, 0
-            )
-            for site, value in weights.items()
-        }
-    return out
-
-
-def read_model(payload: Mapping, sender: str | None = None) -> dict:
-    """Validate a model payload; return its parts as fedforest objects.
-
-    Every part is read as if received from a peer, and the parts must agree:
-    an imputer for a feature of the forest has the feature's kind and, when
-    categorical, its number of levels. Only :class:`~fedforest.errors.PayloadError`
-    is raised.
-    """
-    from .forest import PooledForest
-    from .imputers import ImputerSet
-
-    r = PayloadReader(payload, MODEL_FORMAT, sender)
-    r.check_keys(
-        {"forest", "imputers", "feature_std", "intersection", "settings", "deployment", "inputs"}
-    )
-    _check_dtypes(r)
-    forest = PooledForest.from_payload(r.get("forest"), sender, where="forest")
-    imps = r.get("imputers")
-    imputers = None
-    if imps is not None:
-        imputers = ImputerSet.from_payload(imps, sender, where="imputers")
-    inter = r.get("intersection")
-    intersection = None
-    if inter is not None:
-        intersection = PooledForest.from_payload(inter, sender, where="intersection")
-    std = read_feature_std(r)
-    settings = read_settings(r)
-    for where, part in (("forest", forest), ("intersection", intersection)):
-        for i, owner in enumerate([] if part is None else part.owners):
-            r.site_name(f"{where}.owners[{i}]", owner)
-    if imputers is not None:
-        _check_imputers_fit(r, forest, imputers, std)
-    weights = settings.get("owner_weights")
-    if weights is not None and sorted(weights) != sorted(forest.owners):
-        r.fail(
-            f"field 'settings.owner_weights' names sites {sorted(weights)}; expected the "
-            f"forest's sites {sorted(forest.owners)}, each once"
-        )
-    deployment = _read_deployment(r, forest, intersection)
-    inputs = _read_inputs(r, forest, deployment)
-    return {
-        "forest": forest,
-        "imputers": imputers,
-        "feature_std": std,
-        "intersection": intersection,
-        "settings": settings,
-        "deployment": deployment,
-        "inputs": inputs,
-    }
-
-
-def _read_inputs(r: PayloadReader, forest, deployment) -> SiteInputs | None:
-    """The ``inputs`` field: the input mapping of the site that saved the model."""
-    value = r.get("inputs")
-    if value is None:
-        return None
-    inputs = SiteInputs.read(r.entry(value, "inputs"), forest)
-    if deployment is not None and deployment["site"] != inputs.site:
-        r.fail(
-            f"field 'inputs.site' is {inputs.site!r} but the deployment is site "
-            f"{deployment['site']!r}'s; expected the same site"
-        )
-    return inputs
-
-
-def _read_deployment(r: PayloadReader, forest, intersection) -> dict | None:
-    """The ``deployment`` field: what the job chose for the site that saved the model."""
-    value = r.get("deployment")
-    if value is None:
-        return None
-    d = r.entry(value, "deployment")
-    d.check_keys(set(DEPLOYMENT_FIELDS))
-    site = d.site_name("site", d.get("site"))
-    strategy = d.read_choice("strategy", rules.deployable())
-    rule = rules.get(strategy)
-    if rule.needs_intersection and intersection is None:
-        d.fail(
-            f"field 'strategy' is {strategy!r} but the model has no intersection forest; "
-            "expected a strategy the model can run"
-        )
-    if rule.needs_site and site not in forest.owners:
-        d.fail(
-            f"field 'strategy' is {strategy!r} but site {site!r} trained no tree of the forest; "
-            f"expected a site among the forest's sites {forest.owners}"
-        )
-    if forest.is_regression:  # a number is not calibrated
-        if d.get("calibrator") is not None:
-            d.fail("field 'calibrator' must be null for regression trees")
-        calibrator = None
-    else:
-        try:
-            calibrator = Calibrator.from_payload(d.get("calibrator"), forest.classes, "calibrator")
-        except ValueError as err:
-            d.fail(f"field {err}")
-    weight = d.get("guess_weight")
-    if weight is not None:
-        weight = d.number("guess_weight", weight, 0.0, 1.0)
-    elif rule.fitted:
-        d.fail(
-            f"field 'guess_weight' is null; the {strategy!r} strategy needs its fitted weight: "
-            "expected a number in [0, 1]"
-        )
-    return {"site": site, "strategy": strategy, "calibrator": calibrator, "guess_weight": weight}
-
-
-def _check_imputers_fit(r: PayloadReader, forest, imputers, std: Mapping[str, float]) -> None:
-    """An imputer for a forest feature has the feature's kind and levels; a numeric one
-    has the feature's pooled standard deviation (``ipr`` and ``mp`` need it)."""
-    names = set(forest.feature_names)
-    for feature, imp in imputers.items():
-        unknown = [p for p in (feature, *imp.predictors) if p not in names]
-        if unknown:
-            r.fail(
-                f"field 'imputers': the imputer for {feature!r} (predictors "
-                f"{names_text(list(map(repr, imp.predictors)))}) names "
-                f"{names_text(list(map(repr, unknown)))}, which "
-                f"{'is' if len(unknown) == 1 else 'are'} not a feature of the forest; expected "
-                "features of the forest (a job's imputers predict features of the forest from "
-                "features of the forest)"
-            )
-        r.site_name(f"imputers.{feature}.owner", imp.owner)
-        levels = forest.categories.get(feature)
-        kind = "numeric" if levels is None else "categorical"
-        if imp.kind != kind or (levels is not None and imp.n_levels != len(levels)):
-            expected = kind if levels is None else f"{kind} with {len(levels)} levels"
-            r.fail(
-                f"field 'imputers': the imputer for {feature!r} is {imp.kind} with "
-                f"{imp.n_levels} levels, but the forest's feature is {expected}; expected an "
-                "imputer of the feature's kind"
-            )
-        if kind == "numeric" and feature not in std:
-            r.fail(
-                f"field 'feature_std' has no entry for {feature!r}, which has a numeric imputer; "
-                "expected the feature's pooled standard deviation"
-            )
 
 
 #: The float dtype of every float array of a model file, and the exceptions by field.
@@ -511,9 +301,10 @@ def _expected_dtype(key: str, value: np.ndarray, forest_version) -> np.dtype | N
     return FIXED_INT_DTYPES.get(field)
 
 
-def _check_dtypes(r: PayloadReader) -> None:
-    """Refuse an array of another dtype than the format writes (float16 leaf values,
-    extended precision, int64 node counts): every float array is float64, a forest's
+def check_model_dtypes(r: PayloadReader) -> None:
+    """Refuse an array of the model payload ``r`` reads in another dtype than the format
+    writes (float16 leaf values, extended precision, int64 node counts): every float array
+    is float64, a forest's
     ``threshold`` float32; a forest's integer fields (version 2 on) are in the smallest
     integer dtype that holds them, its packed flags uint8; an imputer's ``levels`` int64."""
 
@@ -540,12 +331,3 @@ def _check_dtypes(r: PayloadReader) -> None:
 
 
 _FORESTS = ("forest", "intersection")
-
-
-def load_model(path, max_bytes: int = MAX_MODEL_BYTES) -> dict:
-    """Load and validate a saved model; returns the parts as in :func:`read_model`.
-
-    The file is read by :func:`load_payload` (size limit ``max_bytes``) and
-    validated as a ``fedforest/model`` payload whose sender is the file path.
-    """
-    return read_model(load_payload(path, max_bytes), sender=str(path))

@@ -23,6 +23,7 @@ from .. import rules
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet
 from ..model.inputs import model_columns, names_text, to_global_matrix
+from ..model.pooled_model import PooledModel, check_strategy
 from ..vocabulary import ENGINES, VOTING
 from .cache import PredictionMemo
 from .diagnostics import PredictionDiagnostics
@@ -47,6 +48,64 @@ class PooledForestBase(BaseEstimator):
     task = "classification"
     #: How kept trees are averaged, for an estimator without the parameter.
     voting = "soft"
+
+    @classmethod
+    def from_model(cls, model: PooledModel, **params):
+        """An estimator of a job's model: its parts, its settings, and ``params``.
+
+        The same as passing the model's parts: ``forest``, ``imputers``,
+        ``feature_std``, ``intersection`` and ``owner_weights``
+        (``model.settings``), and the settings the model records:
+        ``depth_threshold``, ``voting`` (where the estimator has the
+        parameter) and ``seed`` as ``random_state``. ``params`` give the other
+        parameters (``strategy``, ``site``, ...) and win over the settings; a
+        setting the model does not record keeps the estimator's default.
+
+        Parameters
+        ----------
+        model : PooledModel
+            The model (:func:`fedforest.model.pooled_model.load_model`).
+        **params
+            Parameters of the estimator.
+
+        Returns
+        -------
+        estimator
+            Not fitted.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from fedforest import PooledForest, PooledForestClassifier
+        >>> from fedforest.model.pooled_model import PooledModel, PredictionSettings
+        >>> X = np.random.RandomState(0).normal(size=(60, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> rf = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+        >>> forest = PooledForest.from_sklearn(rf, ["a", "b"], owner="site-1")
+        >>> model = PooledModel(forest, settings=PredictionSettings(depth_threshold=1, seed=3))
+        >>> clf = PooledForestClassifier.from_model(model, strategy="pr")
+        >>> clf.depth_threshold, clf.random_state, clf.strategy
+        (1, 3, 'pr')
+        """
+        if not isinstance(model, PooledModel):
+            raise TypeError(f"model must be a fedforest PooledModel, got {type(model).__name__}")
+        settings = model.settings
+        parts = dict(
+            forest=model.forest,
+            imputers=model.imputers,
+            feature_std=model.feature_std,
+            intersection=model.intersection,
+            owner_weights=settings.owner_weights,
+        )
+        recorded = {
+            "depth_threshold": settings.depth_threshold,
+            "random_state": settings.seed,
+            "voting": settings.voting,
+        }
+        for name, value in recorded.items():
+            if value is not None and name in cls._get_param_names():
+                parts[name] = value
+        return cls(**{**parts, **params})
 
     # ------------------------------------------------------------ columns
     @property
@@ -85,8 +144,10 @@ class PooledForestBase(BaseEstimator):
         if rule is None or not rule.deployable:
             raise ValueError(f"strategy={strategy!r} is not one of {list(rules.names())}")
         self._validate_task()
+        inter = self.intersection if isinstance(self.intersection, PooledForest) else None
+        check_strategy(strategy, self.forest, inter, self.site)  # raises StrategyUnavailable
         if rule.needs_intersection:
-            self._validate_intersection(strategy)
+            self._validate_intersection()
         tree_weights(self.forest, self.owner_weights)
         if self.voting not in VOTING:
             raise ValueError(f"voting={self.voting!r} is not one of {list(VOTING)}")
@@ -102,8 +163,6 @@ class PooledForestBase(BaseEstimator):
             or self.depth_threshold < 0
         ):
             raise ValueError(f"depth_threshold={self.depth_threshold!r} must be an integer >= 0")
-        if rule.needs_site:
-            self._validate_site(strategy)
         self._validate_inputs()
 
     def _validate_forest(self) -> None:
@@ -122,24 +181,11 @@ class PooledForestBase(BaseEstimator):
                 )
             )
 
-    def _validate_intersection(self, strategy: str) -> None:
-        if not isinstance(self.intersection, PooledForest):
-            raise ValueError(
-                f'strategy="{strategy}" needs intersection=<the intersection PooledForest>'
-            )
+    def _validate_intersection(self) -> None:
         if self.intersection.task != self.task:
             raise ValueError(
                 f"the intersection forest holds {self.intersection.task} trees; "
                 f"{type(self).__name__} needs {self.task} trees"
-            )
-
-    def _validate_site(self, strategy: str) -> None:
-        if self.site is None:
-            raise ValueError(f"strategy={strategy!r} needs site=<this site's name>")
-        if self.site not in self.forest.owners:
-            raise ValueError(
-                f"site={self.site!r} trained no tree of this forest; owners are "
-                f"{self.forest.owners}"
             )
 
     def _validate_inputs(self) -> None:

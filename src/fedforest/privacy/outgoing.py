@@ -361,7 +361,9 @@ def tighten_models(
             notes.append(f"{len(std)} standard deviations withheld (share.feature_std false)")
             std = {}
         numeric = [f for f in imputers if imputers[f].kind == "numeric"]
-        if numeric:  # a numeric imputer needs its sigma (read_model refuses it without)
+        if (
+            numeric
+        ):  # a numeric imputer needs its sigma (PooledModel.from_payload refuses it without)
             notes.append(f"numeric imputers {numeric} withheld (they need feature_std)")
             imputers = ImputerSet(imputers[f] for f in imputers if f not in numeric)
     if intersection is not None and not share["intersection"]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from test_messages import metrics_payload, status_payload, trained  # noqa: F401 - fixture
 
 from fedforest import protocol
 from fedforest.election.ballot import SiteVote
@@ -14,6 +13,8 @@ from fedforest.federation.messages import MAX_REASON, MaskScore, SiteModelsReply
 from fedforest.federation.schema import SiteSchema
 from fedforest.privacy.outgoing import DP_MASK_SCORE, Refusal
 from fedforest.privacy.policy import PrivacyPolicy
+
+from .test_messages import metrics_payload, status_payload, trained  # noqa: F401 - fixture
 
 K20 = PrivacyPolicy(min_leaf_rows=20)
 DP = PrivacyPolicy.from_dict({"dp_epsilon": 1.0, "feature_ranges": {"a": [0, 1]}})

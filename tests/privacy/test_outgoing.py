@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from privacy_data import LEVELS, fitted_site, hand_forest
 
 from fedforest.errors import ConfigError
 from fedforest.federation.training import fit_site_models
@@ -28,6 +27,8 @@ from fedforest.privacy.outgoing import (
     tighten_models,
 )
 from fedforest.privacy.policy import PrivacyPolicy, ThresholdGrid
+
+from .privacy_data import LEVELS, fitted_site, hand_forest
 
 STEP = ThresholdGrid(("step", 0.5))
 

@@ -369,3 +369,29 @@ def test_every_folder_of_tests_is_a_package():
         str(f.relative_to(TESTS.parent)) for f in folders if not (f / "__init__.py").is_file()
     )
     assert not loose, f"add an empty __init__.py to {loose}"
+
+
+def _print_calls(source: str) -> list[int]:
+    """Lines of the calls to the builtin ``print`` in ``source`` (docstrings are not code)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "print"
+    ]
+
+
+def test_only_the_command_line_prints():
+    """Library and FLARE code log (``logging``); only ``cli/`` writes to the terminal."""
+    found = [
+        f"{path.relative_to(SRC)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "cli" not in path.relative_to(PACKAGE).parts
+        for line in _print_calls(path.read_text())
+    ]
+    assert not found, "print() outside fedforest/cli (use logging): " + ", ".join(found)
+
+
+def test_the_print_checker_sees_a_call_and_not_a_docstring():
+    assert _print_calls('"""\n>>> print(1)\n"""\nx = 1\nprint(x)\n') == [5]

@@ -19,7 +19,8 @@ Each resample is a vector of counts (how often each test row was drawn), so a
 metric of all resamples is a few matrix operations over the rows sorted once:
 the weighted AUC and average precision are those scikit-learn computes with
 ``sample_weight`` set to the counts (checked in the tests). It imports
-numpy, scipy and, within fedforest, :mod:`fedforest.metrics` only.
+numpy, scipy and, within fedforest, :mod:`fedforest.metrics` and
+:mod:`fedforest.validation` only.
 """
 
 from __future__ import annotations

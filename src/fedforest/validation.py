@@ -26,7 +26,8 @@ or str), so no later arithmetic can overflow or wrap around.
 whatever it is given: a mapping that cannot be read, keys that are not
 strings, odd objects in any field.
 
-This module imports only :mod:`fedforest.errors` and :mod:`fedforest.protocol`.
+This module imports only :mod:`fedforest.errors` and :mod:`fedforest.protocol`, and
+:mod:`fedforest.vocabulary` when it checks a site name.
 """
 
 from __future__ import annotations

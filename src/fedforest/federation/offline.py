@@ -75,7 +75,8 @@ def site_runners(
     config = config or JobConfig.load(config_dir / "job.yaml")
     runners = {}
     for site in config.sites:
-        runner = SiteRunner(SiteConfig.load(config_dir / f"{site}.yaml"), random_state)
+        site_config = SiteConfig.load(config_dir / f"{site}.yaml", task=config.task)
+        runner = SiteRunner(site_config, random_state)
         runners[site] = runner.load() if load else runner
     return runners
 

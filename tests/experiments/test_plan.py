@@ -64,6 +64,7 @@ def test_metrics_of_the_other_task_are_named_with_the_task_to_use():
         ({"n_estimators": True}, "n_estimators=True must be an integer >= 1"),
         ({"depth_threshold": 1.5}, "depth_threshold=1.5 must be an integer >= 0"),
         ({"name": "mine"}, "name='mine' names site files' data; no site files given"),
+        ({"pooled_reference": "yes"}, "pooled_reference='yes' must be True or False"),
     ],
 )
 def test_each_refusal_names_the_option_and_what_is_allowed(fields, match):

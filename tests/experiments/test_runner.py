@@ -919,3 +919,53 @@ def test_a_process_pool_gives_the_table_one_worker_gives(tmp_path):
     one = run_experiment(ExperimentPlan(**plan, n_jobs=1))
     two = run_experiment(ExperimentPlan(**plan, n_jobs=2))
     pd.testing.assert_frame_equal(one, two)
+
+
+def test_pooled_data_adds_rows_and_changes_none(mix):
+    from fedforest.experiments.reference import REFERENCE, pooled_data_reference
+
+    metrics = ["auc", "brier", "log_loss"]
+    args = (mix, 3, 0.5, 2, ["local", "mp", "auto"], metrics)
+    plain = run_repetition(*args, n_estimators=8)
+    rows = run_repetition(*args, n_estimators=8, pooled_reference=True)
+    assert [r for r in rows if r["method"] != REFERENCE] == plain
+    pooled = pd.DataFrame([r for r in rows if r["method"] == REFERENCE])
+    assert len(pooled) == 3 * len(metrics)
+    # one forest of 8 trees, seeded by the repetition, on every site's training and validation
+    # rows of this repetition (the dataset's column order), scored on the sites' test rows
+    prepared = prepare_repetition(mix, 3, 0.5, 2, n_estimators=8, validation_fraction=0.2)
+    assert all(r.X_val is not None for r in prepared.rows.values())
+    expected = pooled_data_reference(
+        prepared.rows,
+        metrics,
+        {"n_estimators": 8},
+        random_state=2,
+        classes=np.unique(mix.y),
+        columns=list(mix.X.columns),
+    )
+    for row in pooled.itertuples():
+        assert row.value == expected[row.site][row.metric]
+        assert row.test_rows == expected[row.site]["rows"]
+    local = [r for r in rows if r["method"] == "local"]
+    assert {(r["site"], r["test_rows"]) for r in local} == set(
+        zip(pooled.site, pooled.test_rows, strict=True)
+    )
+
+
+def test_a_plan_with_pooled_data_scores_it_in_every_repetition():
+    plan = ExperimentPlan(
+        datasets=["S-500-Num"],
+        n_sites=[2],
+        jaccards=[0.5],
+        reps=2,
+        methods=["local"],
+        metrics=["auc"],
+        n_estimators=4,
+        pooled_reference=True,
+    )
+    tidy = run_experiment(plan)
+    pooled = tidy[tidy["method"] == "pooled_data"]
+    assert sorted(set(zip(pooled.rep, pooled.site, strict=True))) == [
+        (r, s) for r in (0, 1) for s in ("site-1", "site-2")
+    ]
+    assert pooled["value"].between(0, 1).all()

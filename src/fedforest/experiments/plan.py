@@ -79,6 +79,11 @@ class ExperimentPlan:
     ``"regression"`` runs numeric targets with regression forests
     (:func:`run_repetition`); a named dataset of the other task is refused.
     ``metrics`` default to the task's (:data:`DEFAULT_METRICS`).
+
+    ``pooled_reference`` adds the pooled-data reference to every repetition's
+    rows (method ``pooled_data``: one scikit-learn forest on every site's
+    training and validation rows pooled, :mod:`~.reference`); it changes no
+    other row.
     """
 
     datasets: list[str]
@@ -102,6 +107,7 @@ class ExperimentPlan:
     pooling_weights: str = "equal"
     auto_metric: str | None = None
     task: str = "classification"
+    pooled_reference: bool = False
 
     def __post_init__(self) -> None:
         if self.metrics is None:  # the task's default (classification's for an unknown task)
@@ -110,6 +116,8 @@ class ExperimentPlan:
     def validate(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} must be one of {', '.join(TASKS)}")
+        if not isinstance(self.pooled_reference, bool):
+            raise ValueError(f"pooled_reference={self.pooled_reference!r} must be True or False")
         if self.site_files:
             if self.datasets:
                 raise ValueError(

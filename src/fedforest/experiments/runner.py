@@ -82,6 +82,7 @@ from .plan import (  # noqa: F401  (re-exported: the runner's public names)
     ExperimentPlan,
     check_task_metrics,
 )
+from .reference import REFERENCE, SiteRows, pooled_data_reference
 from .sites import load_site_files
 from .skew import scenario_name, skewed_table
 
@@ -120,11 +121,15 @@ class Repetition:
     train_rows : dict
         ``site -> rows its forests were trained on`` (the pooling weights of
         ``pooling_weights="rows"``).
+    rows : dict
+        ``site -> SiteRows``: its training, validation and test rows
+        (:class:`~.reference.SiteRows`, what the pooled-data reference trains on).
     """
 
     pooled: object
     splits: dict
     train_rows: dict = field(default_factory=dict)
+    rows: dict = field(default_factory=dict)
 
 
 def resolve_task(data: Dataset, task: str | None = None) -> str:
@@ -188,7 +193,7 @@ def prepare_repetition(
     imputer_cv = 3 if any(k > 1 for k in held) else None
     categories = data.categories
     forest_params = {"n_estimators": n_estimators}
-    splits, models, train_rows = {}, {}, {}
+    splits, models, train_rows, site_rows = {}, {}, {}, {}
     for k, site in enumerate(sites):
         t = tables[site]
         X_tr, X_te, y_tr, y_te = _split(
@@ -201,6 +206,7 @@ def prepare_repetition(
             )
         splits[site] = (X_te, y_te, X_val, y_val)
         train_rows[site] = len(X_tr)
+        site_rows[site] = SiteRows(X_tr, y_tr, X_te, y_te, X_val, y_val)
         models[site] = fit_site_models(
             site,
             X_tr,
@@ -214,7 +220,7 @@ def prepare_repetition(
             imputer_cv=imputer_cv,
             task=task,
         )
-    return Repetition(pool_site_models(list(models.values())), splits, train_rows)
+    return Repetition(pool_site_models(list(models.values())), splits, train_rows, site_rows)
 
 
 def site_tables(
@@ -278,6 +284,7 @@ def run_repetition(
     auto_metric: str | None = None,
     calibration_rows: list | None = None,
     task: str | None = None,
+    pooled_reference: bool = False,
 ) -> list[dict]:
     """One repetition of one scenario; tidy rows (one per site, method and metric).
 
@@ -301,6 +308,13 @@ def run_repetition(
     (:func:`~.skew.scenario_name`); natural sites' rows carry ``n_sites`` and
     ``jaccard`` as given (the caller passes the number of files and their
     realised overlap).
+
+    With ``pooled_reference`` the rows also hold the pooled-data reference
+    (method :data:`~.reference.REFERENCE`, :func:`reference_rows`): one
+    scikit-learn forest of ``n_estimators`` trees, seeded by ``rep``, trained
+    on every site's training and validation rows pooled and scored on each
+    site's test rows. It adds rows only: every method's rows are the same
+    with it or without.
     """
     task = resolve_task(data, task)
     metrics = list(DEFAULT_METRICS[task] if metrics is None else metrics)
@@ -369,7 +383,49 @@ def run_repetition(
                         "events": row["events"],
                     }
                 )
+    if pooled_reference:
+        key = {"dataset": dataset, "n_sites": n_sites, "jaccard": jaccard, "rep": rep}
+        rows += reference_rows(data, prepared, key, metrics, n_estimators, rep, task, classes)
     return rows
+
+
+def reference_rows(
+    data: Dataset,
+    prepared: Repetition,
+    key: dict,
+    metrics: Sequence[str],
+    n_estimators: int,
+    rep: int,
+    task: str,
+    classes=None,
+) -> list[dict]:
+    """The pooled-data reference's tidy rows (method :data:`~.reference.REFERENCE`) for one
+    repetition: every site's training and validation rows of ``prepared`` pooled, the
+    columns in the dataset's order, each site's test rows scored."""
+    sites = prepared.rows
+    held = {c for r in sites.values() for c in r.X_train.columns}
+    scores = pooled_data_reference(
+        sites,
+        metrics,
+        forest={"n_estimators": n_estimators},
+        random_state=rep,
+        task=task,
+        classes=classes,
+        columns=[c for c in data.X.columns if c in held],
+    )
+    return [
+        {
+            **key,
+            "site": site,
+            "method": REFERENCE,
+            "metric": metric,
+            "value": row[metric],
+            "test_rows": row["rows"],
+            "events": row["events"],
+        }
+        for site, row in scores.items()
+        for metric in metrics
+    ]
 
 
 def needs_validation(methods: Sequence[str], calibration: str = "none") -> bool:
@@ -437,6 +493,7 @@ def _task(args):
         auto_metric=plan.auto_metric,
         calibration_rows=bins,
         task=plan.task,
+        pooled_reference=plan.pooled_reference,
     )
     return rows, bins
 

@@ -152,3 +152,62 @@ def demo_server_run(tmp_path_factory):
 def demo_swarm_run(tmp_path_factory):
     """The demo configs in swarm mode, with the server-side Inspector (``flare_setup.Run``)."""
     return _demo_run(tmp_path_factory, "swarm")
+
+
+# --------------------------------------------------------------------------- UCI-format files
+#: Site -> (UCI file name, columns mostly missing there, how the file writes a missing value).
+HEART_FILES = {
+    "cleveland": ("processed.cleveland.data", (), "?"),
+    "hungary": ("processed.hungarian.data", ("slope", "ca", "thal"), "?"),
+    "switzerland": ("processed.switzerland.data", ("fbs", "ca"), "NaN"),
+    "va": ("processed.va.data", ("slope", "ca", "thal"), ""),
+}
+
+
+def write_heart_disease_files(folder: Path, rows: int = 48, seed: int = 0) -> Path:
+    """Four tiny made-up files in the UCI Heart Disease processed format (not the real data):
+    14 comma-separated values a line, each site's mostly missing columns as the real files
+    have them, ``chol`` written 0 where unmeasured (everywhere at switzerland), Cleveland's
+    numbers with decimals."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for site, (name, missing, mark) in HEART_FILES.items():
+        lines = []
+        for i in range(rows):
+            risk = rng.normal()
+            num = int(risk > 0) * int(rng.integers(1, 5))
+            row = {
+                "age": int(50 + 8 * risk + rng.normal(0, 5)),
+                "sex": int(rng.integers(0, 2)),
+                "cp": int(rng.integers(1, 5)),
+                "trestbps": int(rng.normal(130, 15)),
+                "chol": 0 if site == "switzerland" else int(rng.normal(240, 40)),
+                "fbs": int(rng.integers(0, 2)),
+                "restecg": int(rng.integers(0, 3)),
+                "thalach": int(150 - 15 * risk + rng.normal(0, 10)),
+                "exang": int(risk + rng.normal(0, 0.5) > 0.3),
+                "oldpeak": round(max(0.0, risk + rng.normal(0, 0.5)), 1),
+                "slope": int(rng.integers(1, 4)),
+                "ca": int(rng.integers(0, 4)),
+                "thal": int(rng.choice([3, 6, 7])),
+                "num": num,
+            }
+            fields = []
+            for column, value in row.items():
+                if column in missing and i % 4 != 0:  # three rows in four: mostly missing
+                    fields.append(mark)
+                elif site == "cleveland":
+                    fields.append(f"{float(value):.1f}")
+                else:
+                    fields.append(str(value))
+            if site == "hungary" and i == 1:
+                fields[4] = "?"  # a missing cholesterol, written as such
+            lines.append(",".join(fields))
+        (folder / name).write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def heart_disease_files(tmp_path_factory) -> Path:
+    """The folder of :func:`write_heart_disease_files`' four files (UCI's names)."""
+    return write_heart_disease_files(tmp_path_factory.mktemp("uci") / "heart")

@@ -7,6 +7,7 @@ the same way (``SystemExit`` with status 2 and the message on stderr).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import HEART_FILES
+from data_prep.heart_disease import CATEGORICAL, COLUMNS, WHOLE
 from data_prep.jaccard_split import main as split_main
 from data_prep.make_demo_data import main as demo_main
 from data_prep.make_synthetic import main as synthetic_main
@@ -176,3 +179,105 @@ def test_make_demo_data_arguments_and_out_folder(tmp_path, capsys):
     demo_main(["--out", str(demo), "--rows", "20"])
     demo_main(["--out", str(demo), "--rows", "30"])  # again, into its own folder
     assert len(pd.read_csv(demo / "site-1.csv")) == 30
+
+
+# ------------------------------------------------------------------ heart_disease.py
+
+
+def test_heart_disease_writes_four_hospitals_the_job_loads(heart_disease_files, tmp_path):
+    from fedforest.federation.config import JobConfig, SiteConfig
+    from fedforest.federation.tables import read_table
+
+    out = tmp_path / "heart"
+    done = script("heart_disease.py", "--source", heart_disease_files, "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "hungary: 48 patients" in done.stdout and "columns dropped: slope, ca, thal" in done.stdout
+    )
+    job = JobConfig.load(out / "site_configs" / "job.yaml")
+    assert job.sites == ["cleveland", "hungary", "switzerland", "va"]
+    assert job.strategies == ["local", "mp", "intersection", "auto"] and job.calibration == "auto"
+    source = {s: heart_disease_files / f for s, (f, _, _) in HEART_FILES.items()}
+    lacks = {
+        "cleveland": [],
+        "hungary": ["slope", "ca", "thal"],
+        "switzerland": ["chol", "fbs", "ca"],  # chol: 0 everywhere, i.e. never measured
+        "va": ["slope", "ca", "thal"],
+    }
+    for site in job.sites:
+        config = SiteConfig.load(out / "site_configs" / f"{site}.yaml")
+        table = read_table(config)
+        raw = pd.read_csv(source[site], header=None, na_values=["?", "NaN"])
+        assert list(table.columns) == [c for c in COLUMNS[:-1] if c not in lacks[site]] + [
+            "disease"
+        ]
+        # disease = num > 0, row by row
+        assert table["disease"].tolist() == (raw[13] > 0).astype(int).tolist()
+        assert config.categorical == [c for c in CATEGORICAL if c in table.columns]
+        # whole numbers and codes written as the integers they are (the levels the job reads)
+        written = pd.read_csv(out / f"{site}.csv", dtype=str)
+        whole = [c for c in written.columns if c in WHOLE]
+        assert not written[whole].apply(lambda col: col.str.contains(".", regex=False)).any().any()
+        assert set(table["cp"].astype(int)) <= {1, 2, 3, 4}
+    cleveland = pd.read_csv(out / "cleveland.csv")
+    raw = pd.read_csv(source["cleveland"], header=None)
+    assert cleveland["age"].tolist() == raw[0].astype(int).tolist()
+    hungary = pd.read_csv(out / "hungary.csv")
+    assert np.isnan(hungary["chol"][1]) and hungary["chol"].notna().sum() == 47
+    # again into its own folder: its files replaced
+    assert script("heart_disease.py", "--source", heart_disease_files, "--out", out).returncode == 0
+
+
+def test_heart_disease_refuses_what_is_not_the_uci_files(heart_disease_files, tmp_path, capsys):
+    from data_prep.heart_disease import main as heart_main
+
+    out = tmp_path / "out"
+    err = refused(capsys, heart_main, "--source", tmp_path / "none", "--out", out)
+    assert "no such folder" in err
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    (partial / "processed.cleveland.data").write_text("63,1,1,145,233,1,2,150,0,2.3,3,0,6,0\n")
+    err = refused(capsys, heart_main, "--source", partial, "--out", out)
+    assert "lacks processed.hungarian.data, processed.switzerland.data, processed.va.data" in err
+
+    def broken(line: str, at: int = 3) -> str:
+        folder = tmp_path / f"broken{abs(hash(line))}"
+        shutil.copytree(heart_disease_files, folder)
+        path = folder / "processed.va.data"
+        lines = path.read_text().splitlines()
+        lines[at - 1] = line
+        path.write_text("\n".join(lines) + "\n")
+        return refused(capsys, heart_main, "--source", folder, "--out", out)
+
+    err = broken("63,1,1,145,233,1,2,150,0,2.3,3,0,6")
+    assert "processed.va.data, line 3: 13 comma-separated values, expected 14" in err
+    err = broken("63,1,1,145,high,1,2,150,0,2.3,3,0,6,0")
+    assert "line 3, column 'chol': 'high' is not a number" in err
+    err = broken("63,1,5,145,233,1,2,150,0,2.3,3,0,6,0")
+    assert "column 'cp': '5' is not a code of cp; allowed: 1, 2, 3, 4" in err
+    err = broken("63,1,1,145,233,1,2,150,0,2.3,3,0,6,?")
+    assert "column 'num': the diagnosis is missing" in err
+    err = broken("63,1,1,145,233,1,2,150,0,inf,3,0,6,0")
+    assert "column 'oldpeak': 'inf' is not a finite number" in err
+    assert not out.exists()
+    users = tmp_path / "hospital"
+    users.mkdir()
+    (users / "va.csv").write_text("real patients\n")
+    err = refused(capsys, heart_main, "--source", heart_disease_files, "--out", users)
+    assert f"refusing to write into {users}" in err
+    assert (users / "va.csv").read_text() == "real patients\n"
+
+
+def test_heart_disease_site_table_rules():
+    from data_prep.heart_disease import site_table
+
+    frame = pd.DataFrame(
+        [[60, 1, 4, 140, 0, 0, 1, 120, 1, 1.0, np.nan, np.nan, 7, 3]] * 3
+        + [[50, 0, 2, 130, 250, 0, 0, 160, 0, 0.0, 2, np.nan, np.nan, 0]] * 2,
+        columns=list(COLUMNS),
+    )
+    table, dropped = site_table(frame)
+    # chol: 0 is missing, so 3 of 5 rows; slope 3 of 5; ca 5 of 5; thal 2 of 5 (kept)
+    assert dropped == ["chol", "slope", "ca"]
+    assert table["disease"].tolist() == [1, 1, 1, 0, 0]
+    assert str(table["thal"].dtype) == "Int64" and table["thal"].isna().sum() == 2

@@ -6,24 +6,41 @@ prevalence about 0.46, 0.36, 0.93 and 0.74; one hospital measures every
 column, the other three lack some). Each hospital has its own case mix (the
 latent severity is shifted) and its own baseline risk (an intercept), so the
 pooled trees carry the other hospitals' prevalence: the situation site-side
-calibration is for.
+calibration is for. ``--heart-disease DIR`` runs the same report on the real
+four-centre tables instead: the UCI Heart Disease data, downloaded by the
+user into ``DIR`` and converted by ``data_prep/heart_disease.py`` (Cleveland,
+Hungary, Switzerland and VA; each lacks the columns it mostly does not
+measure); its results go to ``hospitals_heart.*``.
 
 Each repetition runs the job's own phase driver in this process
 (:class:`~fedforest.federation.driver.JobDriver` over an
 :class:`~fedforest.federation.driver.InProcessExchange`: the same code as the
 FLARE job, which the tests check gives the same results) with ``job.seed`` =
 the repetition, twice: with the job's defaults (``calibration: auto``,
-``auto_metric: log_loss``) and with ``calibration: none``. It reports, per
-hospital, the mean and standard deviation over the repetitions of accuracy
-(threshold 0.5), Brier score and AUC for ``local`` (the hospital's own trees),
-``mp``, ``intersection`` and ``auto`` (what the site deploys), and checks the
-targets: ``auto`` (calibrated) accuracy >= uncalibrated ``local`` - 0.02 and
-Brier <= ``local`` + 0.01 at every hospital, and mean AUC >= the best of
-``local`` and ``intersection``.
+``auto_metric: log_loss``) and with ``calibration: none``. Beside them, the
+reference no federation can beat by much, *pooled data*
+(:mod:`fedforest.experiments.reference`): one scikit-learn random forest with
+the job's forest settings and seed, trained on every hospital's training and
+validation rows pooled (the union of the columns, a column a hospital lacks
+missing in its rows, left to scikit-learn's own handling of missing values;
+categorical columns as their integer codes), scored on each hospital's own
+test rows (the rows the job scores) with the job's metrics.
+
+It reports, per hospital, the mean and standard deviation over the
+repetitions of accuracy (threshold 0.5), Brier score, log-loss, AUC and AUPRC
+for ``local`` (the hospital's own trees), ``mp``, ``intersection``, ``auto``
+(what the site deploys) and pooled data, and the distance of ``auto`` and
+``local`` to pooled data (paired, repetition by repetition). And it checks
+the targets: ``auto`` (calibrated) accuracy >= uncalibrated ``local`` - 0.02
+and Brier <= ``local`` + 0.01 at every hospital, mean AUC >= the best of
+``local`` and ``intersection``, and, against pooled data
+(:data:`REFERENCE_TOLERANCE`), ``auto``'s Brier at most 0.01 above and its
+AUC at most 0.02 below at every hospital.
 
 Usage::
 
     python benchmarks/bench_hospitals.py [--reps 10] [--trees 100] [--weights equal|rows]
+    python benchmarks/bench_hospitals.py --heart-disease DIR [--reps 10]
 """
 
 from __future__ import annotations
@@ -36,7 +53,9 @@ import numpy as np
 import yaml
 
 from benchmarks import harness
+from data_prep import heart_disease
 from data_prep.make_demo_data import make_population
+from fedforest.experiments.reference import REFERENCE, REFERENCE_LABEL, job_reference
 
 logger = logging.getLogger("bench_hospitals")
 
@@ -48,8 +67,16 @@ HOSPITALS = {
     "D": (200, 0.74, 0.4, ["insulin", "hba1c"]),
 }
 STRATEGIES = ["local", "mp", "intersection", "auto"]
-METRICS = ["accuracy", "brier", "auc", "log_loss"]
+METRICS = ["accuracy", "brier", "log_loss", "auc", "auprc"]
+#: The job's metrics (each hospital's metrics reply).
+JOB_METRICS = ["auprc", "auc", "mcc", "accuracy", "brier", "log_loss", "ece"]
 OUT = harness.RESULTS
+#: The targets against pooled data: metric -> how much worse ``auto`` may be at a hospital.
+REFERENCE_TOLERANCE = {"brier": 0.01, "auc": 0.02}
+#: Metric names in the targets.
+NAMES = {"accuracy": "accuracy", "brier": "Brier", "log_loss": "log-loss", "auc": "AUC"}
+#: Metrics where lower is better.
+LOWER = ("brier", "log_loss")
 
 
 def hospital_table(rows: int, prevalence: float, shift: float, rng):
@@ -78,6 +105,20 @@ def hospital_table(rows: int, prevalence: float, shift: float, rng):
     return frame
 
 
+def job_settings(name: str, sites, seed: int, trees: int, calibration: str, weights: str) -> dict:
+    """The job YAML of one run: the four strategies, :data:`JOB_METRICS`, the calibration."""
+    return {
+        "job": {"name": name, "sites": list(sites), "seed": seed},
+        "evaluation": {
+            "strategies": STRATEGIES,
+            "metrics": JOB_METRICS,
+            "calibration": calibration,
+        },
+        "pooling": {"weights": weights},
+        "forest": {"n_estimators": trees},
+    }
+
+
 def write_job(folder: Path, seed: int, trees: int, calibration: str, weights: str) -> Path:
     """The four hospitals' tables and YAMLs for one repetition (data seeded by ``seed``)."""
     rng = np.random.default_rng(1000 + seed)
@@ -93,64 +134,106 @@ def write_job(folder: Path, seed: int, trees: int, calibration: str, weights: st
             "selector": "random_forest",
         }
         (config / f"{name}.yaml").write_text(yaml.safe_dump(site, sort_keys=False))
-    job = {
-        "job": {"name": "hospitals", "sites": list(HOSPITALS), "seed": seed},
-        "evaluation": {
-            "strategies": STRATEGIES,
-            "metrics": ["auprc", "auc", "mcc", "accuracy", "brier", "log_loss", "ece"],
-            "calibration": calibration,
-        },
-        "pooling": {"weights": weights},
-        "forest": {"n_estimators": trees},
-    }
+    job = job_settings("hospitals", HOSPITALS, seed, trees, calibration, weights)
     (config / "job.yaml").write_text(yaml.safe_dump(job, sort_keys=False))
     return config
 
 
-def run_job(config: Path) -> dict:
-    """The job's phases in this process (:func:`benchmarks.harness.run_job`); ``results.json``."""
-    return harness.run_job(config).results.to_dict()
+def generated_hospitals() -> dict:
+    """What the report says of each generated hospital: rows, prevalence, columns it lacks."""
+    return {
+        name: {"rows": rows, "prevalence": prevalence, "lacks": list(dropped)}
+        for name, (rows, prevalence, _, dropped) in HOSPITALS.items()
+    }
 
 
-def run(reps: int, trees: int, weights: str) -> dict:
-    """Every repetition, calibrated and not; the per-hospital rows of every strategy."""
+def _rows(rep: int, calibration: str, results: dict, reference: dict | None) -> list[dict]:
+    """One run's rows: every hospital's strategies, and pooled data when given."""
+    rows = []
+    for site, per in results["metrics"].items():
+        for strategy, row in per.items():
+            rows.append(
+                {
+                    "rep": rep,
+                    "calibration": calibration,
+                    "site": site,
+                    "strategy": strategy,
+                    "chosen": row.get("chosen"),
+                    "chosen_calibration": row.get("chosen_calibration"),
+                    **{m: row.get(m) for m in METRICS},
+                }
+            )
+    for site, row in (reference or {}).items():
+        rows.append(
+            {
+                "rep": rep,
+                "calibration": calibration,
+                "site": site,
+                "strategy": REFERENCE,
+                "chosen": None,
+                "chosen_calibration": None,
+                **{m: row[m] for m in METRICS},
+            }
+        )
+    return rows
+
+
+def run(reps: int, trees: int, weights: str, heart: Path | None = None) -> dict:
+    """Every repetition, calibrated and not; the per-hospital rows of every strategy, and
+    pooled data (computed in the uncalibrated run: the same rows and seed as the other).
+
+    ``heart``: the folder of the UCI Heart Disease files (``data_prep/heart_disease.py``)
+    instead of the generated hospitals.
+    """
     rows = []
     progress = harness.Progress(logger, reps, "repetitions")
-    for rep in range(reps):
-        for calibration in ("auto", "none"):
-            with tempfile.TemporaryDirectory() as tmp:
-                results = run_job(write_job(Path(tmp), rep, trees, calibration, weights))
-            for site, per in results["metrics"].items():
-                for strategy, row in per.items():
-                    rows.append(
-                        {
-                            "rep": rep,
-                            "calibration": calibration,
-                            "site": site,
-                            "strategy": strategy,
-                            "chosen": row.get("chosen"),
-                            "chosen_calibration": row.get("chosen_calibration"),
-                            **{m: row.get(m) for m in METRICS},
-                        }
+    with tempfile.TemporaryDirectory() as tmp:
+        hospitals = generated_hospitals()
+        if heart is not None:
+            info = heart_disease.write_sites(heart, Path(tmp) / "heart", trees=trees)
+            hospitals = {
+                s: {"rows": n, "prevalence": info["prevalence"][s], "lacks": info["dropped"][s]}
+                for s, n in info["rows"].items()
+            }
+        for rep in range(reps):
+            for calibration in ("auto", "none"):
+                if heart is None:
+                    with tempfile.TemporaryDirectory() as folder:
+                        config = write_job(Path(folder), rep, trees, calibration, weights)
+                        job = harness.run_job(config)
+                else:
+                    config = info["job"].parent
+                    settings = job_settings(
+                        "heart-disease", hospitals, rep, trees, calibration, weights
                     )
-        progress.step(f"repetition {rep}")
-    return {"reps": reps, "trees": trees, "weights": weights, "rows": rows}
+                    info["job"].write_text(yaml.safe_dump(settings, sort_keys=False))
+                    job = harness.run_job(config)
+                reference = job_reference(job, METRICS) if calibration == "none" else None
+                rows += _rows(rep, calibration, job.results.to_dict(), reference)
+            progress.step(f"repetition {rep}")
+    data = {"reps": reps, "trees": trees, "weights": weights, "rows": rows}
+    data["source"] = "heart-disease" if heart is not None else "generated"
+    data["hospitals"] = hospitals
+    return data
 
 
 def summarise(data: dict) -> dict:
-    """Mean and standard deviation per (calibration, site, strategy, metric); the targets."""
+    """Mean and standard deviation per (calibration, site, strategy, metric); the distance of
+    ``auto`` and ``local`` to pooled data; the targets."""
     import pandas as pd
 
     frame = pd.DataFrame(data["rows"])
-    table = frame.groupby(["calibration", "site", "strategy"])[METRICS].agg(["mean", "std"])
+    metrics = [m for m in METRICS if m in frame]
+    table = frame.groupby(["calibration", "site", "strategy"])[metrics].agg(["mean", "std"])
     summary = {}
     for (cal, site, strategy), values in table.iterrows():
         summary.setdefault(cal, {}).setdefault(site, {})[strategy] = {
-            m: (float(values[(m, "mean")]), float(values[(m, "std")])) for m in METRICS
+            m: (float(values[(m, "mean")]), float(values[(m, "std")])) for m in metrics
         }
+    sites = list(data.get("hospitals") or HOSPITALS)
     auto, plain = summary["auto"], summary["none"]
     checks = {}
-    for site in HOSPITALS:
+    for site in sites:
         deployed, local = auto[site]["auto"], plain[site]["local"]
         checks[f"{site}: accuracy >= local - 0.02"] = (
             deployed["accuracy"][0] >= local["accuracy"][0] - 0.02
@@ -158,37 +241,128 @@ def summarise(data: dict) -> dict:
         checks[f"{site}: Brier <= local + 0.01"] = deployed["brier"][0] <= local["brier"][0] + 0.01
 
     def mean_auc(cal, strategy):
-        return float(np.mean([summary[cal][s][strategy]["auc"][0] for s in HOSPITALS]))
+        return float(np.mean([summary[cal][s][strategy]["auc"][0] for s in sites]))
 
     best = max(mean_auc("none", "local"), mean_auc("none", "intersection"))
     checks["mean AUC >= best of local and intersection"] = mean_auc("auto", "auto") >= best
+    distance = {}
+    if (frame["strategy"] == REFERENCE).any():
+        distance = reference_distance(frame, sites, metrics)
+        for site in sites:
+            for metric, tolerance in REFERENCE_TOLERANCE.items():
+                deployed, pooled = auto[site]["auto"][metric][0], plain[site][REFERENCE][metric][0]
+                if metric in LOWER:
+                    name = f"{site}: {NAMES[metric]} <= pooled data + {tolerance:g}"
+                    checks[name] = deployed <= pooled + tolerance
+                else:
+                    name = f"{site}: {NAMES[metric]} >= pooled data - {tolerance:g}"
+                    checks[name] = deployed >= pooled - tolerance
     chosen = frame[(frame.calibration == "auto") & (frame.strategy == "auto")]
     picks = (
         (chosen["chosen"] + " + " + chosen["chosen_calibration"])
         .groupby(chosen["site"])
         .agg(lambda s: s.value_counts().to_dict())
     )
-    return {"summary": summary, "checks": checks, "chosen": picks.to_dict()}
+    out = {"summary": summary, "checks": checks, "chosen": picks.to_dict()}
+    if distance:
+        out["distance"] = distance
+    return out
+
+
+def reference_distance(frame, sites, metrics) -> dict:
+    """``{site: {metric: {"auto": [mean, sd], "local": [mean, sd]}}}``: deployed ``auto``
+    (calibrated run) and ``local`` (uncalibrated run) minus pooled data, repetition by
+    repetition, then mean and sd over the repetitions."""
+    pick = {
+        "auto": ("auto", "auto"),
+        "local": ("none", "local"),
+        REFERENCE: ("none", REFERENCE),
+    }
+    parts = {}
+    for name, (cal, strategy) in pick.items():
+        part = frame[(frame["calibration"] == cal) & (frame["strategy"] == strategy)]
+        parts[name] = part.set_index(["site", "rep"])[metrics].astype(float)
+    out = {}
+    for site in sites:
+        out[site] = {}
+        for metric in metrics:
+            pooled = parts[REFERENCE][metric].xs(site, level="site")
+            out[site][metric] = {}
+            for name in ("auto", "local"):
+                gap = (parts[name][metric].xs(site, level="site") - pooled).dropna()
+                sd = float(gap.std(ddof=1)) if len(gap) > 1 else float("nan")
+                out[site][metric][name] = [float(gap.mean()), sd]
+    return out
+
+
+def _label(site: str, facts) -> str:
+    rows, prevalence, lacks = facts["rows"], facts["prevalence"], facts["lacks"]
+    return f"{site} ({rows}, {prevalence:.2f}{', all columns' if not lacks else ''})"
+
+
+def _cell(value) -> str:
+    mean, sd = value
+    sd_text = "–" if sd is None or not np.isfinite(sd) else f"{sd:.3f}"
+    return f"{mean:.3f} ± {sd_text}"
 
 
 def markdown(data: dict, result: dict) -> str:
-    """The table for ``benchmarks/results/hospitals.md``."""
+    """The report (``benchmarks/results/hospitals.md``; ``hospitals_heart.md`` for the UCI
+    data). Results files written before pooled data was reported render without it."""
     s = result["summary"]
+    heart = data.get("source") == "heart-disease"
+    hospitals = data.get("hospitals") or generated_hospitals()
+    first = s["none"][next(iter(hospitals))]
+    reference = REFERENCE in first
+    metrics = [m for m in ("accuracy", "brier", "log_loss", "auc", "auprc") if m in first["local"]]
+    if not reference:  # the report as it was before pooled data
+        metrics = [m for m in ("accuracy", "brier", "auc") if m in metrics]
+    option = " --heart-disease DIR" if heart else ""
+    title = (
+        "# Four real hospitals (UCI Heart Disease): calibrated risks"
+        if heart
+        else "# Four hospitals that differ: calibrated risks"
+    )
     lines = [
-        "# Four hospitals that differ: calibrated risks",
+        title,
         "",
-        f"`python benchmarks/bench_hospitals.py --reps {data['reps']} --trees {data['trees']} "
-        f"--weights {data['weights']}`: the job in process, {data['reps']} seeds; mean ± sd "
-        "per hospital. `local` and `mp` uncalibrated (`calibration: none`), the same with "
-        "`calibration: auto`, and `auto` (what the site deploys, job defaults).",
-        "",
-        "| hospital (rows, prevalence) | metric | local | mp | intersection | local, calibrated "
-        "| mp, calibrated | auto (deployed) |",
-        "|---|---|---|---|---|---|---|---|",
+        f"`python benchmarks/bench_hospitals.py{option} --reps {data['reps']} --trees "
+        f"{data['trees']} --weights {data['weights']}`: the job in process, {data['reps']} "
+        "seeds; mean ± sd per hospital. `local` and `mp` uncalibrated (`calibration: none`), "
+        "the same with `calibration: auto`, and `auto` (what the site deploys, job defaults).",
     ]
-    for site, (rows, prevalence, _, dropped) in HOSPITALS.items():
-        label = f"{site} ({rows}, {prevalence:.2f}{', all columns' if not dropped else ''})"
-        for metric in ("accuracy", "brier", "auc"):
+    if heart:
+        lines += [
+            "",
+            "The UCI Heart Disease data (CC BY 4.0; principal investigators Andras Janosi, "
+            "William Steinbrunn, Matthias Pfisterer and Robert Detrano), converted by "
+            "`data_prep/heart_disease.py`; not measured: "
+            + "; ".join(
+                f"{site} {', '.join(f['lacks'])}" for site, f in hospitals.items() if f["lacks"]
+            )
+            + ".",
+        ]
+    if reference:
+        lines += [
+            "",
+            f"*{REFERENCE_LABEL.capitalize()}*: one scikit-learn random forest ({data['trees']} trees, the "
+            "job's seed) trained on every hospital's training and validation rows pooled (the "
+            "union of the columns, a column a hospital lacks missing in its rows, scikit-learn's "
+            "own handling of missing values; categorical columns as their integer codes), "
+            "scored on each hospital's test rows: the reference no federation can beat by much.",
+        ]
+    header = (
+        "| hospital (rows, prevalence) | metric | local | mp | intersection | local, calibrated "
+        "| mp, calibrated | auto (deployed) |"
+    )
+    rule = "|---|---|---|---|---|---|---|---|"
+    if reference:
+        header += f" {REFERENCE_LABEL} |"
+        rule += "---|"
+    lines += ["", header, rule]
+    for site, facts in hospitals.items():
+        label = _label(site, facts)
+        for metric in metrics:
             cells = [
                 s["none"][site]["local"][metric],
                 s["none"][site]["mp"][metric],
@@ -197,12 +371,30 @@ def markdown(data: dict, result: dict) -> str:
                 s["auto"][site]["mp"][metric],
                 s["auto"][site]["auto"][metric],
             ]
-            lines.append(
-                f"| {label} | {metric} | "
-                + " | ".join(f"{m:.3f} ± {sd:.3f}" for m, sd in cells)
-                + " |"
-            )
+            if reference:
+                cells.append(s["none"][site][REFERENCE][metric])
+            lines.append(f"| {label} | {metric} | " + " | ".join(map(_cell, cells)) + " |")
             label = ""
+    distance = result.get("distance")
+    if distance:
+        lines += [
+            "",
+            f"Distance to {REFERENCE_LABEL} (each repetition's difference, then mean ± sd over "
+            "the repetitions; for Brier score and log-loss lower is better, so a positive "
+            "difference is a loss):",
+            "",
+            f"| hospital | metric | auto (deployed) − {REFERENCE_LABEL} | local − "
+            f"{REFERENCE_LABEL} |",
+            "|---|---|---|---|",
+        ]
+        for site, facts in hospitals.items():
+            label = _label(site, facts)
+            for metric in metrics:
+                gap = distance[site][metric]
+                lines.append(
+                    f"| {label} | {metric} | {_signed(gap['auto'])} | {_signed(gap['local'])} |"
+                )
+                label = ""
     lines += ["", "Targets:", ""]
     lines += [f"- {name}: {'yes' if ok else 'NO'}" for name, ok in result["checks"].items()]
     lines += ["", "What `auto` deployed (count over the seeds):", ""]
@@ -210,18 +402,37 @@ def markdown(data: dict, result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _signed(value) -> str:
+    mean, sd = value
+    sd_text = "–" if sd is None or not np.isfinite(sd) else f"{sd:.3f}"
+    return f"{mean:+.3f} ± {sd_text}"
+
+
 def main(argv=None) -> None:
     parser = harness.parser(__doc__, out=OUT)
     parser.add_argument("--reps", type=harness.at_least(1), default=10)
     parser.add_argument("--trees", type=harness.at_least(1), default=100)
     parser.add_argument("--weights", choices=("equal", "rows"), default="equal")
+    parser.add_argument(
+        "--heart-disease",
+        type=Path,
+        metavar="DIR",
+        help="run on the UCI Heart Disease data in DIR (its four processed files, as "
+        "data_prep/heart_disease.py reads them) instead of the generated hospitals",
+    )
     args = parser.parse_args(argv)
+    if args.heart_disease is not None:
+        try:  # the files are checked before anything runs
+            heart_disease.read_sites(args.heart_disease, "--heart-disease")
+        except ValueError as err:
+            parser.error(str(err))
     harness.start(logger)
-    data = run(args.reps, args.trees, args.weights)
+    data = run(args.reps, args.trees, args.weights, args.heart_disease)
     result = summarise(data)
+    name = "hospitals_heart" if args.heart_disease is not None else "hospitals"
     suffix = "" if args.weights == "equal" else f"_{args.weights}"
     text = markdown(data, result)
-    harness.write_results(args.out, f"hospitals{suffix}", {**data, **result}, text, logger)
+    harness.write_results(args.out, f"{name}{suffix}", {**data, **result}, text, logger)
     print(text)
 
 

@@ -34,11 +34,19 @@ other number): Dirichlet label skew (``--partition dirichlet``, alpha 0.3 and
 ``mp`` and ``auto`` uncalibrated and ``auto`` with ``--calibration auto``
 (the calibrated default), scored by AUC, Brier score, log-loss and accuracy;
 and Dirichlet quantity skew (beta 0.5) with the pooling weights ``equal`` and
-``rows`` for ``mp`` and ``auto``. Reported: mean ± standard deviation over the
-repetitions of the per-repetition site means (:func:`analyse_noniid`), and
-the calibrated ``auto`` minus ``local`` per repetition. Its tidy scores go to
-``<out>/quality_noniid_results.csv.gz`` (with a ``setting`` column), which
-``--noniid --from-results`` reads back.
+``rows`` for ``mp`` and ``auto``. Beside them, the reference no federation
+can beat by much, *pooled data* (method ``pooled_data`` of the runner's
+``ExperimentPlan(pooled_reference=True)``, :mod:`fedforest.experiments.reference`):
+one scikit-learn random forest of ``--trees`` trees, seeded by the
+repetition, trained on every site's training and validation rows of the
+repetition pooled (the union of the columns, NaN where a site lacks one),
+scored on each site's test rows, the same rows the methods are scored on; it
+adds rows to the runner's results and changes none. Reported: mean ±
+standard deviation over the repetitions of the per-repetition site means
+(:func:`analyse_noniid`), the calibrated ``auto`` minus ``local`` and minus
+pooled data per repetition (quantity skew: ``auto`` with equal weights minus
+pooled data). Its tidy scores go to ``<out>/quality_noniid_results.csv.gz``
+(with a ``setting`` column), which ``--noniid --from-results`` reads back.
 
 Usage::
 
@@ -72,6 +80,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import harness
+from fedforest.experiments.reference import REFERENCE
 from fedforest.experiments.runner import ExperimentPlan, run_experiment
 from fedforest.experiments.statistics import average_ranks, display_name, per_repetition
 from fedforest.vocabulary import EXPERIMENT_METHODS
@@ -223,6 +232,7 @@ LABEL_COLUMNS = {
     "MP": ("dirichlet/none", "mp"),
     "Auto": ("dirichlet/none", "auto"),
     "Auto, calibrated": ("dirichlet/auto", "auto"),
+    "Pooled data": ("dirichlet/none", REFERENCE),
 }
 #: Column of the quantity-skew tables -> (setting, method) it reads.
 QUANTITY_COLUMNS = {
@@ -231,9 +241,17 @@ QUANTITY_COLUMNS = {
     "MP, rows": ("quantity/rows", "mp"),
     "Auto, equal": ("quantity/equal", "auto"),
     "Auto, rows": ("quantity/rows", "auto"),
+    "Pooled data": ("quantity/equal", REFERENCE),
 }
 #: The calibrated default against the site's own forest, repetition by repetition.
 DIFFERENCE = ("Auto, calibrated", "Local")
+#: The per-repetition differences of each table: column -> (minuend, subtrahend) columns
+#: (``difference``: :data:`DIFFERENCE`, the name results files have held it under).
+LABEL_DIFFERENCES = {
+    "difference": DIFFERENCE,
+    "Auto, calibrated − Pooled data": ("Auto, calibrated", "Pooled data"),
+}
+QUANTITY_DIFFERENCES = {"Auto, equal − Pooled data": ("Auto, equal", "Pooled data")}
 
 
 def run_noniid(sites, reps, trees, n_jobs) -> pd.DataFrame:
@@ -243,7 +261,9 @@ def run_noniid(sites, reps, trees, n_jobs) -> pd.DataFrame:
     and auto (``auto`` only: the calibrated default); ``quantity/equal`` and
     ``quantity/rows``: quantity skew with either pooling weight. Every setting
     holds out validation rows (``auto`` needs them), so the forests of one
-    repetition are the same in every setting of its skew.
+    repetition are the same in every setting of its skew. Pooled data (method
+    ``pooled_data``) is scored with ``dirichlet/none`` and ``quantity/equal``:
+    it trains on the training and validation rows, the same in every setting.
     """
     common = dict(
         datasets=[NONIID_DATASET],
@@ -257,9 +277,11 @@ def run_noniid(sites, reps, trees, n_jobs) -> pd.DataFrame:
     label = dict(common, partition="dirichlet", alphas=list(NONIID_ALPHAS))
     size = dict(common, partition="quantity", alphas=[NONIID_BETA], methods=list(QUANTITY_METHODS))
     plans = {
-        "dirichlet/none": ExperimentPlan(**label, methods=list(NONIID_METHODS)),
+        "dirichlet/none": ExperimentPlan(
+            **label, methods=list(NONIID_METHODS), pooled_reference=True
+        ),
         "dirichlet/auto": ExperimentPlan(**label, methods=["auto"], calibration="auto"),
-        "quantity/equal": ExperimentPlan(**size, pooling_weights="equal"),
+        "quantity/equal": ExperimentPlan(**size, pooling_weights="equal", pooled_reference=True),
         "quantity/rows": ExperimentPlan(**size, pooling_weights="rows"),
     }
     frames = []
@@ -269,9 +291,10 @@ def run_noniid(sites, reps, trees, n_jobs) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _skew_table(tidy: pd.DataFrame, columns: dict, difference=None) -> dict:
+def _skew_table(tidy: pd.DataFrame, columns: dict, differences=None) -> dict:
     """Mean ± sd over repetitions (of the site means) per number of sites, concentration,
-    metric and column; with ``difference`` (two columns) also their per-repetition gap."""
+    metric and column; with ``differences`` (column -> two columns) also their
+    per-repetition gaps (a gap of a column the scores lack is left out)."""
     wide = {}
     for label, (setting, method) in columns.items():
         part = tidy[(tidy["setting"] == setting) & (tidy["method"] == method)]
@@ -284,9 +307,10 @@ def _skew_table(tidy: pd.DataFrame, columns: dict, difference=None) -> dict:
         return {"columns": [], "rows": []}
     frame = pd.DataFrame(wide)
     labels = list(frame.columns)
-    if difference and all(c in frame for c in difference):
-        frame["difference"] = frame[difference[0]] - frame[difference[1]]
-        labels.append("difference")
+    for name, (a, b) in (differences or {}).items():
+        if a in frame and b in frame:
+            frame[name] = frame[a] - frame[b]
+            labels.append(name)
     rows = []
     for (n, conc), block in frame.groupby(level=["n_sites", "concentration"]):
         values = {}
@@ -303,8 +327,8 @@ def _skew_table(tidy: pd.DataFrame, columns: dict, difference=None) -> dict:
 def analyse_noniid(tidy: pd.DataFrame) -> dict:
     """Mean ± sd tables of the non-iid settings (:func:`run_noniid`'s scores), plain values."""
     return {
-        "label_skew": _skew_table(tidy, LABEL_COLUMNS, DIFFERENCE),
-        "quantity_skew": _skew_table(tidy, QUANTITY_COLUMNS),
+        "label_skew": _skew_table(tidy, LABEL_COLUMNS, LABEL_DIFFERENCES),
+        "quantity_skew": _skew_table(tidy, QUANTITY_COLUMNS, QUANTITY_DIFFERENCES),
     }
 
 
@@ -325,6 +349,7 @@ def _mean_sd(mean, sd, signed: bool = False) -> str:
 def _skew_markdown(table: dict, concentration: str, metrics) -> list[str]:
     labels = table["columns"]
     shown = [f"{DIFFERENCE[0]} − {DIFFERENCE[1]}" if c == "difference" else c for c in labels]
+    gaps = {c for c in labels if c == "difference" or " − " in c}
     lines = []
     for metric in metrics:
         lines += [
@@ -341,7 +366,7 @@ def _skew_markdown(table: dict, concentration: str, metrics) -> list[str]:
                 continue
             lines.append(
                 f"| {row['n_sites']} | {row['concentration']:g} | "
-                + " | ".join(_mean_sd(*cells[c], signed=c == "difference") for c in labels)
+                + " | ".join(_mean_sd(*cells[c], signed=c in gaps) for c in labels)
                 + " |"
             )
         lines.append("")
@@ -364,12 +389,23 @@ def render_noniid(result: dict) -> str:
         f"{cfg['jaccard']:g}; {cfg['reps']} repetitions, {cfg['trees']} trees per site, 20% of "
         "each site's rows held out for validation. Local, Intersection, MP and Auto are "
         "uncalibrated (`--calibration none`); *Auto, calibrated* is the calibrated default "
-        "(`auto` with `--calibration auto`), on the same forests. The last column is that "
-        "minus Local, repetition by repetition. Each value is the mean over the sites of one "
+        "(`auto` with `--calibration auto`), on the same forests. *Auto, calibrated − Local* is "
+        "that minus Local, repetition by repetition. Each value is the mean over the sites of one "
         f"repetition, then mean ± sd over the repetitions. Ran in {cfg['seconds']:.0f} s with "
         f"{cfg['n_jobs']} processes.",
         "",
     ]
+    if "Pooled data" in result["label_skew"]["columns"]:
+        lines += [
+            "*Pooled data* is the reference no federation can beat by much: one scikit-learn "
+            "random forest (as many trees as one site's, seeded by the repetition) trained on "
+            "every site's training and validation rows pooled (the union of the columns, NaN "
+            "where a site lacks one, scikit-learn's own handling of missing values; categorical "
+            "columns as their integer codes), scored on "
+            "each site's test rows; *Auto, calibrated − Pooled data* is the distance to it, "
+            "repetition by repetition.",
+            "",
+        ]
     lines += _skew_markdown(result["label_skew"], "alpha", NONIID_METRICS)
     lines += [
         "## Non-iid sites: quantity skew and pooling weights",
@@ -377,7 +413,13 @@ def render_noniid(result: dict) -> str:
         f"The same table and overlap, the site sizes drawn from Dirichlet(beta = "
         f"{cfg['beta']:g}) (`--partition quantity`), each site with the table's class mix; "
         "MP and Auto (uncalibrated) with every site's trees weighted equally "
-        "(`--pooling-weights equal`, the paper's) and by the site's training rows (`rows`).",
+        "(`--pooling-weights equal`, the paper's) and by the site's training rows (`rows`)"
+        + (
+            "; *Pooled data* as above, and *Auto, equal − Pooled data* the distance of `auto` "
+            "(equal weights) to it, repetition by repetition."
+            if "Pooled data" in result["quantity_skew"]["columns"]
+            else "."
+        ),
         "",
     ]
     lines += _skew_markdown(result["quantity_skew"], "beta", NONIID_METRICS)

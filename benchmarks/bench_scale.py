@@ -14,7 +14,19 @@ timeouts high enough for 30 sites. Measured per run:
   ``results.json``), the pooled model, and the model's broadcast (its bytes
   times the number of sites);
 * each evaluated site's AUPRC with its own trees (``local``) and with the
-  pooled forest (``auto``), and the sites where ``auto`` is below ``local``.
+  pooled forest (``auto``), and the sites where ``auto`` is below ``local``;
+* beside them, the reference no federation can beat by much, *pooled data*
+  (:func:`fedforest.experiments.reference.config_reference`): one
+  scikit-learn random forest with the job's forest settings and seed, trained
+  on every site's training and validation rows pooled (the union of the
+  columns, a column a site lacks missing in its rows; categorical columns as
+  their integer codes), scored on each evaluated site's test rows (the rows
+  the job scores: the sites' own split, made again from the config folder in
+  a child process after the run, so it adds nothing to the run's times and
+  memory). Per site and as the mean ± sd over the evaluated sites: AUPRC, AUC,
+  Brier score and log-loss (:data:`QUALITY_METRICS`) of ``local``, ``auto``
+  and pooled data, ``auto`` minus pooled data, and the targets of
+  :data:`REFERENCE_TOLERANCE` (``--no-reference`` leaves it out).
 
 A run happens in the real NVIDIA FLARE simulator (``SimEnv``, one process per
 site) when it has at most ``--max-simulator-sites`` sites, else in one process
@@ -52,8 +64,10 @@ from pathlib import Path
 import yaml
 
 from benchmarks import harness
+from benchmarks.pooled_data import QUALITY_METRICS, reference_markdown, reference_quality
 from data_prep.jaccard_split import write_split
 from fedforest import protocol
+from fedforest.experiments.reference import config_reference
 from fedforest.experiments.synthetic import make_synthetic
 from fedforest.federation.config import JobConfig
 
@@ -318,11 +332,14 @@ def run_one(
     tuning_rounds: int | None = None,
     isolate: bool = True,
     site_trees: int | None = None,
+    reference: bool = True,
 ) -> dict:
     """One job at ``n_sites`` sites of ``rows`` rows in ``mode`` (``simulator``/``in-process``).
 
     ``isolate``: an in-process run happens in a forked child process, so its
     peak memory is its own (not the largest of every earlier run's).
+    ``reference``: pooled data beside the job's metrics (:func:`reference_quality`),
+    computed in a child process after the run.
     """
     with tempfile.TemporaryDirectory(prefix="fedforest-scale-") as tmp:
         tmp = Path(tmp)
@@ -434,6 +451,13 @@ def run_one(
         ]
         out["auto_auprc_mean"] = round(sum(auprc) / len(auprc), 4) if auprc else None
         out["site_quality"] = site_quality(results["metrics"])
+        if reference and results["metrics"]:
+            with harness.timed() as ref_time:
+                pooled = harness.in_child(
+                    config_reference, configs, QUALITY_METRICS, sorted(results["metrics"])
+                )
+            out["reference"] = reference_quality(results["metrics"], pooled)
+            out["reference"]["seconds"] = round(ref_time.seconds, 2)
         logger.info(
             "%d sites x %d rows (%s): %s, wall %.1f s, evaluate %.1f s%s, model %.1f MB",
             n_sites,
@@ -493,6 +517,7 @@ def run(
     tuning_rounds: int | None = None,
     isolate: bool = True,
     site_trees: int | None = None,
+    reference: bool = True,
 ) -> dict:
     """Run every planned job; write ``scale.json`` and ``scale.md`` into ``out``."""
     runs = []
@@ -514,6 +539,7 @@ def run(
                 tuning_rounds=tuning_rounds,
                 isolate=isolate,
                 site_trees=site_trees,
+                reference=reference,
             )
         )
         progress.step(f"{n_sites} sites x {n_rows} rows ({run_mode})")
@@ -672,6 +698,7 @@ def markdown(bench: dict) -> str:
             f"{q['local_mean']} | {q['auto_mean']} | {q['auto_minus_local_min']:+.4f} | "
             f"{q['auto_below_local']} |"
         )
+    lines += reference_markdown(bench["runs"])
     lines += [
         "",
         "Simulator: `SimEnv`, one process per site; phase seconds from `results.json` (the "
@@ -759,6 +786,11 @@ def main(argv=None) -> None:
         help="election auto-tuning: as site_configs/job.yaml (default), on or off",
     )
     parser.add_argument("--tuning-rounds", type=int, default=None)
+    parser.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="leave out pooled data (one scikit-learn forest on every site's rows pooled)",
+    )
     args = parser.parse_args(argv)
     if not args.sites or min(args.sites) < 2:
         parser.error("--sites: at least one run, each of 2 sites or more")
@@ -788,6 +820,7 @@ def main(argv=None) -> None:
         auto_tune=auto_tune,
         tuning_rounds=args.tuning_rounds,
         site_trees=args.site_trees,
+        reference=not args.no_reference,
     )
     print(markdown(bench))
 

@@ -216,7 +216,8 @@ def test_noniid_settings_are_added_to_the_report_of_a_run(bench, tmp_path, capsy
     assert "## Non-iid sites: quantity skew and pooling weights" in text
     assert capsys.readouterr().out.strip() in text
     label = noniid["label_skew"]
-    assert label["columns"] == [*bench.LABEL_COLUMNS, "difference"]
+    assert label["columns"] == [*bench.LABEL_COLUMNS, *bench.LABEL_DIFFERENCES]
+    assert "Pooled data" in label["columns"] and "*Pooled data* is the reference" in text
     assert [(r["n_sites"], r["concentration"], r["reps"]) for r in label["rows"]] == [
         (3, 0.3, 2),
         (3, 1.0, 2),
@@ -228,14 +229,24 @@ def test_noniid_settings_are_added_to_the_report_of_a_run(bench, tmp_path, capsy
         brier = row["values"]["brier"]
         gap = brier["Auto, calibrated"][0] - brier["Local"][0]
         assert brier["difference"][0] == pytest.approx(gap)
+        gap = brier["Auto, calibrated"][0] - brier["Pooled data"][0]
+        assert brier["Auto, calibrated − Pooled data"][0] == pytest.approx(gap)
     quantity = noniid["quantity_skew"]
-    assert quantity["columns"] == list(bench.QUANTITY_COLUMNS)
+    assert quantity["columns"] == [*bench.QUANTITY_COLUMNS, *bench.QUANTITY_DIFFERENCES]
     assert [(r["n_sites"], r["concentration"]) for r in quantity["rows"]] == [(3, 0.5)]
     tidy = pd.read_csv(out / "quality_noniid_results.csv.gz")
     assert set(tidy["setting"]) == {"dirichlet/none", "dirichlet/auto", "quantity/equal",
                                     "quantity/rows"}  # fmt: skip
     assert set(tidy["dataset"]) == {"breast_cancer@dirichlet-0.3", "breast_cancer@dirichlet-1",
                                     "breast_cancer@quantity-0.5"}  # fmt: skip
+    # pooled data: scored once per skew, at every site of every repetition, with every metric
+    pooled = tidy[tidy["method"] == "pooled_data"]
+    assert set(pooled["setting"]) == {"dirichlet/none", "quantity/equal"}
+    per_setting = tidy[tidy["setting"] == "dirichlet/none"]
+    local = per_setting[per_setting["method"] == "local"]
+    pooled = per_setting[per_setting["method"] == "pooled_data"]
+    key = ["dataset", "rep", "site", "metric", "test_rows", "events"]
+    assert sorted(map(tuple, pooled[key].values)) == sorted(map(tuple, local[key].values))
     # the same analysis again from the saved scores, with the run's settings
     scores = str(out / "quality_noniid_results.csv.gz")
     assert bench.main(["--noniid", "--from-results", scores, "--out", str(out)]) == 0
@@ -268,3 +279,18 @@ def test_analyse_noniid_means_sds_and_the_paired_difference(bench):
     assert values["difference"] == pytest.approx([-0.04, 0.01])
     text = "\n".join(bench._skew_markdown(table, "alpha", ["brier"]))
     assert "| 2 | 0.3 | 0.120 ± 0.020 | 0.080 ± 0.010 | -0.040 ± 0.010 |" in text
+    # with pooled data: its column and the calibrated default's distance to it
+    for rep, value in enumerate([0.06, 0.10, 0.08]):
+        for site, offset in (("site-1", -0.01), ("site-2", 0.01)):
+            rows.append(("breast_cancer@dirichlet-0.3", 2, 0.5, rep, site, "pooled_data",
+                         "brier", value + offset, "dirichlet/none"))  # fmt: skip
+    tidy = pd.DataFrame(rows, columns=[*COLUMNS, "setting"])
+    table = bench.analyse_noniid(tidy)["label_skew"]
+    assert table["columns"] == ["Local", "Auto, calibrated", "Pooled data", "difference",
+                                "Auto, calibrated − Pooled data"]  # fmt: skip
+    values = table["rows"][0]["values"]["brier"]
+    assert values["Pooled data"] == pytest.approx([0.08, 0.02])
+    assert values["Auto, calibrated − Pooled data"] == pytest.approx([0.0, 0.01])
+    text = "\n".join(bench._skew_markdown(table, "alpha", ["brier"]))
+    assert "| Auto, calibrated − Local | Auto, calibrated − Pooled data |" in text
+    assert "| 0.080 ± 0.020 | -0.040 ± 0.010 | +0.000 ± 0.010 |" in text

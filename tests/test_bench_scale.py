@@ -119,6 +119,17 @@ def test_run_in_process_writes_json_and_markdown(bench, tmp_path):
         assert q["auto_minus_local_min"] == round(
             min(v["auto"] - v["local"] for v in q["sites"].values()), 4
         )
+        # pooled data beside local and auto at the evaluated sites, with the job's AUPRC
+        ref = r["reference"]
+        assert list(ref["sites"]) == list(q["sites"]) and ref["seconds"] >= 0
+        for site, row in ref["sites"].items():
+            assert row["auprc"]["local"] == q["sites"][site]["local"]
+            assert row["auprc"]["auto"] == q["sites"][site]["auto"]
+            assert set(row) <= set(bench.QUALITY_METRICS)
+            assert all(0 <= v <= 1 for v in row["auprc"].values())
+        summary = ref["summary"]["auprc"]
+        assert summary["auto"][0] == round(sum(q["sites"][x]["auto"] for x in q["sites"]) / 2, 4)
+        assert set(ref["checks"]) == {"auprc >= pooled data - 0.01", "brier <= pooled data + 0.01"}
     # more sites: a bigger pooled model and broadcast
     assert runs[1]["bytes"]["model"] > runs[0]["bytes"]["model"]
     varies = {(g["varies"], g["from"], g["to"]) for g in saved["growth"]}
@@ -128,6 +139,46 @@ def test_run_in_process_writes_json_and_markdown(bench, tmp_path):
     assert "| 3 | 30 | in-process |" in text and "(one process)" in text
     assert "Growth" in text
     assert "| sites | rows/site | trees sent per site | received per site (MB) |" in text
+    assert "Distance to *pooled data*" in text and "| 3 | 30 | brier |" in text
+    assert "- 2 sites x 60 rows: auprc >= pooled data - 0.01: " in text
+    assert "| 2 | 60 | site-1 |" in text
+
+
+def test_pooled_data_beside_local_and_auto(bench):
+    metrics = {
+        "a": {"local": {"auprc": 0.70, "brier": 0.20}, "auto": {"auprc": 0.76, "brier": 0.16}},
+        "b": {"local": {"auprc": 0.60, "brier": 0.22}, "auto": {"auprc": 0.62, "brier": 0.21}},
+        "c": {"local": {"auprc": 0.90}, "auto": {"auprc": 0.91}},  # not in the reference
+    }
+    pooled = {
+        "a": {"auprc": 0.75, "brier": 0.15, "auc": float("nan")},
+        "b": {"auprc": 0.64, "brier": 0.21},
+    }
+    q = bench.reference_quality(metrics, pooled)
+    assert list(q["sites"]) == ["a", "b"]
+    assert q["sites"]["a"]["auprc"] == {"local": 0.70, "auto": 0.76, "pooled_data": 0.75}
+    assert "auc" not in q["sites"]["a"]  # undefined (NaN), or not scored by the job
+    auprc, brier = q["summary"]["auprc"], q["summary"]["brier"]
+    assert auprc["auto"] == [0.69, pytest.approx(0.0990, abs=1e-4)]
+    assert auprc["auto_minus_pooled"][0] == pytest.approx(-0.005)
+    assert auprc["worst_site"] == pytest.approx(-0.02) and auprc["sites"] == 2
+    assert brier["worst_site"] == pytest.approx(0.01)  # lower is better: the largest gap
+    assert q["checks"] == {"auprc >= pooled data - 0.01": True, "brier <= pooled data + 0.01": True}
+    worse = bench.reference_quality(metrics, {s: {"auprc": 0.8, "brier": 0.1} for s in "ab"})
+    assert worse["checks"] == {
+        "auprc >= pooled data - 0.01": False,
+        "brier <= pooled data + 0.01": False,
+    }
+    assert bench.reference_markdown([{"sites": 2}]) == []  # results without pooled data
+    text = "\n".join(
+        bench.reference_markdown(
+            [{"sites": 2, "rows_per_site": 50, "reference": {**q, "seconds": 1}}]
+        )
+    )
+    assert (
+        "| 2 | 50 | auprc | 0.6500 ± 0.0707 | 0.6900 ± 0.0990 | 0.6950 ± 0.0778 | -0.0050 |" in text
+    )
+    assert "| 2 | 50 | a | 0.7000 | 0.7600 | 0.7500 | 0.2000 | 0.1600 | 0.1500 |" in text
 
 
 def test_site_trees_send_each_site_a_model_of_its_own(bench, tmp_path):

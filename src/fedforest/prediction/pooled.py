@@ -344,7 +344,9 @@ class PooledForestBase(BaseEstimator):
                 return self._predict_weighted(X, rule, memo, in_bag)
             if rule.needs_intersection:
                 return self._predict_intersection(X, rule, in_bag)
-            return self._predict_strategy(X, strategy, voting, known_mp, in_bag)
+            if in_bag is None:
+                return self._predict_strategy(X, strategy, voting, known_mp)
+            return self._predict_strategy(X, strategy, voting, known_mp, in_bag=in_bag)
 
         if memo is None:
             return compute()

@@ -128,12 +128,13 @@ def test_rows_without_an_in_bag_tree_keep_their_plain_bits(site, strategy):
     """Only some rows' columns hold in-bag trees: the others are predicted as without in_bag."""
     matrix = site["bag"].forest.copy()
     matrix[:, ::2] = False
-    for engine in ENGINES:
-        clf = classifier(site, strategy, engine)
-        plain = clf.predict_proba(site["lacking"])
-        masked = clf.predict_proba(site["lacking"], in_bag=InBag(matrix))
-        assert np.array_equal(masked[::2], plain[::2])
-        assert not np.array_equal(masked[1::2], plain[1::2])
+    for weights in (None, {"s1": 30.0, "s2": 200.0}):
+        for engine in ENGINES:
+            clf = classifier(site, strategy, engine, owner_weights=weights)
+            plain = clf.predict_proba(site["lacking"])
+            masked = clf.predict_proba(site["lacking"], in_bag=InBag(matrix))
+            assert np.array_equal(masked[::2], plain[::2])
+            assert not np.array_equal(masked[1::2], plain[1::2])
 
 
 # ------------------------------------------------------------------ invariants with in_bag

@@ -14,6 +14,7 @@ from ..vocabulary import DEFAULT_AUTO_METRIC
 from .cache import PredictionMemo
 from .calibration import Calibrator, check_calibration, fit_calibration, training_prior
 from .diagnostics import on_classes
+from .out_of_bag import memo_key
 from .pooled import PooledForestBase
 from .selection import choose_calibrated, default_candidates
 from .weighting import check_guess_weight, fit_guess_weight, tree_weights
@@ -357,9 +358,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
 
         if memo is None:
             return compute()
-        key = ("calibration", id(X), id(y), strategy, self.calibration)
-        if in_bag is not None:
-            key += (id(in_bag),)
+        key = ("calibration", id(X), id(y), strategy, self.calibration) + memo_key(in_bag)
         return memo.get_or_compute(key, compute)
 
     def _training_prior(self, strategy: str) -> np.ndarray:

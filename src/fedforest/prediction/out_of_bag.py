@@ -174,3 +174,11 @@ def check_in_bag(in_bag) -> InBag | None:
         f"in_bag must be a fedforest InBag (or a bool array of shape (n_trees, n_rows)), got "
         f"{type(in_bag).__name__}"
     )
+
+
+def memo_key(in_bag: InBag | None) -> tuple:
+    """What a :class:`~.cache.PredictionMemo` key adds for ``in_bag``: nothing without one,
+    else the identity of its matrices (which, like the table, the caller keeps alive)."""
+    if in_bag is None:
+        return ()
+    return ("in_bag", id(in_bag.forest), id(in_bag.intersection))

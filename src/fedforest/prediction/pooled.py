@@ -29,7 +29,7 @@ from ..vocabulary import ENGINES, VOTING
 from .cache import PredictionMemo
 from .diagnostics import PredictionDiagnostics
 from .engines import kernels_for
-from .out_of_bag import InBag, check_in_bag
+from .out_of_bag import InBag, check_in_bag, memo_key
 from .pipeline import Settings, predict_rule
 from .weighting import check_guess_weight, tree_weights, weighted_marginal
 
@@ -350,7 +350,7 @@ class PooledForestBase(BaseEstimator):
 
         if memo is None:
             return compute()
-        key = (id(X), strategy, voting) if in_bag is None else (id(X), strategy, voting, id(in_bag))
+        key = (id(X), strategy, voting) + memo_key(in_bag)
         return memo.get_or_compute(key, compute)
 
     def _predict_intersection(

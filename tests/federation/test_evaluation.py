@@ -247,3 +247,49 @@ def test_the_longest_skipped_text_is_cut_to_what_a_reader_takes():
     text = skipped_text({"isotonic": "x" * 5000, "sigmoid": "y"})
     assert len(text) == MAX_SKIPPED_TEXT and text.endswith("…")
     assert skipped_text({"sigmoid": "reverses"}) == "sigmoid: reverses"
+
+
+def test_fits_on_out_of_bag_rows_with_in_bag(site_a, caplog):
+    """With in_bag the validation rows are training rows scored out of bag; rows no tree left
+    out of bag are left out of every fit, once."""
+    from fedforest.prediction.out_of_bag import InBag
+
+    forest, X_rows, y_rows, X_te, y_te = site_a
+    rng = np.random.default_rng(0)
+    own = forest.owner_mask("a")
+    matrix = (rng.random((forest.n_trees, len(X_rows))) < 0.63) & own[:, None]
+    matrix[:, :2] = True  # two rows every tree trained on
+    bag = InBag(matrix)
+    model = PooledModel(forest)
+    with caplog.at_level("INFO"):
+        rows = evaluate_strategies(
+            model,
+            X_te,
+            y_te,
+            forest.classes,
+            ["wmp", "auto"],
+            site="a",
+            metrics=METRICS,
+            X_val=X_rows,
+            y_val=y_rows,
+            random_state=0,
+            in_bag=bag,
+        )
+    assert "2 of 100 training rows have no out-of-bag tree" in caplog.text
+    wmp = PooledForestClassifier(forest, strategy="wmp", site="a", random_state=0)
+    wmp.fit(X_rows, y_rows, in_bag=bag)
+    assert rows["wmp"]["guess_weight"] == wmp.guess_weight_
+    plain = evaluate(forest, X_rows, y_rows, X_te, y_te, ["wmp", "auto"])
+    assert rows["auto"]["validation"] != plain["auto"]["validation"]
+    with pytest.raises(ValueError, match="in_bag describes 100 rows, but the rows to fit on"):
+        evaluate_strategies(
+            model,
+            X_te,
+            y_te,
+            forest.classes,
+            ["wmp"],
+            site="a",
+            X_val=X_rows[:50],
+            y_val=y_rows[:50],
+            in_bag=bag,
+        )

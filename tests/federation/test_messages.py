@@ -270,3 +270,54 @@ def test_a_swarm_status_is_read_against_the_job_or_as_it_describes_itself():
     long = {**payload, "error": "x" * 5000, "phase": "p" * 500}
     read = read_message(long, "site-2", protocol.SWARM_STATUS)
     assert len(read["error"]) == MAX_REASON and len(read["phase"]) == MAX_KEY
+
+
+def test_no_message_can_carry_the_in_bag_record(trained):
+    """Which rows trained which tree stays at the site: no message type has a field for it,
+    and a training reply of a site that keeps its records holds nothing of them."""
+    import dataclasses
+    import typing
+
+    from fedforest.model.in_bag import InBagRecord
+
+    X = pd.DataFrame(np.random.default_rng(2).normal(size=(80, 2)), columns=["a", "b"])
+    y = (X["a"] > 0).astype(int).to_numpy()
+    models = fit_site_models(
+        "site-2",
+        X,
+        y,
+        ["a", "b"],
+        ["a"],
+        {},
+        {"n_estimators": 3},
+        random_state=0,
+        intersection_columns=["a"],
+    )
+    assert isinstance(models.in_bag, InBagRecord)
+    for message in MESSAGES.values():
+        kind = message.type
+        fields = (
+            [f.name for f in dataclasses.fields(kind)]
+            if dataclasses.is_dataclass(kind)
+            else list(typing.get_type_hints(kind))
+            if isinstance(kind, type)
+            else []
+        )
+        assert not [f for f in fields if "bag" in f.lower()], message.format
+    reply = SiteModelsReply(
+        models.forest, models.imputers, models.feature_std, 80, models.intersection
+    )
+
+    def walk(value, where="reply"):
+        assert not isinstance(value, InBagRecord), where
+        if isinstance(value, dict):
+            for k, v in value.items():
+                assert "bag" not in str(k).lower(), where
+                walk(v, f"{where}.{k}")
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+        elif isinstance(value, np.ndarray) and value.shape[-1:] == (80,):
+            raise AssertionError(f"{where}: an array with one entry per training row")
+
+    walk(reply.to_payload())

@@ -912,3 +912,52 @@ def test_rows_pooling_weights_reach_the_sites_with_the_model(job):
     equal = job.runners["site-1"].evaluate(copy.deepcopy(job.model), ["mp"], calibration="none")
     if len(set(rows.values())) > 1:
         assert weighted["strategies"]["mp"]["log_loss"] != equal["strategies"]["mp"]["log_loss"]
+
+
+# --------------------------------------------------------------------------- out of bag
+def test_without_validation_rows_the_site_fits_on_its_training_rows_out_of_bag(job, caplog):
+    from fedforest.federation.evaluation import evaluate_strategies
+    from fedforest.model.pooled_model import PooledModel
+    from fedforest.prediction.out_of_bag import InBag
+
+    runner = job.runners["site-1"]
+    pooled = PooledModel.from_payload(copy.deepcopy(job.model))
+    record, inter_record = runner.in_bag
+    # the records find the site's trees in the pooled model, after the job's privacy policy
+    with caplog.at_level("WARNING"):
+        bag = InBag.from_records(pooled.forest, record, pooled.intersection, inter_record)
+    assert "match no entry" not in caplog.text
+    own = pooled.forest.owner_mask("site-1")
+    assert bag.forest[own].any(axis=1).all() and not bag.forest[~own].any()
+    assert bag.n_rows == len(runner.X_train)
+    saved = runner.X_val, runner.y_val
+    runner.X_val = runner.y_val = None
+    try:
+        out = runner.evaluate(copy.deepcopy(job.model), ["wmp", "auto"], calibration="sigmoid")
+    finally:
+        runner.X_val, runner.y_val = saved
+    expected = evaluate_strategies(
+        pooled,
+        runner.X_test,
+        runner.y_test,
+        runner.schema.classes,
+        ["wmp", "auto"],
+        site="site-1",
+        X_val=runner.X_train,
+        y_val=runner.y_train,
+        random_state=runner.random_state,
+        calibration="sigmoid",
+        outcome=runner.config.target,
+        in_bag=bag,
+    )
+    assert out["strategies"] == expected
+    holdout = runner.evaluate(copy.deepcopy(job.model), ["auto"], calibration="sigmoid")
+    assert out["strategies"]["auto"]["validation"] != holdout["strategies"]["auto"]["validation"]
+
+
+def test_out_of_bag_needs_the_record_of_the_sites_training(fresh):
+    _, runners, _, _ = fresh
+    runner = copy.copy(runners["site-2"])
+    runner.X_val = runner.y_val = None
+    with pytest.raises(ValueError, match="needs the in-bag record of this site's training"):
+        runner._out_of_bag(None)

@@ -178,3 +178,73 @@ def test_dp_trees_are_pruned_on_their_noisy_counts():
     models = fit(dp)
     assert models.forest.n_node_samples.min() >= 15
     assert models.intersection.n_node_samples.min() >= 15
+
+
+# --------------------------------------------------------------------------- in-bag records
+def test_the_site_keeps_the_in_bag_records_of_what_it_sends(plain):
+    from sklearn.ensemble import RandomForestClassifier
+
+    from fedforest.model.in_bag import sample_counts
+
+    X, y = table()
+    rf = RandomForestClassifier(**FOREST, random_state=0, n_jobs=1)
+    rf.fit(X[OWN].to_numpy(dtype=np.float32), y)
+    expected = sample_counts(rf, len(X)) > 0
+    assert plain.in_bag.site == "s1" and plain.in_bag.n_rows == len(X)
+    assert np.array_equal(plain.in_bag.matrix(plain.forest), expected)
+    assert plain.intersection_in_bag.matrix(plain.intersection).shape == (8, len(X))
+    # the pooled model holds them under other sites' trees too
+    other = fit(X=table(seed=5)[0], y=table(seed=5)[1])
+    other.forest.owners = ["s2"]
+    pooled = pool_site_models([other, plain])
+    matrix = plain.in_bag.matrix(pooled.forest)
+    assert not matrix[:8].any() and np.array_equal(matrix[8:], expected)
+    assert pooled.in_bag is None  # a pooled model has no record
+
+
+def test_the_record_follows_the_trees_through_the_transforms():
+    """A small tree sample, min_leaf_rows and count noise: each entry is its tree's sample."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    from fedforest.federation.training import forest_params_for
+    from fedforest.model.in_bag import sample_counts
+
+    strict = policy(min_leaf_rows=20, tree_sample_fraction=0.2, count_noise_epsilon=2.0)
+    X, y = table()
+    models = fit(strict, X=X, y=y, forest_params={**FOREST, "n_estimators": 30})
+    params = forest_params_for(strict, {**FOREST, "n_estimators": 30}, len(X))
+    rf = RandomForestClassifier(**params, random_state=0, n_jobs=1)
+    rf.fit(X[OWN].to_numpy(dtype=np.float32), y)
+    samples = sample_counts(rf, len(X)) > 0
+    record = models.in_bag
+    assert record.n_trees == models.forest.n_trees
+    # every entry is the sample of one of the trees, in their order
+    origin = [int(np.flatnonzero((samples == row).all(axis=1))[0]) for row in record.in_bag]
+    assert origin == sorted(set(origin))
+    assert np.array_equal(record.matrix(models.forest), samples[origin])
+
+
+def test_dp_trees_count_as_trained_on_every_row():
+    models = fit(policy(dp_epsilon=1.0, feature_ranges=RANGES, min_leaf_rows=5))
+    assert models.in_bag.matrix(models.forest).all()
+
+
+def test_the_forest_sent_is_the_one_sent_before_records_were_kept():
+    from sklearn.ensemble import RandomForestClassifier
+
+    from fedforest.federation.training import forest_params_for
+    from fedforest.model.forest import PooledForest
+    from fedforest.privacy.transforms import bootstrap_weights, prepare_forest
+
+    strict = policy(min_leaf_rows=15, threshold_grid={"step": 1.0}, tree_sample_fraction=0.5)
+    X, y = table()
+    params = forest_params_for(strict, FOREST, len(X))
+    rf = RandomForestClassifier(**params, random_state=0, n_jobs=1)
+    own = ["age", "bmi"]
+    rf.fit(X[own].to_numpy(dtype=np.float32), y)
+    forest = PooledForest.from_sklearn(rf, own, owner="s1", X=X[own])
+    before = prepare_forest(forest, strict, X[own], y, in_bag=bootstrap_weights(rf, len(X)))
+    models = fit_site_models(
+        "s1", X, y, own, own, {}, FOREST, SURROGATES, random_state=0, privacy=strict
+    )
+    assert_payload_equal(models.forest.to_payload(), before.to_payload())

@@ -23,8 +23,10 @@ from ..metrics import METRIC_RANGES, N_BINS, calibration_bins, score_all, score_
 from ..model.pooled_model import PooledModel
 from ..prediction.cache import PredictionMemo
 from ..prediction.classifier import PooledForestClassifier
+from ..prediction.out_of_bag import InBag
 from ..prediction.regressor import PooledForestRegressor
 from ..prediction.selection import default_candidates
+from ..prediction.weighting import tree_weights
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader, describe
 from ..vocabulary import CALIBRATION_METHODS, DEFAULT_AUTO_METRIC, METRICS, REGRESSION_METRICS
@@ -75,6 +77,7 @@ def evaluate_strategies(
     models: dict | None = None,
     outcome: str | None = None,
     resamples: int = BOOTSTRAP_RESAMPLES,
+    in_bag: InBag | None = None,
 ) -> dict[str, dict]:
     """Score strategies of ``model`` on a site's test rows.
 
@@ -125,6 +128,12 @@ def evaluate_strategies(
     ``models``, when given, receives every fitted classifier by strategy
     (what a site deploys is taken from it).
 
+    ``in_bag`` (:class:`~fedforest.prediction.out_of_bag.InBag` of the rows of
+    ``X_val``) makes ``X_val``, ``y_val`` the site's training rows scored out
+    of bag: ``auto``'s choice, the calibrators and ``wmp``'s weight are fitted
+    on each row's prediction by the trees that did not train on it. Rows no
+    tree left out of bag are left out of these fits (their number logged).
+
     Regression trees (``model.forest.task == "regression"``) are scored with
     :class:`~fedforest.PooledForestRegressor` by the regression ``metrics``
     (:data:`~fedforest.vocabulary.REGRESSION_METRICS`); ``classes``,
@@ -152,6 +161,8 @@ def evaluate_strategies(
     memo = PredictionMemo()
     X_use = X_test[[c for c in X_test.columns if c in known]]
     X_val_use = X_val[[c for c in X_val.columns if c in known]] if X_val is not None else None
+    if in_bag is not None and X_val_use is not None:
+        X_val_use, y_val, in_bag = _out_of_bag_rows(model, X_val_use, y_val, in_bag, site)
     needs_val = calibration != "none"
     for strategy in strategies:
         extra: dict[str, Any] = {}
@@ -187,7 +198,7 @@ def evaluate_strategies(
         if rule.needs_validation or needs_val:
             if X_val is None or y_val is None:
                 raise ValueError(f"strategy {strategy!r} needs validation rows")
-            clf.fit(X_val_use, y_val, memo=memo)
+            clf.fit(X_val_use, y_val, memo=memo, in_bag=in_bag)
         if chooses:
             extra = {
                 "chosen": clf.strategy_,
@@ -238,6 +249,30 @@ def evaluate_strategies(
             ", ".join(f"{m}={row[m]:.3f}" for m in metrics if row[m] is not None),
         )
     return results
+
+
+def _out_of_bag_rows(model: PooledModel, X_val, y_val, in_bag: InBag, site):
+    """The rows of ``X_val`` with an out-of-bag prediction, once for every strategy."""
+    if in_bag.n_rows != len(X_val):
+        raise ValueError(
+            f"in_bag describes {in_bag.n_rows} rows, but the rows to fit on are {len(X_val)}"
+        )
+    keep = in_bag.scored(tree_weights(model.forest, model.settings.owner_weights))
+    if keep.all():
+        return X_val, y_val, in_bag
+    if not keep.any():
+        raise ValueError(
+            f"site {site}: none of the {len(X_val)} training rows has an out-of-bag tree; "
+            "nothing to fit on out of bag"
+        )
+    logger.info(
+        "site %s: %d of %d training rows have no out-of-bag tree and are left out of the fits",
+        site,
+        int((~keep).sum()),
+        len(X_val),
+    )
+    rows = np.flatnonzero(keep)
+    return X_val.iloc[rows], np.asarray(y_val)[rows], in_bag.rows(rows)
 
 
 def _bootstrap_seed(random_state) -> int:

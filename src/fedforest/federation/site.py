@@ -56,9 +56,11 @@ from ..election.ballot import SiteVote
 from ..election.selectors import select_features
 from ..election.tuning import score_mask
 from ..errors import ConfigError, PayloadError
+from ..model.in_bag import InBagRecord
 from ..model.model_files import save_payload
 from ..model.pooled_model import Deployment, PooledModel
 from ..model.site_inputs import SiteInputs
+from ..prediction.out_of_bag import InBag
 from ..privacy.levels import hide_levels, hide_rare_levels
 from ..privacy.outgoing import DP_MASK_SCORE
 from ..privacy.policy import PrivacyPolicy
@@ -147,6 +149,10 @@ class SiteRunner:
         self.policy: PrivacyPolicy = config.privacy_policy()
         #: The category levels hidden as ``(other)``: ``{column: [levels]}``, never sent.
         self.hidden: dict[str, list[str]] = {}
+        #: Which training rows each tree the site sent trained on (its forest's and its
+        #: intersection forest's :class:`~fedforest.model.in_bag.InBagRecord`), set by
+        #: :meth:`train`; never sent.
+        self.in_bag: tuple[InBagRecord | None, InBagRecord | None] | None = None
         self._handlers = {
             protocol.SCHEMA: self._task_schema,
             protocol.VOTE: self._task_vote,
@@ -454,6 +460,7 @@ class SiteRunner:
             classes=self.schema.classes,
             task=self.task,
         )
+        self.in_bag = (models.in_bag, models.intersection_in_bag)
         out = {
             "format": protocol.SITE_MODELS,
             "version": protocol.FORMATS[protocol.SITE_MODELS],
@@ -488,7 +495,10 @@ class SiteRunner:
         """Phase 4: score every requested strategy on the held-out test rows.
 
         ``calibration`` is the job's; the site's own ``calibration:`` key, when
-        set, takes its place. The pooling weights come with the model
+        set, takes its place. Without validation rows (``X_val`` is ``None``)
+        ``auto``, the calibration and ``wmp`` are fitted on the training rows
+        scored out of bag (:mod:`fedforest.prediction.out_of_bag`), from the
+        in-bag records :meth:`train` kept. The pooling weights come with the model
         (``settings.owner_weights``). With ``save_dir`` the site keeps the
         model with its *deployment* (the strategy ``auto`` chose for it, its
         calibrator; ``fedforest predict`` uses them) and the metrics.
@@ -506,6 +516,9 @@ class SiteRunner:
         if self.regression:
             calibration = "none"
         fitted: dict = {}
+        X_fit, y_fit, in_bag = self.X_val, self.y_val, None
+        if self.X_val is None:  # fitted out of bag on the training rows
+            X_fit, y_fit, in_bag = self.X_train, self.y_train, self._out_of_bag(pooled)
         results = evaluate_strategies(
             pooled,
             self.X_test,
@@ -517,12 +530,13 @@ class SiteRunner:
             depth_threshold=depth_threshold,
             metrics=metrics,
             auto_metric=auto_metric,
-            X_val=self.X_val,
-            y_val=self.y_val,
+            X_val=X_fit,
+            y_val=y_fit,
             random_state=self.random_state,
             calibration=calibration,
             models=fitted,
             outcome=self.config.target,
+            in_bag=in_bag,
         )
         out = {
             "format": protocol.SITE_METRICS,
@@ -540,3 +554,14 @@ class SiteRunner:
             (save_dir / "metrics.json").write_text(json.dumps(out, indent=2) + "\n")
             logger.info("site %s: saved the pooled model and metrics in %s", self.site, save_dir)
         return out
+
+    def _out_of_bag(self, pooled: PooledModel) -> InBag:
+        """Which trees of ``pooled`` trained on which of this site's training rows."""
+        if self.in_bag is None:
+            raise ValueError(
+                f"site {self.site!r}: without validation rows the strategies are fitted on the "
+                "training rows out of bag, which needs the in-bag record of this site's "
+                "training; none is kept (the site did not train in this process)"
+            )
+        record, inter_record = self.in_bag
+        return InBag.from_records(pooled.forest, record, pooled.intersection, inter_record)

@@ -47,10 +47,11 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet, fit_imputers
+from ..model.in_bag import InBagRecord, sample_counts, tagged_by_tree, tree_origin
 from ..model.surrogates import fit_surrogates
 from ..privacy.dp_forest import fit_dp_forest
 from ..privacy.policy import PrivacyPolicy, dp_budget
-from ..privacy.transforms import bootstrap_weights, enforce_min_leaf_rows, prepare_forest
+from ..privacy.transforms import enforce_min_leaf_rows, prepare_forest
 from ..vocabulary import POOLING_WEIGHTS, TASKS
 
 logger = logging.getLogger(__name__)
@@ -58,12 +59,20 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class SiteModels:
-    """What one site trains: its forest (with surrogates), imputers, std, baseline."""
+    """What one site trains: its forest (with surrogates), imputers, std, baseline.
+
+    ``in_bag`` and ``intersection_in_bag`` (:class:`~fedforest.model.in_bag.InBagRecord`)
+    are which of the site's training rows each tree it sends trained on: set
+    by :func:`fit_site_models` for the site's own models, ``None`` for pooled
+    or received ones. They stay at the site: no payload carries them.
+    """
 
     forest: PooledForest
     imputers: ImputerSet
     feature_std: dict[str, float]
     intersection: PooledForest | None
+    in_bag: InBagRecord | None = None
+    intersection_in_bag: InBagRecord | None = None
 
 
 def fit_site_models(
@@ -96,6 +105,12 @@ def fit_site_models(
     classes of DP trees (their leaves then cover every class of the job).
     ``task="regression"`` trains ``RandomForestRegressor`` forests (numeric
     ``y_train``); everything else is the same.
+
+    The result keeps the in-bag records of the forests it returns
+    (``in_bag``, ``intersection_in_bag``: which rows of ``X_train`` each
+    tree as sent trained on; trees a transform removed have no entry), for
+    the site's out-of-bag scores (:mod:`fedforest.prediction.out_of_bag`).
+    DP trees count as trained on every row (their counts are).
     """
     if task not in TASKS:
         raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
@@ -139,15 +154,12 @@ def fit_site_models(
             )
             if not policy.share["feature_std"]:  # no σ for them: numeric imputers stay here
                 imputers = ImputerSet(imp for imp in imputers.values() if imp.kind != "numeric")
-    if not policy.is_default:
-        forest = prepare_forest(
-            forest, policy, X, y_train, in_bag=bootstrap_weights(rf, len(X)), **sur_params
-        )
+    forest, record = _prepared(forest, rf, policy, site, X, y_train, sur_params)
     std: dict[str, float] = {}
     if policy.share["feature_std"]:
         numeric = [c for c in own if c not in cats]
         std = {c: float(v) for c, v in X[numeric].std(ddof=0).fillna(0.0).items()}
-    inter = None
+    inter = inter_record = None
     if intersection_columns and policy.share["intersection"]:
         common = list(intersection_columns)
         Xc = X_train[common]
@@ -160,10 +172,7 @@ def fit_site_models(
             X=Xc,
             categories={c: list(categories[c]) for c in common if c in categories},
         )
-        if not policy.is_default:
-            inter = prepare_forest(
-                inter, policy, Xc, y_train, in_bag=bootstrap_weights(rf_i, len(Xc)), **sur_params
-            )
+        inter, inter_record = _prepared(inter, rf_i, policy, site, Xc, y_train, sur_params)
     logger.info(
         "site %s: trained %d trees on %d columns (%d private), %d imputers",
         site,
@@ -172,7 +181,18 @@ def fit_site_models(
         len(private),
         len(imputers),
     )
-    return SiteModels(forest, imputers, std, inter)
+    return SiteModels(forest, imputers, std, inter, record, inter_record)
+
+
+def _prepared(forest, rf, policy, site, X, y, sur_params) -> tuple[PooledForest, InBagRecord]:
+    """The forest as the site sends it (:func:`prepare_forest`) and its in-bag record."""
+    counts = sample_counts(rf, len(X))
+    if policy.is_default:
+        return forest, InBagRecord.build(site, forest, counts)
+    # one owner per tree while the transforms run: the trees that remain say where they came from
+    tagged = prepare_forest(tagged_by_tree(forest), policy, X, y, in_bag=counts, **sur_params)
+    forest, origin = tree_origin(tagged, site)
+    return forest, InBagRecord.build(site, forest, counts[origin])
 
 
 def forest_params_for(
@@ -251,6 +271,11 @@ def _fit_dp_models(
 
     forest = dp_forest(own, budget["forest"])
     inter = dp_forest(intersection_columns, budget["intersection"]) if want_inter else None
+    n = len(X_train)
+
+    def every_row(f):  # a DP tree's counts are of every row
+        return None if f is None else InBagRecord.build(site, f, np.ones((f.n_trees, n), bool))
+
     logger.info(
         "site %s: DP mode, %d random trees of depth %d on %d columns (epsilon %g%s)",
         site,
@@ -260,7 +285,7 @@ def _fit_dp_models(
         budget["forest"],
         f", intersection forest epsilon {budget['intersection']:g}" if want_inter else "",
     )
-    return SiteModels(forest, ImputerSet([]), {}, inter)
+    return SiteModels(forest, ImputerSet([]), {}, inter, every_row(forest), every_row(inter))
 
 
 def pool_site_models(models: Sequence[SiteModels]) -> SiteModels:

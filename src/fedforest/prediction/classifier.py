@@ -14,6 +14,7 @@ from ..vocabulary import DEFAULT_AUTO_METRIC
 from .cache import PredictionMemo
 from .calibration import Calibrator, check_calibration, fit_calibration, training_prior
 from .diagnostics import on_classes
+from .out_of_bag import memo_key
 from .pooled import PooledForestBase
 from .selection import choose_calibrated, default_candidates
 from .weighting import check_guess_weight, fit_guess_weight, tree_weights
@@ -218,30 +219,56 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
     def _on_outputs(self, values: np.ndarray, other: PooledForestBase) -> np.ndarray:
         return on_classes(values, other.classes_, self.classes_)
 
-    def fit(self, X=None, y=None, memo: PredictionMemo | None = None):
+    def fit(self, X=None, y=None, memo: PredictionMemo | None = None, in_bag=None):
         """Validate the parameters; fit what ``auto`` and ``wmp`` choose on validation rows.
 
         The pooled forest is already trained: ``fit`` trains nothing. For
         ``auto`` it scores every candidate strategy on the validation rows
         ``X``, ``y`` and keeps the best (:func:`fedforest.select_strategy`);
         for ``wmp`` with ``guess_weight="auto"`` it fits the guess weight
-        (:func:`fedforest.prediction.weighting.fit_guess_weight`).
+        (:func:`fedforest.prediction.weighting.fit_guess_weight`); the
+        calibrator is fitted on the same rows.
 
         Parameters
         ----------
         X : DataFrame, optional
-            Validation rows (required for ``auto`` and a fitted ``wmp``).
+            Validation rows (required for ``auto`` and a fitted ``wmp``), or
+            with ``in_bag`` the site's training rows.
         y : array-like, optional
             Their labels.
         memo : PredictionMemo, optional
             Predictions of ``X`` shared with other estimators of the same
             forest and settings (:mod:`fedforest.prediction.cache`).
+        in_bag : InBag, optional
+            Which trees trained on which rows of ``X``
+            (:class:`~fedforest.prediction.out_of_bag.InBag`): everything is
+            then fitted on out-of-bag predictions, each row scored by the
+            trees that did not train on it. Rows without such a tree are left
+            out (their number logged).
 
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np, pandas as pd
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from fedforest import PooledForest, PooledForestClassifier
+        >>> from fedforest.model.in_bag import sample_counts
+        >>> from fedforest.prediction.out_of_bag import InBag
+        >>> rng = np.random.RandomState(0)
+        >>> X = pd.DataFrame(rng.normal(size=(150, 2)), columns=["a", "b"])
+        >>> y = (X["a"] > 0).astype(int)
+        >>> rf = RandomForestClassifier(n_estimators=20, random_state=0).fit(X, y)
+        >>> forest = PooledForest.from_sklearn(rf, ["a", "b"], owner="s1")
+        >>> bag = InBag(sample_counts(rf, 150) > 0)
+        >>> clf = PooledForestClassifier(forest, strategy="wmp").fit(X, y, in_bag=bag)
+        >>> 0.0 <= clf.guess_weight_ <= 1.0
+        True
         """
         X = self._input(X)
+        X, y, memo, in_bag = self._out_of_bag_rows(X, y, memo, in_bag)
         calibrate = check_calibration(self.calibration) != "none"
         if calibrate and (X is None or y is None):
             raise ValueError(
@@ -252,19 +279,19 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         self.calibration_skipped_ = {}
         rule = rules.find(self.strategy)
         if rule is not None and rule.family == rules.CHOICE:
-            return self._fit_choice(X, y, memo)
+            return self._fit_choice(X, y, memo, in_bag)
         self._validate(self.strategy)
         self.strategy_ = self.strategy
         if rule.family == rules.WEIGHTED:
-            self.guess_weight_ = self._fit_weight(X, y, memo)
+            self.guess_weight_ = self._fit_weight(X, y, memo, in_bag)
         if calibrate:
-            fit = self._calibration_fit(X, y, self.strategy_, memo)
+            fit = self._calibration_fit(X, y, self.strategy_, memo, in_bag)
             self.calibrator_ = fit.calibrator
             self.calibration_scores_ = fit.log_losses
             self.calibration_skipped_ = dict(fit.skipped)
         return self
 
-    def _fit_choice(self, X, y, memo) -> PooledForestClassifier:
+    def _fit_choice(self, X, y, memo, in_bag=None) -> PooledForestClassifier:
         """``auto``: the best candidate on the validation rows, calibrated as asked."""
         if X is None or y is None:
             raise ValueError(
@@ -276,7 +303,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
                 self.forest.owners, self.site, self.intersection is not None
             )
         chosen = choose_calibrated(
-            lambda name: self._predict_values(X, name, memo=memo)[0],
+            lambda name: self._predict_values(X, name, memo=memo, in_bag=in_bag)[0],
             candidates,
             y,
             self.classes_,
@@ -284,7 +311,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
             self.calibration,
             self._training_prior,
             self._seed(),
-            fit_for=lambda name: self._calibration_fit(X, y, name, memo),
+            fit_for=lambda name: self._calibration_fit(X, y, name, memo, in_bag),
         )
         self.strategy_ = chosen.best
         self.runner_up_ = chosen.runner_up
@@ -294,7 +321,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         self.candidate_calibrations_ = {k: f.calibrator.method for k, f in chosen.fits.items()}
         return self
 
-    def _fit_weight(self, X, y, memo) -> float:
+    def _fit_weight(self, X, y, memo, in_bag=None) -> float:
         """``wmp``'s guess weight: as given, or fitted on the validation rows."""
         weight = check_guess_weight(self.guess_weight)
         if not isinstance(weight, str):
@@ -307,11 +334,11 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         y = np.asarray(y)
         if len(y) != len(X):
             raise ValueError(f"fit: X has {len(X)} rows but y has {len(y)} labels")
-        parts = self._wmp_parts(X, self.strategy, memo)
+        parts = self._wmp_parts(X, self.strategy, memo, in_bag)
         weight, self.guess_weight_scores_ = fit_guess_weight(*parts[:4], y, self.classes_)
         return weight
 
-    def _calibration_fit(self, X, y, strategy: str, memo=None):
+    def _calibration_fit(self, X, y, strategy: str, memo=None, in_bag=None):
         """``strategy``'s calibration on the validation rows ``X``, ``y``.
 
         Shared through ``memo`` (:func:`~fedforest.federation.evaluation.evaluate_strategies`:
@@ -321,7 +348,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
 
         def compute():
             return fit_calibration(
-                self._predict_values(X, strategy, memo=memo)[0],
+                self._predict_values(X, strategy, memo=memo, in_bag=in_bag)[0],
                 y,
                 self.classes_,
                 self.calibration,
@@ -331,7 +358,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
 
         if memo is None:
             return compute()
-        key = ("calibration", id(X), id(y), strategy, self.calibration)
+        key = ("calibration", id(X), id(y), strategy, self.calibration) + memo_key(in_bag)
         return memo.get_or_compute(key, compute)
 
     def _training_prior(self, strategy: str) -> np.ndarray:
@@ -350,7 +377,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         return on_classes(prior[None, :], forest.classes, self.classes_)[0]
 
     # --------------------------------------------------------- prediction
-    def predict_proba(self, X, memo: PredictionMemo | None = None) -> np.ndarray:
+    def predict_proba(self, X, memo: PredictionMemo | None = None, in_bag=None) -> np.ndarray:
         """Class probabilities, columns in :attr:`classes_` order.
 
         Parameters
@@ -364,6 +391,10 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
         memo : PredictionMemo, optional
             Predictions of ``X`` shared with other estimators of the same
             forest and settings (:mod:`fedforest.prediction.cache`).
+        in_bag : InBag, optional
+            Predict each row out of bag: only by the trees that did not train
+            on it (:mod:`fedforest.prediction.out_of_bag`). A row that every
+            tree trained on gets NaN (``diagnostics_.unscored_rows``).
 
         Returns
         -------
@@ -376,14 +407,21 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
             another number of columns.
         """
         X = self._input(X)
-        proba, self.diagnostics_ = self._predict_values(X, self._strategy_in_use(), memo=memo)
+        proba, self.diagnostics_ = self._predict_values(
+            X, self._strategy_in_use(), memo=memo, in_bag=in_bag
+        )
         if check_calibration(self.calibration) != "none":
             if not hasattr(self, "calibrator_"):
                 raise ValueError(
                     f"calibration={self.calibration!r} is fitted in fit(X_val, y_val); call fit "
                     "first"
                 )
-            proba = self.calibrator_.transform(proba)
+            unscored = self.diagnostics_.unscored_rows
+            if unscored is None or not unscored.any():
+                proba = self.calibrator_.transform(proba)
+            else:  # rows without an out-of-bag prediction stay NaN
+                proba = proba.copy()
+                proba[~unscored] = self.calibrator_.transform(proba[~unscored])
         return proba
 
     def predict(self, X, memo: PredictionMemo | None = None) -> np.ndarray:

@@ -42,6 +42,9 @@ class PredictionDiagnostics:
     weight_kept : ndarray of shape (n_rows,) or None
         With pooling weights: the summed weight of the trees that voted for
         each row (``None`` without).
+    unscored_rows : ndarray of shape (n_rows,), bool, or None
+        Out-of-bag prediction (``in_bag=``) only: the rows no tree (of
+        positive weight) left out of bag; their prediction is NaN.
     """
 
     strategy: str
@@ -52,3 +55,4 @@ class PredictionDiagnostics:
     engine: str
     dynamic_engine: str | None = None
     weight_kept: np.ndarray | None = None
+    unscored_rows: np.ndarray | None = None

@@ -108,3 +108,60 @@ def sum_in_order(dist: np.ndarray) -> np.ndarray:
     for t in range(dist.shape[0]):
         total += dist[t]
     return total
+
+
+def marginal_out_of_bag(
+    kernels, cf, X, trees, rules: Strategy, absent, weights, out_of_bag: np.ndarray
+) -> np.ndarray:
+    """:func:`marginal` of each row over its out-of-bag trees only.
+
+    ``out_of_bag`` (bool, ``(len(trees), n_rows)``) marks the (tree, row)
+    pairs that count. Each tree's marginal distributions are computed for
+    every row (by the numpy walk at once, or by the kernels one tree at a
+    time: no loop over rows), then summed tree after tree where the pair
+    counts, as :func:`marginal` sums them, and divided by the row's number
+    of such trees; with ``weights`` the trees of equal weight are averaged
+    together and the groups combined by their summed weight, as
+    :func:`marginal` does. A row whose every pair counts gets :func:`marginal`'s
+    bits. A row without a counted tree (of positive weight) is all zero.
+    """
+    dist = _per_tree_marginal(kernels, cf, X, trees, rules, absent)
+    if weights is None:
+        return _masked_mean(dist, out_of_bag)
+    weights = np.asarray(weights, dtype=np.float64)
+    total = np.zeros((X.shape[0], cf.value.shape[1]))
+    for w in np.unique(weights):
+        group = np.flatnonzero(weights == w)
+        if w > 0:
+            mean = _masked_mean(dist[group], out_of_bag[group])
+            total += (w * out_of_bag[group].sum(axis=0))[:, None] * mean
+    # each row's counted weight, summed as weights.sum() sums a full row
+    counted = np.ascontiguousarray(np.where(out_of_bag, weights[:, None], 0.0).T).sum(axis=1)
+    has = counted > 0
+    total[has] /= counted[has, None]
+    total[~has] = 0.0
+    return total
+
+
+def _per_tree_marginal(kernels, cf, X, trees, rules: Strategy, absent) -> np.ndarray:
+    """Each tree's marginal distribution of every row, shape (len(trees), n_rows, n_outputs)."""
+    if kernels is None:
+        return route_marginal(cf, X, trees, rules.right_probability, absent)
+    tables = rules.kernel_tables()
+    out = np.empty((len(trees), X.shape[0], cf.value.shape[1]))
+    for i in range(len(trees)):
+        # one tree: the kernel's sum over trees is that tree's distribution, bit for bit
+        out[i] = kernels.marginal_proba(cf, X, trees[i : i + 1], tables, absent)
+    return out
+
+
+def _masked_mean(dist: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per row, the sum in tree order of the counted trees' rows of ``dist``, divided by
+    their number (0 where there is none)."""
+    total = np.zeros(dist.shape[1:])
+    for t in range(dist.shape[0]):
+        total += np.where(counts[t][:, None], dist[t], 0.0)
+    n = counts.sum(axis=0)
+    has = n > 0
+    total[has] /= n[has, None]
+    return total

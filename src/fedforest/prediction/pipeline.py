@@ -40,8 +40,9 @@ from . import fastpath
 from .cache import ForestCache, forest_cache
 from .diagnostics import PredictionDiagnostics
 from .draws import Draws
-from .engines import kernels_for, marginal, resolved_leaves
+from .engines import kernels_for, marginal, marginal_out_of_bag, resolved_leaves
 from .imputation import impute
+from .out_of_bag import unscored
 from .routing import average_leaves
 from .steps import static_key, static_rows
 from .strategies import Strategy
@@ -229,8 +230,13 @@ def _tree_set(forest, s: Strategy, absent, trees, plain: bool):
     return treeset, discard
 
 
-def aggregate(call: Call, fast: np.ndarray, voting: str, weights) -> Routed:
-    """Routing and aggregation: the kept trees' leaves averaged, or ``mp``'s distributions."""
+def aggregate(call: Call, fast: np.ndarray, voting: str, weights, in_bag=None) -> Routed:
+    """Routing and aggregation: the kept trees' leaves averaged, or ``mp``'s distributions.
+
+    ``in_bag`` (bool, ``(len(call.trees), n_rows)``, optional): a tree that
+    trained on a row is left out of the row's prediction, as a discarded tree
+    is (:mod:`.out_of_bag`).
+    """
     rest = ~fast
     n_rest = int(rest.sum())
     leaves = np.empty((len(call.trees), call.n_rows), dtype=np.int64)
@@ -242,6 +248,8 @@ def aggregate(call: Call, fast: np.ndarray, voting: str, weights) -> Routed:
     used = {"numpy" if kernels is None else "numba"} if n_rest else set()
     cf, X = call.cf, call.X
     if call.rule.family == MARGINAL:  # both children of an unresolvable node
+        if in_bag is not None:
+            return _marginal_out_of_bag(call, fast, leaves, weights, in_bag, kernels, used)
         values = np.empty((call.n_rows, call.settings.forest.n_outputs))
         if fast.any():
             values[fast] = average_leaves(cf, leaves[:, fast], "soft", weights)[0]
@@ -253,15 +261,35 @@ def aggregate(call: Call, fast: np.ndarray, voting: str, weights) -> Routed:
         sub = None if call.rule.learned else call.strategy.restricted(rest)
         dynamic = resolved_leaves(kernels, cf, X[rest], call.trees, sub)
         leaves = dynamic if rest.all() else _place(leaves, rest, dynamic)
+    if in_bag is not None:  # a tree that trained on the row is left out, as a discarded one
+        leaves = np.where(in_bag, -1, leaves)
     values, kept = average_leaves(cf, leaves, voting, weights)
     return Routed(values, kept, leaves, used)
 
 
-def fall_back(call: Call, routed: Routed, fallback: np.ndarray, known_mp) -> None:
+def _marginal_out_of_bag(call: Call, fast, leaves, weights, in_bag, kernels, used) -> Routed:
+    """``mp`` of every row over its out-of-bag trees (:func:`aggregate` with ``in_bag``)."""
+    rest = ~fast
+    values = np.empty((call.n_rows, call.settings.forest.n_outputs))
+    if fast.any():
+        masked = np.where(in_bag[:, fast], -1, leaves[:, fast])
+        values[fast] = average_leaves(call.cf, masked, "soft", weights)[0]
+    if rest.any():
+        sub = call.strategy.restricted(rest)
+        values[rest] = marginal_out_of_bag(
+            kernels, call.cf, call.X[rest], call.trees, sub, call.absent, weights, ~in_bag[:, rest]
+        )
+    leaves = np.where(in_bag, -1, 0)  # every out-of-bag tree is kept
+    return Routed(values, (~in_bag).sum(axis=0), leaves, used)
+
+
+def fall_back(call: Call, routed: Routed, fallback: np.ndarray, known_mp, in_bag=None) -> None:
     """The rows whose every tree was discarded get their ``mp`` prediction over all trees.
 
     ``known_mp``, when given, is ``mp``'s prediction of every row and its
     diagnostics: those rows take it instead of being marginalised again.
+    With ``in_bag`` (bool, ``(forest.n_trees, n_rows)``) over the row's
+    out-of-bag trees only.
     """
     if not fallback.any():
         return
@@ -275,35 +303,63 @@ def fall_back(call: Call, routed: Routed, fallback: np.ndarray, known_mp) -> Non
     sub = call.strategy.restricted(fallback)
     all_trees = np.arange(forest.n_trees)
     all_weights = tree_weights(forest, call.settings.owner_weights)
-    routed.values[fallback] = marginal(
-        kernels, call.cf, call.X[fallback], all_trees, sub, call.absent, all_weights
-    )
+    if in_bag is None:
+        routed.values[fallback] = marginal(
+            kernels, call.cf, call.X[fallback], all_trees, sub, call.absent, all_weights
+        )
+    else:
+        routed.values[fallback] = marginal_out_of_bag(
+            kernels,
+            call.cf,
+            call.X[fallback],
+            all_trees,
+            sub,
+            call.absent,
+            all_weights,
+            ~in_bag[:, fallback],
+        )
     logger.info(
         "%d of %d rows had every tree discarded; they use mp", int(fallback.sum()), call.n_rows
     )
 
 
 def predict_rule(
-    settings: Settings, X, rule: Rule, voting: str = "soft", known_mp=None
+    settings: Settings, X, rule: Rule, voting: str = "soft", known_mp=None, in_bag=None
 ) -> tuple[np.ndarray, PredictionDiagnostics]:
     """Per-row values of ``X`` (class distributions or means) by ``rule``, and diagnostics.
 
     ``X`` is what the estimator's column rule left of the table (a DataFrame
-    or an ndarray in the forest's column order).
+    or an ndarray in the forest's column order). ``in_bag`` (bool, shape
+    ``(forest.n_trees, n_rows)``, optional) marks the trees that trained on
+    each row: they are left out of its prediction as discarded trees are
+    (:mod:`.out_of_bag`); a row with no other tree (of positive weight) gets
+    NaN, named by the diagnostics' ``unscored_rows``.
     """
     call = prepare(settings, X, rule)
     fast = fast_rows(call)
     all_weights = tree_weights(settings.forest, settings.owner_weights)
     weights = None if all_weights is None else all_weights[call.trees]
-    routed = aggregate(call, fast, voting, weights)
+    used_bag = None if in_bag is None else in_bag[call.trees]
+    routed = aggregate(call, fast, voting, weights, used_bag)
     kept_weight = None
     if weights is not None:
         kept_weight = ((routed.leaves >= 0) * weights[:, None]).sum(axis=0)
-        if rule.family == MARGINAL:  # every tree is kept
+        if rule.family == MARGINAL and in_bag is None:  # every tree is kept
             kept_weight = np.full(call.n_rows, weights.sum())
     # a row whose kept trees all weigh 0 has no vote either
     fallback = (routed.kept == 0) if kept_weight is None else (kept_weight == 0)
-    fall_back(call, routed, fallback, known_mp)
+    no_tree = None
+    if in_bag is not None:
+        no_tree = unscored(in_bag, all_weights)  # no out-of-bag tree in the whole forest
+        fallback &= ~no_tree
+    fall_back(call, routed, fallback, known_mp, in_bag)
+    if no_tree is not None and no_tree.any():
+        routed.values[no_tree] = np.nan
+        logger.info(
+            "%d of %d rows have no out-of-bag tree; their prediction is NaN",
+            int(no_tree.sum()),
+            call.n_rows,
+        )
     diagnostics = PredictionDiagnostics(
         strategy=rule.name,
         trees_available=len(call.trees),
@@ -313,6 +369,7 @@ def predict_rule(
         n_fallback=int(fallback.sum()),
         engine="compiled" if fast.all() else ("numpy" if not fast.any() else "mixed"),
         dynamic_engine=("numba" if "numba" in routed.used else "numpy") if routed.used else None,
+        unscored_rows=no_tree,
     )
     return routed.values, diagnostics
 

@@ -13,6 +13,7 @@ classes, calibration and ``predict_proba``; or ``predict`` of a number.
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import numpy as np
@@ -28,8 +29,11 @@ from ..vocabulary import ENGINES, VOTING
 from .cache import PredictionMemo
 from .diagnostics import PredictionDiagnostics
 from .engines import kernels_for
+from .out_of_bag import InBag, check_in_bag, memo_key
 from .pipeline import Settings, predict_rule
 from .weighting import check_guess_weight, tree_weights, weighted_marginal
+
+logger = logging.getLogger(__name__)
 
 
 class PooledForestBase(BaseEstimator):
@@ -237,24 +241,76 @@ class PooledForestBase(BaseEstimator):
             )
         return self.guess_weight_
 
-    def _wmp_parts(self, X, strategy: str, memo: PredictionMemo | None = None):
+    def _out_of_bag_rows(self, X, y, memo, in_bag):
+        """``fit``'s rows with ``in_bag``: those with an out-of-bag prediction.
+
+        Returns ``X``, ``y``, ``memo`` and ``in_bag`` unchanged when every row
+        has one; otherwise the rows that have one (the others' number logged;
+        the memo, keyed by the table, is not used for the new table).
+
+        Raises
+        ------
+        ValueError
+            Without ``X`` and ``y``, when ``in_bag`` does not have their rows,
+            or when no row has an out-of-bag tree.
+        """
+        in_bag = check_in_bag(in_bag)
+        if in_bag is None:
+            return X, y, memo, None
+        if X is None or y is None:
+            raise ValueError("fit(X, y, in_bag=...) needs the rows X and their targets y")
+        if in_bag.n_rows != len(X) or len(y) != len(X):
+            raise ValueError(
+                f"fit: in_bag has {in_bag.n_rows} rows, X {len(X)} and y {len(y)}; in_bag must "
+                "describe the rows of X"
+            )
+        in_bag.check(self.forest, len(X))
+        inter = self.intersection if isinstance(self.intersection, PooledForest) else None
+        if inter is not None and in_bag.intersection is not None:
+            in_bag.check(inter, len(X), intersection=True)
+        keep = in_bag.scored(tree_weights(self.forest, self.owner_weights))
+        if keep.all():
+            return X, y, memo, in_bag
+        if not keep.any():
+            raise ValueError(
+                f"fit: none of the {len(X)} rows has an out-of-bag tree (every tree, or every "
+                "tree of positive weight, trained on each of them): nothing to fit on"
+            )
+        logger.info(
+            "fit: %d of %d rows have no out-of-bag tree and are left out of the fit",
+            int((~keep).sum()),
+            len(X),
+        )
+        X = X.iloc[np.flatnonzero(keep)] if isinstance(X, pd.DataFrame) else np.asarray(X)[keep]
+        return X, np.asarray(y)[keep], None, in_bag.rows(keep)
+
+    def _wmp_parts(self, X, strategy: str, memo: PredictionMemo | None = None, in_bag=None):
         """The predictions of ``X`` a weighted rule combines: its ``certain`` rule's (soft
-        voting) and its ``marginal`` rule's."""
+        voting) and its ``marginal`` rule's.
+
+        With ``in_bag`` (:class:`~.out_of_bag.InBag`) both over each row's
+        out-of-bag trees, and the number of trees (or their summed weight) is
+        each row's out-of-bag trees'.
+        """
         rule = rules.get(strategy)
         if self._nothing_missing(X):
             # every row takes every tree's own path: mp's prediction is fpv's, bit for bit
-            p_certain, certain = self._predict_values(X, rule.certain, "soft", memo=memo)
+            p_certain, certain = self._predict_values(
+                X, rule.certain, "soft", memo=memo, in_bag=in_bag
+            )
             p_mp, marginal = p_certain, certain
         else:
-            p_mp, marginal = self._predict_values(X, rule.marginal, memo=memo)
+            p_mp, marginal = self._predict_values(X, rule.marginal, memo=memo, in_bag=in_bag)
             # fpv's rows whose every tree was discarded take mp: the rows just predicted
             p_certain, certain = self._predict_values(
-                X, rule.certain, "soft", known_mp=(p_mp, marginal), memo=memo
+                X, rule.certain, "soft", known_mp=(p_mp, marginal), memo=memo, in_bag=in_bag
             )
         weights = tree_weights(self.forest, self.owner_weights)
         if weights is not None:  # the counts of weighted_marginal become summed weights
-            return p_certain, certain.weight_kept, p_mp, weights.sum(), certain, marginal
-        return p_certain, certain.trees_kept, p_mp, self.forest.n_trees, certain, marginal
+            n_trees = weights.sum() if in_bag is None else marginal.weight_kept
+            return p_certain, certain.weight_kept, p_mp, n_trees, certain, marginal
+        n_trees = self.forest.n_trees if in_bag is None else marginal.trees_kept
+        return p_certain, certain.trees_kept, p_mp, n_trees, certain, marginal
 
     def _nothing_missing(self, X) -> bool:
         """Whether ``X`` has every feature of the forest and no missing value."""
@@ -265,7 +321,7 @@ class PooledForestBase(BaseEstimator):
         return bool(present.all()) and not np.isnan(Xg).any()
 
     def _predict_values(
-        self, X, strategy: str, voting: str | None = None, known_mp=None, memo=None
+        self, X, strategy: str, voting: str | None = None, known_mp=None, memo=None, in_bag=None
     ) -> tuple[np.ndarray, PredictionDiagnostics]:
         """Predictions and diagnostics of ``X`` with one strategy (memoised in ``memo``).
 
@@ -276,31 +332,45 @@ class PooledForestBase(BaseEstimator):
         (:class:`~.cache.PredictionMemo`) is shared by the estimators of the
         same forest and settings (:func:`~fedforest.federation.evaluation.evaluate_strategies`):
         ``auto``'s candidates and ``wmp``'s parts are then predicted once per table.
+        ``in_bag`` (:class:`~.out_of_bag.InBag`), when given, predicts each row
+        out of bag (:mod:`.out_of_bag`).
         """
         rule = rules.get(strategy)
         voting = voting or self.voting
+        in_bag = check_in_bag(in_bag)
 
         def compute():
             if rule.family == rules.WEIGHTED:
-                return self._predict_weighted(X, rule, memo)
+                return self._predict_weighted(X, rule, memo, in_bag)
             if rule.needs_intersection:
-                return self._predict_intersection(X, rule)
-            return self._predict_strategy(X, strategy, voting, known_mp)
+                return self._predict_intersection(X, rule, in_bag)
+            if in_bag is None:
+                return self._predict_strategy(X, strategy, voting, known_mp)
+            return self._predict_strategy(X, strategy, voting, known_mp, in_bag=in_bag)
 
         if memo is None:
             return compute()
-        return memo.get_or_compute((id(X), strategy, voting), compute)
+        key = (id(X), strategy, voting) + memo_key(in_bag)
+        return memo.get_or_compute(key, compute)
 
-    def _predict_intersection(self, X, rule) -> tuple[np.ndarray, PredictionDiagnostics]:
+    def _predict_intersection(
+        self, X, rule, in_bag=None
+    ) -> tuple[np.ndarray, PredictionDiagnostics]:
         """The intersection forest alone, by ``rule.through``, on its own columns of ``X``."""
         self._validate(rule.name)
         if not isinstance(X, pd.DataFrame):
             raise ValueError(f'strategy="{rule.name}" needs X as a DataFrame (columns by name)')
         inter = self._intersection_estimator(self.intersection, rule.through)
         cols = [c for c in X.columns if c in self.intersection.feature_names]
-        values, diagnostics = inter._predict_values(X[cols], rule.through)
+        inter_bag = None
+        if in_bag is not None:
+            inter_bag = InBag(in_bag.check(self.intersection, len(X), intersection=True))
+        values, diagnostics = inter._predict_values(X[cols], rule.through, in_bag=inter_bag)
         diagnostics.strategy = rule.name
-        return self._on_outputs(values, inter), diagnostics
+        values = self._on_outputs(values, inter)
+        if diagnostics.unscored_rows is not None:
+            values[diagnostics.unscored_rows] = np.nan
+        return values, diagnostics
 
     def _forest_columns(self, X):
         """``X`` without the columns only the intersection forest knows."""
@@ -310,12 +380,13 @@ class PooledForestBase(BaseEstimator):
         return X[[c for c in X.columns if c not in extra]] if extra & set(X.columns) else X
 
     def _predict_strategy(
-        self, X, strategy: str, voting: str, known_mp=None
+        self, X, strategy: str, voting: str, known_mp=None, in_bag=None
     ) -> tuple[np.ndarray, PredictionDiagnostics]:
         """One run of the prediction pipeline (:func:`~.pipeline.predict_rule`)."""
         self._validate(strategy)
+        matrix = None if in_bag is None else in_bag.check(self.forest, _n_rows(X))
         return predict_rule(
-            self._settings(), self._forest_columns(X), rules.get(strategy), voting, known_mp
+            self._settings(), self._forest_columns(X), rules.get(strategy), voting, known_mp, matrix
         )
 
     def _settings(self) -> Settings:
@@ -331,10 +402,14 @@ class PooledForestBase(BaseEstimator):
             owner_weights=self.owner_weights,
         )
 
-    def _predict_weighted(self, X, rule, memo=None) -> tuple[np.ndarray, PredictionDiagnostics]:
+    def _predict_weighted(
+        self, X, rule, memo=None, in_bag=None
+    ) -> tuple[np.ndarray, PredictionDiagnostics]:
         self._validate(rule.name)
         weight = self._guess_weight_in_use(rule.name)
-        p_certain, n_certain, p_mp, n_trees, certain, marginal = self._wmp_parts(X, rule.name, memo)
+        p_certain, n_certain, p_mp, n_trees, certain, marginal = self._wmp_parts(
+            X, rule.name, memo, in_bag
+        )
         proba = weighted_marginal(p_certain, n_certain, p_mp, n_trees, weight)
         # with weight 0 a row without a certain tree takes its mp prediction, as fpv's rows do
         fallback = certain.fallback_rows if weight == 0 else np.zeros(len(proba), dtype=bool)
@@ -344,11 +419,14 @@ class PooledForestBase(BaseEstimator):
         diagnostics = PredictionDiagnostics(
             strategy=rule.name,
             trees_available=n_all,
-            trees_kept=certain.trees_kept if weight == 0 else np.full(len(proba), n_all),
+            trees_kept=certain.trees_kept
+            if weight == 0
+            else (np.full(len(proba), n_all) if in_bag is None else marginal.trees_kept),
             fallback_rows=fallback,
             n_fallback=int(fallback.sum()),
             engine=engines.pop() if len(engines) == 1 else "mixed",
             dynamic_engine=("numba" if "numba" in dynamic else "numpy") if dynamic else None,
+            unscored_rows=marginal.unscored_rows,
         )
         return proba, diagnostics
 
@@ -359,3 +437,8 @@ class PooledForestBase(BaseEstimator):
             if self.feature_std is not None and name in self.feature_std:
                 sigma[i] = float(self.feature_std[name])
         return sigma
+
+
+def _n_rows(X) -> int:
+    """The number of rows of a table (DataFrame or array)."""
+    return int(X.shape[0])

@@ -147,7 +147,7 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
         self.owner_weights = owner_weights
         self.intersection = intersection
 
-    def fit(self, X=None, y=None, memo: PredictionMemo | None = None):
+    def fit(self, X=None, y=None, memo: PredictionMemo | None = None, in_bag=None):
         """Validate the parameters; fit what ``auto`` and ``wmp`` choose on validation rows.
 
         The pooled forest is already trained: ``fit`` trains nothing. For
@@ -164,12 +164,17 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
         memo : PredictionMemo, optional
             Predictions of ``X`` shared with other estimators of the same
             forest and settings (:mod:`fedforest.prediction.cache`).
+        in_bag : InBag, optional
+            Which trees trained on which rows of ``X``: everything is then
+            fitted on out-of-bag predictions (as for the classifier; rows
+            without an out-of-bag tree are left out, their number logged).
 
         Returns
         -------
         self
         """
         X = self._input(X)
+        X, y, memo, in_bag = self._out_of_bag_rows(X, y, memo, in_bag)
         rule = rules.find(self.strategy)
         if rule is not None and rule.family == rules.CHOICE:
             y = self._targets(X, y, f'strategy="{self.strategy}"')
@@ -179,7 +184,7 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
                     self.forest.owners, self.site, self.intersection is not None
                 )
             predictions = {
-                name: self._predict_values(X, name, memo=memo)[0][:, 0]
+                name: self._predict_values(X, name, memo=memo, in_bag=in_bag)[0][:, 0]
                 for name in check_candidates(candidates)
             }
             scores = {n: score_values(REGRESSION_AUTO_METRIC, y, p) for n, p in predictions.items()}
@@ -196,7 +201,7 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
             weight = check_guess_weight(self.guess_weight)
             if isinstance(weight, str):
                 y = self._targets(X, y, f'strategy="{self.strategy}" with guess_weight="{weight}"')
-                parts = self._wmp_parts(X, self.strategy, memo)
+                parts = self._wmp_parts(X, self.strategy, memo, in_bag)
                 weight, self.guess_weight_scores_ = fit_guess_weight(*parts[:4], y, None)
             self.guess_weight_ = weight
         self.strategy_ = self.strategy
@@ -213,7 +218,7 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
             raise ValueError("fit: y has missing or infinite targets")
         return y
 
-    def predict(self, X, memo: PredictionMemo | None = None) -> np.ndarray:
+    def predict(self, X, memo: PredictionMemo | None = None, in_bag=None) -> np.ndarray:
         """The predicted number of every row.
 
         Parameters
@@ -226,11 +231,16 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
         memo : PredictionMemo, optional
             Predictions of ``X`` shared with other estimators of the same
             forest and settings (:mod:`fedforest.prediction.cache`).
+        in_bag : InBag, optional
+            Predict each row out of bag (:mod:`fedforest.prediction.out_of_bag`);
+            a row that every tree trained on gets NaN.
 
         Returns
         -------
         ndarray of shape (n_rows,)
         """
         X = self._input(X)
-        values, self.diagnostics_ = self._predict_values(X, self._strategy_in_use(), memo=memo)
+        values, self.diagnostics_ = self._predict_values(
+            X, self._strategy_in_use(), memo=memo, in_bag=in_bag
+        )
         return values[:, 0]

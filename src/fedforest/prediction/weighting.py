@@ -52,7 +52,7 @@ def check_guess_weight(value, name: str = "guess_weight"):
 
 
 def weighted_marginal(
-    p_certain: np.ndarray, n_certain: np.ndarray, p_mp: np.ndarray, n_trees: int, weight: float
+    p_certain: np.ndarray, n_certain: np.ndarray, p_mp: np.ndarray, n_trees, weight: float
 ) -> np.ndarray:
     """Combine the certain trees' average and the ``mp`` average with a guess weight.
 
@@ -65,7 +65,9 @@ def weighted_marginal(
         Number of certain trees per row.
     p_mp : ndarray of shape (n_rows, n_classes)
         Average ``mp`` distribution of all ``n_trees`` trees.
-    n_trees : int
+    n_trees : int or ndarray of shape (n_rows,)
+        The number of trees (or their summed weight); per row for an
+        out-of-bag prediction, where each row has its own trees.
     weight : float
         The guess weight, in [0, 1].
 
@@ -90,6 +92,9 @@ def weighted_marginal(
     if weight == 1.0:
         return np.array(p_mp, dtype=np.float64)
     n_certain = counts[:, None]
+    # per row (out of bag) or one number for every row
+    n_rows = n_trees if np.ndim(n_trees) == 0 else np.asarray(n_trees, dtype=np.float64)
+    n_trees = n_rows if np.ndim(n_trees) == 0 else n_rows[:, None]
     certain_sum = n_certain * np.where(n_certain > 0, p_certain, 0.0)
     guessing_sum = np.clip(n_trees * p_mp - certain_sum, 0.0, None)
     total = n_certain + weight * (n_trees - n_certain)
@@ -99,7 +104,7 @@ def weighted_marginal(
     sums = out.sum(axis=1, keepdims=True)
     out = np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), p_mp)
     # the limits exactly: only certain trees (every tree, or weight 0), or none at all
-    exact = (counts >= n_trees) | ((weight == 0.0) & (counts > 0))
+    exact = (counts >= n_rows) | ((weight == 0.0) & (counts > 0))
     out[exact] = p_certain[exact]
     none = total[:, 0] <= 0
     out[none] = p_mp[none]
@@ -117,7 +122,7 @@ def fit_guess_weight(
     p_certain: np.ndarray,
     n_certain: np.ndarray,
     p_mp: np.ndarray,
-    n_trees: int,
+    n_trees,
     y,
     classes,
     candidates: Sequence[float] = GUESS_WEIGHTS,

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..model.forest import PooledForest
 from ..model.forest_edit import KEEP, LEAF, TO_LEFT, TO_RIGHT
+from ..model.in_bag import sample_counts
 from ..model.surrogates import node_row_pairs
 from ..validation import describe
 from .audit import smallest_leaf_rows
@@ -133,11 +134,7 @@ def bootstrap_weights(rf, n_rows: int) -> np.ndarray:
     like scikit-learn's), or ``in_bag > 0`` (each in-bag row once: plain row
     counts, as :func:`add_count_noise` assumes).
     """
-    out = np.ones((len(rf.estimators_), n_rows), dtype=np.int64)
-    if getattr(rf, "bootstrap", False):
-        for i, rows in enumerate(rf.estimators_samples_):
-            out[i] = np.bincount(np.asarray(rows), minlength=n_rows)
-    return out
+    return sample_counts(rf, n_rows)
 
 
 def enforce_min_leaf_rows(forest: PooledForest, k: int) -> PooledForest:

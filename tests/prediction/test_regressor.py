@@ -179,6 +179,36 @@ def test_auto_keeps_the_lowest_validation_rmse_and_wmp_fits_its_weight(data, for
     np.testing.assert_allclose(one.predict(val[["a"]]), mp.predict(val[["a"]]), rtol=1e-12)
 
 
+@pytest.mark.parametrize("weight", [0.0, 0.3, 0.7, 1.0])
+def test_wmp_weighs_the_certain_and_the_guessing_trees_means(data, forest, weight):
+    X, _ = data
+    _, pooled_forest = forest
+    imputers, std = imputers_and_std(data)
+    rows = X[300:][["a", "b"]]  # the trees splitting on c or d guess
+    params = dict(imputers=imputers, feature_std=std, site="s1")
+    fpv = PooledForestRegressor(pooled_forest, strategy="fpv", **params)
+    p_fpv = fpv.predict(rows)
+    n_certain = fpv.diagnostics_.trees_kept
+    p_mp = PooledForestRegressor(pooled_forest, strategy="mp", **params).predict(rows)
+    n = pooled_forest.n_trees
+    certain = np.where(n_certain > 0, n_certain * p_fpv, 0.0)
+    with np.errstate(invalid="ignore"):  # weight 0 on a row without a certain tree: 0 / 0
+        expected = (certain + weight * (n * p_mp - certain)) / (
+            n_certain + weight * (n - n_certain)
+        )
+    if weight == 0.0:  # rows without a certain tree take mp, as fpv's do
+        expected = np.where(n_certain > 0, expected, p_mp)
+    wmp = PooledForestRegressor(pooled_forest, strategy="wmp", guess_weight=weight, **params)
+    predicted = wmp.predict(rows)
+    np.testing.assert_allclose(predicted, expected, rtol=1e-12)
+    # a mean of leaf means: within the trees' range, never a normalised 1.0
+    assert (
+        predicted.min() >= pooled_forest.value.min()
+        and predicted.max() <= pooled_forest.value.max()
+    )
+    assert 0 < (n_certain > 0).mean() < 1 and not np.allclose(predicted, 1.0)
+
+
 def test_regression_and_classification_trees_are_not_mixed(forest):
     _, pooled_forest = forest
     with pytest.raises(ValueError, match="holds regression trees; use PooledForestRegressor"):

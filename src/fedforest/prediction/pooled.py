@@ -410,7 +410,9 @@ class PooledForestBase(BaseEstimator):
         p_certain, n_certain, p_mp, n_trees, certain, marginal = self._wmp_parts(
             X, rule.name, memo, in_bag
         )
-        proba = weighted_marginal(p_certain, n_certain, p_mp, n_trees, weight)
+        proba = weighted_marginal(
+            p_certain, n_certain, p_mp, n_trees, weight, not self.forest.is_regression
+        )
         # with weight 0 a row without a certain tree takes its mp prediction, as fpv's rows do
         fallback = certain.fallback_rows if weight == 0 else np.zeros(len(proba), dtype=bool)
         engines = {certain.engine, marginal.engine}

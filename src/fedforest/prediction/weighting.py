@@ -52,7 +52,12 @@ def check_guess_weight(value, name: str = "guess_weight"):
 
 
 def weighted_marginal(
-    p_certain: np.ndarray, n_certain: np.ndarray, p_mp: np.ndarray, n_trees, weight: float
+    p_certain: np.ndarray,
+    n_certain: np.ndarray,
+    p_mp: np.ndarray,
+    n_trees,
+    weight: float,
+    distribution: bool = True,
 ) -> np.ndarray:
     """Combine the certain trees' average and the ``mp`` average with a guess weight.
 
@@ -70,6 +75,11 @@ def weighted_marginal(
         out-of-bag prediction, where each row has its own trees.
     weight : float
         The guess weight, in [0, 1].
+    distribution : bool, default=True
+        Whether the rows are class distributions (each sums to 1): the
+        guessing trees' share, a difference, is clipped at 0 and every row
+        renormalised against rounding. ``False`` for regression, whose one
+        column is a mean of any sign, taken as it is.
 
     Returns
     -------
@@ -87,6 +97,9 @@ def weighted_marginal(
     array([[1., 0.]])
     >>> weighted_marginal(p_fpv, np.array([2]), p_mp, 4, 1.0)
     array([[0.5, 0.5]])
+    >>> weighted_marginal(np.array([[-2.0]]), np.array([2]), np.array([[1.0]]), 4, 0.5,
+    ...                   distribution=False)  # (2 * -2 + 0.5 * (4 * 1 + 4)) / 3
+    array([[0.]])
     """
     counts = np.asarray(n_certain, dtype=np.float64)
     if weight == 1.0:
@@ -96,13 +109,16 @@ def weighted_marginal(
     n_rows = n_trees if np.ndim(n_trees) == 0 else np.asarray(n_trees, dtype=np.float64)
     n_trees = n_rows if np.ndim(n_trees) == 0 else n_rows[:, None]
     certain_sum = n_certain * np.where(n_certain > 0, p_certain, 0.0)
-    guessing_sum = np.clip(n_trees * p_mp - certain_sum, 0.0, None)
+    guessing_sum = n_trees * p_mp - certain_sum
+    if distribution:
+        guessing_sum = np.clip(guessing_sum, 0.0, None)
     total = n_certain + weight * (n_trees - n_certain)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = (certain_sum + weight * guessing_sum) / total
-    # rounding in the subtraction: renormalise so that every row sums to 1 as p_mp does
-    sums = out.sum(axis=1, keepdims=True)
-    out = np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), p_mp)
+    if distribution:
+        # rounding in the subtraction: renormalise so that every row sums to 1 as p_mp does
+        sums = out.sum(axis=1, keepdims=True)
+        out = np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), p_mp)
     # the limits exactly: only certain trees (every tree, or weight 0), or none at all
     exact = (counts >= n_rows) | ((weight == 0.0) & (counts > 0))
     out[exact] = p_certain[exact]
@@ -164,7 +180,9 @@ def fit_guess_weight(
         raise ValueError("strategy 'wmp' fits its guess weight on validation rows; none given")
 
     def error(w):
-        predicted = weighted_marginal(p_certain, n_certain, p_mp, n_trees, w)
+        predicted = weighted_marginal(
+            p_certain, n_certain, p_mp, n_trees, w, distribution=classes is not None
+        )
         if classes is None:  # regression: the mean squared error
             return float(np.mean(squared_errors(y, predicted)))
         return brier_score(y, predicted, classes)

@@ -63,13 +63,16 @@ def make_job(
     n_estimators: int = 20,
     site_changes: dict | None = None,
     local: dict | None = None,
+    validation: str = "holdout",
     **job_overrides,
 ):
     """Demo data, a job YAML and three site YAMLs in ``folder``; the config and runners.
 
     ``site_changes`` adds keys to a site's YAML (``{site: {key: value}}``);
     ``local`` writes a site's own ``local/fedforest.yaml`` (``{site: content}``),
-    loaded as the FLARE executor loads it.
+    loaded as the FLARE executor loads it. ``validation`` is the job's
+    ``evaluation.validation`` (``holdout``: the sites score on validation rows, so
+    the numbers these tests compare are the holdout job's).
     """
     make_demo_data(folder / "data", rows=rows, seed=0)
     configs = folder / "site_configs"
@@ -77,6 +80,7 @@ def make_job(
     job = yaml.safe_load((ROOT / "site_configs" / "job.yaml").read_text())
     job["forest"]["n_estimators"] = n_estimators
     job["election"]["tuning_rounds"] = 3
+    job["evaluation"]["validation"] = validation
     for section, values in job_overrides.items():
         job[section].update(values)
     (configs / "job.yaml").write_text(yaml.safe_dump(job))
@@ -93,7 +97,10 @@ def make_job(
     runners = {
         site: SiteRunner(
             SiteConfig.load(
-                configs / f"{site}.yaml", override=folder / "local" / site / LOCAL_OVERRIDE
+                configs / f"{site}.yaml",
+                override=folder / "local" / site / LOCAL_OVERRIDE,
+                task=config.task,
+                validation=config.validation,
             ),
             random_state=config.seed,
         )

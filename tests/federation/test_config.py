@@ -718,7 +718,7 @@ def test_split_sizes_are_the_splits_the_site_makes():
 
 
 def test_min_samples_leaf_that_grows_one_leaf_trees_is_refused(tmp_path):
-    sites = two_sites(tmp_path, rows=(40, 200))
+    sites = two_sites(tmp_path, rows=(40, 200), validation="holdout")
     n_train = split_sizes(40, 0.2, 0.25)[0]
     assert n_train == 22
     check_job_against_sites(job_config(forest__min_samples_leaf=11), sites)
@@ -737,6 +737,22 @@ def test_min_samples_leaf_that_grows_one_leaf_trees_is_refused(tmp_path):
         check_job_against_sites(job_config(forest__min_samples_leaf=500), sites)
 
 
+def test_an_oob_site_trains_on_every_row_but_its_test_rows(tmp_path):
+    sites = two_sites(tmp_path, rows=(40, 200))  # the job's default: oob
+    assert split_sizes(40, None, 0.25) == (30, 0, 10)
+    check_job_against_sites(job_config(forest__min_samples_leaf=15), sites)
+    with pytest.raises(ConfigError) as info:
+        check_job_against_sites(job_config(forest__min_samples_leaf=16), sites)
+    assert_precise(
+        info.value,
+        "job.yaml",
+        "forest.min_samples_leaf",
+        16,
+        "at most 15 for site 'site-1': site-1.yaml gives 30 training rows (40 rows minus "
+        "test_fraction 0.25 (validation: oob, no validation rows))",
+    )
+
+
 def test_an_integer_max_features_beyond_a_site_columns_is_refused(tmp_path):
     sites = two_sites(tmp_path)
     check_job_against_sites(job_config(forest__max_features=2), sites)
@@ -752,7 +768,7 @@ def test_an_integer_max_features_beyond_a_site_columns_is_refused(tmp_path):
 
 
 def test_tables_already_read_are_used_as_they_are(tmp_path):
-    sites = two_sites(tmp_path)
+    sites = two_sites(tmp_path, validation="holdout")
     tables = {name: read_table(site).head(12) for name, site in sites.items()}
     job = job_config(forest__min_samples_leaf=4)
     check_job_against_sites(job, sites)  # the files have 40 rows
@@ -1130,7 +1146,7 @@ def test_two_grids_that_cannot_be_combined_are_refused_naming_both_files(tmp_pat
 
 
 def test_a_site_whose_split_leaves_a_part_without_a_class_is_refused(tmp_path):
-    sites = two_sites(tmp_path, rows=(100, 100))
+    sites = two_sites(tmp_path, rows=(100, 100), validation="holdout")
     path = Path(sites["site-1"].data_path)
     lines = path.read_text().splitlines()
     # one positive in 100 rows: the holdouts leave the training rows (or the others) one class

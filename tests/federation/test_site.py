@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from fedforest import STRATEGIES
+from fedforest import STRATEGIES, protocol
 from fedforest.errors import ConfigError, SchemaError
 from fedforest.federation.config import (
     LOCAL_OVERRIDE,
@@ -164,14 +164,18 @@ def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
     job.metrics = server.timed(
         "evaluate",
         lambda: {
-            s: runners[s].evaluate(
-                copy.deepcopy(job.model),
-                config.strategies,
-                config.voting,
-                config.depth_threshold,
-                config.metrics,
-                config.auto_metric,
-                calibration=config.calibration,
+            s: runners[s].run_task(
+                protocol.EVALUATE,
+                protocol.task_data(
+                    protocol.EVALUATE,
+                    model=copy.deepcopy(job.model),
+                    strategies=config.strategies,
+                    voting=config.voting,
+                    depth_threshold=config.depth_threshold,
+                    metrics=config.metrics,
+                    auto_metric=config.auto_metric,
+                    calibration=config.calibration,
+                ),
                 save_dir=run_dir / s,
             )
             for s in alive()

@@ -206,16 +206,23 @@ class SiteRunner:
         return self.train(data["elected"], data["forest"], data["surrogates"], data["intersection"])
 
     def _task_evaluate(self, data, save_dir):
-        return self.evaluate(
-            data["model"],
-            data["strategies"],
-            data["voting"],
-            data["depth_threshold"],
-            data["metrics"],
-            data["auto_metric"],
-            calibration=data["calibration"],
-            save_dir=save_dir,
+        """The metrics reply, with the validation mode of the site's split (``validation``)."""
+        return self._with_validation(
+            self.evaluate(
+                data["model"],
+                data["strategies"],
+                data["voting"],
+                data["depth_threshold"],
+                data["metrics"],
+                data["auto_metric"],
+                calibration=data["calibration"],
+                save_dir=save_dir,
+            )
         )
+
+    def _with_validation(self, metrics: dict) -> dict:
+        """A metrics reply saying which validation mode the site's split used."""
+        return {**metrics, "validation": self.validation}
 
     @property
     def site(self) -> str:

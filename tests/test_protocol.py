@@ -290,7 +290,7 @@ def _as_version_3(payload: dict) -> dict:
         if row.get("bins") is not None:
             row["bins"] = {k: v for k, v in row["bins"].items() if k != "outcome"}
         rows[name] = row
-    return {**payload, "version": 3, "strategies": rows}
+    return {**_as_version_4(payload), "version": 3, "strategies": rows}
 
 
 def _as_version_2(payload: dict) -> dict:

@@ -74,7 +74,9 @@ def load_runners(folder: Path, config: JobConfig, failing: Sequence[str] = ()) -
     runners = {}
     for site in config.sites:
         cls = FailingRunner if site in failing else SiteRunner
-        site_config = SiteConfig.load(folder / "site_configs" / f"{site}.yaml")
+        site_config = SiteConfig.load(
+            folder / "site_configs" / f"{site}.yaml", task=config.task, validation=config.validation
+        )
         runners[site] = cls(site_config, random_state=config.seed).load()
     return runners
 

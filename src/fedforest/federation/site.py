@@ -208,6 +208,7 @@ class SiteRunner:
     def _task_evaluate(self, data, save_dir):
         """The metrics reply, with the validation mode of the site's split (``validation``)."""
         return self._with_validation(
+            save_dir,
             self.evaluate(
                 data["model"],
                 data["strategies"],
@@ -217,12 +218,19 @@ class SiteRunner:
                 data["auto_metric"],
                 calibration=data["calibration"],
                 save_dir=save_dir,
-            )
+            ),
         )
 
-    def _with_validation(self, metrics: dict) -> dict:
-        """A metrics reply saying which validation mode the site's split used."""
-        return {**metrics, "validation": self.validation}
+    def _with_validation(self, save_dir, metrics: dict) -> dict:
+        """A metrics reply saying which validation mode the site's split used (``validation``),
+        also in the ``metrics.json`` saved in ``save_dir``."""
+        if "validation" in metrics:
+            return metrics
+        out = {**metrics, "validation": self.validation}
+        saved = None if save_dir is None else Path(save_dir) / "metrics.json"
+        if saved is not None and saved.is_file():
+            saved.write_text(json.dumps(out, indent=2) + "\n")
+        return out
 
     @property
     def site(self) -> str:

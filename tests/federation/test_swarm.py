@@ -210,7 +210,9 @@ def test_the_status_holds_only_the_agreed_summary(full, demo):
             "rows",
             "strategies",
             "privacy",
+            "validation",
         }
+        assert status["metrics"]["validation"] == "holdout"
         read = read_status(config, status)
         assert read["state"] == "finished" and read["model_digest"] == status["model_digest"]
         assert read["metrics"]["strategies"] == status["metrics"]["strategies"]

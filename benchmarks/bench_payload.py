@@ -142,7 +142,10 @@ def demo_forests(folder: Path) -> dict[str, PooledForest]:
     """The forests of the demo job, as its sites send them and as the server pools them."""
     configs = ROOT / "site_configs"
     config = JobConfig.load(configs / "job.yaml")
-    sites = {s: SiteConfig.load(configs / f"{s}.yaml") for s in config.sites}
+    sites = {
+        s: SiteConfig.load(configs / f"{s}.yaml", task=config.task, validation=config.validation)
+        for s in config.sites
+    }
     missing = [s for s, c in sites.items() if not Path(c.data_path).is_file()]
     if missing:
         logger.info("writing the demo data (make demo-data) for %s", missing)

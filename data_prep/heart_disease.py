@@ -285,7 +285,12 @@ def write_sites(
         )
         try:
             config = JobConfig.load(stage / "site_configs" / "job.yaml")
-            configs = {s: SiteConfig.load(stage / "site_configs" / f"{s}.yaml") for s in sites}
+            configs = {
+                s: SiteConfig.load(
+                    stage / "site_configs" / f"{s}.yaml", validation=config.validation
+                )
+                for s in sites
+            }
             for site_config in configs.values():
                 check_data(site_config)
             config.check_against_sites(configs)

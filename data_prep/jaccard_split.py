@@ -315,7 +315,10 @@ def _write(
 
     # Load everything back the way fedforest will, so a bad file fails here.
     job = JobConfig.load(folder / job_path)
-    configs = {site: SiteConfig.load(folder / config_paths[site]) for site in job.sites}
+    configs = {
+        site: SiteConfig.load(folder / config_paths[site], validation=job.validation)
+        for site in job.sites
+    }
     for config in configs.values():
         check_data(config)
     job.check_against_sites(configs)

@@ -13,6 +13,7 @@ from fedforest.election.ballot import SiteVote
 from fedforest.federation.agreement import payload_digest
 from fedforest.federation.config import JobConfig
 from fedforest.federation.evaluation import read_site_metrics
+from fedforest.federation.job_results import JobResults
 from fedforest.federation.messages import MESSAGES, read_message, read_swarm_status
 from fedforest.federation.schema import GlobalSchema, SiteSchema
 from fedforest.federation.server import JobServer
@@ -203,7 +204,7 @@ def test_every_older_version_has_an_upgrade():
     for fmt, current in protocol.FORMATS.items():
         for version in range(1, current):
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
-    assert protocol.FORMATS[protocol.SITE_METRICS] == 5
+    assert protocol.FORMATS[protocol.SITE_METRICS] == 6
     assert protocol.FORMATS[protocol.POOLED_FOREST] == 3
     assert protocol.FORMATS[protocol.MODEL] == 3
 
@@ -267,13 +268,18 @@ def test_a_version_1_site_metrics_reply_still_loads(tmp_path):
     assert "- `site-1`: not reported" in (tmp_path / "report.md").read_text()
 
 
+def _as_version_5(payload: dict) -> dict:
+    """A version 6 metrics reply as a version 5 site wrote it (no validation mode)."""
+    return {**{k: v for k, v in payload.items() if k != "validation"}, "version": 5}
+
+
 def _as_version_4(payload: dict) -> dict:
-    """A version 5 metrics reply as a version 4 site wrote it (no calibration_skipped)."""
+    """A version 6 metrics reply as a version 4 site wrote it (no calibration_skipped)."""
     rows = {
         name: {k: v for k, v in row.items() if k != "calibration_skipped"}
         for name, row in payload["strategies"].items()
     }
-    return {**payload, "version": 4, "strategies": rows}
+    return {**_as_version_5(payload), "version": 4, "strategies": rows}
 
 
 def _as_version_3(payload: dict) -> dict:
@@ -284,7 +290,7 @@ def _as_version_3(payload: dict) -> dict:
         if row.get("bins") is not None:
             row["bins"] = {k: v for k, v in row["bins"].items() if k != "outcome"}
         rows[name] = row
-    return {**payload, "version": 3, "strategies": rows}
+    return {**_as_version_4(payload), "version": 3, "strategies": rows}
 
 
 def _as_version_2(payload: dict) -> dict:
@@ -298,13 +304,15 @@ def _as_version_2(payload: dict) -> dict:
     return {**payload, "version": 2, "strategies": rows}
 
 
-@pytest.mark.parametrize("version", [2, 3, 4, 5])
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6])
 def test_a_site_metrics_reply_from_version_2_on_must_carry_the_policy(job, version):
     site = "site-1"
     payload = copy.deepcopy(job.metrics[site])
     default = job_default_policy().to_dict()  # a job's default
-    assert payload["version"] == 5 and payload["privacy"] == default
-    payload = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4}.get(version, dict)(payload)
+    assert payload["version"] == 6 and payload["privacy"] == default
+    payload = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4, 5: _as_version_5}.get(
+        version, dict
+    )(payload)
     strategies, metrics = job.config.strategies, job.config.metrics
     read = read_site_metrics(payload, site, strategies, metrics)
     assert read["privacy"] == payload["privacy"]
@@ -382,3 +390,31 @@ def test_an_older_payload_of_its_own_fields_is_upgraded():
         "deployment": None,
         "inputs": None,
     }
+
+
+def test_a_site_metrics_reply_says_which_validation_mode_the_site_used(job, tmp_path):
+    site = "site-1"
+    strategies, metrics = job.config.strategies, job.config.metrics
+    current = {**copy.deepcopy(job.metrics[site]), "validation": "oob"}
+    assert read_site_metrics(current, site, strategies, metrics)["validation"] == "oob"
+    # version 5 had one mode: its replies read as holdout
+    old = _as_version_5(current)
+    assert read_site_metrics(old, site, strategies, metrics)["validation"] == "holdout"
+    with pytest.raises(PayloadError, match="belongs to version 6"):
+        read_site_metrics({**old, "validation": "oob"}, site, strategies, metrics)
+    with pytest.raises(PayloadError, match="field 'validation'|validation is 'cross'"):
+        read_site_metrics({**current, "validation": "cross"}, site, strategies, metrics)
+    # through the server into results.json and report.md
+    server = JobServer(job.config)
+    read = server.read_metrics({site: current, "site-2": job.metrics["site-2"]})
+    results = server.write_results(tmp_path, read, None)
+    assert results["validation"] == {"site-1": "oob", "site-2": "holdout"}
+    assert JobResults.from_dict(results).validation == results["validation"]
+    report = (tmp_path / "report.md").read_text()
+    assert "## Validation" in report
+    assert "- `site-1`: oob (tuning, `auto`, calibration and `wmp` scored on the training " in (
+        report
+    )
+    assert "- `site-2`: holdout (tuning, `auto`, calibration and `wmp` scored on held-out" in (
+        report
+    )

@@ -33,3 +33,8 @@ def test_site_names():
         assert not re.fullmatch(vocabulary.SITE_NAME, name), name
     assert "server" in vocabulary.RESERVED_SITE_NAMES
     assert all(n in vocabulary.SITE_NAME_RULE for n in vocabulary.RESERVED_SITE_NAMES)
+
+
+def test_validation_modes():
+    assert vocabulary.VALIDATIONS == ("oob", "holdout")
+    assert vocabulary.DEFAULT_VALIDATION in vocabulary.VALIDATIONS

@@ -63,7 +63,8 @@ FORMATS: dict[str, int] = {
     # 3: each row's calibration and reliability bins; auto's calibration and runner-up
     # 4: each row's events and bootstrap intervals; the bins' outcome (the target's name)
     # 5: each scored row's calibration_skipped (the methods the site could not fit, and why)
-    SITE_METRICS: 5,
+    # 6: the site's validation mode (field ``validation``: oob or holdout)
+    SITE_METRICS: 6,
     SWARM_MESSAGE: 1,
     SWARM_STATUS: 1,
 }
@@ -123,6 +124,12 @@ def _site_metrics_v4(payload: Mapping) -> dict:
     return {**payload, "strategies": rows}
 
 
+def _site_metrics_v5(payload: Mapping) -> dict:
+    """``fedforest/site-metrics`` version 5 -> 6: every site held out validation rows
+    (``holdout``: no other mode existed)."""
+    return {**payload, "validation": "holdout"}
+
+
 def _model_v1(payload: Mapping) -> dict:
     """``fedforest/model`` version 1 -> 2: equal pooling weights, no deployment chosen."""
     return {**payload, "deployment": None}
@@ -147,6 +154,7 @@ UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
     (SITE_METRICS, 2): _site_metrics_v2,
     (SITE_METRICS, 3): _site_metrics_v3,
     (SITE_METRICS, 4): _site_metrics_v4,
+    (SITE_METRICS, 5): _site_metrics_v5,
     (MODEL, 1): _model_v1,
     (MODEL, 2): _model_v2,
 }

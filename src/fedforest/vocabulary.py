@@ -40,6 +40,13 @@ VALIDATION_METHODS = _rules.validation_methods()
 #: Order in which equally scoring strategies are preferred by ``auto``.
 STRATEGY_PREFERENCE = _rules.preference()
 
+#: What a site scores its choices on (``evaluation.validation``, a site's ``validation``):
+#: ``oob``, its training rows out of bag (each row by the trees that did not train on it);
+#: ``holdout``, validation rows held out of training (``validation_fraction``).
+VALIDATIONS = ("oob", "holdout")
+#: A job's validation mode when its YAML sets none.
+DEFAULT_VALIDATION = "oob"
+
 #: How kept trees are averaged.
 VOTING = ("soft", "hard")
 #: What runs the dynamic traversals of :class:`fedforest.PooledForestClassifier`.

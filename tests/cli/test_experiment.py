@@ -81,3 +81,29 @@ def test_one_table_twice_is_refused(tmp_path, capsys):
     assert main([*argv, *COMMON, "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "hard link" in err and "one table per site" in err
+
+
+def test_the_validation_option_defaults_to_the_papers_holdout(tmp_path, capsys):
+    paths = []
+    for name, seed in (("a", 0), ("b", 1)):
+        frame(seed=seed).to_csv(tmp_path / f"{name}.csv", index=False)
+        paths.append(str(tmp_path / f"{name}.csv"))
+    argv = ["experiment", "--site-files", *paths, "--target", "y", "--reps", "1", "--trees", "3"]
+    argv += ["--metrics", "auc", "--no-report"]
+    out = tmp_path / "out"
+    code = main([*argv, "--methods", "local,wmp", "--validation", "oob", "--out", str(out)])
+    assert code == 1
+    assert "validation='oob' with wmp" in capsys.readouterr().err
+    assert not out.exists()
+    code = main([*argv, "--methods", "local,wmp", "--out", str(out)])  # holdout
+    assert code == 0, capsys.readouterr().err
+    holdout = pd.read_csv(out / "results.csv")
+    assert set(holdout["method"]) == {"local", "wmp"}
+    # without a fitted method no validation rows are held out either way: the same rows
+    code = main([*argv, "--methods", "local", "--validation", "oob", "--out", str(tmp_path / "o")])
+    assert code == 0
+    again = main([*argv, "--methods", "local", "--out", str(tmp_path / "h")])
+    assert again == 0
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "o" / "results.csv"), pd.read_csv(tmp_path / "h" / "results.csv")
+    )

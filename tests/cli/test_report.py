@@ -219,9 +219,10 @@ def _in_process_job(folder: Path, task: str, rows: int) -> Path:
         (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
     config = JobConfig.load(configs / "job.yaml")
     runners = {
-        s: SiteRunner(SiteConfig.load(configs / f"{s}.yaml", task=config.task), config.seed).load(
-            job=config
-        )
+        s: SiteRunner(
+            SiteConfig.load(configs / f"{s}.yaml", task=config.task, validation=config.validation),
+            config.seed,
+        ).load(job=config)
         for s in config.sites
     }
     run_dir = folder / "run"
@@ -243,7 +244,8 @@ def regression_job(tmp_path_factory) -> Path:
 
 def test_a_small_jobs_results_carry_counts_intervals_and_warnings(small_job, capsys):
     data = json.loads(small_job.read_text())
-    assert data["version"] == 5
+    assert data["version"] == 6
+    assert data["validation"] == dict.fromkeys(data["metrics"], "holdout")
     assert set(data["sample_warnings"]) == set(data["sites"])  # about 30 test rows each
     for site in data["sites"]:
         rows, events = data["test_rows"][site], data["test_events"][site]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.metrics import roc_auc_score
 
 from fedforest.election.ballot import Ballot, SiteVote
 from fedforest.election.tuning import hill_climb, score_mask
@@ -265,3 +266,47 @@ def test_pool_scores():
         pool_scores("rmse", [1.0], [0])
     with pytest.raises(ValueError, match="metric='accuracy!'"):
         pool_scores("accuracy!", [1.0], [1])
+
+
+# ------------------------------------------------------------------ out of bag (validation oob)
+def _oob_rows(n=240, seed=0):
+    rng = np.random.RandomState(seed)
+    X = pd.DataFrame(rng.normal(size=(n, 3)), columns=["a", "b", "c"])
+    y = (X["a"] + 0.5 * rng.normal(size=n) > 0).astype(int).to_numpy()
+    return X, y
+
+
+def test_without_validation_rows_a_mask_is_scored_out_of_bag_as_sklearn_scores_it():
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = _oob_rows()
+    got = score_mask(X, y, None, None, ["a", "b"], [0, 1], "accuracy", random_state=3)
+    forest = RandomForestClassifier(
+        n_estimators=50, random_state=3, n_jobs=1, bootstrap=True, oob_score=True
+    ).fit(X[["a", "b"]].to_numpy(dtype=np.float32), y)
+    assert got == forest.oob_score_
+    # another metric: the same out-of-bag probabilities, scored by it
+    auc = score_mask(X, y, None, None, ["a", "b"], [0, 1], "auc", random_state=3)
+    assert auc == pytest.approx(roc_auc_score(y, forest.oob_decision_function_[:, 1]), abs=1e-12)
+    # an informative mask scores better than an uninformative one, out of bag too
+    assert auc > score_mask(X, y, None, None, ["c"], [0, 1], "auc", random_state=3)
+
+
+def test_a_regression_mask_is_scored_out_of_bag_as_sklearn_scores_it():
+    from sklearn.ensemble import RandomForestRegressor
+
+    X, _ = _oob_rows()
+    y = 2 * X["a"].to_numpy() + 0.1 * np.random.RandomState(1).normal(size=len(X))
+    got = score_mask(X, y, None, None, ["a"], None, "r2", random_state=3, task="regression")
+    forest = RandomForestRegressor(
+        n_estimators=50, random_state=3, n_jobs=1, bootstrap=True, oob_score=True
+    ).fit(X[["a"]].to_numpy(dtype=np.float32), y)
+    assert got == pytest.approx(forest.oob_score_, rel=1e-12)
+
+
+def test_out_of_bag_needs_both_validation_parts_absent():
+    X, y = _oob_rows(60)
+    with pytest.raises(ValueError, match="both be None"):
+        score_mask(X, y, X, None, ["a"], [0, 1], "auc")
+    # a site with none of the mask's columns: its class frequencies, scored on its rows
+    assert score_mask(X, y, None, None, ["z"], [0, 1], "auc") == 0.5

@@ -135,3 +135,18 @@ def test_every_experiment_method_and_the_largest_validation_fraction_are_accepte
     ExperimentPlan(
         datasets=["wine"], methods=list(ALL_METHODS), validation_fraction=0.65
     ).validate()
+
+
+def test_the_papers_protocol_holds_out_validation_rows():
+    plan = ExperimentPlan(datasets=["wine"], methods=["mp", "wmp", "auto"])
+    assert plan.validation == "holdout"
+    plan.validate()
+    ExperimentPlan(datasets=["wine"], validation="oob").validate()  # the paper's nine: no fit
+    refused(r"validation='cross' must be one of oob, holdout", validation="cross")
+    refused(
+        r"validation='oob' with wmp, auto: the experiment runner fits these on validation rows "
+        r"held out of training",
+        methods=["mp", "wmp", "auto"],
+        validation="oob",
+    )
+    refused(r"validation='oob' with calibration 'sigmoid'", calibration="sigmoid", validation="oob")

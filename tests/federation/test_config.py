@@ -718,7 +718,7 @@ def test_split_sizes_are_the_splits_the_site_makes():
 
 
 def test_min_samples_leaf_that_grows_one_leaf_trees_is_refused(tmp_path):
-    sites = two_sites(tmp_path, rows=(40, 200))
+    sites = two_sites(tmp_path, rows=(40, 200), validation="holdout")
     n_train = split_sizes(40, 0.2, 0.25)[0]
     assert n_train == 22
     check_job_against_sites(job_config(forest__min_samples_leaf=11), sites)
@@ -737,6 +737,22 @@ def test_min_samples_leaf_that_grows_one_leaf_trees_is_refused(tmp_path):
         check_job_against_sites(job_config(forest__min_samples_leaf=500), sites)
 
 
+def test_an_oob_site_trains_on_every_row_but_its_test_rows(tmp_path):
+    sites = two_sites(tmp_path, rows=(40, 200))  # the job's default: oob
+    assert split_sizes(40, None, 0.25) == (30, 0, 10)
+    check_job_against_sites(job_config(forest__min_samples_leaf=15), sites)
+    with pytest.raises(ConfigError) as info:
+        check_job_against_sites(job_config(forest__min_samples_leaf=16), sites)
+    assert_precise(
+        info.value,
+        "job.yaml",
+        "forest.min_samples_leaf",
+        16,
+        "at most 15 for site 'site-1': site-1.yaml gives 30 training rows (40 rows minus "
+        "test_fraction 0.25 (validation: oob, no validation rows))",
+    )
+
+
 def test_an_integer_max_features_beyond_a_site_columns_is_refused(tmp_path):
     sites = two_sites(tmp_path)
     check_job_against_sites(job_config(forest__max_features=2), sites)
@@ -752,7 +768,7 @@ def test_an_integer_max_features_beyond_a_site_columns_is_refused(tmp_path):
 
 
 def test_tables_already_read_are_used_as_they_are(tmp_path):
-    sites = two_sites(tmp_path)
+    sites = two_sites(tmp_path, validation="holdout")
     tables = {name: read_table(site).head(12) for name, site in sites.items()}
     job = job_config(forest__min_samples_leaf=4)
     check_job_against_sites(job, sites)  # the files have 40 rows
@@ -1130,7 +1146,7 @@ def test_two_grids_that_cannot_be_combined_are_refused_naming_both_files(tmp_pat
 
 
 def test_a_site_whose_split_leaves_a_part_without_a_class_is_refused(tmp_path):
-    sites = two_sites(tmp_path, rows=(100, 100))
+    sites = two_sites(tmp_path, rows=(100, 100), validation="holdout")
     path = Path(sites["site-1"].data_path)
     lines = path.read_text().splitlines()
     # one positive in 100 rows: the holdouts leave the training rows (or the others) one class
@@ -1224,3 +1240,44 @@ def test_trees_per_site_is_every_tree_by_default_or_a_whole_number():
     assert JOB_DEFAULTS["evaluation"]["trees_per_site"] is None
     capped = {**job, "evaluation": {"trees_per_site": 300}}
     assert JobConfig.from_dict(capped).trees_per_site == 300
+
+
+# --------------------------------------------------------------------------- validation modes
+def test_the_validation_mode_is_the_sites_else_the_jobs():
+    job = JobConfig.from_dict({"job": {"sites": ["a", "b"]}})
+    assert job.validation == "oob"
+    assert JobConfig.load(ROOT / "site_configs" / "job.yaml").validation == "holdout"
+    held = JobConfig.from_dict(
+        {"job": {"sites": ["a", "b"]}, "evaluation": {"validation": "holdout"}}
+    )
+    assert held.validation == "holdout"
+    site = SiteConfig.from_dict(site_dict(), "site-1.yaml", validation=held.validation)
+    assert site.validation is None and site.validation_choice() == (
+        "holdout",
+        "the job's evaluation.validation",
+    )
+    assert site.held_validation_fraction == 0.2
+    own = SiteConfig.from_dict(site_dict(validation="oob"), "site-1.yaml", validation="holdout")
+    assert own.validation_choice() == ("oob", "key 'validation' of site-1.yaml")
+    assert own.held_validation_fraction is None
+
+
+@pytest.mark.parametrize("value", ["cross", "OOB", 1, True, ["oob"]])
+def test_a_bad_validation_mode_is_refused_naming_file_key_and_choices(value):
+    with pytest.raises(ConfigError) as info:
+        JobConfig.from_dict({"job": {"sites": ["a", "b"]}, "evaluation": {"validation": value}})
+    assert_precise(info.value, "job.yaml", "evaluation.validation", value, "oob, holdout")
+    with pytest.raises(ConfigError) as info:
+        SiteConfig.from_dict(site_dict(validation=value), "site_configs/site-1.yaml")
+    assert_precise(info.value, "site_configs/site-1.yaml", "validation", value, "oob, holdout")
+
+
+def test_a_dp_site_asking_for_oob_is_refused_in_its_yaml():
+    dp = {"dp_epsilon": 4.0, "feature_ranges": {"age": [0, 120]}}
+    with pytest.raises(ConfigError) as info:
+        SiteConfig.from_dict(site_dict(privacy=dp, validation="oob"), "site-1.yaml")
+    assert_precise(info.value, "site-1.yaml", "validation", "oob", "holdout or null in DP mode")
+    # the job's oob is no request of the site's: it holds out, and says why
+    site = SiteConfig.from_dict(site_dict(privacy=dp), "site-1.yaml", validation="oob")
+    mode, why = site.validation_choice()
+    assert mode == "holdout" and why.startswith("DP mode (site-1.yaml) in place of oob")

@@ -58,7 +58,9 @@ def runners(folder: Path, config: JobConfig, failing: dict[str, str] | None = No
     """Fresh, loaded runners; ``failing`` maps a site to the task it fails in."""
     out = {}
     for site in config.sites:
-        site_config = SiteConfig.load(folder / "site_configs" / f"{site}.yaml")
+        site_config = SiteConfig.load(
+            folder / "site_configs" / f"{site}.yaml", task=config.task, validation=config.validation
+        )
         if site in (failing or {}):
             out[site] = FailingRunner(site_config, config.seed, failing[site]).load()
         else:

@@ -169,13 +169,35 @@ REFUSED = [
     ("val-negative", "c", S("validation_fraction", value=-0.1), "site-1", ["validation_fract"]),
     ("val-nan", "c", S("validation_fraction", value=NAN), "site-1", ["validation_fraction"]),
     ("val-text", "c", S("validation_fraction", value="20%"), "site-1", ["validation_fraction"]),
-    ("val-tiny", "c", S("validation_fraction", value=1e-320), "site-1", ["validation_fraction"]),
-    ("val-0.001", "c", S("validation_fraction", value=0.001), "site-1", ["validation row"]),
+    (
+        "val-tiny",
+        "c",
+        both(S("validation", value="holdout"), S("validation_fraction", value=1e-320)),
+        "site-1",
+        ["validation_fraction"],
+    ),
+    (
+        "val-0.001",
+        "c",
+        both(S("validation", value="holdout"), S("validation_fraction", value=0.001)),
+        "site-1",
+        ["validation row"],
+    ),
+    (
+        "validation-mode",
+        "c",
+        J("evaluation", "validation", value="cross"),
+        "job",
+        ["'evaluation.validation' is 'cross'", "oob, holdout"],
+    ),
+    ("site-validation-mode", "c", S("validation", value=True), "site-1", ["'validation' is"]),
     (
         "val-isotonic",
         "c",
         both(
-            J("evaluation", "calibration", value="isotonic"), S("validation_fraction", value=0.05)
+            J("evaluation", "calibration", value="isotonic"),
+            S("validation_fraction", value=0.05),
+            S("validation", value="holdout"),
         ),
         "job",
         ["'evaluation.calibration' is 'isotonic'", "10 validation rows of every class"],
@@ -183,7 +205,11 @@ REFUSED = [
     (
         "val-sigmoid-site",
         "c",
-        both(S("calibration", value="sigmoid"), S("validation_fraction", value=0.01)),
+        both(
+            S("calibration", value="sigmoid"),
+            S("validation_fraction", value=0.01),
+            S("validation", value="holdout"),
+        ),
         "site-1",
         ["'calibration' is 'sigmoid'", "validation rows of every class"],
     ),

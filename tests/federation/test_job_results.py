@@ -117,11 +117,14 @@ def test_the_unversioned_form_is_read_and_written_back_with_a_version(old):
     again = results.to_dict()
     added = ("test_events", "sample_warnings")  # version 4: derived from the rows
     # written back in the current layout: the rows as the current reader gives them
-    assert {k: v for k, v in again.items() if k not in added} == versioned(old)
+    assert {k: v for k, v in again.items() if k not in (*added, "validation")} == versioned(old)
     assert again["test_events"] == dict.fromkeys(old["test_rows"])  # no events counted then
     assert again["sample_warnings"] == {}  # 75 test rows each, events unknown
+    # version 6: each site's validation mode; before it every site held out
+    assert again["validation"] == dict.fromkeys(old["metrics"], "holdout")
     fields = list(old)
     fields[fields.index("test_rows") + 1 : fields.index("test_rows") + 1] = added
+    fields.insert(fields.index("privacy") + 1, "validation")
     assert list(again) == ["format", "version", *fields]  # the same fields in the same order
     assert JobResults.from_dict(json.loads(json.dumps(again))) == results
 
@@ -241,7 +244,7 @@ def version_4() -> dict:
 
 def test_version_4_counts_warns_and_round_trips():
     data = version_4()
-    assert data["version"] == RESULTS_VERSION == 5
+    assert data["version"] == RESULTS_VERSION == 6
     assert data["test_events"] == {"site-1": 20, "site-2": 6}
     assert list(data["sample_warnings"]) == ["site-2"]  # 30 rows and 6 events
     assert (
@@ -310,3 +313,15 @@ def test_tampered_counts_and_intervals_are_refused_naming_the_field(change, mess
     with pytest.raises(ValueError, match="^run/results.json: ") as err:
         JobResults.from_dict(data, source="run/results.json")
     assert message in str(err.value), str(err.value)
+
+
+def test_each_sites_validation_mode_is_read_and_refused_naming_the_field():
+    data = versioned(json.loads(json.dumps(SERVER_UNVERSIONED)))
+    assert JobResults.from_dict(data).validation == {}  # a current file that reports none
+    data["validation"] = {"site-1": "oob", "site-2": "holdout"}
+    results = JobResults.from_dict(data)
+    assert results.validation == {"site-1": "oob", "site-2": "holdout"}
+    assert results.to_dict()["validation"] == data["validation"]
+    data["validation"] = {"site-1": "cross"}
+    with pytest.raises(ValueError, match="field 'validation.site-1' is 'cross'"):
+        JobResults.from_dict(data, "run/results.json")

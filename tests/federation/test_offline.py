@@ -139,6 +139,7 @@ def test_the_offline_election_equals_the_jobs_election(tmp_path):
         tolerance=el.tolerance,
         metric=el.metric,
         random_state=config.seed,
+        validation=config.validation,
     )
     assert offline.election.selected == job.elected
     assert offline.tuning.to_dict() == job.server.tuning.to_dict()

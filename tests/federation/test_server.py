@@ -141,8 +141,10 @@ def test_results_json(job):
         "payload_bytes",
         "model",
         "privacy",
+        "validation",
     }
     assert results["format"] == RESULTS_FORMAT and results["version"] == RESULTS_VERSION
+    assert results["validation"] == dict.fromkeys(SITES, "holdout")
     assert results["job"] == "fedforest-demo" and results["status"] == "finished"
     assert results["error"] is None and results["dropped_sites"] == {}
     assert results["sites"] == list(SITES)

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from fedforest import STRATEGIES
+from fedforest import STRATEGIES, protocol
 from fedforest.errors import ConfigError, SchemaError
 from fedforest.federation.config import (
     LOCAL_OVERRIDE,
@@ -63,13 +63,16 @@ def make_job(
     n_estimators: int = 20,
     site_changes: dict | None = None,
     local: dict | None = None,
+    validation: str = "holdout",
     **job_overrides,
 ):
     """Demo data, a job YAML and three site YAMLs in ``folder``; the config and runners.
 
     ``site_changes`` adds keys to a site's YAML (``{site: {key: value}}``);
     ``local`` writes a site's own ``local/fedforest.yaml`` (``{site: content}``),
-    loaded as the FLARE executor loads it.
+    loaded as the FLARE executor loads it. ``validation`` is the job's
+    ``evaluation.validation`` (``holdout``: the sites score on validation rows, so
+    the numbers these tests compare are the holdout job's).
     """
     make_demo_data(folder / "data", rows=rows, seed=0)
     configs = folder / "site_configs"
@@ -77,6 +80,7 @@ def make_job(
     job = yaml.safe_load((ROOT / "site_configs" / "job.yaml").read_text())
     job["forest"]["n_estimators"] = n_estimators
     job["election"]["tuning_rounds"] = 3
+    job["evaluation"]["validation"] = validation
     for section, values in job_overrides.items():
         job[section].update(values)
     (configs / "job.yaml").write_text(yaml.safe_dump(job))
@@ -93,7 +97,10 @@ def make_job(
     runners = {
         site: SiteRunner(
             SiteConfig.load(
-                configs / f"{site}.yaml", override=folder / "local" / site / LOCAL_OVERRIDE
+                configs / f"{site}.yaml",
+                override=folder / "local" / site / LOCAL_OVERRIDE,
+                task=config.task,
+                validation=config.validation,
             ),
             random_state=config.seed,
         )
@@ -157,14 +164,18 @@ def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
     job.metrics = server.timed(
         "evaluate",
         lambda: {
-            s: runners[s].evaluate(
-                copy.deepcopy(job.model),
-                config.strategies,
-                config.voting,
-                config.depth_threshold,
-                config.metrics,
-                config.auto_metric,
-                calibration=config.calibration,
+            s: runners[s].run_task(
+                protocol.EVALUATE,
+                protocol.task_data(
+                    protocol.EVALUATE,
+                    model=copy.deepcopy(job.model),
+                    strategies=config.strategies,
+                    voting=config.voting,
+                    depth_threshold=config.depth_threshold,
+                    metrics=config.metrics,
+                    auto_metric=config.auto_metric,
+                    calibration=config.calibration,
+                ),
                 save_dir=run_dir / s,
             )
             for s in alive()
@@ -537,7 +548,7 @@ def test_a_site_lacking_a_class_takes_part(tmp_path):
 
 def test_the_job_settings_are_checked_against_the_site_when_it_starts(tmp_path):
     job = JobConfig.from_dict({"job": {"sites": ["s", "t"]}, "forest": {"min_samples_leaf": 17}})
-    runner = site_runner(tmp_path, "s", [0, 1], drop_columns=["patient_id"])
+    runner = site_runner(tmp_path, "s", [0, 1], drop_columns=["patient_id"], validation="holdout")
     n_train = split_sizes(60, 0.2, 0.25)[0]
     assert n_train == 33
     with pytest.raises(ConfigError) as info:
@@ -744,7 +755,8 @@ def test_a_job_with_privacy_policies_completes_and_records_them(policy_job):
     assert "- `site-3`: withholds imputers, feature_std, surrogates; dp_epsilon 8" in report
     for site in SITES:
         metrics = policy_job.metrics[site]
-        assert metrics["version"] == 5 and metrics["privacy"] == policies[site]
+        assert metrics["version"] == 6 and metrics["privacy"] == policies[site]
+        assert metrics["validation"] == "holdout"
         for row in metrics["strategies"].values():
             assert row["auc"] is None or 0.0 <= row["auc"] <= 1.0
 
@@ -839,6 +851,7 @@ def test_a_policy_that_cannot_be_applied_stops_the_site_at_start(
     tmp_path, local, job_block, key, shown, allowed
 ):
     extra = {} if job_block is None else {"privacy": job_block}
+    extra["validation"] = "holdout"  # 33 training rows, as the allowed values say
     runner = hospital(tmp_path, None if local is None else {"privacy": local}, **extra)
     with pytest.raises(ConfigError) as info:
         runner.load()
@@ -961,3 +974,99 @@ def test_out_of_bag_needs_the_record_of_the_sites_training(fresh):
     runner.X_val = runner.y_val = None
     with pytest.raises(ValueError, match="needs the in-bag record of this site's training"):
         runner._out_of_bag(None)
+
+
+# --------------------------------------------------------------------------- validation modes
+@pytest.fixture(scope="module")
+def oob_fresh(tmp_path_factory):
+    """The ``fresh`` runners of a job whose validation is ``oob`` (site-3 in DP mode)."""
+    folder = tmp_path_factory.mktemp("site_oob")
+    config, runners = make_job(
+        folder,
+        rows=120,
+        n_estimators=8,
+        validation="oob",
+        site_changes={"site-3": {"privacy": {"dp_epsilon": 8.0, "feature_ranges": SITE3_RANGES}}},
+    )
+    schema = JobServer(config).build_schema({s: r.describe() for s, r in runners.items()})
+    return config, runners, schema
+
+
+def test_an_oob_site_trains_on_every_row_but_its_test_rows(oob_fresh, fresh, caplog):
+    config, runners, schema = oob_fresh
+    runner = runners["site-1"]
+    with caplog.at_level("INFO", logger="fedforest.federation.site"):
+        runner.set_schema(schema)
+    assert runner.validation == "oob" and runner.X_val is None and runner.y_val is None
+    assert (len(runner.X_train), len(runner.X_test)) == (90, 30)
+    assert len(runner.y_train) == 90
+    # the test rows are the holdout site's test rows; its training and validation rows train
+    holdout = fresh[1]["site-1"]
+    assert holdout.validation == "holdout"
+    assert runner.X_test.index.equals(holdout.X_test.index)
+    assert sorted(runner.X_train.index) == sorted([*holdout.X_train.index, *holdout.X_val.index])
+    assert split_sizes(120, None, 0.25) == (90, 0, 30)
+    (line,) = [r.getMessage() for r in caplog.records if "train," in r.getMessage()]
+    assert line.startswith("site site-1: 90 train, no validation (oob: the training rows ")
+    assert "the job's evaluation.validation" in line and line.endswith("30 test rows")
+
+
+def test_an_oob_site_scores_a_mask_on_its_training_rows_out_of_bag(oob_fresh):
+    from fedforest.election.tuning import score_mask
+
+    config, runners, schema = oob_fresh
+    runner = runners["site-1"]
+    runner.set_schema(schema)
+    reply = runner.score_mask(["glucose", "insulin", "bmi"], "auprc")
+    assert reply["n_rows"] == len(runner.X_train) == 90
+    expected = score_mask(
+        runner.X_train,
+        runner.y_train,
+        None,
+        None,
+        ["glucose", "insulin", "bmi"],
+        [0, 1],
+        "auprc",
+        random_state=config.seed,
+    )
+    assert reply["score"] == expected and 0.0 <= expected <= 1.0
+
+
+def test_a_dp_site_holds_out_validation_rows_whatever_the_job_says(oob_fresh, caplog):
+    config, runners, schema = oob_fresh
+    runner = runners["site-3"]
+    assert config.validation == "oob" and runner.policy.dp
+    with caplog.at_level("INFO", logger="fedforest.federation.site"):
+        runner.set_schema(schema)
+    assert runner.validation == "holdout" and len(runner.X_val) == 24
+    (why,) = [r.getMessage() for r in caplog.records if "validation holdout" in r.getMessage()]
+    assert "DP mode" in why and "in place of oob (the job's evaluation.validation)" in why
+    assert "no row is out of bag" in why
+    # its mask scores stay the constant, counted on its validation rows
+    assert runner.score_mask(["age"], "auprc")["n_rows"] == 24
+
+
+def test_a_dp_site_asking_for_oob_is_refused(tmp_path):
+    block = {"dp_epsilon": 8.0, "feature_ranges": {"age": [0, 120], "bmi": [10, 60]}}
+    with pytest.raises(ConfigError) as info:
+        hospital(tmp_path, privacy=block, validation="oob")
+    msg = str(info.value)
+    assert msg.startswith(f"{tmp_path / 'site_configs' / 's.yaml'}: key 'validation' is 'oob'")
+    assert "allowed: holdout or null in DP mode" in msg
+    runner = hospital(tmp_path, privacy=block, validation="holdout")
+    assert runner.config.validation_mode() == "holdout"
+
+
+def test_a_dp_policy_of_the_hospitals_own_turns_oob_into_holdout(tmp_path):
+    block = {"dp_epsilon": 8.0, "feature_ranges": {"age": [0, 120], "bmi": [10, 60]}}
+    runner = hospital(tmp_path, {"privacy": block}, validation="oob")
+    mode, why = runner.config.validation_choice()
+    assert mode == "holdout" and "DP mode" in why and "key 'validation' of" in why
+    assert runner.config.held_validation_fraction == 0.2
+
+
+def test_an_oob_job_evaluates_on_its_training_rows_out_of_bag(tmp_path):
+    config, runners = make_job(tmp_path, rows=150, n_estimators=6, validation="oob")
+    runners = {s: r.load(job=config) for s, r in runners.items()}
+    job = run_job(config, runners, tmp_path / "run")
+    assert set(job.metrics) == set(SITES)

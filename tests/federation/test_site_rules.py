@@ -34,19 +34,26 @@ def table(n: int = 60, classes: int = 2, **extra) -> pd.DataFrame:
     return frame
 
 
-def site(tmp_path: Path, frame: pd.DataFrame, name="site-1", task="classification", **keys):
+def site(
+    tmp_path: Path,
+    frame: pd.DataFrame,
+    name="site-1",
+    task="classification",
+    validation="holdout",
+    **keys,
+):
+    """A site's config; ``validation`` is the job's ``evaluation.validation``."""
     path = tmp_path / f"{name}.csv"
     frame.to_csv(path, index=False)
     data = {"site": name, "data_path": str(path), "target": "outcome", **keys}
-    return SiteConfig.from_dict(data, f"site_configs/{name}.yaml", task=task)
+    return SiteConfig.from_dict(data, f"site_configs/{name}.yaml", task=task, validation=validation)
 
 
 def job(task="classification", **evaluation) -> JobConfig:
     data = {"job": {"sites": ["site-1", "site-2"], "task": task}}
     if task == "regression":
         data["election"] = {"metric": "rmse"}
-    if evaluation:
-        data["evaluation"] = evaluation
+    data["evaluation"] = {"validation": "holdout", **evaluation}
     return JobConfig.from_dict(data, "site_configs/job.yaml")
 
 
@@ -204,3 +211,41 @@ def test_a_site_starting_without_the_job_file_checks_its_own_keys(tmp_path):
         with pytest.raises(ConfigError, match=words):
             SiteRunner(site(tmp_path, frame, **keys)).load()
     SiteRunner(site(tmp_path, table(40))).load()  # the job's calibration is not known here
+
+
+# ---------------------------------------------------------------------------- validation: oob
+def test_an_oob_site_holds_out_no_validation_rows_so_its_fraction_is_not_checked(tmp_path):
+    frame = table(60, classes=3)
+    text = refused(job(), site(tmp_path, frame, validation_fraction=0.001))
+    assert "key 'validation_fraction'" in text
+    check_job_against_sites(
+        job(validation="oob"),
+        {"site-1": site(tmp_path, frame, validation_fraction=0.001, validation="oob")},
+    )
+
+
+def test_isotonic_calibration_at_an_oob_site_counts_its_training_rows(tmp_path):
+    # 40 rows: 10 validation rows per class are too few with holdout; 15 training rows per
+    # class, scored out of bag, are enough with oob
+    refused(job(calibration="isotonic"), site(tmp_path, table(40)))
+    check_job_against_sites(
+        job(calibration="isotonic", validation="oob"),
+        {"site-1": site(tmp_path, table(40), validation="oob")},
+    )
+    small = site(tmp_path, table(24), validation="oob")  # 18 training rows, 9 per class
+    text = refused(job(calibration="isotonic", validation="oob"), small)
+    assert "key 'evaluation.calibration' is 'isotonic'" in text
+    assert "validation: oob" in text and "only 9 training row(s)" in text
+
+
+def test_an_oob_site_with_too_few_training_rows_names_test_fraction(tmp_path):
+    config = site(
+        tmp_path,
+        table(20, classes=3),
+        test_fraction=0.89,
+        validation_fraction=0.005,
+        validation="oob",
+    )
+    text = refused(job(validation="oob"), config)
+    assert "key 'test_fraction' is 0.89 (validation: oob, no validation rows)" in text
+    assert "2 training row(s)" in text

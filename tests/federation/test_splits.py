@@ -1,11 +1,14 @@
 import numpy as np
+import pandas as pd
 import pytest
+from sklearn.model_selection import train_test_split
 
 from fedforest.federation.splits import (
     describe_short_classes,
     fewest_class_rows,
     holdout_class_rows,
     part_class_rows,
+    split_site_rows,
     split_sizes,
 )
 
@@ -59,3 +62,47 @@ def test_a_site_with_one_positive_is_refused_with_the_class_and_what_it_needs():
 def test_a_site_whose_split_keeps_every_class_everywhere_passes():
     assert describe_short_classes(target({0: 90, 1: 10}, 0), 0.2, 0.25, random_state=0) is None
     assert describe_short_classes(target({"no": 60, "yes": 40}, 1), 0.2, 0.25, 1) is None
+
+
+# ------------------------------------------------------------------ no validation rows (oob)
+def test_the_holdout_split_is_two_plain_stratified_splits():
+    rng = np.random.default_rng(3)
+    X = pd.DataFrame({"a": rng.normal(size=200)})
+    y = (rng.random(200) < 0.3).astype(int)
+    parts = split_site_rows(X, y, 0.2, 0.25, random_state=7)
+    rest_X, X_test, rest_y, y_test = train_test_split(
+        X, y, test_size=0.25, stratify=y, random_state=7
+    )
+    X_train, X_val, y_train, y_val = train_test_split(
+        rest_X, rest_y, test_size=0.2 / 0.75, stratify=rest_y, random_state=7
+    )
+    for got, want in zip(parts, (X_train, X_val, X_test, y_train, y_val, y_test), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_without_validation_rows_every_row_but_the_test_rows_trains():
+    rng = np.random.default_rng(4)
+    X = pd.DataFrame({"a": rng.normal(size=200)})
+    y = (rng.random(200) < 0.3).astype(int)
+    X_train, X_val, X_test, y_train, y_val, y_test = split_site_rows(X, y, None, 0.25, 7)
+    assert X_val is None and y_val is None
+    holdout = split_site_rows(X, y, 0.2, 0.25, 7)
+    assert X_test.index.equals(holdout[2].index)
+    assert sorted(X_train.index) == sorted([*holdout[0].index, *holdout[1].index])
+    np.testing.assert_array_equal(y_train, y[X_train.index])
+    assert split_sizes(200, None, 0.25) == (150, 0, 50) == (len(X_train), 0, len(X_test))
+
+
+def test_without_validation_rows_a_class_needs_training_and_test_rows_only():
+    y = [0] * 98 + [1] * 2
+    # seed 1: the holdout split leaves class 1 no training row; without validation rows
+    # that row trains
+    assert part_class_rows(y, 0.2, 0.25, random_state=1)[1] == (0, 1, 1)
+    assert part_class_rows(y, None, 0.25, random_state=1)[1] == (1, 0, 1)
+    assert describe_short_classes(y, None, 0.25, random_state=1) is None
+    assert describe_short_classes(y, 0.2, 0.25, random_state=1) is not None
+    assert holdout_class_rows({0: 96, 1: 4}, None, 0.25)[1][1] == 0
+    assert fewest_class_rows(100, None, 0.25) < fewest_class_rows(100, 0.2, 0.25)
+    text = describe_short_classes([0] * 99 + [1], None, 0.25, random_state=0)
+    assert "test_fraction 0.25 (validation: oob, no validation rows)" in text
+    assert "validation rows" not in text.split("gets")[1].split(",")[1]

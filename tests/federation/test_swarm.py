@@ -74,7 +74,9 @@ def load_runners(folder: Path, config: JobConfig, failing: Sequence[str] = ()) -
     runners = {}
     for site in config.sites:
         cls = FailingRunner if site in failing else SiteRunner
-        site_config = SiteConfig.load(folder / "site_configs" / f"{site}.yaml")
+        site_config = SiteConfig.load(
+            folder / "site_configs" / f"{site}.yaml", task=config.task, validation=config.validation
+        )
         runners[site] = cls(site_config, random_state=config.seed).load()
     return runners
 
@@ -208,7 +210,9 @@ def test_the_status_holds_only_the_agreed_summary(full, demo):
             "rows",
             "strategies",
             "privacy",
+            "validation",
         }
+        assert status["metrics"]["validation"] == "holdout"
         read = read_status(config, status)
         assert read["state"] == "finished" and read["model_digest"] == status["model_digest"]
         assert read["metrics"]["strategies"] == status["metrics"]["strategies"]

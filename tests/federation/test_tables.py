@@ -482,17 +482,21 @@ def test_the_privacy_block_is_checked_against_the_data_at_build(small_csv):
     with pytest.raises(ConfigError) as info:
         check_data(cfg)
     assert_precise(info.value, "site-1.yaml", "privacy.threshold_grid", ["smoker"], "numeric")
-    # 12 rows leave 6 training rows: leaves of 4 rows cannot split
-    cfg = site_config(small_csv, privacy={"min_leaf_rows": 4})
+    # 12 rows leave 6 training rows with validation holdout: leaves of 4 rows cannot split
+    cfg = site_config(small_csv, privacy={"min_leaf_rows": 4}, validation="holdout")
     with pytest.raises(ConfigError) as info:
         check_data(cfg)
     msg = str(info.value)
     assert_precise(info.value, "site-1.yaml", "privacy.min_leaf_rows", 4, "at most 3")
     assert "gives 6 training rows" in msg
-    check_data(site_config(small_csv, privacy={"min_leaf_rows": 3}))
+    check_data(site_config(small_csv, privacy={"min_leaf_rows": 3}, validation="holdout"))
+    # with oob no validation rows are held out: 9 training rows
+    check_data(site_config(small_csv, privacy={"min_leaf_rows": 4}))
+    with pytest.raises(ConfigError, match="gives 9 training rows"):
+        check_data(site_config(small_csv, privacy={"min_leaf_rows": 5}))
     # the default 5-row leaves: the message says where to lower them
     with pytest.raises(ConfigError) as info:
-        check_data(site_config(small_csv, privacy=None))
+        check_data(site_config(small_csv, privacy=None, validation="holdout"))
     assert_precise(info.value, "site-1.yaml", "privacy.min_leaf_rows", 5, "at most 3")
     assert "5 is the default when site-1.yaml sets none" in str(info.value)
     # the job's block must be applicable as it stands: every site would refuse to start

@@ -47,6 +47,7 @@ def started(executor, runner, tmp_path):
     "params, match",
     [
         ({"job_task": "survival"}, r"job_task='survival' must be one of \['classification'"),
+        ({"job_validation": "cross"}, r"job_validation='cross' must be one of \['oob', 'holdout'"),
         ({"site_config": ""}, "site_config='' must be the file name of the site YAML"),
         ({"site_config": None}, "site_config=None must be the file name"),
         ({"log_writer_id": 3}, "log_writer_id=3 must be the id of a log writer component"),

@@ -13,6 +13,7 @@ from ..vocabulary import (
     POOLING_WEIGHTS,
     REGRESSION_METRICS,
     TASKS,
+    VALIDATIONS,
     VOTING,
 )
 from .options import MAX_TREES, choice, integer, listed, name, number
@@ -78,6 +79,7 @@ def _experiment(args: argparse.Namespace) -> int:
         categorical=args.categorical or [],
         n_jobs=args.n_jobs,
         validation_fraction=args.validation_fraction,
+        validation=args.validation,
         partition=args.partition,
         alphas=args.alphas or [],
         site_files=list(args.site_files or []),
@@ -181,6 +183,15 @@ def add_parser(sub) -> None:
         type=listed(choice(ALL_METHODS), "methods"),
         default=",".join(METHODS),
         help="methods to score (default: the paper's nine; also node, wmp, auto)",
+    )
+    p.add_argument(
+        "--validation",
+        choices=VALIDATIONS,
+        default="holdout",
+        help="what wmp, auto and a calibration are fitted on: holdout, the paper's protocol "
+        "(each site holds out its validation fraction of rows from training), or oob (no "
+        "validation rows; refused with wmp, auto or a calibration, which the runner fits on "
+        "held-out rows only); default holdout",
     )
     p.add_argument(
         "--validation-fraction",

@@ -261,7 +261,7 @@ def pool_scores(metric: str | None, scores: Sequence[float], n_rows: Sequence[in
 def score_mask(
     X_train: pd.DataFrame,
     y_train,
-    X_val: pd.DataFrame,
+    X_val: pd.DataFrame | None,
     y_val,
     features: Sequence[str],
     classes: Sequence | None,
@@ -275,12 +275,21 @@ def score_mask(
     A site that has none of the features scores the constant predictor (its
     training class frequencies; regression: its training mean).
 
+    Without validation rows (``X_val=None`` and ``y_val=None``: validation
+    mode ``oob``) the forest (bootstrapped, as scikit-learn's default) scores
+    the training rows out of bag, each row by the trees that did not draw it:
+    scikit-learn's ``oob_decision_function_`` (regression:
+    ``oob_prediction_``), scored by the same metric. With ``metric="accuracy"``
+    that is the forest's own ``oob_score_``.
+
     Parameters
     ----------
     X_train, X_val : DataFrame
-        The site's encoded training and validation rows.
+        The site's encoded training and validation rows (``X_val=None``: none,
+        the training rows are scored out of bag).
     y_train, y_val : array-like
-        Class labels, or numbers (finite) for ``task="regression"``.
+        Class labels, or numbers (finite) for ``task="regression"`` (``y_val``
+        ``None`` with ``X_val``).
     features : sequence of str
         The proposed mask (global names); columns the site lacks are skipped.
     classes : sequence or None
@@ -299,8 +308,9 @@ def score_mask(
     Returns
     -------
     float
-        The validation score; a score the metric leaves undefined (AUC with
-        one class present, R² of a constant validation target) is 0.0.
+        The validation (or out-of-bag) score; a score the metric leaves
+        undefined (AUC with one class present, R² of a constant validation
+        target) is 0.0.
 
     Examples
     --------
@@ -315,9 +325,18 @@ def score_mask(
     ...                     task="regression", random_state=0)
     >>> bool(with_a < only_b)                           # RMSE: lower is better
     True
+    >>> oob = score_mask(X[tr], stay[tr], None, None, ["a"], None,
+    ...                  task="regression", random_state=0)  # out of bag
+    >>> bool(oob < only_b)
+    True
     """
     if not isinstance(task, str) or task not in TASKS:
         raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
+    if (X_val is None) != (y_val is None):
+        raise ValueError(
+            "X_val and y_val must both be given (validation rows) or both be None (the "
+            "training rows scored out of bag)"
+        )
     if task == "regression":
         return _score_mask_regression(
             X_train, y_train, X_val, y_val, features, metric, n_estimators, random_state
@@ -326,13 +345,22 @@ def score_mask(
         metric = DEFAULT_METRICS["classification"]
     classes = np.asarray(classes)
     cols = [f for f in features if f in X_train.columns]
-    proba = np.zeros((len(X_val), len(classes)))
+    oob = X_val is None
+    if oob:
+        y_val = y_train
+    proba = np.zeros((len(y_val), len(classes)))
     if cols:
         model = RandomForestClassifier(
-            n_estimators=n_estimators, random_state=random_state, n_jobs=1
+            n_estimators=n_estimators,
+            random_state=random_state,
+            n_jobs=1,
+            **({"bootstrap": True, "oob_score": True} if oob else {}),
         )
         model.fit(X_train[cols].to_numpy(dtype=np.float32), np.asarray(y_train))
-        p = model.predict_proba(X_val[cols].to_numpy(dtype=np.float32))
+        if oob:
+            p = model.oob_decision_function_
+        else:
+            p = model.predict_proba(X_val[cols].to_numpy(dtype=np.float32))
         proba[:, np.searchsorted(classes, model.classes_)] = p
     else:
         labels, counts = np.unique(np.asarray(y_train), return_counts=True)
@@ -359,12 +387,13 @@ def _score_mask_regression(
             f"metric={metric!r}{hint} cannot score a regression mask; for task='regression' "
             f"use one of {list(REGRESSION_METRICS)}"
         )
+    oob = X_val is None
     y_tr = _numeric_target(y_train, "y_train")
-    y_va = _numeric_target(y_val, "y_val")
-    for part, rows, X, y in (
-        ("train", "training", X_train, y_tr),
-        ("val", "validation", X_val, y_va),
-    ):
+    y_va = y_tr if oob else _numeric_target(y_val, "y_val")
+    parts = [("train", "training", X_train, y_tr)]
+    if not oob:
+        parts.append(("val", "validation", X_val, y_va))
+    for part, rows, X, y in parts:
         if len(y) != len(X):
             raise ValueError(f"y_{part} has {len(y)} values but X_{part} has {len(X)} rows")
         if len(y) == 0:
@@ -372,10 +401,16 @@ def _score_mask_regression(
     cols = [f for f in features if f in X_train.columns]
     if cols:
         model = RandomForestRegressor(
-            n_estimators=n_estimators, random_state=random_state, n_jobs=1
+            n_estimators=n_estimators,
+            random_state=random_state,
+            n_jobs=1,
+            **({"bootstrap": True, "oob_score": True} if oob else {}),
         )
         model.fit(X_train[cols].to_numpy(dtype=np.float32), y_tr)
-        predicted = model.predict(X_val[cols].to_numpy(dtype=np.float32))
+        if oob:
+            predicted = model.oob_prediction_
+        else:
+            predicted = model.predict(X_val[cols].to_numpy(dtype=np.float32))
     else:
         predicted = np.full(len(y_va), y_tr.mean())
     value = score_values(metric, y_va, predicted)

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .. import rules
 from ..vocabulary import (
     AUTO_METRICS,
     CALIBRATIONS,
@@ -20,6 +21,7 @@ from ..vocabulary import (
     POOLING_WEIGHTS,
     REGRESSION_METRICS,
     TASKS,
+    VALIDATIONS,
     VOTING,
 )
 from .datasets import TEST_FRACTION, VALIDATION_FRACTION
@@ -62,6 +64,33 @@ def check_task_metrics(task: str, metrics: Sequence[str]) -> None:
     raise ValueError(f"metrics {bad} are not among {list(allowed)} (--task {task})")
 
 
+def check_validation(validation: str, methods: Sequence[str], calibration: str = "none") -> None:
+    """Refuse a validation mode the runner cannot score ``methods`` and ``calibration`` with.
+
+    Examples
+    --------
+    >>> check_validation("oob", ["fpv", "mp"])
+    >>> check_validation("oob", ["wmp"])
+    Traceback (most recent call last):
+    ...
+    ValueError: validation='oob' with wmp: ...
+    """
+    if validation not in VALIDATIONS:
+        raise ValueError(f"validation={validation!r} must be one of {', '.join(VALIDATIONS)}")
+    if validation != "oob":
+        return
+    fitted = [m for m in methods if m in ALL_METHODS and rules.get(m).needs_validation]
+    if calibration != "none":
+        fitted.append(f"calibration {calibration!r}")
+    if fitted:
+        raise ValueError(
+            f"validation='oob' with {', '.join(fitted)}: the experiment runner fits these on "
+            "validation rows held out of training and keeps no in-bag record to fit them "
+            "out of bag; use validation 'holdout' (the paper's protocol, --validation "
+            "holdout), or leave them out"
+        )
+
+
 @dataclass
 class ExperimentPlan:
     """What to run. See :func:`run_experiment`.
@@ -84,6 +113,13 @@ class ExperimentPlan:
     rows (method ``pooled_data``: one scikit-learn forest on every site's
     training and validation rows pooled, :mod:`~.reference`); it changes no
     other row.
+
+    ``validation`` is the paper's ``holdout``: the methods fitted on validation
+    rows (``wmp``, ``auto``) and the calibration are fitted on
+    ``validation_fraction`` of each site's rows, held out of training (a job's
+    default, ``evaluation.validation: oob``, fits them out of bag instead).
+    ``oob`` holds out no validation rows, so it is refused with those methods or
+    a calibration: the runner keeps no in-bag record to score out of bag.
     """
 
     datasets: list[str]
@@ -108,6 +144,7 @@ class ExperimentPlan:
     auto_metric: str | None = None
     task: str = "classification"
     pooled_reference: bool = False
+    validation: str = "holdout"
 
     def __post_init__(self) -> None:
         if self.metrics is None:  # the task's default (classification's for an unknown task)
@@ -170,6 +207,7 @@ class ExperimentPlan:
         repeated = sorted({m for m in self.methods if list(self.methods).count(m) > 1})
         if repeated:
             raise ValueError(f"methods {repeated} are given twice")
+        check_validation(self.validation, self.methods, self.calibration)
         vf = self.validation_fraction
         if isinstance(vf, bool) or not isinstance(vf, (int, float)) or not 0 < vf <= 0.65:
             raise ValueError(

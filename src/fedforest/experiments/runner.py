@@ -81,6 +81,7 @@ from .plan import (  # noqa: F401  (re-exported: the runner's public names)
     TASK_METRICS,
     ExperimentPlan,
     check_task_metrics,
+    check_validation,
 )
 from .reference import REFERENCE, SiteRows, pooled_data_reference
 from .sites import load_site_files
@@ -285,6 +286,7 @@ def run_repetition(
     calibration_rows: list | None = None,
     task: str | None = None,
     pooled_reference: bool = False,
+    validation: str = "holdout",
 ) -> list[dict]:
     """One repetition of one scenario; tidy rows (one per site, method and metric).
 
@@ -315,7 +317,12 @@ def run_repetition(
     on every site's training and validation rows pooled and scored on each
     site's test rows. It adds rows only: every method's rows are the same
     with it or without.
+
+    ``validation`` is the paper's ``"holdout"`` (above); ``"oob"`` holds out no
+    validation rows and is refused with a method fitted on them or a
+    calibration (:func:`~.plan.check_validation`).
     """
+    check_validation(validation, methods, calibration)
     task = resolve_task(data, task)
     metrics = list(DEFAULT_METRICS[task] if metrics is None else metrics)
     check_task_metrics(task, metrics)
@@ -494,6 +501,7 @@ def _task(args):
         calibration_rows=bins,
         task=plan.task,
         pooled_reference=plan.pooled_reference,
+        validation=plan.validation,
     )
     return rows, bins
 

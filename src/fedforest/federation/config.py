@@ -29,6 +29,8 @@ The job file (``site_configs/job.yaml``)::
       auto_metric: log_loss             # what auto minimises (log_loss, brier) or maximises
       calibration: auto                 # none, prior, sigmoid, isotonic or auto: fitted at
                                         # each site on its validation rows, after the strategy
+      validation: oob                   # oob: tune, calibrate and choose on the training rows
+                                        # out of bag; holdout: on validation_fraction's rows
       trees_per_site: null              # null: every pooled tree; n: each site gets its own
                                         # trees and those its columns reach best, n in all
     pooling:
@@ -59,7 +61,9 @@ A site file (``site_configs/site-1.yaml``)::
     label_map: {'Yes': 'yes', 'No': 'no'}  # local class label -> global label
     selector: lasso
     selector_params: {C: 0.5}              # checked against the selector's parameters
-    validation_fraction: 0.2
+    validation: null                       # oob or holdout (null: the job's
+                                           # evaluation.validation)
+    validation_fraction: 0.2               # the validation rows of validation: holdout
     test_fraction: 0.25
     privacy:                               # what this site accepts to send (optional)
       min_leaf_rows: 5                     # see fedforest.privacy.policy for every key
@@ -68,6 +72,18 @@ A site file (``site_configs/site-1.yaml``)::
                                            # server for its report (false: status only)
     calibration: null                      # this site's calibration (null: the job's
                                            # evaluation.calibration)
+
+**Validation mode.** A site scores its choices (the election's tuning masks,
+``auto``, the calibration, ``wmp``'s weight) either out of bag on its
+training rows (``oob``: no validation rows are held out, the trees train on
+every row but the test rows) or on ``validation_fraction`` of its rows held
+out of training (``holdout``). The site's ``validation`` key overrides the
+job's ``evaluation.validation`` (:meth:`SiteConfig.validation_mode`). A site
+in DP mode always holds out: its trees count every training row in their
+noised leaves, so no row is out of bag, and scoring the training rows by the
+in-bag record would use (and could leak) what the noise protects. A site YAML that sets ``validation: oob`` and a DP block
+is refused; DP mode from the job's default or the hospital's own file turns
+``oob`` into ``holdout``, and the site logs why.
 
 The data file itself is read and checked by :mod:`fedforest.federation.tables`.
 :func:`check_job_against_sites` checks the job's settings against the sites'
@@ -108,12 +124,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..columns import column_kind
 from ..election.ballot import NORMALIZATIONS
-from ..errors import ConfigError
 from ..model.payload_checks import MAX_NODE_SAMPLES, MAX_NODES, MAX_SEED
 from ..privacy.policy import (
     JOB_MIN_LEAF_ROWS,
@@ -121,12 +135,13 @@ from ..privacy.policy import (
     effective_policy,
 )
 from ..rules import names as strategy_names
-from ..validation import ConfigChecker, listing
+from ..validation import ConfigChecker
 from ..vocabulary import (
     AGGREGATIONS,
     AUTO_METRICS,
     CALIBRATIONS,
     DEFAULT_AUTO_METRIC,
+    DEFAULT_VALIDATION,
     METRICS,
     MODES,
     NAME_CHARACTERS,
@@ -140,10 +155,10 @@ from ..vocabulary import (
     SITE_NAME,
     TASKS,
     TRACKING,
+    VALIDATIONS,
     VOTING,
 )
 from ..yaml_files import read_yaml_file
-from .config_folder import check_target_codings
 from .config_sections import ElectionSettings, ForestParams, SurrogateParams, Timeouts
 from .config_values import (
     _check_label_map,
@@ -151,9 +166,8 @@ from .config_values import (
     _regression_defaults,
     _site_privacy,
 )
-from .site_rules import check_site_table
-from .splits import describe_short_classes, split_sizes
-from .tables import TableSummary, table_summary
+from .job_sites import check_job_against_sites
+from .splits import split_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +193,7 @@ JOB_DEFAULTS: dict[str, Any] = {
         "auto_metric": DEFAULT_AUTO_METRIC,
         "calibration": "auto",
         "trees_per_site": None,
+        "validation": DEFAULT_VALIDATION,
     },
     "pooling": {"weights": "equal"},
     # the sections of settings: their defaults are their dataclasses' (config_sections)
@@ -197,6 +212,7 @@ SITE_DEFAULTS: dict[str, Any] = {
     "label_map": {},
     "selector": "random_forest",
     "selector_params": {},
+    "validation": None,
     "validation_fraction": 0.2,
     "test_fraction": 0.25,
     "privacy": None,
@@ -288,6 +304,9 @@ class JobConfig:
     calibration: str = "auto"
     pooling_weights: str = "equal"
     trees_per_site: int | None = None
+    #: ``evaluation.validation``: what the sites score their choices on, unless a site's
+    #: ``validation`` says otherwise (:data:`~fedforest.vocabulary.VALIDATIONS`).
+    validation: str = DEFAULT_VALIDATION
     source: str = "job.yaml"
 
     @classmethod
@@ -348,6 +367,7 @@ class JobConfig:
             (REGRESSION_AUTO_METRIC,) if regression else AUTO_METRICS,
         )
         c.choice("evaluation.calibration", ev["calibration"], CALIBRATIONS)
+        c.choice("evaluation.validation", ev["validation"], VALIDATIONS)
         tps = ev["trees_per_site"]
         if tps is not None and (isinstance(tps, bool) or not isinstance(tps, int) or tps < 1):
             c.fail("evaluation.trees_per_site", tps, "null (every pooled tree) or an integer >= 1")
@@ -403,6 +423,7 @@ class JobConfig:
             calibration=ev["calibration"],
             pooling_weights=pooling["weights"],
             trees_per_site=ev["trees_per_site"],
+            validation=ev["validation"],
             source=source,
         )
 
@@ -445,6 +466,10 @@ class SiteConfig:
     #: The job's ``job.task`` (set by the job, not a key of the site's file): what the
     #: target column holds, class labels or numbers.
     task: str = "classification"
+    #: The site's ``validation`` key (``None``: the job's, :attr:`job_validation`).
+    validation: str | None = None
+    #: The job's ``evaluation.validation`` (set by the job, not a key of the site's file).
+    job_validation: str = DEFAULT_VALIDATION
 
     @classmethod
     def from_dict(
@@ -453,7 +478,12 @@ class SiteConfig:
         source: str = "site.yaml",
         base_dir: Path | None = None,
         task: str = "classification",
+        validation: str = DEFAULT_VALIDATION,
     ):
+        """The validated site file; ``task`` and ``validation`` are the job's ``job.task`` and
+        ``evaluation.validation``."""
+        if validation not in VALIDATIONS:
+            raise ValueError(f"validation={validation!r} is not one of {list(VALIDATIONS)}")
         c = _Checker(source)
         d = c.merge(data, SITE_DEFAULTS)
         for key in ("site", "data_path", "target"):
@@ -489,6 +519,17 @@ class SiteConfig:
         )
         test = c.number("test_fraction", d["test_fraction"], 0, 1, open_lo=True, open_hi=True)
         privacy = _site_privacy(d["privacy"], source)
+        if d["validation"] is not None:
+            c.choice("validation", d["validation"], VALIDATIONS)
+            if d["validation"] == "oob" and privacy.dp:
+                c.fail(
+                    "validation",
+                    "oob",
+                    "holdout or null in DP mode (privacy.dp_epsilon is set in this file): DP "
+                    "trees count every training row in their noised leaves, so no row is out "
+                    "of bag, and scoring by the in-bag record would use what the noise "
+                    "protects; a DP site always scores on validation rows held out of training",
+                )
         c.boolean("report_metrics", d["report_metrics"])
         if d["calibration"] is not None:
             c.choice("calibration", d["calibration"], CALIBRATIONS)
@@ -535,17 +576,27 @@ class SiteConfig:
             report_metrics=d["report_metrics"],
             calibration=d["calibration"],
             task=task,
+            validation=d["validation"],
+            job_validation=validation,
         )
 
     @classmethod
-    def load(cls, path, override: Path | None = None, task: str = "classification") -> SiteConfig:
+    def load(
+        cls,
+        path,
+        override: Path | None = None,
+        task: str = "classification",
+        validation: str = DEFAULT_VALIDATION,
+    ) -> SiteConfig:
         """Load a site file; a site-owned ``override`` file may set the :data:`OVERRIDE_KEYS`.
 
-        ``task`` is the job's ``job.task``.
+        ``task`` and ``validation`` are the job's ``job.task`` and ``evaluation.validation``.
         """
         path = Path(path)
         data = _read_yaml(path)
-        config = cls.from_dict(data, str(path), base_dir=path.parent, task=task)
+        config = cls.from_dict(
+            data, str(path), base_dir=path.parent, task=task, validation=validation
+        )
         if override is not None and Path(override).is_file():
             config = config.with_override(Path(override))
         return config
@@ -591,6 +642,57 @@ class SiteConfig:
                 config, data_path=str(p), source=f"{self.source} (data_path from {path})"
             )
         return config
+
+    # ---------------------------------------------------------- validation
+    def validation_choice(self) -> tuple[str, str]:
+        """The validation mode this site uses, and why (text for the site's log).
+
+        The site's ``validation`` key, else the job's ``evaluation.validation``;
+        ``oob`` becomes ``holdout`` in DP mode (:meth:`privacy_policy`): DP
+        trees count every training row in their noised leaves, so no row is
+        out of bag, and scoring by the in-bag record would use what the noise
+        protects. (A site YAML asking
+        for ``oob`` with a DP block of its own is refused by :meth:`from_dict`;
+        DP mode can still come from the hospital's own file.)
+
+        Examples
+        --------
+        >>> SiteConfig("s", "s.csv", "y").validation_choice()
+        ('oob', "the job's evaluation.validation")
+        >>> SiteConfig("s", "s.csv", "y", validation="holdout").validation_choice()
+        ('holdout', "key 'validation' of site.yaml")
+        """
+        if self.validation is not None:
+            asked, why = self.validation, f"key 'validation' of {self.source}"
+        else:
+            asked, why = self.job_validation, "the job's evaluation.validation"
+        if asked == "oob" and self.privacy_policy().dp:
+            return "holdout", (
+                f"DP mode ({self.privacy_policy().source}) in place of oob ({why}): DP "
+                "trees count every training row in their noised leaves, so no row is out of "
+                "bag, and scoring by the in-bag record would use what the noise protects"
+            )
+        return asked, why
+
+    def validation_mode(self) -> str:
+        """``oob`` or ``holdout``: what this site scores its choices on
+        (:meth:`validation_choice`)."""
+        return self.validation_choice()[0]
+
+    @property
+    def held_validation_fraction(self) -> float | None:
+        """The share of rows the split holds out for validation: ``validation_fraction``
+        with ``holdout``, ``None`` (no validation rows) with ``oob``."""
+        return self.validation_fraction if self.validation_mode() == "holdout" else None
+
+    def held_out_text(self) -> str:
+        """The holdouts of the split, for messages (``validation_fraction 0.2 and
+        test_fraction 0.25``)."""
+        if self.held_validation_fraction is None:
+            return f"test_fraction {self.test_fraction} (validation: oob, no validation rows)"
+        return (
+            f"validation_fraction {self.validation_fraction} and test_fraction {self.test_fraction}"
+        )
 
     # ------------------------------------------------------------- privacy
     def privacy_policy(self) -> PrivacyPolicy:
@@ -644,14 +746,13 @@ class SiteConfig:
         policy.check_features(numeric, categorical)
         policy.check_task(self.task)  # DP regression needs the target's public range
         k = policy.min_leaf_rows
-        n_train = split_sizes(len(frame), self.validation_fraction, self.test_fraction)[0]
+        n_train = split_sizes(len(frame), self.held_validation_fraction, self.test_fraction)[0]
         if 2 * k > n_train:
             _Checker(policy.source).fail(
                 "privacy.min_leaf_rows",
                 k,
                 f"at most {n_train // 2} for site {self.site!r}: {self.source} gives {n_train} "
-                f"training rows ({len(frame)} rows minus validation_fraction "
-                f"{self.validation_fraction} and test_fraction {self.test_fraction}), and a "
+                f"training rows ({len(frame)} rows minus {self.held_out_text()}), and a "
                 "split needs min_leaf_rows rows on each side"
                 + (
                     f" ({JOB_MIN_LEAF_ROWS} is the default when {self.source} sets none: a "
@@ -662,113 +763,3 @@ class SiteConfig:
                 ),
             )
         return policy
-
-
-# --------------------------------------------------------------------------- job x sites
-def _check_classes_in_every_part(job: JobConfig, site: SiteConfig, summary: TableSummary) -> None:
-    """Refuse a table whose split (with the job's seed) leaves a part without a class."""
-    if job.task == "regression" or len(np.unique(summary.target)) < 2:
-        return  # the single-class rule of the data checks names this case
-    why = describe_short_classes(
-        summary.target, site.validation_fraction, site.test_fraction, job.seed
-    )
-    if why is not None:
-        raise ConfigError(
-            f"{site.source}: the data file {site.data_path} cannot run in this job: "
-            f"target {site.target!r} has {why}. Allowed: more rows of the short class at this "
-            "site, a smaller validation_fraction or test_fraction in this file, or fewer "
-            "sites sharing the rows"
-        )
-
-
-def check_job_against_sites(
-    job: JobConfig,
-    sites: Mapping[str, SiteConfig],
-    tables: Mapping[str, pd.DataFrame] | None = None,
-) -> None:
-    """Check the job's settings against the sites' data files.
-
-    Checked for every site whose table is given or whose data file exists:
-
-    * ``forest.min_samples_leaf``: a split needs that many training rows on
-      each side, so ``2 * min_samples_leaf`` must not exceed the site's
-      training rows (else every tree is a single leaf);
-    * an integer ``forest.max_features``: at most the site's feature columns;
-    * every class of the site's target keeps a row in each of its training,
-      validation and test rows, in the split the site will make with the
-      job's ``seed`` (:func:`~fedforest.federation.splits.describe_short_classes`).
-    * of a classification job, one coding of the target at the sites read
-      (:func:`~fedforest.federation.config_folder.check_target_codings`).
-
-    When the columns of every site of ``job.sites`` are known,
-    ``election.always_keep`` must name feature columns of at least one site
-    (global names, after renames and ``drop_columns``).
-
-    Parameters
-    ----------
-    job : JobConfig
-    sites : mapping of site name to SiteConfig
-        All the job's sites (at build time) or one site (when it starts).
-    tables : mapping of site name to DataFrame, optional
-        Tables already read (:func:`~fedforest.federation.tables.read_table`); the others are
-        read from their data files when these exist.
-
-    Raises
-    ------
-    ConfigError
-        Naming the job file, the key, the bad value, the site file and what
-        is allowed.
-    """
-    c = _Checker(job.source)
-    summaries: dict[str, TableSummary] = {}
-    for name, site in sorted(sites.items()):
-        if tables is not None and name in tables:
-            summaries[name] = TableSummary.of(tables[name], site.target)
-        elif Path(site.data_path).is_file():
-            summaries[name] = table_summary(site)
-    leaf = job.forest.min_samples_leaf
-    max_features = job.forest.max_features
-    for name, summary in summaries.items():
-        site = sites[name]
-        columns, n_rows = summary.columns, summary.n_rows
-        check_site_table(job, site, summary)  # names, features, label_map, part sizes
-        _check_classes_in_every_part(job, site, summary)
-        n_train = split_sizes(n_rows, site.validation_fraction, site.test_fraction)[0]
-        if 2 * leaf > n_train:
-            c.fail(
-                "forest.min_samples_leaf",
-                leaf,
-                f"at most {n_train // 2} for site {name!r}: {site.source} gives {n_train} "
-                f"training rows ({n_rows} rows minus validation_fraction "
-                f"{site.validation_fraction} and test_fraction {site.test_fraction}), and a "
-                "split needs min_samples_leaf rows on each side, so a larger value grows "
-                "one-leaf trees",
-            )
-        n_features = len(columns) - 1
-        if isinstance(max_features, int) and max_features > n_features:
-            c.fail(
-                "forest.max_features",
-                max_features,
-                f"at most {n_features}, the feature columns of site {name!r} ({site.source}), "
-                "or a fraction in (0, 1], sqrt, log2 or null",
-            )
-    if job.task != "regression":  # two codings of the target (config_folder)
-        targets = {n: np.unique(summaries[n].target).tolist() for n in summaries}
-        check_target_codings(sites, targets, [*job.sites, *sorted(set(sites) - set(job.sites))])
-    if set(job.sites) <= set(summaries):
-        known = sorted(
-            {
-                col
-                for name in job.sites
-                for col in summaries[name].columns
-                if col != sites[name].target
-            }
-        )
-        for feature in job.election.always_keep:
-            if feature not in known:
-                c.fail(
-                    "election.always_keep",
-                    feature,
-                    "feature columns of at least one site's data file (global names, after "
-                    "renames and drop_columns): " + listing(known),
-                )

@@ -55,6 +55,7 @@ from ..vocabulary import (
     SELECTORS,
     TASKS,
     TRACKING,
+    VALIDATIONS,
     VOTING,
 )
 from .config import (
@@ -253,6 +254,15 @@ JOB_KEYS: dict[str, Key] = {
         integer=True,
         nullable=True,
     ),
+    "evaluation.validation": Key(
+        "What each site tunes the election's masks, chooses `auto`'s strategy, fits the "
+        "calibration and `wmp`'s weight on. `oob`: its training rows, each scored by the trees "
+        "that did not train on it; no validation rows are held out, so the trees train on "
+        "every row but the test rows. `holdout`: `validation_fraction` of its rows, held out "
+        "of training. A site's own `validation` replaces it; a site in DP mode always holds "
+        "out ([below](#validation-modes)).",
+        choices=VALIDATIONS,
+    ),
     "pooling.weights": Key(
         "`equal`: every tree one vote. `rows`: each site's trees weighted by its training rows.",
         choices=POOLING_WEIGHTS,
@@ -390,9 +400,15 @@ SITE_KEYS: dict[str, Key] = {
         "a mapping checked by the selector: an unknown parameter or a bad value is refused "
         "as `selector_params.<name>`",
     ),
+    "validation": Key(
+        "This site's validation mode, in place of the job's `evaluation.validation`.",
+        "not `oob` with a `privacy.dp_epsilon` in this file (a DP site always holds out)",
+        choices=VALIDATIONS,
+        nullable=True,
+    ),
     "validation_fraction": Key(
         "Share of the site's rows held out for tuning the election, fitting `wmp`, "
-        "calibrating and choosing `auto`.",
+        "calibrating and choosing `auto`, with validation `holdout` (unused with `oob`).",
         "with `test_fraction`, less than 0.9",
         lo=0,
         hi=1,

@@ -29,7 +29,13 @@ from ..prediction.selection import default_candidates
 from ..prediction.weighting import tree_weights
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader, describe
-from ..vocabulary import CALIBRATION_METHODS, DEFAULT_AUTO_METRIC, METRICS, REGRESSION_METRICS
+from ..vocabulary import (
+    CALIBRATION_METHODS,
+    DEFAULT_AUTO_METRIC,
+    METRICS,
+    REGRESSION_METRICS,
+    VALIDATIONS,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -314,6 +320,9 @@ class SiteMetrics(TypedDict):
     strategies: dict[str, dict[str, Any]]
     #: The site's effective privacy policy (``PrivacyPolicy.to_dict``), or None (version 1).
     privacy: dict | None
+    #: What the site scored its choices on (``oob`` or ``holdout``; version 6), or None
+    #: (not reported).
+    validation: str | None
 
 
 def read_site_metrics(
@@ -338,18 +347,24 @@ def read_site_metrics(
     names a strategy it chose; ``wmp`` gives its guess weight in [0, 1]; ``privacy`` (version 2) is the site's effective
     privacy policy, read as a ``privacy:`` block
     (:meth:`~fedforest.privacy.policy.PrivacyPolicy.from_dict`), or
-    ``None`` (a version 1 reply, which did not report it). Anything else is
-    refused with a :class:`~fedforest.PayloadError` naming the sender and the
-    field.
+    ``None`` (a version 1 reply, which did not report it); ``validation``
+    (version 6) is the site's validation mode
+    (:data:`~fedforest.vocabulary.VALIDATIONS`), or absent or ``None`` (not
+    reported; a reply before version 6 reads as ``holdout``, the only mode
+    then). Anything else is refused with a :class:`~fedforest.PayloadError`
+    naming the sender and the field.
 
     Returns
     -------
     SiteMetrics
-        ``{"site", "rows", "strategies", "privacy"}`` with plain values only
-        (``privacy`` as ``PrivacyPolicy.to_dict`` writes it, or ``None``).
+        ``{"site", "rows", "strategies", "privacy", "validation"}`` with plain values
+        only (``privacy`` as ``PrivacyPolicy.to_dict`` writes it, or ``None``).
     """
     r = PayloadReader(payload, protocol.SITE_METRICS, sender)
-    r.check_keys({"site", "rows", "strategies", "privacy"})
+    r.check_keys({"site", "rows", "strategies", "privacy", "validation"})
+    mode = r.get("validation", None)
+    if mode is not None and (not isinstance(mode, str) or mode not in VALIDATIONS):
+        r.refuse("validation", mode, f"one of {', '.join(VALIDATIONS)}, or None")
     if r.get("site") != sender:
         r.fail(f"field 'site' is {describe(r.get('site'))}; expected {sender!r}")
     rows = r.read_integer("rows", 0)
@@ -429,7 +444,9 @@ def read_site_metrics(
                 "expected none here"
             )
         out[name] = clean
-    return SiteMetrics(site=sender, rows=rows, strategies=out, privacy=_read_policy(r))
+    return SiteMetrics(
+        site=sender, rows=rows, strategies=out, privacy=_read_policy(r), validation=mode
+    )
 
 
 def _read_skipped(row: PayloadReader) -> str | None:

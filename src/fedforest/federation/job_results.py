@@ -56,8 +56,12 @@ RESULTS_FORMAT = "fedforest/results"
 #: ``intervals``, as site-metrics version 4 reports them; a version 3 file reads as no events
 #: counted and no interval computed;
 #: 5: each scored metric row's ``calibration_skipped``, as site-metrics version 5 reports it;
-#: a version 4 file reads as no calibration method skipped).
-RESULTS_VERSION = 5
+#: a version 4 file reads as no calibration method skipped;
+#: 6: ``validation``, each site's validation mode, as site-metrics version 6 reports it; a
+#: version 5 file reads as every site with metrics holding out validation rows).
+RESULTS_VERSION = 6
+#: The version that added ``validation``.
+VALIDATION_VERSION = 6
 #: The status of a job.
 STATUSES = ("finished", "failed")
 
@@ -80,6 +84,7 @@ SERVER_FIELDS = (
     "phase_seconds",
     "payload_bytes",
     "privacy",
+    "validation",
     "model",
 )
 #: The fields of a swarm job's ``results.json`` (the server's), in file order.
@@ -103,6 +108,7 @@ SWARM_FIELDS = (
     "model_digests",
     "phase_seconds",
     "privacy",
+    "validation",
     "peer_messages_encrypted",
 )
 #: The fields of the brief ``results.json`` written when even the partial results fail.
@@ -213,6 +219,9 @@ class JobResults:
     phase_seconds: dict[str, Any] = field(default_factory=dict)
     payload_bytes: dict[str, dict[str, int]] = field(default_factory=dict)
     privacy: dict[str, dict | None] = field(default_factory=dict)
+    #: ``{site: "oob" or "holdout"}``: what each site with metrics scored its choices on
+    #: (``None``: the site did not report it).
+    validation: dict[str, str | None] = field(default_factory=dict)
     model: ModelSummary | None = None
     swarm: SwarmSummary | None = None
     #: The version of the file these results were read from (:meth:`from_dict`; ``None``:
@@ -277,6 +286,8 @@ class JobResults:
             "payload_bytes": self.payload_bytes,
             "privacy": self.privacy,
         }
+        if self.validation:
+            values["validation"] = self.validation
         if self.swarm is not None:
             swarm = self.swarm
             values.update(
@@ -393,6 +404,7 @@ class JobResults:
             phase_seconds=dict(data.get("phase_seconds") or {}),
             payload_bytes=dict(data.get("payload_bytes") or {}),
             privacy=checked["privacy"],
+            validation=_validation(data, checked, version or 1, metrics),
             model=None if model is None else ModelSummary.from_dict(model, source),
             swarm=swarm,
             read_version=version or 1,
@@ -502,3 +514,12 @@ def _mapping(value: Any, where: str) -> Mapping:
     if not isinstance(value, Mapping):
         raise ValueError(f"{where}: expected a dict, got {type(value).__name__}")
     return value
+
+
+def _validation(data: Mapping, checked: Mapping, version: int, metrics: Mapping) -> dict:
+    """``{site: mode}`` of a results file: its ``validation`` field, or for a file before
+    :data:`VALIDATION_VERSION` ``holdout`` for every site with metrics (the only mode then);
+    a later file without the field reported none."""
+    if "validation" in data:
+        return dict(checked["validation"])
+    return dict.fromkeys(metrics, "holdout") if version < VALIDATION_VERSION else {}

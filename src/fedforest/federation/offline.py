@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..election.ballot import ElectionResult, SiteVote
 from ..election.tuning import TuningResult
-from ..vocabulary import SELECTORS
+from ..vocabulary import DEFAULT_VALIDATION, SELECTORS
 from .config import JobConfig, SiteConfig
 from .driver import InProcessExchange, JobDriver
 from .job_results import JobResults
@@ -75,7 +75,9 @@ def site_runners(
     config = config or JobConfig.load(config_dir / "job.yaml")
     runners = {}
     for site in config.sites:
-        site_config = SiteConfig.load(config_dir / f"{site}.yaml", task=config.task)
+        site_config = SiteConfig.load(
+            config_dir / f"{site}.yaml", task=config.task, validation=config.validation
+        )
         runner = SiteRunner(site_config, random_state)
         runners[site] = runner.load() if load else runner
     return runners
@@ -154,6 +156,7 @@ def run_election(
     test_fraction: float = 0.25,
     random_state: int = 0,
     files: Mapping[str, str] | None = None,
+    validation: str = DEFAULT_VALIDATION,
 ) -> OfflineElection:
     """Elect features over several sites' tables with the job's site and server logic.
 
@@ -185,6 +188,10 @@ def run_election(
     files : mapping of site name to str, optional
         The file each table was read from, named in the messages (default:
         ``<site> (in memory)``).
+    validation : {"oob", "holdout"}
+        What the sites score tuning masks on, as ``evaluation.validation``:
+        their training rows out of bag, or ``validation_fraction`` of their
+        rows held out.
 
     Returns
     -------
@@ -224,6 +231,7 @@ def run_election(
                 "min_sites": 1,
                 "seed": random_state,
             },
+            "evaluation": {"validation": validation},
             "election": {
                 "freedom_degree": freedom_degree,
                 "aggregation": aggregation,
@@ -250,6 +258,7 @@ def run_election(
                 "test_fraction": test_fraction,
             },
             source=f"site {site!r}",
+            validation=job.validation,
         )
         runners[site] = SiteRunner(config, random_state).load(frame, job=job)
     server = JobServer(job)

@@ -27,6 +27,11 @@ from .job_results import JobResults, as_results
 LABEL_WIDTH, VALUE_WIDTH = 14, 10
 #: Spaces at least between two columns of the command line's table.
 GUTTER = 2
+#: What each validation mode scored a site's choices on, for the report.
+VALIDATION_TEXT = {
+    "oob": "oob (tuning, `auto`, calibration and `wmp` scored on the training rows out of bag)",
+    "holdout": "holdout (tuning, `auto`, calibration and `wmp` scored on held-out validation rows)",
+}
 
 
 def markdown_text(value) -> str:
@@ -139,6 +144,13 @@ def render_report(results: JobResults | Mapping) -> str:
         lines += [
             f"| {h['freedom_degree']:.4f} | {h['kept']} | {h['score']:.4f} |"
             for h in r.tuning["history"]
+        ]
+        lines.append("")
+    if any(r.validation.values()):
+        lines += ["## Validation", ""]
+        lines += [
+            f"- {_code(site)}: {VALIDATION_TEXT.get(mode, 'not reported')}"
+            for site, mode in r.validation.items()
         ]
         lines.append("")
     if r.privacy:

@@ -40,7 +40,7 @@ from ..election.ballot import NORMALIZATIONS
 from ..errors import PayloadError
 from ..model.payload_checks import MAX_CLASSES
 from ..validation import describe
-from ..vocabulary import AGGREGATIONS, METRICS, REGRESSION_METRICS
+from ..vocabulary import AGGREGATIONS, METRICS, REGRESSION_METRICS, VALIDATIONS
 
 #: The longest name (site, strategy, feature, phase, payload part) a results file may hold
 #: (a feature name of a site's table is at most 1000 characters).
@@ -53,7 +53,7 @@ MAX_ENTRIES = 100_000
 #: before version 5 is read as site-metrics version 2 rows (version 1 when the site's policy
 #: is unknown), whose upgrades fill in what the file's rows may lack (calibration, bins,
 #: events, intervals) and keep what they hold; version 5 rows are read as version 5's.
-METRICS_VERSION = {1: 2, 2: 2, 3: 2, 4: 2, 5: 5}
+METRICS_VERSION = {1: 2, 2: 2, 3: 2, 4: 2, 5: 5, 6: 6}
 #: The states a swarm site reports.
 SWARM_STATES = protocol.SWARM_STATES
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -158,7 +158,7 @@ def required_fields(data: Mapping, version: int | None, fields: dict) -> tuple[s
     if present == set(fields["brief"]):
         return fields["brief"]
     names_ = fields["swarm"] if data.get("mode") == "swarm" else fields["server"]
-    optional = ("model", *DERIVED)
+    optional = ("model", "validation", *DERIVED)
     return tuple(k for k in names_ if k not in optional)
 
 
@@ -197,6 +197,10 @@ def check_results_fields(data: Mapping, version: int, source: str) -> dict:
         for site, per in metrics.items()
     }
     policies = {site: _policy(source, site, policy) for site, policy in privacy.items()}
+    validation = mapping(source, "validation", data.get("validation"), True)
+    for site, mode in validation.items():
+        if mode is not None and mode not in VALIDATIONS:
+            fail(source, f"validation.{site}", mode, f"null or one of {', '.join(VALIDATIONS)}")
     for site, why in mapping(source, "sample_warnings", data.get("sample_warnings"), True).items():
         text(source, f"sample_warnings.{site}", why)
     if data.get("schema") is not None:
@@ -213,7 +217,7 @@ def check_results_fields(data: Mapping, version: int, source: str) -> dict:
         _model(source, data["model"])
     if data.get("mode") == "swarm":
         _swarm(source, data)
-    return {"metrics": clean, "privacy": policies}
+    return {"metrics": clean, "privacy": policies, "validation": dict(validation)}
 
 
 def _labels(source: str, key: str, value: Any) -> None:

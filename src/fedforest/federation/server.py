@@ -394,7 +394,8 @@ class JobServer:
         ``metrics`` are the checked metrics replies (:meth:`read_metrics`);
         ``privacy`` holds each site's effective privacy policy as its metrics
         reply reported it (``{site: policy dict}``; ``None`` for a version 1
-        reply; a site that did not reach the evaluation is absent).
+        reply; a site that did not reach the evaluation is absent), ``validation``
+        each site's validation mode as reported (``{site: "oob" or "holdout"}``).
         """
         return JobResults(
             job=self.config.name,
@@ -412,6 +413,7 @@ class JobServer:
             phase_seconds={k: round(v, 3) for k, v in self.timings.items()},
             payload_bytes=self.payload_sizes,
             privacy={site: m.get("privacy") for site, m in metrics.items()},
+            validation={site: m.get("validation") for site, m in metrics.items()},
             model=None if model is None else model_summary(model, self.site_model_sizes),
         )
 

@@ -145,6 +145,8 @@ class SiteRunner:
         self.random_state = random_state
         self.frame: pd.DataFrame | None = None
         self.schema: GlobalSchema | None = None
+        #: The validation mode of the split (``oob`` or ``holdout``; set by :meth:`set_schema`).
+        self.validation: str | None = None
         #: The effective privacy policy (checked against the table by :meth:`load`).
         self.policy: PrivacyPolicy = config.privacy_policy()
         #: The category levels hidden as ``(other)``: ``{column: [levels]}``, never sent.
@@ -210,16 +212,31 @@ class SiteRunner:
         return self.train(data["elected"], data["forest"], data["surrogates"], data["intersection"])
 
     def _task_evaluate(self, data, save_dir):
-        return self.evaluate(
-            data["model"],
-            data["strategies"],
-            data["voting"],
-            data["depth_threshold"],
-            data["metrics"],
-            data["auto_metric"],
-            calibration=data["calibration"],
-            save_dir=save_dir,
+        """The metrics reply, with the validation mode of the site's split (``validation``)."""
+        return self._with_validation(
+            save_dir,
+            self.evaluate(
+                data["model"],
+                data["strategies"],
+                data["voting"],
+                data["depth_threshold"],
+                data["metrics"],
+                data["auto_metric"],
+                calibration=data["calibration"],
+                save_dir=save_dir,
+            ),
         )
+
+    def _with_validation(self, save_dir, metrics: dict) -> dict:
+        """A metrics reply saying which validation mode the site's split used (``validation``),
+        also in the ``metrics.json`` saved in ``save_dir``."""
+        if "validation" in metrics:
+            return metrics
+        out = {**metrics, "validation": self.validation}
+        saved = None if save_dir is None else Path(save_dir) / "metrics.json"
+        if saved is not None and saved.is_file():
+            saved.write_text(json.dumps(out, indent=2) + "\n")
+        return out
 
     @property
     def site(self) -> str:
@@ -321,7 +338,14 @@ class SiteRunner:
         return self.config.task == "regression"
 
     def set_schema(self, payload: Mapping) -> None:
-        """Receive the global schema; encode the table and split it."""
+        """Receive the global schema; encode the table and split it.
+
+        The split follows the site's validation mode
+        (:meth:`~fedforest.federation.config.SiteConfig.validation_choice`, logged
+        with its reason): ``holdout`` holds out ``validation_fraction`` of the rows
+        as validation rows; ``oob`` holds out none (:attr:`X_val` and :attr:`y_val`
+        are ``None``) and trains on every row but the test rows.
+        """
         self.schema = read_message(payload, "server", protocol.GLOBAL_SCHEMA)
         if self.site not in self.schema.site_columns:
             raise ValueError(f"the global schema does not list site {self.site!r}")
@@ -336,23 +360,36 @@ class SiteRunner:
         X = model_input(self.frame, None, columns, self.schema.categories).X
         target = self.frame[self.config.target]
         y = target.to_numpy(dtype=np.float64) if self.regression else normalize_labels(target)
+        self.validation, why = self.config.validation_choice()
         (self.X_train, self.X_val, self.X_test, self.y_train, self.y_val, self.y_test) = (
             split_site_rows(
                 X,
                 y,
-                self.config.validation_fraction,
+                self.config.held_validation_fraction,
                 self.config.test_fraction,
                 self.random_state,
                 stratify=not self.regression,
             )
         )
-        logger.info(
-            "site %s: %d train, %d validation, %d test rows",
-            self.site,
-            len(self.X_train),
-            len(self.X_val),
-            len(self.X_test),
-        )
+        if self.X_val is None:
+            logger.info(
+                "site %s: %d train, no validation (oob: the training rows scored out of bag; "
+                "%s), %d test rows",
+                self.site,
+                len(self.X_train),
+                why,
+                len(self.X_test),
+            )
+        else:
+            logger.info(
+                "site %s: %d train, %d validation, %d test rows",
+                self.site,
+                len(self.X_train),
+                len(self.X_val),
+                len(self.X_test),
+            )
+            if "DP mode" in why:
+                logger.info("site %s: validation holdout: %s", self.site, why)
 
     @property
     def columns(self) -> list[str]:
@@ -386,9 +423,12 @@ class SiteRunner:
     def score_mask(self, features: Sequence[str], metric: str) -> dict:
         """Phase 2 (tuning): score a proposed mask on the validation rows.
 
-        In DP mode the score is the constant :data:`DP_MASK_SCORE` (see the
-        module docstring): a score computed on the rows would leave the site
-        without noise.
+        Without validation rows (validation mode ``oob``) the mask's forest
+        scores the training rows out of bag
+        (:func:`~fedforest.election.tuning.score_mask`), and ``n_rows`` is the
+        training row count. In DP mode the score is the constant
+        :data:`DP_MASK_SCORE` (see the module docstring): a score computed on
+        the rows would leave the site without noise.
         """
         if self.policy.dp:
             value = DP_MASK_SCORE
@@ -408,7 +448,7 @@ class SiteRunner:
             "format": protocol.MASK_SCORE,
             "version": protocol.FORMATS[protocol.MASK_SCORE],
             "score": float(value),
-            "n_rows": int(len(self.X_val)),
+            "n_rows": int(len(self.X_train if self.X_val is None else self.X_val)),
         }
 
     # ------------------------------------------------------------- phase 3

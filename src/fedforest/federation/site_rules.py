@@ -23,7 +23,10 @@ naming the site's YAML, the key, the data file, the bad value and the fix:
   fraction that works at this site's size; and a ``sigmoid`` or ``isotonic``
   calibration (the site's or the job's) needs
   :data:`~fedforest.prediction.calibration.MIN_CLASS_ROWS` validation rows of
-  every class, whatever the seed.
+  every class, whatever the seed. A site whose validation mode is ``oob``
+  (:meth:`~fedforest.federation.config.SiteConfig.validation_mode`) has no
+  validation rows: ``validation_fraction`` is not checked, and the calibration
+  needs those rows of every class among its training rows (scored out of bag).
 """
 
 from __future__ import annotations
@@ -195,17 +198,18 @@ def check_part_sizes(job, site, target, seed: int = 0) -> None:
     n = len(y)
     classes = len(np.unique(y)) if site.task != "regression" else 0
     need = _need(site, classes)
-    n_train, n_val, n_test = split_sizes(n, site.validation_fraction, site.test_fraction)
+    held = site.held_validation_fraction
+    n_train, n_val, n_test = split_sizes(n, held, site.test_fraction)
     what = (
         f"the {classes} classes of target {site.target!r} (a stratified split needs a row of "
         "each class in every part)"
         if site.task != "regression"
         else f"{MIN_REGRESSION_PART_ROWS}, the fewest a part needs"
     )
-    for key, rows, part in (
-        ("test_fraction", n_test, "test"),
-        ("validation_fraction", n_val, "validation"),
-    ):
+    parts = [("test_fraction", n_test, "test")]
+    if held is not None:
+        parts.append(("validation_fraction", n_val, "validation"))
+    for key, rows, part in parts:
         if rows < need:
             value = getattr(site, key)
             best = _smallest(n, key, site, need)
@@ -220,6 +224,13 @@ def check_part_sizes(job, site, target, seed: int = 0) -> None:
                 f"{site.data_path} it leaves {rows} {part} row(s), fewer than {what}; "
                 f"allowed: {fix}"
             )
+    if n_train < need and held is None:
+        raise ConfigError(
+            f"{site.source}: key 'test_fraction' is {site.test_fraction:g} (validation: oob, "
+            f"no validation rows): of the {n} rows of the data file {site.data_path} it leaves "
+            f"{n_train} training row(s), fewer than {what}; allowed: a smaller test_fraction "
+            "(or more rows)"
+        )
     if n_train < need:
         raise ConfigError(
             f"{site.source}: key 'validation_fraction' is {site.validation_fraction:g} with "
@@ -247,12 +258,26 @@ def _check_calibration_rows(job, site, y: np.ndarray, seed: int) -> None:
     needed = MIN_CLASS_ROWS.get(method)
     if needed is None:
         return
-    rows = part_class_rows(y, site.validation_fraction, site.test_fraction, seed)
-    short = {label: r[1] for label, r in rows.items() if r[1] < needed}
+    held = site.held_validation_fraction
+    part = 1 if held is not None else 0  # oob: the training rows, scored out of bag
+    rows = part_class_rows(y, held, site.test_fraction, seed)
+    short = {label: r[part] for label, r in rows.items() if r[part] < needed}
     if not short:
         return
     labels, counts = np.unique(y, return_counts=True)
     class_rows = dict(zip(labels.tolist(), counts.tolist(), strict=True))
+    key = "calibration" if site.calibration else "evaluation.calibration"
+    where = site.source if site.calibration else f"{job.source} (for site {site.site!r})"
+    if held is None:
+        label, got = next(iter(short.items()))
+        raise ConfigError(
+            f"{where}: key {key!r} is {method!r}, which needs {needed} rows of every class "
+            f"to fit on (validation: oob, the training rows out of bag), but test_fraction "
+            f"{site.test_fraction:g} of the {len(y)} rows of {site.data_path} ({site.source}) "
+            f"leaves class {_plain_label(label)!r} only {got} training row(s) (class counts "
+            f"{class_rows}); allowed: more rows of class(es) {listing(map(repr, short))}, or "
+            f"calibration: auto, prior or none in {site.source} (auto skips what it cannot fit)"
+        )
     best = None
     for i in range(1, int(round((MAX_HELD_OUT - site.test_fraction) / STEP))):
         f = round(i * STEP, 3)
@@ -263,8 +288,6 @@ def _check_calibration_rows(job, site, y: np.ndarray, seed: int) -> None:
         ):
             best = f
             break
-    key = "calibration" if site.calibration else "evaluation.calibration"
-    where = site.source if site.calibration else f"{job.source} (for site {site.site!r})"
     fix = (
         f"validation_fraction at least {best:g} in {site.source}, "
         if best is not None

@@ -5,11 +5,17 @@ its validation rows (``validation_fraction`` of all rows, taken from the
 rest); both splits are scikit-learn's ``train_test_split`` with the job's
 seed, stratified by class when every class has at least two rows (a plain
 split otherwise). :func:`split_site_rows` is that split, the one a site
-makes; it depends on the target column and the seed only.
+makes; it depends on the target column and the seed only. A site whose
+validation mode is ``oob`` (:data:`~fedforest.vocabulary.VALIDATIONS`) holds
+out no validation rows: ``validation_fraction=None`` here, the second split
+is skipped, and every row that is not a test row is a training row (scored
+out of bag where a holdout site uses its validation rows).
 
 The job needs every class a site has in each of the three parts (the vote
 and the trees need two classes in the training rows, the tuning scores and
-the calibration in the validation rows, the metrics in the test rows).
+the calibration in the validation rows, the metrics in the test rows); an
+``oob`` site has two parts, and its validation count is always 0 and not
+checked.
 :func:`describe_short_classes` makes the same split of the target column
 alone, so that ``job build``, a site when it starts and
 ``data_prep/jaccard_split.py`` refuse a table the job could not run before
@@ -53,7 +59,7 @@ def split_validation(X: pd.DataFrame, y, fraction: float, random_state=None, str
 def split_site_rows(
     X: pd.DataFrame,
     y,
-    validation_fraction: float,
+    validation_fraction: float | None,
     test_fraction: float,
     random_state=None,
     stratify: bool = True,
@@ -61,13 +67,26 @@ def split_site_rows(
     """A site's training, validation and test rows, as the job splits them.
 
     ``stratify=False`` for a regression target (a plain random split).
+    ``validation_fraction=None`` (validation mode ``oob``) holds out no
+    validation rows: the training rows are every row but the test rows, and
+    ``X_val`` and ``y_val`` are ``None``. The test rows are the same either way.
 
     Returns
     -------
     tuple
         ``(X_train, X_val, X_test, y_train, y_val, y_test)``.
+
+    Examples
+    --------
+    >>> X = pd.DataFrame({"a": range(20)})
+    >>> y = [0, 1] * 10
+    >>> parts = split_site_rows(X, y, None, 0.25, random_state=0)
+    >>> len(parts[0]), parts[1] is None, len(parts[2])
+    (15, True, 5)
     """
     rest_X, X_test, rest_y, y_test = split_validation(X, y, test_fraction, random_state, stratify)
+    if validation_fraction is None:
+        return rest_X, None, X_test, rest_y, None, y_test
     val_share = validation_fraction / (1 - test_fraction)
     X_train, X_val, y_train, y_val = split_validation(
         rest_X, rest_y, val_share, random_state, stratify
@@ -75,22 +94,31 @@ def split_site_rows(
     return X_train, X_val, X_test, y_train, y_val, y_test
 
 
-def part_class_rows(y, validation_fraction: float, test_fraction: float, random_state=None) -> dict:
-    """Class label -> its ``(training, validation, test)`` rows in the split a site makes."""
+def part_class_rows(
+    y, validation_fraction: float | None, test_fraction: float, random_state=None
+) -> dict:
+    """Class label -> its ``(training, validation, test)`` rows in the split a site makes
+    (validation 0 with ``validation_fraction=None``)."""
     y = np.asarray(y)
     X = pd.DataFrame(index=np.arange(len(y)))
     _, _, _, *parts = split_site_rows(X, y, validation_fraction, test_fraction, random_state)
-    return {label: tuple(int((part == label).sum()) for part in parts) for label in np.unique(y)}
+    return {
+        label: tuple(0 if part is None else int((part == label).sum()) for part in parts)
+        for label in np.unique(y)
+    }
 
 
-def split_sizes(n_rows: int, validation_fraction: float, test_fraction: float):
+def split_sizes(n_rows: int, validation_fraction: float | None, test_fraction: float):
     """(training, validation, test) rows of a site of ``n_rows`` rows, as the job splits them.
 
     The test rows are split off first, then the validation rows (scikit-learn's
-    ``train_test_split`` rounds the held-out count up).
+    ``train_test_split`` rounds the held-out count up); none with
+    ``validation_fraction=None`` (validation mode ``oob``).
     """
     n_test = math.ceil(test_fraction * n_rows)
     rest = n_rows - n_test
+    if validation_fraction is None:
+        return rest, 0, n_test
     n_val = math.ceil(validation_fraction / (1 - test_fraction) * rest)
     return rest - n_val, n_val, n_test
 
@@ -104,7 +132,7 @@ def _split_bounds(rows: int, n: int, n_held: int, stratified: bool) -> tuple[int
 
 
 def holdout_class_rows(
-    class_rows: Mapping, validation_fraction: float, test_fraction: float
+    class_rows: Mapping, validation_fraction: float | None, test_fraction: float
 ) -> dict:
     """The fewest rows of each class in each part of a site's rows, whatever the seed.
 
@@ -118,7 +146,8 @@ def holdout_class_rows(
     class_rows : mapping of class label to int
         The site's rows of each class (every class it has, each at least 1).
     validation_fraction, test_fraction : float
-        The site's holdouts, as in its YAML.
+        The site's holdouts, as in its YAML (``validation_fraction=None``: no
+        validation rows, validation mode ``oob``).
 
     Returns
     -------
@@ -142,6 +171,8 @@ def holdout_class_rows(
     for label, c in counts.items():
         test, rest[label] = _split_bounds(c, n, n_test, first)
         out[label] = test
+    if validation_fraction is None:  # oob: no validation rows
+        return {label: (rest[label], 0, out[label]) for label in counts}
     second = [True] if min(rest.values()) >= 2 else [True, False]
     for label, c in rest.items():
         val, train = (
@@ -151,13 +182,22 @@ def holdout_class_rows(
     return out
 
 
-def fewest_class_rows(n_rows: int, validation_fraction: float, test_fraction: float) -> int:
+def checked_parts(rows: tuple, validation_fraction: float | None) -> tuple:
+    """The parts of a class's ``(training, validation, test)`` rows that must hold it: all
+    three, or training and test without validation rows (``validation_fraction=None``)."""
+    return tuple(rows) if validation_fraction is not None else (rows[0], rows[2])
+
+
+def fewest_class_rows(n_rows: int, validation_fraction: float | None, test_fraction: float) -> int:
     """The fewest rows a class needs, at a site of ``n_rows`` rows whose other classes are
     large, for :data:`MIN_CLASS_ROWS_PER_PART` of them in every part (``n_rows + 1`` when
     no number of rows is enough)."""
     for c in range(1, n_rows):
         rows = holdout_class_rows({0: n_rows - c, 1: c}, validation_fraction, test_fraction)
-        if min(rows[1]) >= MIN_CLASS_ROWS_PER_PART and min(rows[0]) >= MIN_CLASS_ROWS_PER_PART:
+        if all(
+            min(checked_parts(r, validation_fraction)) >= MIN_CLASS_ROWS_PER_PART
+            for r in (rows[1], rows[0])
+        ):
             return c
     return n_rows + 1
 
@@ -167,7 +207,7 @@ def _rows(k) -> str:
 
 
 def describe_short_classes(
-    y, validation_fraction: float, test_fraction: float, random_state=None
+    y, validation_fraction: float | None, test_fraction: float, random_state=None
 ) -> str | None:
     """Why the job could not run on a site with this target column, or None when it can.
 
@@ -181,6 +221,7 @@ def describe_short_classes(
     y : array-like
         The site's target column (after ``label_map``).
     validation_fraction, test_fraction : float
+        ``validation_fraction=None``: no validation rows (validation mode ``oob``).
     random_state : int
         The job's ``seed``.
 
@@ -188,12 +229,17 @@ def describe_short_classes(
     --------
     >>> print(describe_short_classes([0] * 99 + [1], 0.2, 0.25, random_state=0))
     ... # doctest: +ELLIPSIS
-    class counts {0: 99, 1: 1}: ...every class needs at least 6 rows...
+    class counts {0: 99, 1: 1}: ...a class needs at least 6 rows...
     >>> describe_short_classes([0] * 90 + [1] * 10, 0.2, 0.25, random_state=0) is None
     True
     """
     rows = part_class_rows(y, validation_fraction, test_fraction, random_state)
-    short = {label: r for label, r in rows.items() if min(r) < MIN_CLASS_ROWS_PER_PART}
+    names = checked_parts(PARTS, validation_fraction)
+    short = {
+        label: checked_parts(r, validation_fraction)
+        for label, r in rows.items()
+        if min(checked_parts(r, validation_fraction)) < MIN_CLASS_ROWS_PER_PART
+    }
     if not short:
         return None
     n = len(np.asarray(y))
@@ -201,13 +247,17 @@ def describe_short_classes(
     found = ", ".join(f"{_label(label)!r}: {sum(r)}" for label, r in rows.items())
     parts = "; ".join(
         f"class {_label(label)!r} ({_rows(sum(r))}) gets "
-        + ", ".join(f"{k} {name}" for k, name in zip(r, PARTS, strict=True))
+        + ", ".join(f"{k} {name}" for k, name in zip(r, names, strict=True))
         + " rows"
         for label, r in short.items()
     )
+    held = (
+        f"test_fraction {test_fraction:g} and validation_fraction {validation_fraction:g}"
+        if validation_fraction is not None
+        else f"test_fraction {test_fraction:g} (validation: oob, no validation rows)"
+    )
     return (
-        f"class counts {{{found}}}: the job holds out test_fraction {test_fraction:g} and "
-        f"validation_fraction {validation_fraction:g} of the rows (stratified, seed "
+        f"class counts {{{found}}}: the job holds out {held} of the rows (stratified, seed "
         f"{random_state}), and {parts}, but every class needs at least "
         f"{MIN_CLASS_ROWS_PER_PART} row in each part; with {n} rows a class needs at least "
         f"{need} rows to keep one in every part whatever the seed"

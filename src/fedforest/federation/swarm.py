@@ -486,6 +486,7 @@ def swarm_results(
         test_rows={s: m["rows"] for s, m in reported.items()},
         phase_seconds={s: dict(statuses[s].get("phase_seconds", {})) for s in finished},
         privacy={s: m.get("privacy") for s, m in reported.items()},
+        validation={s: m.get("validation") for s, m in reported.items()},
         swarm=SwarmSummary(
             site_states=states,
             site_errors=errors,

@@ -23,20 +23,23 @@ from nvflare.apis.signal import Signal
 from .. import protocol
 from ..federation.config import LOCAL_OVERRIDE, SiteConfig
 from ..federation.site import SiteRunner
-from ..vocabulary import TASKS
+from ..vocabulary import DEFAULT_VALIDATION, TASKS, VALIDATIONS
 from .tracking import find_writer, site_metric_records, write_records
 
 logger = logging.getLogger(__name__)
 
 
 def start_site(
-    fl_ctx: FLContext, site_config: str, task: str = "classification"
+    fl_ctx: FLContext,
+    site_config: str,
+    task: str = "classification",
+    validation: str = DEFAULT_VALIDATION,
 ) -> tuple[SiteRunner, Path]:
     """Load this site's configuration and table; return its runner and run folder.
 
     The site YAML is read from the app's config folder, with the site-owned
     ``local/fedforest.yaml`` applied (:data:`~fedforest.federation.config.LOCAL_OVERRIDE`);
-    ``task`` is the job's ``job.task``.
+    ``task`` and ``validation`` are the job's ``job.task`` and ``evaluation.validation``.
 
     Raises
     ------
@@ -49,7 +52,7 @@ def start_site(
     run_dir = Path(workspace.get_run_dir(job_id))
     path = Path(workspace.get_app_config_dir(job_id)) / site_config
     override = Path(workspace.get_file_path_in_site_config(LOCAL_OVERRIDE))
-    config = SiteConfig.load(path, override=override, task=task)
+    config = SiteConfig.load(path, override=override, task=task, validation=validation)
     if f"(data_path from {override})" in config.source:
         logger.info("site %s: data path taken from its own %s", site, override)
     if config.local_privacy is not None:
@@ -79,6 +82,9 @@ class FedForestExecutor(Executor):
         (the default, ``job.tracking: none``): no tracking.
     job_task : {"classification", "regression"}
         The job's ``job.task``: what the site's target column holds.
+    job_validation : {"oob", "holdout"}
+        The job's ``evaluation.validation``: what the site scores its choices on
+        unless its YAML sets ``validation``.
     """
 
     def __init__(
@@ -86,12 +92,18 @@ class FedForestExecutor(Executor):
         site_config: str = "fedforest_site.yaml",
         log_writer_id: str = "",
         job_task: str = "classification",
+        job_validation: str = DEFAULT_VALIDATION,
     ):
         super().__init__()
         if job_task not in TASKS:
             raise ValueError(
                 f"job_task={job_task!r} must be one of {list(TASKS)} (job.task); rebuild the job "
                 "with `fedforest job build`"
+            )
+        if job_validation not in VALIDATIONS:
+            raise ValueError(
+                f"job_validation={job_validation!r} must be one of {list(VALIDATIONS)} "
+                "(evaluation.validation); rebuild the job with `fedforest job build`"
             )
         if not isinstance(site_config, str) or not site_config:
             raise ValueError(
@@ -106,6 +118,7 @@ class FedForestExecutor(Executor):
         self.site_config = site_config
         self.log_writer_id = log_writer_id
         self.job_task = job_task
+        self.job_validation = job_validation
         self.writer = None
         self.runner: SiteRunner | None = None
         self.startup_error: str | None = None
@@ -117,7 +130,9 @@ class FedForestExecutor(Executor):
         site = fl_ctx.get_identity_name()
         self.writer = find_writer(fl_ctx, self.log_writer_id, f"site {site}")
         try:
-            self.runner, self.run_dir = start_site(fl_ctx, self.site_config, self.job_task)
+            self.runner, self.run_dir = start_site(
+                fl_ctx, self.site_config, self.job_task, self.job_validation
+            )
         except Exception as err:  # noqa: BLE001 - any start-up failure stops this site
             # Reply to every task with the reason instead of dying silently: the server
             # then names this site and the exact error, and goes on if min_sites allows.

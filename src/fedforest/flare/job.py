@@ -68,7 +68,7 @@ def load_configs(config_dir, data_checks: bool = True) -> tuple[JobConfig, dict[
                 f"{job.source}: key 'job.sites' lists {name!r} but {path} does not exist; "
                 "allowed: sites that have a YAML file in " + str(config_dir)
             )
-        site = SiteConfig.load(path, task=job.task)
+        site = SiteConfig.load(path, task=job.task, validation=job.validation)
         if site.site != name:
             raise ConfigError(
                 f"{path}: key 'site' is {site.site!r}; allowed: {name!r} (the file name)"
@@ -217,7 +217,10 @@ def make_fed_job(
             job.add_file_to(str(stage / JOB_FILE), name, app_folder_type="config")
         else:
             executor = overrides.get(name) or FedForestExecutor(
-                site_config=SITE_FILE, log_writer_id=writer_id, job_task=job_cfg.task
+                site_config=SITE_FILE,
+                log_writer_id=writer_id,
+                job_task=job_cfg.task,
+                job_validation=job_cfg.validation,
             )
             job.to(executor, name, tasks=list(protocol.TASKS))
         for component_id, component in tracking.site_components(job_cfg.tracking).items():

@@ -346,7 +346,7 @@ class FedForestSwarmExecutor(Executor, TaskController):
         startup_error = None
         report = True
         try:
-            runner, _ = start_site(fl_ctx, self.site_config, job.task)
+            runner, _ = start_site(fl_ctx, self.site_config, job.task, job.validation)
             self.runner, report = runner, runner.config.report_metrics
         except Exception as err:  # noqa: BLE001 - the other sites are told why, then it stops
             startup_error = f"{type(err).__name__}: {err}"

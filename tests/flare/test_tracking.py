@@ -104,6 +104,10 @@ def test_tensorboard_gets_every_site_metric_and_the_tuning_history(tmp_path):
 
 
 # --------------------------------------------------------------------------- building the job
+#: Executor arguments every job has, whatever its tracking.
+JOB_ARGS = ("site_config", "job_validation")
+
+
 def _components(job_dir: Path) -> dict[str, list[str]]:
     """Each app's component classes, then the controller's or executor's arguments."""
     out = {}
@@ -113,7 +117,8 @@ def _components(job_dir: Path) -> dict[str, list[str]]:
         out[app.name] = sorted(c["path"].rsplit(".", 1)[1] for c in data.get("components", []))
         for runner in [*data.get("workflows", []), *data.get("executors", [])]:
             args = runner.get("args", runner.get("executor", {}).get("args", {}))
-            out[app.name] += [f"{k}={v}" for k, v in args.items() if k != "site_config"]
+            # what tracking adds, not the job's own settings every executor is given
+            out[app.name] += [f"{k}={v}" for k, v in args.items() if k not in JOB_ARGS]
     return out
 
 

@@ -19,8 +19,8 @@ $(STAMP): requirements.txt pyproject.toml
 
 install: $(STAMP)
 
-# The whole suite in parallel, one pytest-xdist worker per CPU and one more (tests/parallel_runs.py;
-# PYTEST_XDIST_AUTO_NUM_WORKERS sets another number), the 15 slowest tests listed at the end.
+# The whole suite in parallel, one pytest-xdist worker per CPU (PYTEST_XDIST_AUTO_NUM_WORKERS
+# sets another number), the 15 slowest tests listed at the end.
 test: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks data_prep docs/generate.py
 	$(PY) -m pytest -q -n logical --durations=15

@@ -1,9 +1,7 @@
 """How the suite runs on several pytest-xdist workers (a pytest plugin, see tests/conftest.py).
 
 ``make test`` runs ``pytest -n logical`` with ``--dist loadgroup`` (pyproject.toml):
-tests in one ``xdist_group`` run on one worker, one after the other. ``-n logical``
-starts one worker per CPU and one more (:func:`pytest_xdist_auto_num_workers`): the
-worker of the shared FLARE runs spends most of its time waiting on FLARE's processes.
+tests in one ``xdist_group`` run on one worker, one after the other.
 
 * **Groups.** Tests that share an instance of a module-, class- or
   package-scoped fixture join one group, so that fixture is made once; a test
@@ -28,7 +26,6 @@ worker of the shared FLARE runs spends most of its time waiting on FLARE's proce
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -137,24 +134,6 @@ def pytest_configure_node(node):
 def pytest_unconfigure(config):
     if _groups_dir in config.stash:
         shutil.rmtree(config.stash[_groups_dir], ignore_errors=True)
-
-
-#: Workers beyond the CPU count for ``-n auto`` / ``-n logical``: the worker running the
-#: shared FLARE runs mostly waits on FLARE's processes (polling, start-up, shutdown), so one
-#: more worker keeps every core busy with the short tests meanwhile.
-EXTRA_WORKERS = 1
-
-
-@pytest.hookimpl(optionalhook=True, tryfirst=True)
-def pytest_xdist_auto_num_workers(config):
-    """The CPU count plus :data:`EXTRA_WORKERS` (``PYTEST_XDIST_AUTO_NUM_WORKERS`` wins)."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None  # pytest-xdist's own hook reads it
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return cores + EXTRA_WORKERS
 
 
 @pytest.hookimpl(optionalhook=True)

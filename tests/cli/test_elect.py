@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -101,3 +102,33 @@ def test_a_target_that_reads_like_a_column_is_named(tmp_path, capsys):
     assert main(["elect", str(one), str(other), "--target", "Y"]) == 1
     err = capsys.readouterr().err
     assert "--target 'Y' is not a column" in err and "the column 'y' reads like it" in err
+
+
+@pytest.mark.parametrize("validation", ["oob", "holdout"])
+def test_the_tuning_scores_what_validation_names(tmp_path, capsys, validation):
+    from fedforest.federation.offline import run_election
+
+    paths = [write(tmp_path / f"{s}.csv", n=120, seed=i) for i, s in enumerate(("north", "south"))]
+    argv = ["elect", *map(str, paths), "--target", "y", "--selector", "f_classif", "--auto-tune"]
+    out = tmp_path / "election.json"
+    assert (
+        main([*argv, "--tuning-rounds", "2", "--validation", validation, "--json", str(out)]) == 0
+    )
+    text = capsys.readouterr().out
+    where = "training rows out of bag" if validation == "oob" else "validation rows"
+    assert f"score, scored on each site's {where}):" in text
+    tables = {p.stem: pd.read_csv(p) for p in paths}
+    same = run_election(tables, "y", "f_classif", auto_tune=True, tuning_rounds=2,
+                        validation=validation)  # fmt: skip
+    saved = json.loads(out.read_text())
+    assert saved["validation"] == validation
+    assert [h.score for h in same.tuning.history] == [
+        h["score"] for h in saved["tuning"]["history"]
+    ]
+
+
+def test_an_unknown_validation_mode_is_refused(tmp_path, capsys):
+    one, other = write(tmp_path / "north.csv"), write(tmp_path / "south.csv", seed=1)
+    with pytest.raises(SystemExit):
+        main(["elect", str(one), str(other), "--target", "y", "--validation", "bootstrap"])
+    assert "argument --validation: invalid choice: 'bootstrap'" in capsys.readouterr().err

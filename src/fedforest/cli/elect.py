@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 
 from ..model.payload_checks import MAX_SEED
-from ..vocabulary import AGGREGATIONS, RANKING_METRICS, SELECTORS
+from ..vocabulary import (
+    AGGREGATIONS,
+    DEFAULT_VALIDATION,
+    RANKING_METRICS,
+    SELECTORS,
+    VALIDATIONS,
+)
 from .options import (
     check_output,
     columns_text,
@@ -91,11 +97,12 @@ def _elect(args: argparse.Namespace) -> int:
         raise ValueError(
             f"site tables {named}: {err} (for site tables: correct the files named)"
         ) from None
-    print(format_election(out))
+    print(format_election(out, args.validation))
     if args.json:
         payload = {
             "election": out.election.to_dict(),
             "tuning": out.tuning.to_dict() if out.tuning else None,
+            "validation": args.validation,
         }
         text = json.dumps(payload, indent=2) + "\n"
         check_output(args.json, "--json", overwrite=args.overwrite, inputs=args.tables)
@@ -120,11 +127,20 @@ def _run(run_election, tables, files, args, selectors, categorical):
         tolerance=args.tolerance,
         metric=args.metric,
         random_state=args.seed,
+        validation=args.validation,
     )
 
 
-def format_election(out) -> str:
-    """The table of votes and the chosen mask, as text."""
+#: What each site scored the tuning's masks on, per validation mode.
+SCORED_ON = {
+    "oob": "each site's training rows out of bag",
+    "holdout": "each site's validation rows",
+}
+
+
+def format_election(out, validation: str | None = None) -> str:
+    """The table of votes and the chosen mask, as text; with ``validation`` (``oob`` or
+    ``holdout``) the tuning history says what the sites scored its masks on."""
     e = out.election
     sites = [v.site for v in out.votes]
     chosen = set(e.selected)
@@ -158,7 +174,8 @@ def format_election(out) -> str:
         f"kept {st['kept']} at freedom degree {e.freedom_degree:.4g} ({e.aggregation} votes, scores normalised over {e.normalization} columns)",
     ]
     if out.tuning is not None:
-        lines.append("tuning history (freedom degree, features kept, score):")
+        scored = f", scored on {SCORED_ON[validation]}" if validation else ""
+        lines.append(f"tuning history (freedom degree, features kept, score{scored}):")
         for h in out.tuning.history:
             note = "  same mask as before" if h.reused else ""
             lines.append(f"  {h.freedom_degree:.4f}  {h.n_features:4d}  {h.score:.4f}{note}")
@@ -223,6 +240,14 @@ def add_parser(sub) -> None:
         help="scores within this of the best count as equal (smallest mask wins)",
     )
     p.add_argument("--metric", default="auprc", choices=RANKING_METRICS)
+    p.add_argument(
+        "--validation",
+        default=DEFAULT_VALIDATION,
+        choices=VALIDATIONS,
+        help="what each site scores the tuning's masks on, as a job's evaluation.validation: "
+        "its training rows out of bag (oob, the default: no rows held out) or 20%% of its "
+        "rows held out as validation rows (holdout)",
+    )
     p.add_argument("--seed", type=integer(0, MAX_SEED), default=0)
     p.add_argument("--json", help="also write the election and tuning history to this file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")

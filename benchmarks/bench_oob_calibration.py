@@ -25,8 +25,13 @@ scores, at each hospital and on its test rows:
 * in the holdout job, the same calibrators (and ``auto``'s choice) fitted
   *out of bag on the same trees*: the site's training rows scored without the
   trees that trained on them, from the in-bag record the site kept. Against
-  the same calibrators fitted on the validation rows this isolates the
-  out-of-bag fit from everything else (the trees are the same).
+  the same calibrators fitted on the validation rows, the trees are the same;
+  the rows differ (more of them, and scored out of bag);
+* in the holdout job, the same calibrators fitted on the validation rows
+  scored by the *out-of-bag mixture* of trees (:func:`borrowed_in_bag`: each
+  validation row leaves out the own trees a random training row is in bag
+  for). Against the same calibrators fitted on the validation rows scored by
+  every tree, only the mixture differs: the mechanism alone.
 
 For each it reports reliability: *calibration-in-the-large* (mean predicted
 risk minus the observed rate; negative: risks too low) and the *calibration
@@ -77,7 +82,9 @@ EPS = 1e-6
 MAX_SLOPE = 1e3
 #: The variants: (key, job's validation mode, rows the calibration is fitted on,
 #: strategy, calibration). ``fit`` is ``"oob"`` (training rows out of bag),
-#: ``"validation"`` (held-out validation rows) or ``None`` (nothing is fitted).
+#: ``"validation"`` (held-out validation rows), ``"mixture"`` (the validation rows scored
+#: by the trees an out-of-bag row gets: :func:`borrowed_in_bag`) or ``None`` (nothing is
+#: fitted).
 VARIANTS = (
     ("oob/none/mp", "oob", None, "mp", "none"),
     ("oob/oob/mp+sigmoid", "oob", "oob", "mp", "sigmoid"),
@@ -90,6 +97,9 @@ VARIANTS = (
     ("holdout/oob/mp+isotonic", "holdout", "oob", "mp", "isotonic"),
     ("holdout/validation/auto", "holdout", "validation", "auto", "auto"),
     ("holdout/oob/auto", "holdout", "oob", "auto", "auto"),
+    ("holdout/mixture/mp+sigmoid", "holdout", "mixture", "mp", "sigmoid"),
+    ("holdout/mixture/mp+isotonic", "holdout", "mixture", "mp", "isotonic"),
+    ("holdout/mixture/auto", "holdout", "mixture", "auto", "auto"),
 )
 #: The variant each job deploys (what its sites' model files hold).
 DEPLOYED = {"oob": "oob/oob/auto", "holdout": "holdout/validation/auto"}
@@ -111,12 +121,32 @@ PAIRS = (
         "holdout/validation/auto",
     ),
     (
+        "same trees and rows, `mp` + sigmoid: fitted on the out-of-bag mixture − on every tree",
+        "holdout/mixture/mp+sigmoid",
+        "holdout/validation/mp+sigmoid",
+    ),
+    (
+        "same trees and rows, `mp` + isotonic: fitted on the out-of-bag mixture − on every tree",
+        "holdout/mixture/mp+isotonic",
+        "holdout/validation/mp+isotonic",
+    ),
+    (
+        "same trees and rows, `auto`: on the out-of-bag mixture − on every tree",
+        "holdout/mixture/auto",
+        "holdout/validation/auto",
+    ),
+    (
         "deployed: the `oob` job − the `holdout` job",
         "oob/oob/auto",
         "holdout/validation/auto",
     ),
 )
-FITTED_ON = {"oob": "training rows, out of bag", "validation": "validation rows", None: "–"}
+FITTED_ON = {
+    "oob": "training rows, out of bag",
+    "validation": "validation rows",
+    "mixture": "validation rows, out-of-bag mixture",
+    None: "–",
+}
 
 
 # ------------------------------------------------------------------ the metrics
@@ -232,6 +262,31 @@ def own_vote_shares(forest, site: str, in_bag: np.ndarray) -> tuple[float, float
     return float(own.mean()), float(oob.mean())
 
 
+def borrowed_in_bag(bag, n_rows: int, random_state):
+    """An in-bag matrix for ``n_rows`` rows no tree trained on: each row takes the column of
+    a training row of ``bag`` drawn at random (with replacement, ``random_state``).
+
+    Scored with it, a validation row is predicted by the trees an out-of-bag training row
+    is predicted by (the other sites' trees, and the site's own trees that did not draw
+    that row): the out-of-bag *mixture* of trees, on rows that none of them trained on.
+    A calibrator fitted on these scores differs from one fitted on the same rows scored
+    by every tree by the mixture alone.
+
+    Examples
+    --------
+    >>> from fedforest.prediction.out_of_bag import InBag
+    >>> bag = InBag(np.array([[True, False, False], [False, False, True]]))
+    >>> borrowed_in_bag(bag, 4, 0).forest.shape
+    (2, 4)
+    """
+    from fedforest.prediction.out_of_bag import InBag
+
+    rows = np.random.default_rng(random_state).integers(0, bag.n_rows, n_rows)
+    return InBag(
+        bag.forest[:, rows], None if bag.intersection is None else bag.intersection[:, rows]
+    )
+
+
 def site_variants(job, site: str, mode: str, model) -> tuple[dict, dict]:
     """The test-row probabilities of every variant of ``mode``'s job at ``site``, and the
     strategy and calibration each used (``{key: (strategy, calibration)}``; a calibration
@@ -255,6 +310,9 @@ def site_variants(job, site: str, mode: str, model) -> tuple[dict, dict]:
         "validation": (runner.X_val, runner.y_val, None),
         None: (None, None, None),
     }
+    if runner.X_val is not None:
+        mixture = borrowed_in_bag(bag, len(runner.X_val), runner.random_state)
+        fits["mixture"] = (runner.X_val, runner.y_val, mixture)
     probabilities, used = {}, {}
     for key, run_mode, fit, strategy, calibration in VARIANTS:
         if run_mode != mode:

@@ -109,6 +109,23 @@ def test_own_vote_shares_at_test_time_and_out_of_bag(bench):
     assert out_of_bag == pytest.approx((1 / 3 + 2 / 4 + 0) / 3)
 
 
+def test_the_out_of_bag_mixture_borrows_training_rows_columns(bench):
+    from fedforest.prediction.out_of_bag import InBag
+
+    forest = np.array([[True, False, False], [False, True, False], [False, False, False]])
+    bag = InBag(forest, intersection=np.array([[False, True, True]]))
+    borrowed = bench.borrowed_in_bag(bag, 50, random_state=3)
+    assert borrowed.forest.shape == (3, 50) and borrowed.intersection.shape == (1, 50)
+    columns = {tuple(c) for c in forest.T}
+    assert {tuple(c) for c in borrowed.forest.T} == columns  # every training row drawn
+    for row in range(50):  # the forest's and the intersection's columns of one training row
+        source = [tuple(c) for c in forest.T].index(tuple(borrowed.forest[:, row]))
+        assert borrowed.intersection[0, row] == bag.intersection[0, source]
+    again = bench.borrowed_in_bag(bag, 50, random_state=3)
+    assert np.array_equal(again.forest, borrowed.forest)  # seeded
+    assert bench.borrowed_in_bag(InBag(forest), 4, 0).intersection is None
+
+
 @pytest.fixture(scope="module")
 def measured(bench, tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
@@ -140,6 +157,7 @@ def test_a_real_run_scores_every_variant_at_every_hospital(bench, measured):
             assert mine["oob/none/mp"]["calibration"] == "none"
             assert mine["holdout/oob/mp+sigmoid"]["strategy"] == "mp"
             assert mine["holdout/validation/mp+sigmoid"]["calibration"] in ("sigmoid", "none")
+            assert mine["holdout/mixture/mp+sigmoid"]["strategy"] == "mp"
     # the mechanism: 4 hospitals with as many trees each, fewer own votes out of bag
     for share in saved["shares"]:
         assert share["trees"] == 16 and share["own_trees"] == 4

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format docs docs-demo bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression bench-payload bench-privacy bench-hospitals demo demo-data demo-regression demo-data-regression job poc clean
+.PHONY: install test lint format docs docs-demo bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression bench-payload bench-privacy bench-hospitals bench-oob-calibration demo demo-data demo-regression demo-data-regression job poc clean
 
 # uv (from PyPI) installs the same requirements as pip, several times faster (compiling the
 # bytecode up front, as pip does, so that every FLARE process starts from it); pip is the
@@ -73,6 +73,9 @@ bench-privacy: $(STAMP)
 
 bench-hospitals: $(STAMP)
 	$(PY) benchmarks/bench_hospitals.py $(BENCH_ARGS)
+
+bench-oob-calibration: $(STAMP)
+	$(PY) benchmarks/bench_oob_calibration.py $(BENCH_ARGS)
 
 bench-regression: $(STAMP)
 	$(PY) benchmarks/bench_regression.py $(BENCH_ARGS)

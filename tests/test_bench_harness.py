@@ -183,6 +183,7 @@ RENDERED = {
     "strategy_ideas": ("bench_strategy_ideas", "render", lambda d: [d, d["config"]]),
     "quality": ("bench_quality", "render", lambda d: [d, d["config"]]),
     "hospitals": ("bench_hospitals", "markdown", lambda d: [d, d]),
+    "oob_calibration": ("bench_oob_calibration", "markdown", lambda d: [d, d]),
     "privacy": ("bench_privacy", "markdown", lambda d: [d]),
 }
 COMMITTED = sorted(p.stem for p in (ROOT / "benchmarks" / "results").glob("*.json"))

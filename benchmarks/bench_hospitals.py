@@ -81,12 +81,7 @@ OUT = harness.RESULTS
 TARGET_METRICS = ("accuracy", "auc", "brier")
 TOLERANCE = 0.01
 #: What each validation mode fits the hospitals' choices on, as the report says it.
-FITTED = {
-    "oob": "Each hospital chooses `auto`'s strategy and fits its calibration on its training "
-    "rows scored out of bag (`validation: oob`): no validation rows are held out.",
-    "holdout": "Each hospital chooses `auto`'s strategy and fits its calibration on validation "
-    "rows held out of training (`validation: holdout`).",
-}
+FITTED = {v: harness.fitted(v, "hospital") for v in ("oob", "holdout")}
 #: Metric names in the targets.
 NAMES = {"accuracy": "accuracy", "brier": "Brier", "log_loss": "log-loss", "auc": "AUC"}
 #: Metrics where lower is better.
@@ -453,13 +448,7 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=harness.at_least(1), default=10)
     parser.add_argument("--trees", type=harness.at_least(1), default=100)
     parser.add_argument("--weights", choices=("equal", "rows"), default="equal")
-    parser.add_argument(
-        "--validation",
-        choices=("oob", "holdout"),
-        default="oob",
-        help="what each hospital fits auto, calibration and wmp on: every training row scored "
-        "out of bag (oob, the job's default) or held-out validation rows (holdout)",
-    )
+    harness.validation_option(parser, "hospital")
     parser.add_argument(
         "--heart-disease",
         type=Path,
@@ -478,7 +467,7 @@ def main(argv=None) -> None:
     result = summarise(data)
     name = "hospitals_heart" if args.heart_disease is not None else "hospitals"
     suffix = "" if args.weights == "equal" else f"_{args.weights}"
-    suffix += "" if args.validation == "oob" else f"_{args.validation}"
+    suffix += harness.validation_suffix(args.validation)
     text = markdown(data, result)
     harness.write_results(args.out, f"{name}{suffix}", {**data, **result}, text, logger)
     print(text)

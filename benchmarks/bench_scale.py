@@ -44,11 +44,19 @@ Usage::
 
     python benchmarks/bench_scale.py [--sites 3,10,30] [--rows 5000] [--trees 100] \\
         [--row-sweep 1000] [--row-sweep-sites 10] [--mode auto] \\
-        [--max-simulator-sites 10] [--evaluate-sample 3] [--out benchmarks/results]
+        [--max-simulator-sites 10] [--evaluate-sample 3] [--validation oob|holdout] \\
+        [--out benchmarks/results]
+    python benchmarks/bench_scale.py --sites "" --row-sweep 1000 --row-sweep-sites 10 \\
+        --out DIR          # the row sweep alone
 
 The default (3, 10 sites in the simulator; 30 sites in process; 10 sites at
 1,000 rows) takes about 10 minutes on 2 cores. Writes ``<out>/scale.json`` and
 ``<out>/scale.md``.
+
+``--validation`` is what each site fits ``auto``'s choice, the calibration and
+``wmp``'s weight on: ``oob`` (the job's default; its training rows scored out
+of bag, no validation rows held out) or ``holdout`` (validation rows held out
+of training; results go to ``scale_holdout.json`` and ``scale_holdout.md``).
 """
 
 from __future__ import annotations
@@ -70,6 +78,7 @@ from fedforest import protocol
 from fedforest.experiments.reference import config_reference
 from fedforest.experiments.synthetic import make_synthetic
 from fedforest.federation.config import JobConfig
+from fedforest.vocabulary import DEFAULT_VALIDATION
 
 logger = logging.getLogger("bench_scale")
 
@@ -98,6 +107,7 @@ def make_job(
     auto_tune: bool | None = None,
     tuning_rounds: int | None = None,
     site_trees: int | None = None,
+    validation: str = DEFAULT_VALIDATION,
 ) -> Path:
     """Write the sites' data and configs for one run into ``folder``; return the config folder.
 
@@ -106,9 +116,17 @@ def make_job(
     split by ``data_prep/jaccard_split.py``'s :func:`write_split`. The job
     YAML takes ``evaluation``, ``election`` and ``surrogates`` from
     ``site_configs/job.yaml`` (``auto_tune`` and ``tuning_rounds`` may
-    override its election; ``site_trees`` sets ``evaluation.trees_per_site``),
-    ``forest`` with ``n_estimators=trees``, every site required (``min_sites``)
-    and the :data:`TIMEOUTS`.
+    override its election; ``site_trees`` sets ``evaluation.trees_per_site``;
+    ``validation`` sets ``evaluation.validation``: what the sites fit their
+    choices on, ``oob`` or ``holdout``), ``forest`` with ``n_estimators=trees``,
+    every site required (``min_sites``) and the :data:`TIMEOUTS`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = make_job(Path(tempfile.mkdtemp()), 3, 40, 5, validation="holdout")
+    >>> JobConfig.load(folder / "job.yaml").validation
+    'holdout'
     """
     X, y, categorical = make_synthetic(
         kind, n_rows=rows * n_sites, n_features=N_FEATURES, random_state=seed
@@ -136,6 +154,7 @@ def make_job(
         job["election"]["tuning_rounds"] = tuning_rounds
     if site_trees is not None:
         job["evaluation"]["trees_per_site"] = site_trees
+    job["evaluation"]["validation"] = validation
     job["job"]["timeouts"] = dict(TIMEOUTS)
     job_path.write_text(yaml.safe_dump(job, sort_keys=False))
     JobConfig.load(job_path)  # a setting the job refuses fails here, not in the run
@@ -333,13 +352,15 @@ def run_one(
     isolate: bool = True,
     site_trees: int | None = None,
     reference: bool = True,
+    validation: str = DEFAULT_VALIDATION,
 ) -> dict:
     """One job at ``n_sites`` sites of ``rows`` rows in ``mode`` (``simulator``/``in-process``).
 
     ``isolate``: an in-process run happens in a forked child process, so its
     peak memory is its own (not the largest of every earlier run's).
     ``reference``: pooled data beside the job's metrics (:func:`reference_quality`),
-    computed in a child process after the run.
+    computed in a child process after the run. ``validation``: what the
+    sites fit their choices on (:func:`make_job`).
     """
     with tempfile.TemporaryDirectory(prefix="fedforest-scale-") as tmp:
         tmp = Path(tmp)
@@ -354,6 +375,7 @@ def run_one(
                 auto_tune,
                 tuning_rounds,
                 site_trees,
+                validation,
             )
         data_seconds = data_time.seconds
         logger.info(
@@ -377,6 +399,7 @@ def run_one(
             "auto_tune": job.election.auto_tune,
             "tuning_rounds": job.election.tuning_rounds,
             "site_trees": job.trees_per_site,
+            "validation": job.validation,
             "data_seconds": round(data_seconds, 2),
         }
         if mode == "simulator":
@@ -518,8 +541,13 @@ def run(
     isolate: bool = True,
     site_trees: int | None = None,
     reference: bool = True,
+    validation: str = DEFAULT_VALIDATION,
 ) -> dict:
-    """Run every planned job; write ``scale.json`` and ``scale.md`` into ``out``."""
+    """Run every planned job; write ``scale.json`` and ``scale.md`` into ``out``.
+
+    With ``validation="holdout"`` (the sites fit their choices on held-out
+    validation rows) the files are ``scale_holdout.json`` and ``scale_holdout.md``.
+    """
     runs = []
     planned = plan(list(sites), rows, list(row_sweep), row_sweep_sites)
     progress = harness.Progress(logger, len(planned), "runs")
@@ -540,6 +568,7 @@ def run(
                 isolate=isolate,
                 site_trees=site_trees,
                 reference=reference,
+                validation=validation,
             )
         )
         progress.step(f"{n_sites} sites x {n_rows} rows ({run_mode})")
@@ -554,12 +583,14 @@ def run(
             "max_simulator_sites": max_simulator_sites,
             "evaluate_sample": evaluate_sample,
             "site_trees": site_trees,
+            "validation": validation,
             "cpu_count": os.cpu_count(),
         },
         "runs": runs,
         "growth": growth(runs),
     }
-    harness.write_results(out, "scale", bench, markdown(bench), logger)
+    name = "scale" + harness.validation_suffix(validation)
+    harness.write_results(out, name, bench, markdown(bench), logger)
     return bench
 
 
@@ -643,7 +674,9 @@ def markdown(bench: dict) -> str:
         f"Scale of the job: synthetic table, {s['features']} features, pairwise Jaccard "
         f"{s['jaccard']}, {s['trees_per_site']} trees per site, `site_configs/job.yaml`'s "
         f"strategies and election; {s['cpu_count']} cores. Target: 10 sites x 5,000 rows under "
-        "60 s in the simulator.",
+        "60 s in the simulator."
+        # results written before the validation modes name none
+        + (f" {harness.fitted(s['validation'])}" if s.get("validation") else ""),
         "",
         "| sites | rows/site | mode | wall (s) | "
         + " | ".join(PHASES)
@@ -747,7 +780,12 @@ def markdown(bench: dict) -> str:
 
 def main(argv=None) -> None:
     parser = harness.parser(__doc__)
-    parser.add_argument("--sites", type=harness.int_list, default=[3, 10, 30], help="e.g. 3,10,30")
+    parser.add_argument(
+        "--sites",
+        type=harness.int_list,
+        default=[3, 10, 30],
+        help='sites of the runs at --rows rows, e.g. 3,10,30 ("": the row sweep alone)',
+    )
     parser.add_argument("--rows", type=int, default=5000, help="rows per site")
     parser.add_argument("--trees", type=int, default=100, help="trees per site")
     parser.add_argument(
@@ -786,14 +824,17 @@ def main(argv=None) -> None:
         help="election auto-tuning: as site_configs/job.yaml (default), on or off",
     )
     parser.add_argument("--tuning-rounds", type=int, default=None)
+    harness.validation_option(parser)
     parser.add_argument(
         "--no-reference",
         action="store_true",
         help="leave out pooled data (one scikit-learn forest on every site's rows pooled)",
     )
     args = parser.parse_args(argv)
-    if not args.sites or min(args.sites) < 2:
-        parser.error("--sites: at least one run, each of 2 sites or more")
+    if not args.sites and not args.row_sweep:
+        parser.error("--sites and --row-sweep are both empty: no run to make")
+    if args.sites and min(args.sites) < 2:
+        parser.error(f"--sites {','.join(map(str, args.sites))}: each run needs 2 sites or more")
     if args.row_sweep and args.row_sweep_sites < 2:
         parser.error("--row-sweep-sites must be 2 or more")
     if args.rows < 10 or any(r < 10 for r in args.row_sweep):
@@ -821,6 +862,7 @@ def main(argv=None) -> None:
         tuning_rounds=args.tuning_rounds,
         site_trees=args.site_trees,
         reference=not args.no_reference,
+        validation=args.validation,
     )
     print(markdown(bench))
 

@@ -126,6 +126,65 @@ def name_list(text: str) -> list[str]:
     return _items(text)
 
 
+def validation_option(parser: argparse.ArgumentParser, who: str = "site") -> None:
+    """Add ``--validation oob|holdout``: what each ``who`` fits its choices on.
+
+    The job's ``evaluation.validation`` (:data:`~fedforest.vocabulary.VALIDATIONS`),
+    the job's default (``oob``) by default. A benchmark names its results
+    files with :func:`validation_suffix` and says the mode with :func:`fitted`.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> validation_option(p)
+    >>> p.parse_args(["--validation", "holdout"]).validation
+    'holdout'
+    """
+    from fedforest.vocabulary import DEFAULT_VALIDATION, VALIDATIONS
+
+    parser.add_argument(
+        "--validation",
+        choices=VALIDATIONS,
+        default=DEFAULT_VALIDATION,
+        help=f"what each {who} fits auto, calibration and wmp on: every training row scored "
+        f"out of bag (oob, the job's default) or held-out validation rows (holdout)",
+    )
+
+
+def validation_suffix(validation: str | None) -> str:
+    """The results files' suffix for a validation mode: none for the job's default.
+
+    Examples
+    --------
+    >>> validation_suffix("oob"), validation_suffix("holdout")
+    ('', '_holdout')
+    """
+    from fedforest.vocabulary import DEFAULT_VALIDATION
+
+    return "" if validation in (None, DEFAULT_VALIDATION) else f"_{validation}"
+
+
+def fitted(validation: str, who: str = "site") -> str:
+    """What each ``who`` fitted its choices on under ``validation``, as a report says it.
+
+    Examples
+    --------
+    >>> fitted("holdout", "hospital").startswith("Each hospital chooses")
+    True
+    """
+    if validation == "oob":
+        return (
+            f"Each {who} chooses `auto`'s strategy and fits its calibration on its training "
+            "rows scored out of bag (`validation: oob`): no validation rows are held out."
+        )
+    if validation == "holdout":
+        return (
+            f"Each {who} chooses `auto`'s strategy and fits its calibration on validation "
+            "rows held out of training (`validation: holdout`)."
+        )
+    raise ValueError(f"validation={validation!r}: oob or holdout")
+
+
 def command(script: str, argv) -> str:
     """The command line a run was started with (``python benchmarks/<script> ...``)."""
     return " ".join(["python", f"benchmarks/{script}", *map(str, argv)])

@@ -6,8 +6,10 @@ site's training and validation rows pooled and scored on each site's test
 rows: the reference no federation can beat by much.
 :func:`reference_quality` sets it beside each evaluated site's ``local`` (its
 own trees) and ``auto`` (what it deploys) in :data:`QUALITY_METRICS`, with
-their mean ± sd over the sites, ``auto`` minus pooled data and the targets of
-:data:`REFERENCE_TOLERANCE`; :func:`reference_markdown` is the report's part.
+their mean ± sd over the sites, ``auto`` minus pooled data and the targets:
+``auto`` against ``local`` at every site (:data:`LOCAL_TOLERANCE`) and the
+mean ``auto`` against pooled data (:data:`REFERENCE_TOLERANCE`);
+:func:`reference_markdown` is the report's part.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ QUALITY_METRICS = ("auprc", "auc", "brier", "log_loss")
 LOWER = ("brier", "log_loss")
 #: The targets against pooled data: metric -> how much worse ``auto`` may be (site mean).
 REFERENCE_TOLERANCE = {"auprc": 0.01, "brier": 0.01}
+#: The targets against each site's own forest: metric -> how much worse ``auto`` may be
+#: than ``local`` at any evaluated site.
+LOCAL_TOLERANCE = {"auprc": 0.01}
 
 
 def _mean_sd(values: list[float]) -> list:
@@ -40,7 +45,20 @@ def reference_quality(metrics: dict, pooled: dict) -> dict:
     ``{"metrics", "sites": {site: {metric: {"local", "auto", "pooled_data"}}},
     "summary": {metric: {"local", "auto", "pooled_data", "auto_minus_pooled":
     [mean, sd], "worst_site": auto - pooled at the site where auto does worst}},
-    "checks": {target: bool}}`` over the sites that have all three.
+    "local_target": {metric: {"tolerance", "sites", "fails": [site, ...], "worst",
+    "worst_site"}}, "checks": {target: bool}}`` over the sites that have all three.
+    ``local_target`` is :func:`local_target` for each metric of
+    :data:`LOCAL_TOLERANCE`; the checks are its targets (``auto`` at most the
+    tolerance worse than ``local`` at every site) and those of
+    :data:`REFERENCE_TOLERANCE` (the mean ``auto`` at most the tolerance worse
+    than the mean pooled data).
+
+    Examples
+    --------
+    >>> metrics = {"a": {"local": {"auprc": 0.70}, "auto": {"auprc": 0.68}}}
+    >>> q = reference_quality(metrics, {"a": {"auprc": 0.69}})
+    >>> q["checks"]
+    {'auprc >= local - 0.01 at every site': False, 'auprc >= pooled data - 0.01': True}
     """
     sites = {}
     for site, per in sorted(metrics.items()):
@@ -56,7 +74,12 @@ def reference_quality(metrics: dict, pooled: dict) -> dict:
             if all(v is not None and v == v for v in values.values()):  # NaN: undefined
                 row[metric] = {k: round(float(v), 4) for k, v in values.items()}
         sites[site] = row
-    summary, checks = {}, {}
+    summary, checks, local = {}, {}, {}
+    for metric, tolerance in LOCAL_TOLERANCE.items():
+        target = local_target(sites, metric, tolerance)
+        if target is not None:
+            local[metric] = target
+            checks[_local_name(metric, tolerance)] = not target["fails"]
     for metric in QUALITY_METRICS:
         have = [s for s in sites if metric in sites[s]]
         if not have:
@@ -75,12 +98,59 @@ def reference_quality(metrics: dict, pooled: dict) -> dict:
         }
         tolerance = REFERENCE_TOLERANCE.get(metric)
         if tolerance is not None:
-            gap = cells["auto"][0] - cells[REFERENCE][0]
+            gap = round(cells["auto"][0] - cells[REFERENCE][0], 4)
             if metric in LOWER:
                 checks[f"{metric} <= pooled data + {tolerance:g}"] = gap <= tolerance
             else:
                 checks[f"{metric} >= pooled data - {tolerance:g}"] = gap >= -tolerance
-    return {"metrics": list(QUALITY_METRICS), "sites": sites, "summary": summary, "checks": checks}
+    return {
+        "metrics": list(QUALITY_METRICS),
+        "sites": sites,
+        "summary": summary,
+        "local_target": local,
+        "checks": checks,
+    }
+
+
+def local_target(sites: dict, metric: str, tolerance: float) -> dict | None:
+    """``auto`` against ``local`` in ``metric`` at every site: the sites more than
+    ``tolerance`` worse, and the worst difference.
+
+    ``sites`` is :func:`reference_quality`'s (site -> metric -> ``{"local", "auto",
+    ...}``). Returns ``{"tolerance", "sites": n, "fails": [site, ...], "worst": auto -
+    local at the site where auto does worst, "worst_site"}`` (lower is better for
+    :data:`LOWER`: there the worst difference is the largest), or ``None`` if no site
+    has the metric. Differences are of the rounded scores, rounded to 4 decimals.
+
+    Examples
+    --------
+    >>> sites = {"a": {"auprc": {"local": 0.70, "auto": 0.68}},
+    ...          "b": {"auprc": {"local": 0.60, "auto": 0.61}}}
+    >>> local_target(sites, "auprc", 0.01)
+    {'tolerance': 0.01, 'sites': 2, 'fails': ['a'], 'worst': -0.02, 'worst_site': 'a'}
+    """
+    gaps = {
+        site: round(row[metric]["auto"] - row[metric]["local"], 4)
+        for site, row in sites.items()
+        if metric in row
+    }
+    if not gaps:
+        return None
+    lower = metric in LOWER
+    fails = [s for s, g in gaps.items() if (g > tolerance if lower else g < -tolerance)]
+    worst_site = (max if lower else min)(gaps, key=gaps.get)
+    return {
+        "tolerance": tolerance,
+        "sites": len(gaps),
+        "fails": fails,
+        "worst": gaps[worst_site],
+        "worst_site": worst_site,
+    }
+
+
+def _local_name(metric: str, tolerance: float) -> str:
+    sign = "<=" if metric in LOWER else ">="
+    return f"{metric} {sign} local {'+' if metric in LOWER else '-'} {tolerance:g} at every site"
 
 
 def _pair(cell) -> str:
@@ -115,21 +185,29 @@ def reference_markdown(runs: list[dict]) -> list[str]:
                 f"{cell['auto_minus_pooled'][0]:+.4f} | {cell['worst_site']:+.4f} | "
                 f"{ref['seconds']:.0f} |"
             )
-    lines += ["", f"Targets (`auto` against {REFERENCE_LABEL}, mean over the evaluated sites):", ""]
+    lines += [
+        "",
+        "Targets (`auto`, what each site deploys: against its own forest `local` at every "
+        f"evaluated site, and its mean over those sites against {REFERENCE_LABEL}'s):",
+        "",
+    ]
     for r in runs:
-        for name, ok in r["reference"]["checks"].items():
-            lines.append(
-                f"- {r['sites']} sites x {r['rows_per_site']} rows: {name}: {'yes' if ok else 'NO'}"
-            )
-    shown = [m for m in ("auprc", "brier") if any(m in r["reference"]["summary"] for r in runs)]
+        lines += [
+            f"- {r['sites']} sites x {r['rows_per_site']} rows: {name}: "
+            f"{'yes' if ok else 'NO'}{_evidence(r['reference'], name)}"
+            for name, ok in r["reference"]["checks"].items()
+        ]
+    shown = [
+        m for m in ("auprc", "auc", "brier") if any(m in r["reference"]["summary"] for r in runs)
+    ]
     lines += [
         "",
         "Per site:",
         "",
         "| sites | rows/site | site | "
         + " | ".join(f"{m}: local | {m}: auto | {m}: {REFERENCE_LABEL}" for m in shown)
-        + " |",
-        "|---|---|---|" + "---|" * (3 * len(shown)),
+        + " | auprc: auto − local |",
+        "|---|---|---|" + "---|" * (3 * len(shown) + 1),
     ]
     for r in runs:
         for site, row in r["reference"]["sites"].items():
@@ -138,7 +216,25 @@ def reference_markdown(runs: list[dict]) -> list[str]:
                 v = row.get(m)
                 names = ("local", "auto", REFERENCE)
                 cells += ["–"] * 3 if v is None else [f"{v[k]:.4f}" for k in names]
+            auprc = row.get("auprc")
+            cells.append("–" if auprc is None else f"{auprc['auto'] - auprc['local']:+.4f}")
             lines.append(
                 f"| {r['sites']} | {r['rows_per_site']} | {site} | " + " | ".join(cells) + " |"
             )
     return lines
+
+
+def _evidence(reference: dict, name: str) -> str:
+    """The numbers behind a target's line: `` (2 of 10 sites fail; worst ...)``."""
+    for metric, target in (reference.get("local_target") or {}).items():
+        if name == _local_name(metric, target["tolerance"]):
+            return (
+                f" ({len(target['fails'])} of {target['sites']} sites fail; worst auto − local "
+                f"{target['worst']:+.4f}, {target['worst_site']})"
+            )
+    metric = name.split(" ", 1)[0]
+    cell = reference["summary"].get(metric)
+    if cell is None or REFERENCE_LABEL not in name:
+        return ""
+    auto, pooled = cell["auto"][0], cell[REFERENCE][0]
+    return f" (auto {auto:.4f}, {REFERENCE_LABEL} {pooled:.4f}: {auto - pooled:+.4f})"

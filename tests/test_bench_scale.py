@@ -94,8 +94,10 @@ def test_run_in_process_writes_json_and_markdown(bench, tmp_path):
     assert saved == json.loads(json.dumps(bench_out))
     runs = saved["runs"]
     assert [(r["sites"], r["rows_per_site"]) for r in runs] == [(2, 60), (3, 60), (3, 30)]
+    assert saved["settings"]["validation"] == "oob"  # the job's default
     for r in runs:
         assert r["status"] == "finished" and r["dropped_sites"] == {}
+        assert r["validation"] == "oob"
         assert r["mode"] == "in-process" and r["estimated"]
         assert set(r["phase_seconds"]) == set(bench.PHASES)
         assert all(v >= 0 for v in r["phase_seconds"].values())
@@ -129,12 +131,19 @@ def test_run_in_process_writes_json_and_markdown(bench, tmp_path):
             assert all(0 <= v <= 1 for v in row["auprc"].values())
         summary = ref["summary"]["auprc"]
         assert summary["auto"][0] == round(sum(q["sites"][x]["auto"] for x in q["sites"]) / 2, 4)
-        assert set(ref["checks"]) == {"auprc >= pooled data - 0.01", "brier <= pooled data + 0.01"}
+        assert set(ref["checks"]) == {
+            "auprc >= local - 0.01 at every site",
+            "auprc >= pooled data - 0.01",
+            "brier <= pooled data + 0.01",
+        }
+        target = ref["local_target"]["auprc"]
+        assert target["sites"] == 2 and target["worst"] == q["auto_minus_local_min"]
     # more sites: a bigger pooled model and broadcast
     assert runs[1]["bytes"]["model"] > runs[0]["bytes"]["model"]
     varies = {(g["varies"], g["from"], g["to"]) for g in saved["growth"]}
     assert varies == {("sites", 2, 3), ("rows_per_site", 30, 60)}
     text = (tmp_path / "scale.md").read_text()
+    assert "training rows scored out of bag (`validation: oob`)" in text
     assert "| sites | rows/site | mode | wall (s) | schema | vote | election | train | pool" in text
     assert "| 3 | 30 | in-process |" in text and "(one process)" in text
     assert "Growth" in text
@@ -163,9 +172,14 @@ def test_pooled_data_beside_local_and_auto(bench):
     assert auprc["auto_minus_pooled"][0] == pytest.approx(-0.005)
     assert auprc["worst_site"] == pytest.approx(-0.02) and auprc["sites"] == 2
     assert brier["worst_site"] == pytest.approx(0.01)  # lower is better: the largest gap
-    assert q["checks"] == {"auprc >= pooled data - 0.01": True, "brier <= pooled data + 0.01": True}
+    assert q["checks"] == {
+        "auprc >= local - 0.01 at every site": True,
+        "auprc >= pooled data - 0.01": True,
+        "brier <= pooled data + 0.01": True,
+    }
     worse = bench.reference_quality(metrics, {s: {"auprc": 0.8, "brier": 0.1} for s in "ab"})
     assert worse["checks"] == {
+        "auprc >= local - 0.01 at every site": True,
         "auprc >= pooled data - 0.01": False,
         "brier <= pooled data + 0.01": False,
     }
@@ -200,3 +214,100 @@ def test_site_trees_send_each_site_a_model_of_its_own(bench, tmp_path):
     assert b["broadcast"] == sum(b["received_per_site"].values()) < b["model"] * 3
     assert b["total"] == b["site_upload_total"] + b["broadcast"]
     assert "| 3 | 60 | 4 |" in (tmp_path / "scale.md").read_text()
+
+
+def test_the_job_carries_the_validation_mode(bench, tmp_path):
+    # the job's default (oob) unless told, whatever site_configs/job.yaml says
+    configs = bench.make_job(tmp_path / "oob", 2, 30, 3)
+    assert bench.JobConfig.load(configs / "job.yaml").validation == "oob"
+    configs = bench.make_job(tmp_path / "holdout", 2, 30, 3, validation="holdout")
+    assert bench.JobConfig.load(configs / "job.yaml").validation == "holdout"
+
+
+def test_holdout_results_go_to_their_own_files(bench, tmp_path, capsys):
+    bench.main(["--sites", "2", "--rows", "60", "--trees", "3", "--row-sweep", "",
+                "--mode", "in-process", "--evaluate-sample", "2", "--tuning-rounds", "2",
+                "--validation", "holdout", "--out", str(tmp_path)])  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scale_holdout.json", "scale_holdout.md"]
+    saved = json.loads((tmp_path / "scale_holdout.json").read_text())
+    assert saved["settings"]["validation"] == "holdout"
+    (r,) = saved["runs"]
+    assert r["validation"] == "holdout" and r["status"] == "finished"
+    text = (tmp_path / "scale_holdout.md").read_text()
+    assert "validation rows held out of training (`validation: holdout`)" in text
+    assert text.strip() == capsys.readouterr().out.strip()
+
+
+def test_the_row_sweep_runs_alone(bench):
+    assert bench.plan([], 5000, [1000], 10) == [(10, 1000)]
+    with pytest.raises(SystemExit):  # no run at all
+        bench.main(["--sites", "", "--row-sweep", ""])
+    with pytest.raises(SystemExit):
+        bench.main(["--sites", "1,3"])
+
+
+def _sites(pairs: dict) -> dict:
+    """reference_quality's sites from {site: (local, auto, pooled)} AUPRC and Brier pairs."""
+    return {
+        site: {
+            "local": {"auprc": auprc[0], "brier": brier[0]},
+            "auto": {"auprc": auprc[1], "brier": brier[1]},
+        }
+        for site, (auprc, brier) in pairs.items()
+    }
+
+
+def test_auto_against_local_at_every_site(bench):
+    pooled_data = importlib.import_module("benchmarks.pooled_data")
+    name = "auprc >= local - 0.01 at every site"
+    # within 0.01 everywhere (0.01 below exactly counts as within)
+    metrics = _sites({"a": ((0.70, 0.69), (0.20, 0.19)), "b": ((0.60, 0.65), (0.22, 0.21))})
+    pooled = {"a": {"auprc": 0.69, "brier": 0.19}, "b": {"auprc": 0.65, "brier": 0.21}}
+    q = bench.reference_quality(metrics, pooled)
+    assert q["local_target"]["auprc"] == {
+        "tolerance": 0.01,
+        "sites": 2,
+        "fails": [],
+        "worst": -0.01,
+        "worst_site": "a",
+    }
+    assert q["checks"] == {
+        name: True,
+        "auprc >= pooled data - 0.01": True,
+        "brier <= pooled data + 0.01": True,
+    }
+    # two sites of three more than 0.01 below local; the mean still near pooled data
+    metrics = _sites(
+        {
+            "a": ((0.70, 0.68), (0.20, 0.20)),
+            "b": ((0.60, 0.55), (0.22, 0.22)),
+            "c": ((0.50, 0.58), (0.25, 0.21)),
+        }
+    )
+    pooled = {s: {"auprc": 0.60, "brier": 0.19} for s in "abc"}
+    q = bench.reference_quality(metrics, pooled)
+    target = q["local_target"]["auprc"]
+    assert target["fails"] == ["a", "b"] and target["sites"] == 3
+    assert target["worst"] == pytest.approx(-0.05) and target["worst_site"] == "b"
+    assert q["checks"][name] is False
+    assert q["checks"]["auprc >= pooled data - 0.01"]  # mean auto 0.6033
+    assert not q["checks"]["brier <= pooled data + 0.01"]  # mean auto 0.21 against 0.19
+    # lower is better: the largest difference is the worst
+    brier = pooled_data.local_target(q["sites"], "brier", 0.01)
+    assert brier["fails"] == [] and brier["worst"] == 0.0 and brier["worst_site"] == "a"
+    assert pooled_data.local_target({"a": {}}, "auprc", 0.01) is None
+    # the report: each target yes/NO with its numbers, and the per-site differences
+    run = {"sites": 3, "rows_per_site": 1000, "reference": {**q, "seconds": 1}}
+    text = "\n".join(bench.reference_markdown([run]))
+    assert (
+        f"- 3 sites x 1000 rows: {name}: NO (2 of 3 sites fail; worst auto − local -0.0500, b)"
+        in text
+    )
+    assert (
+        "- 3 sites x 1000 rows: auprc >= pooled data - 0.01: yes (auto 0.6033, pooled data "
+        "0.6000: +0.0033)" in text
+    )
+    assert "- 3 sites x 1000 rows: brier <= pooled data + 0.01: NO (auto 0.2100," in text
+    assert (
+        "| 3 | 1000 | b | 0.6000 | 0.5500 | 0.6000 | 0.2200 | 0.2200 | 0.1900 | -0.0500 |" in text
+    )

@@ -91,14 +91,17 @@ def test_the_validation_option_defaults_to_the_papers_holdout(tmp_path, capsys):
     argv = ["experiment", "--site-files", *paths, "--target", "y", "--reps", "1", "--trees", "3"]
     argv += ["--metrics", "auc", "--no-report"]
     out = tmp_path / "out"
-    code = main([*argv, "--methods", "local,wmp", "--validation", "oob", "--out", str(out)])
-    assert code == 1
-    assert "validation='oob' with wmp" in capsys.readouterr().err
-    assert not out.exists()
     code = main([*argv, "--methods", "local,wmp", "--out", str(out)])  # holdout
     assert code == 0, capsys.readouterr().err
     holdout = pd.read_csv(out / "results.csv")
     assert set(holdout["method"]) == {"local", "wmp"}
+    code = main([*argv, "--methods", "local,wmp", "--validation", "oob", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    oob = pd.read_csv(out / "results.csv")
+    assert set(oob["method"]) == {"local", "wmp"}
+    # the same test rows; the forests train on the validation rows too under oob
+    assert list(oob["test_rows"]) == list(holdout["test_rows"])
+    assert not np.array_equal(oob["value"], holdout["value"])
     # without a fitted method no validation rows are held out either way: the same rows
     code = main([*argv, "--methods", "local", "--validation", "oob", "--out", str(tmp_path / "o")])
     assert code == 0
@@ -107,3 +110,22 @@ def test_the_validation_option_defaults_to_the_papers_holdout(tmp_path, capsys):
     pd.testing.assert_frame_equal(
         pd.read_csv(tmp_path / "o" / "results.csv"), pd.read_csv(tmp_path / "h" / "results.csv")
     )
+
+
+def test_out_of_bag_validation_fits_auto_wmp_and_the_calibration(tmp_path, capsys):
+    # a bundled table, few trees: auto, wmp and the calibration fitted out of bag
+    out = tmp_path / "oob"
+    argv = ["experiment", "wine", "--sites", "3", "--jaccards", "0.5", "--reps", "1"]
+    argv += ["--trees", "5", "--methods", "local,mp,auto,wmp", "--calibration", "auto"]
+    argv += ["--auto-metric", "brier", "--metrics", "auc,brier", "--validation", "oob"]
+    assert main([*argv, "--out", str(out)]) == 0, capsys.readouterr().err
+    results = pd.read_csv(out / "results.csv")
+    assert set(results["method"]) == {"local", "mp", "auto", "wmp"}
+    assert len(results) == 3 * 4 * 2 and results["value"].notna().all()
+    assert (out / "calibration.csv").is_file() and (out / "report.md").is_file()
+    held = tmp_path / "holdout"
+    argv[argv.index("oob")] = "holdout"
+    assert main([*argv, "--out", str(held)]) == 0, capsys.readouterr().err
+    holdout = pd.read_csv(held / "results.csv")
+    assert list(holdout["test_rows"]) == list(results["test_rows"])  # the same test rows
+    assert not np.array_equal(holdout["value"], results["value"])

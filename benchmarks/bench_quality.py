@@ -558,6 +558,11 @@ def render_noniid(result: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def render_noniid_holdout(result: dict) -> str:
+    """``quality_noniid_holdout.md``: :data:`HOLDOUT_TITLE`, then the non-iid sections."""
+    return f"{HOLDOUT_TITLE}\n\n" + render_noniid(result)
+
+
 def _f(x: float, digits: int = 3) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
@@ -822,7 +827,7 @@ def _noniid_holdout(args, argv) -> int:
         tidy = _run_noniid(args, cfg)
         tidy.to_csv(args.out / f"{HOLDOUT_NAME}_results.csv.gz", index=False)  # exact floats
     result = {"config": cfg, **analyse_noniid(tidy)}
-    text = f"{HOLDOUT_TITLE}\n\n" + render_noniid(result)
+    text = render_noniid_holdout(result)
     harness.write_results(args.out, HOLDOUT_NAME, result, text, logger)
     print(text)
     return 0

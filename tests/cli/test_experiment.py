@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -112,20 +114,39 @@ def test_the_validation_option_defaults_to_the_papers_holdout(tmp_path, capsys):
     )
 
 
+def docs_command(marker: str) -> list[str]:
+    """The arguments of the ``fedforest experiment`` command of docs/experiments.md that holds
+    ``marker`` (continuation lines joined)."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "experiments.md"
+    text = page.read_text().replace("\\\n", " ")
+    [line] = [line for line in text.splitlines() if marker in line]
+    words = shlex.split(line)
+    assert words[:2] == ["fedforest", "experiment"]
+    return words[1:]
+
+
 def test_out_of_bag_validation_fits_auto_wmp_and_the_calibration(tmp_path, capsys):
-    # a bundled table, few trees: auto, wmp and the calibration fitted out of bag
+    # the command docs/experiments.md shows: a bundled table, few trees, auto, wmp and the
+    # calibration fitted out of bag
+    argv = docs_command("--validation oob --out experiments/wine-oob")
     out = tmp_path / "oob"
-    argv = ["experiment", "wine", "--sites", "3", "--jaccards", "0.5", "--reps", "1"]
-    argv += ["--trees", "5", "--methods", "local,mp,auto,wmp", "--calibration", "auto"]
-    argv += ["--auto-metric", "brier", "--metrics", "auc,brier", "--validation", "oob"]
-    assert main([*argv, "--out", str(out)]) == 0, capsys.readouterr().err
+    argv[argv.index("--out") + 1] = str(out)
+    assert main(argv) == 0, capsys.readouterr().err
     results = pd.read_csv(out / "results.csv")
     assert set(results["method"]) == {"local", "mp", "auto", "wmp"}
-    assert len(results) == 3 * 4 * 2 and results["value"].notna().all()
+    assert set(results["metric"]) == {"auprc", "auc", "mcc"}
+    assert len(results) == 3 * 4 * 3 and results["value"].notna().all()
     assert (out / "calibration.csv").is_file() and (out / "report.md").is_file()
+    # held out instead: the same test rows, other forests and fits
     held = tmp_path / "holdout"
     argv[argv.index("oob")] = "holdout"
-    assert main([*argv, "--out", str(held)]) == 0, capsys.readouterr().err
+    argv[argv.index("--out") + 1] = str(held)
+    assert main([*argv, "--no-report"]) == 0, capsys.readouterr().err
     holdout = pd.read_csv(held / "results.csv")
-    assert list(holdout["test_rows"]) == list(results["test_rows"])  # the same test rows
+    assert list(holdout["test_rows"]) == list(results["test_rows"])
     assert not np.array_equal(holdout["value"], results["value"])
+    # auto's comparisons by another metric, out of bag
+    argv[argv.index("holdout")] = "oob"
+    argv[argv.index("--out") + 1] = str(tmp_path / "brier")
+    assert main([*argv, "--no-report", "--auto-metric", "brier"]) == 0, capsys.readouterr().err
+    assert pd.read_csv(tmp_path / "brier" / "results.csv")["value"].notna().all()

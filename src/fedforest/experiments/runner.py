@@ -322,9 +322,10 @@ def run_repetition(
     or ``calibration`` is not ``"none"`` (every strategy's calibrator is fitted
     on validation rows), each site splits ``validation_fraction`` of its rows
     off its training rows (as a job's site does under ``validation="holdout"``)
-    and every forest is trained without them. ``calibration``, ``pooling_weights`` (``"rows"``: each site's
-    trees weighted by its training rows, :func:`~fedforest.federation.training.owner_weights`)
-    and ``auto_metric`` (``None``: ``evaluate_strategies``' default) go to
+    and every forest is trained without them (``"oob"``: below). ``calibration``,
+    ``pooling_weights`` (``"rows"``: each site's trees weighted by its training
+    rows, :func:`~fedforest.federation.training.owner_weights`) and
+    ``auto_metric`` (``None``: ``evaluate_strategies``' default) go to
     :func:`~fedforest.federation.evaluation.evaluate_strategies`. With
     ``calibration_rows`` (a list), each scored row's non-empty calibration bins
     are appended to it as :data:`CALIBRATION_COLUMNS` dicts. A skewed
@@ -476,9 +477,19 @@ def needs_validation(methods: Sequence[str], calibration: str = "none") -> bool:
     return calibration != "none" or any(rules.get(m).needs_validation for m in methods)
 
 
-def holds_out(methods: Sequence[str], calibration: str = "none", validation: str = "holdout"):
+def holds_out(
+    methods: Sequence[str], calibration: str = "none", validation: str = "holdout"
+) -> bool:
     """Whether the sites hold out validation rows: a method fitted on them, or calibration
-    (:func:`needs_validation`), under ``validation="holdout"``; never under ``"oob"``."""
+    (:func:`needs_validation`), under ``validation="holdout"``; never under ``"oob"``.
+
+    Examples
+    --------
+    >>> holds_out(["mp", "auto"]), holds_out(["mp", "auto"], validation="oob")
+    (True, False)
+    >>> holds_out(["mp"], calibration="sigmoid"), holds_out(["mp"])
+    (True, False)
+    """
     return validation == "holdout" and needs_validation(methods, calibration)
 
 

@@ -47,6 +47,19 @@ standard deviation over the repetitions of the per-repetition site means
 pooled data per repetition (quantity skew: ``auto`` with equal weights minus
 pooled data). Its tidy scores go to ``<out>/quality_noniid_results.csv.gz``
 (with a ``setting`` column), which ``--noniid --from-results`` reads back.
+And the targets (:func:`noniid_targets`): at every number of sites and alpha,
+the deployed model (calibrated ``auto``) has a mean Brier score at most
+``local``'s and a mean AUC at least ``local``'s, and is within 0.01 of pooled
+data (Brier at most pooled data's + 0.01, AUC at least pooled data's - 0.01).
+
+``--validation`` (``--noniid`` only) is what each site fits ``auto``'s choice
+and the calibration on: ``oob`` (the default, a job's; no validation rows
+held out, every forest and pooled data trained on every row but the test
+rows, the fits on the training rows scored out of bag) or ``holdout`` (20% of
+each site's rows held out of training, the paper's protocol). The holdout
+results go to files of their own, ``<out>/quality_noniid_holdout.{json,md}``
+and ``<out>/quality_noniid_holdout_results.csv.gz``; ``quality.*`` keep the
+oob ones.
 
 Usage::
 
@@ -55,7 +68,8 @@ Usage::
         [--job-sites 10] [--job-rows 5000]
     python benchmarks/bench_quality.py --from-results benchmarks/results/quality_results.csv.gz \\
         [--job-sites 10]
-    python benchmarks/bench_quality.py --noniid [--noniid-reps 10] [--sites 3,6,10] [--trees 100]
+    python benchmarks/bench_quality.py --noniid [--noniid-reps 10] [--sites 3,6,10] [--trees 100] \\
+        [--validation oob|holdout]
     python benchmarks/bench_quality.py --noniid \\
         --from-results benchmarks/results/quality_noniid_results.csv.gz
 
@@ -254,16 +268,19 @@ LABEL_DIFFERENCES = {
 QUANTITY_DIFFERENCES = {"Auto, equal − Pooled data": ("Auto, equal", "Pooled data")}
 
 
-def run_noniid(sites, reps, trees, n_jobs) -> pd.DataFrame:
+def run_noniid(sites, reps, trees, n_jobs, validation: str = "oob") -> pd.DataFrame:
     """The tidy scores of the non-iid settings, with a ``setting`` column.
 
     ``dirichlet/none`` and ``dirichlet/auto``: label skew, calibration none
     and auto (``auto`` only: the calibrated default); ``quantity/equal`` and
-    ``quantity/rows``: quantity skew with either pooling weight. Every setting
-    holds out validation rows (``auto`` needs them), so the forests of one
-    repetition are the same in every setting of its skew. Pooled data (method
-    ``pooled_data``) is scored with ``dirichlet/none`` and ``quantity/equal``:
-    it trains on the training and validation rows, the same in every setting.
+    ``quantity/rows``: quantity skew with either pooling weight. ``validation``
+    is the runner's (``ExperimentPlan.validation``): under ``oob`` no setting
+    holds out validation rows (``auto`` and the calibration are fitted on the
+    training rows out of bag), under ``holdout`` every setting does (``auto``
+    needs them), so the forests of one repetition are the same in every
+    setting of its skew. Pooled data (method ``pooled_data``) is scored with
+    ``dirichlet/none`` and ``quantity/equal``: it trains on the training and
+    validation rows (every row but the test rows), the same in every setting.
     """
     common = dict(
         datasets=[NONIID_DATASET],
@@ -273,6 +290,7 @@ def run_noniid(sites, reps, trees, n_jobs) -> pd.DataFrame:
         metrics=list(NONIID_METRICS),
         n_estimators=trees,
         n_jobs=n_jobs,
+        validation=validation,
     )
     label = dict(common, partition="dirichlet", alphas=list(NONIID_ALPHAS))
     size = dict(common, partition="quantity", alphas=[NONIID_BETA], methods=list(QUANTITY_METHODS))
@@ -325,11 +343,87 @@ def _skew_table(tidy: pd.DataFrame, columns: dict, differences=None) -> dict:
 
 
 def analyse_noniid(tidy: pd.DataFrame) -> dict:
-    """Mean ± sd tables of the non-iid settings (:func:`run_noniid`'s scores), plain values."""
+    """Mean ± sd tables of the non-iid settings (:func:`run_noniid`'s scores) and their
+    targets (:func:`noniid_targets`), plain values."""
+    label = _skew_table(tidy, LABEL_COLUMNS, LABEL_DIFFERENCES)
     return {
-        "label_skew": _skew_table(tidy, LABEL_COLUMNS, LABEL_DIFFERENCES),
+        "label_skew": label,
         "quantity_skew": _skew_table(tidy, QUANTITY_COLUMNS, QUANTITY_DIFFERENCES),
+        "targets": noniid_targets(label),
     }
+
+
+#: The column of the label-skew tables the targets are about: what a site deploys.
+DEPLOYED = "Auto, calibrated"
+#: How far the deployed model may be from pooled data (Brier above it, AUC below it).
+POOLED_TOLERANCE = 0.01
+#: Metrics of the non-iid targets, and whether lower is better.
+TARGET_METRICS = {"brier": True, "auc": False}
+
+
+def noniid_targets(label_skew: dict) -> list[dict]:
+    """The non-iid targets, one entry per number of sites, alpha, metric and reference.
+
+    At every number of sites and alpha (a row of :func:`_skew_table`'s label-skew
+    table), the deployed model (:data:`DEPLOYED`) has a mean Brier score at most
+    ``Local``'s and a mean AUC at least ``Local``'s, and is within
+    :data:`POOLED_TOLERANCE` of ``Pooled data`` (Brier at most its + 0.01, AUC at
+    least its - 0.01). Each entry: ``n_sites``, ``alpha``, ``metric``, ``against``
+    (``Local`` or ``Pooled data``), ``deployed`` and ``reference`` (the means),
+    ``bound`` (what the deployed mean is held to) and ``met``. A reference the table
+    lacks (results before pooled data) has no entries.
+
+    Examples
+    --------
+    >>> row = {"n_sites": 3, "concentration": 0.3, "reps": 2, "values": {
+    ...     "brier": {"Local": [0.10, 0.0], "Auto, calibrated": [0.08, 0.0]},
+    ...     "auc": {"Local": [0.90, 0.0], "Auto, calibrated": [0.89, 0.0]}}}
+    >>> [(t["metric"], t["met"]) for t in noniid_targets({"rows": [row]})]
+    [('brier', True), ('auc', False)]
+    """
+    out = []
+    for row in label_skew.get("rows", []):
+        for metric, lower in TARGET_METRICS.items():
+            cells = row["values"].get(metric, {})
+            if DEPLOYED not in cells:
+                continue
+            deployed = cells[DEPLOYED][0]
+            for against, tolerance in (("Local", 0.0), ("Pooled data", POOLED_TOLERANCE)):
+                if against not in cells:
+                    continue
+                reference = cells[against][0]
+                bound = reference + tolerance if lower else reference - tolerance
+                met = deployed <= bound if lower else deployed >= bound
+                out.append(
+                    {
+                        "n_sites": int(row["n_sites"]),
+                        "alpha": float(row["concentration"]),
+                        "metric": metric,
+                        "against": against,
+                        "tolerance": tolerance,
+                        "deployed": float(deployed),
+                        "reference": float(reference),
+                        "bound": float(bound),
+                        "met": bool(met),
+                    }
+                )
+    return out
+
+
+def _target_line(target: dict) -> str:
+    """One target of :func:`noniid_targets` as a line of the report, ending in yes or NO."""
+    lower = TARGET_METRICS[target["metric"]]
+    name = "Brier" if target["metric"] == "brier" else "AUC"
+    sign = "<=" if lower else ">="
+    against = target["against"].lower() if target["against"] == "Local" else "pooled data"
+    tolerance = target["tolerance"]
+    shown = f"{against} {target['reference']:.4f}"
+    if tolerance:
+        shown += f" {'+' if lower else '-'} {tolerance:g}"
+    return (
+        f"- {target['n_sites']} sites, alpha {target['alpha']:g}: deployed {name} "
+        f"{target['deployed']:.4f} {sign} {shown}: {'yes' if target['met'] else 'NO'}"
+    )
 
 
 _NONIID_METRIC_NAMES = {
@@ -374,11 +468,35 @@ def _skew_markdown(table: dict, concentration: str, metrics) -> list[str]:
 
 
 NONIID_HEADING = "## Non-iid sites: label skew and calibrated risks"
+TARGETS_HEADING = "## Non-iid sites: targets"
+#: What each validation mode fits ``auto``'s choice and the calibration on, as the report says.
+FITTED = {
+    "oob": "no validation rows held out: every forest trains on all the site's rows but its "
+    "test rows, and `auto`'s choice and the calibration are fitted on those training rows "
+    "scored out of bag (`--validation oob`, a job's default)",
+    "holdout": "20% of each site's rows held out of training for validation, where `auto`'s "
+    "choice and the calibration are fitted (`--validation holdout`, the paper's protocol)",
+}
+#: The rows pooled data trains on under each validation mode.
+POOLED_ROWS = {
+    "oob": "every site's training rows (all its rows but the test rows)",
+    "holdout": "every site's training and validation rows",
+}
+#: The title of the standalone report of ``--validation holdout`` (``quality_noniid_holdout.md``).
+HOLDOUT_TITLE = "# Prediction quality on non-iid sites: held-out validation rows"
+
+
+def noniid_validation(cfg: dict) -> str:
+    """The validation mode of a non-iid run's settings (``holdout`` for results before the
+    modes, when the runner had that one)."""
+    return cfg.get("validation", "holdout")
 
 
 def render_noniid(result: dict) -> str:
-    """The non-iid sections of ``quality.md``."""
+    """The non-iid sections of ``quality.md`` (``quality_noniid_holdout.md``'s under
+    ``--validation holdout``, after :data:`HOLDOUT_TITLE`)."""
     cfg = result["config"]
+    validation = noniid_validation(cfg)
     lines = [
         NONIID_HEADING,
         "",
@@ -386,8 +504,8 @@ def render_noniid(result: dict) -> str:
         f"{cfg['sites']} sites with Dirichlet label skew (`--partition dirichlet`, alpha "
         f"{', '.join(f'{a:g}' for a in cfg['alphas'])}; every site first gets the few rows of "
         "every class it needs to be split), the columns overlapping by Jaccard "
-        f"{cfg['jaccard']:g}; {cfg['reps']} repetitions, {cfg['trees']} trees per site, 20% of "
-        "each site's rows held out for validation. Local, Intersection, MP and Auto are "
+        f"{cfg['jaccard']:g}; {cfg['reps']} repetitions, {cfg['trees']} trees per site, "
+        f"{FITTED[validation]}. Local, Intersection, MP and Auto are "
         "uncalibrated (`--calibration none`); *Auto, calibrated* is the calibrated default "
         "(`auto` with `--calibration auto`), on the same forests. *Auto, calibrated − Local* is "
         "that minus Local, repetition by repetition. Each value is the mean over the sites of one "
@@ -399,7 +517,7 @@ def render_noniid(result: dict) -> str:
         lines += [
             "*Pooled data* is the reference no federation can beat by much: one scikit-learn "
             "random forest (as many trees as one site's, seeded by the repetition) trained on "
-            "every site's training and validation rows pooled (the union of the columns, NaN "
+            f"{POOLED_ROWS[validation]} pooled (the union of the columns, NaN "
             "where a site lacks one, scikit-learn's own handling of missing values; categorical "
             "columns as their integer codes), scored on "
             "each site's test rows; *Auto, calibrated − Pooled data* is the distance to it, "
@@ -407,6 +525,20 @@ def render_noniid(result: dict) -> str:
             "",
         ]
     lines += _skew_markdown(result["label_skew"], "alpha", NONIID_METRICS)
+    targets = result.get("targets")
+    if targets:
+        met = sum(t["met"] for t in targets)
+        lines += [
+            TARGETS_HEADING,
+            "",
+            "At every number of sites and alpha, the deployed model (*Auto, calibrated*) has a "
+            "mean Brier score at most Local's and a mean AUC at least Local's, and is within "
+            f"{POOLED_TOLERANCE:g} of pooled data (means over the repetitions, as in the tables "
+            f"above); {met} of {len(targets)} met:",
+            "",
+            *(_target_line(t) for t in targets),
+            "",
+        ]
     lines += [
         "## Non-iid sites: quantity skew and pooling weights",
         "",
@@ -424,6 +556,11 @@ def render_noniid(result: dict) -> str:
     ]
     lines += _skew_markdown(result["quantity_skew"], "beta", NONIID_METRICS)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def render_noniid_holdout(result: dict) -> str:
+    """``quality_noniid_holdout.md``: :data:`HOLDOUT_TITLE`, then the non-iid sections."""
+    return f"{HOLDOUT_TITLE}\n\n" + render_noniid(result)
 
 
 def _f(x: float, digits: int = 3) -> str:
@@ -564,7 +701,19 @@ def main(argv=None) -> int:
     p.add_argument(
         "--noniid-reps", type=int, default=NONIID_REPS, help="repetitions of each non-iid scenario"
     )
+    p.add_argument(
+        "--validation",
+        choices=("oob", "holdout"),
+        help="--noniid: what each site fits auto's choice and the calibration on: its training "
+        "rows scored out of bag (oob, the default, a job's) or held-out validation rows "
+        "(holdout, the paper's protocol; written to quality_noniid_holdout.*)",
+    )
     args = p.parse_args(argv)
+    if args.validation is not None and not args.noniid:
+        p.error(
+            f"--validation {args.validation} applies to --noniid; the full run holds out "
+            "validation rows (the paper's protocol)"
+        )
     # progress lines only: one per finished scenario, not one per site and strategy
     harness.start(logger, verbose=("fedforest.experiments.runner",))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -617,8 +766,12 @@ def main(argv=None) -> int:
 
 
 def _noniid_main(args, argv) -> int:
-    """``--noniid``: the non-iid settings, added to the report of the last run in ``--out``."""
+    """``--noniid``: the non-iid settings, added to the report of the last run in ``--out``
+    (``--validation holdout``: a report of their own, :func:`_noniid_holdout`)."""
+    validation = args.validation or "oob"
     report = args.out / "quality.json"
+    if validation == "holdout":
+        return _noniid_holdout(args, argv)
     if not report.is_file():
         sys.exit(
             f"bench_quality.py: error: --noniid adds to the report of a full run, and {report} "
@@ -626,27 +779,15 @@ def _noniid_main(args, argv) -> int:
         )
     result = harness.read_results(report)
     config = result.pop("config")
-    words = argv if argv is not None else sys.argv[1:]
-    cfg = {
-        "command": " ".join(words),
-        "dataset": NONIID_DATASET,
-        "jaccard": NONIID_JACCARD,
-        "sites": args.sites,
-        "alphas": list(NONIID_ALPHAS),
-        "beta": NONIID_BETA,
-        "reps": args.noniid_reps,
-        "trees": args.trees,
-        "n_jobs": args.n_jobs,
-        "seconds": 0.0,
-    }
+    cfg = _noniid_config(args, argv)
     if args.from_results:
         tidy = pd.read_csv(args.from_results)
-        if result.get("noniid"):  # the settings and time of the run that made the scores
-            cfg = result["noniid"]["config"]
+        before = result.get("noniid")
+        # the settings and time of the run that made the scores (when it was an oob run)
+        if before and noniid_validation(before["config"]) == "oob":
+            cfg = before["config"]
     else:
-        start = time.monotonic()
-        tidy = run_noniid(args.sites, args.noniid_reps, args.trees, args.n_jobs)
-        cfg["seconds"] = time.monotonic() - start
+        tidy = _run_noniid(args, cfg)
         tidy.to_csv(args.out / "quality_noniid_results.csv.gz", index=False)  # exact floats
     result["noniid"] = {"config": cfg, **analyse_noniid(tidy)}
     # the full run's part of quality.md as it was written, then the non-iid sections anew
@@ -657,6 +798,65 @@ def _noniid_main(args, argv) -> int:
     harness.write_results(args.out, "quality", {"config": config, **result}, text, logger)
     print(render_noniid(result["noniid"]))
     return 0
+
+
+#: The files of ``--noniid --validation holdout`` (``.json``, ``.md``, ``_results.csv.gz``).
+HOLDOUT_NAME = "quality_noniid_holdout"
+
+
+def _noniid_holdout(args, argv) -> int:
+    """``--noniid --validation holdout``: the non-iid settings in a report of their own,
+    ``<out>/quality_noniid_holdout.{json,md}`` (the oob results in ``quality.*`` stay)."""
+    own = args.out / f"{HOLDOUT_NAME}.json"
+    cfg = _noniid_config(args, argv)
+    if args.from_results:
+        tidy = pd.read_csv(args.from_results)
+        # the settings and time of the run that made the scores: this report's, or the
+        # non-iid part of quality.json when it was measured holding out
+        earlier = [harness.read_results(own)] if own.is_file() else []
+        if (args.out / "quality.json").is_file():
+            earlier.append(harness.read_results(args.out / "quality.json").get("noniid"))
+        for before in earlier:
+            if before and noniid_validation(before["config"]) == "holdout":
+                cfg = dict(before["config"])
+                if "validation" not in cfg:  # run when holdout was the only mode
+                    cfg["command"] += " --validation holdout"  # the same run today
+                    cfg["validation"] = "holdout"
+                break
+    else:
+        tidy = _run_noniid(args, cfg)
+        tidy.to_csv(args.out / f"{HOLDOUT_NAME}_results.csv.gz", index=False)  # exact floats
+    result = {"config": cfg, **analyse_noniid(tidy)}
+    text = render_noniid_holdout(result)
+    harness.write_results(args.out, HOLDOUT_NAME, result, text, logger)
+    print(text)
+    return 0
+
+
+def _run_noniid(args, cfg: dict) -> pd.DataFrame:
+    """Run the non-iid settings of ``args``; their time goes to ``cfg["seconds"]``."""
+    start = time.monotonic()
+    tidy = run_noniid(args.sites, args.noniid_reps, args.trees, args.n_jobs, cfg["validation"])
+    cfg["seconds"] = time.monotonic() - start
+    return tidy
+
+
+def _noniid_config(args, argv) -> dict:
+    """The settings of a ``--noniid`` run, as its report states them."""
+    words = argv if argv is not None else sys.argv[1:]
+    return {
+        "command": " ".join(words),
+        "dataset": NONIID_DATASET,
+        "jaccard": NONIID_JACCARD,
+        "sites": args.sites,
+        "alphas": list(NONIID_ALPHAS),
+        "beta": NONIID_BETA,
+        "reps": args.noniid_reps,
+        "trees": args.trees,
+        "n_jobs": args.n_jobs,
+        "validation": args.validation or "oob",
+        "seconds": 0.0,
+    }
 
 
 if __name__ == "__main__":

@@ -182,6 +182,7 @@ RENDERED = {
     "inference_regression": ("bench_inference", "markdown", lambda d: [d]),
     "strategy_ideas": ("bench_strategy_ideas", "render", lambda d: [d, d["config"]]),
     "quality": ("bench_quality", "render", lambda d: [d, d["config"]]),
+    "quality_noniid_holdout": ("bench_quality", "render_noniid_holdout", lambda d: [d]),
     "hospitals": ("bench_hospitals", "markdown", lambda d: [d, d]),
     "oob_calibration": ("bench_oob_calibration", "markdown", lambda d: [d, d]),
     "privacy": ("bench_privacy", "markdown", lambda d: [d]),

@@ -234,6 +234,18 @@ def test_noniid_settings_are_added_to_the_report_of_a_run(bench, tmp_path, capsy
     quantity = noniid["quantity_skew"]
     assert quantity["columns"] == [*bench.QUANTITY_COLUMNS, *bench.QUANTITY_DIFFERENCES]
     assert [(r["n_sites"], r["concentration"]) for r in quantity["rows"]] == [(3, 0.5)]
+    # out of bag by default (the job's): said in the report, with the targets
+    assert noniid["config"]["validation"] == "oob"
+    assert "scored out of bag (`--validation oob`" in text
+    assert "every site's training rows (all its rows but the test rows) pooled" in text
+    assert noniid["targets"] == bench.noniid_targets(label)
+    assert [(t["n_sites"], t["alpha"], t["metric"], t["against"]) for t in noniid["targets"]] == [
+        (3, a, m, ref) for a in (0.3, 1.0) for m in ("brier", "auc") for ref in
+        ("Local", "Pooled data")
+    ]  # fmt: skip
+    assert "## Non-iid sites: targets" in text
+    for target in noniid["targets"]:
+        assert bench._target_line(target) in text
     tidy = pd.read_csv(out / "quality_noniid_results.csv.gz")
     assert set(tidy["setting"]) == {"dirichlet/none", "dirichlet/auto", "quantity/equal",
                                     "quantity/rows"}  # fmt: skip
@@ -256,6 +268,110 @@ def test_noniid_settings_are_added_to_the_report_of_a_run(bench, tmp_path, capsy
     assert bench.main(["--from-results", str(out / "quality_results.csv.gz"), "--out",
                        str(out)]) == 0  # fmt: skip
     assert json.loads((out / "quality.json").read_text())["noniid"] == noniid
+    # held-out validation rows: files of their own, the oob report untouched
+    kept = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert bench.main([*argv, "--validation", "holdout", "--out", str(out)]) == 0
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name in kept} == kept
+    new = sorted(p.name for p in out.iterdir() if p.name not in kept)
+    assert new == ["quality_noniid_holdout.json", "quality_noniid_holdout.md",
+                   "quality_noniid_holdout_results.csv.gz"]  # fmt: skip
+    held = json.loads((out / "quality_noniid_holdout.json").read_text())
+    assert held["config"]["validation"] == "holdout"
+    held_text = (out / "quality_noniid_holdout.md").read_text()
+    assert held_text.startswith(bench.HOLDOUT_TITLE + "\n\n" + bench.NONIID_HEADING)
+    assert "held out of training for validation" in held_text
+    assert "every site's training and validation rows pooled" in held_text
+    held_tidy = pd.read_csv(out / "quality_noniid_holdout_results.csv.gz")
+    assert list(held_tidy["test_rows"]) == list(tidy["test_rows"])  # the same test rows
+    assert not np.array_equal(held_tidy["value"], tidy["value"])
+    # read back, with the settings of the run that made the scores
+    scores = str(out / "quality_noniid_holdout_results.csv.gz")
+    again = ["--noniid", "--validation", "holdout", "--from-results", scores, "--out", str(out)]
+    assert bench.main(again) == 0
+    assert (out / "quality_noniid_holdout.md").read_text() == held_text
+    # scores measured when holdout was the only mode (quality.json's non-iid part, no mode)
+    (out / "quality_noniid_holdout.json").unlink()
+    report = json.loads((out / "quality.json").read_text())
+    config = {k: v for k, v in held["config"].items() if k != "validation"}
+    report["noniid"]["config"] = {**config, "command": "--noniid"}
+    (out / "quality.json").write_text(json.dumps(report))
+    assert bench.main(again) == 0
+    migrated = json.loads((out / "quality_noniid_holdout.json").read_text())["config"]
+    assert migrated == {**config, "command": "--noniid --validation holdout", "validation":
+                        "holdout"}  # fmt: skip
+
+
+def test_the_validation_option_is_the_noniid_runs(bench, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--validation", "holdout", "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert "--validation holdout applies to --noniid" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["--noniid", "--validation", "cross", "--out", str(tmp_path)])
+    assert "invalid choice: 'cross'" in capsys.readouterr().err
+
+
+def test_noniid_targets_hold_the_deployed_model_to_local_and_pooled_data(bench):
+    def row(n, alpha, brier, auc):
+        return {
+            "n_sites": n,
+            "concentration": alpha,
+            "reps": 5,
+            "values": {
+                "brier": {c: [v, 0.01] for c, v in zip(COLUMNS_OF_TARGETS, brier, strict=True)},
+                "auc": {c: [v, 0.01] for c, v in zip(COLUMNS_OF_TARGETS, auc, strict=True)},
+            },
+        }
+
+    # (Local, Auto calibrated, Pooled data)
+    table = {
+        "rows": [
+            row(3, 0.3, (0.050, 0.040, 0.030), (0.95, 0.96, 0.97)),  # all met (at the bounds)
+            row(10, 1.0, (0.050, 0.051, 0.035), (0.96, 0.955, 0.99)),  # none met
+        ]
+    }
+    targets = bench.noniid_targets(table)
+    got = [(t["n_sites"], t["alpha"], t["metric"], t["against"], t["met"]) for t in targets]
+    assert got == [
+        (3, 0.3, "brier", "Local", True),
+        (3, 0.3, "brier", "Pooled data", True),  # 0.040 <= 0.030 + 0.01
+        (3, 0.3, "auc", "Local", True),
+        (3, 0.3, "auc", "Pooled data", True),  # 0.96 >= 0.97 - 0.01
+        (10, 1.0, "brier", "Local", False),  # 0.051 > 0.050
+        (10, 1.0, "brier", "Pooled data", False),  # 0.051 > 0.045
+        (10, 1.0, "auc", "Local", False),  # 0.955 < 0.96
+        (10, 1.0, "auc", "Pooled data", False),  # 0.955 < 0.98
+    ]
+    assert targets[1]["bound"] == pytest.approx(0.040) and targets[3]["bound"] == 0.97 - 0.01
+    lines = [bench._target_line(t) for t in targets]
+    assert lines[0] == "- 3 sites, alpha 0.3: deployed Brier 0.0400 <= local 0.0500: yes"
+    assert lines[3] == (
+        "- 3 sites, alpha 0.3: deployed AUC 0.9600 >= pooled data 0.9700 - 0.01: yes"
+    )
+    assert lines[5] == (
+        "- 10 sites, alpha 1: deployed Brier 0.0510 <= pooled data 0.0350 + 0.01: NO"
+    )
+    # results without pooled data: the targets against local only
+    for r in table["rows"]:
+        for cells in r["values"].values():
+            del cells["Pooled data"]
+    assert {t["against"] for t in bench.noniid_targets(table)} == {"Local"}
+    # in the report: a section of its own, each line yes or NO
+    result = {
+        "config": {"command": "--noniid", "dataset": "breast_cancer", "jaccard": 0.5,
+                   "sites": [3, 10], "alphas": [0.3, 1.0], "beta": 0.5, "reps": 5, "trees": 3,
+                   "n_jobs": 1, "seconds": 1.0, "validation": "oob"},
+        "label_skew": {"columns": [], "rows": []},
+        "quantity_skew": {"columns": [], "rows": []},
+        "targets": targets,
+    }  # fmt: skip
+    text = bench.render_noniid(result)
+    assert "## Non-iid sites: targets" in text and "4 of 8 met:" in text
+    assert all(line in text for line in lines)
+
+
+#: The label-skew columns the targets read, in the order of the test's tuples.
+COLUMNS_OF_TARGETS = ("Local", "Auto, calibrated", "Pooled data")
 
 
 def test_analyse_noniid_means_sds_and_the_paired_difference(bench):

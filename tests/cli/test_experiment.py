@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -91,14 +93,17 @@ def test_the_validation_option_defaults_to_the_papers_holdout(tmp_path, capsys):
     argv = ["experiment", "--site-files", *paths, "--target", "y", "--reps", "1", "--trees", "3"]
     argv += ["--metrics", "auc", "--no-report"]
     out = tmp_path / "out"
-    code = main([*argv, "--methods", "local,wmp", "--validation", "oob", "--out", str(out)])
-    assert code == 1
-    assert "validation='oob' with wmp" in capsys.readouterr().err
-    assert not out.exists()
     code = main([*argv, "--methods", "local,wmp", "--out", str(out)])  # holdout
     assert code == 0, capsys.readouterr().err
     holdout = pd.read_csv(out / "results.csv")
     assert set(holdout["method"]) == {"local", "wmp"}
+    code = main([*argv, "--methods", "local,wmp", "--validation", "oob", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    oob = pd.read_csv(out / "results.csv")
+    assert set(oob["method"]) == {"local", "wmp"}
+    # the same test rows; the forests train on the validation rows too under oob
+    assert list(oob["test_rows"]) == list(holdout["test_rows"])
+    assert not np.array_equal(oob["value"], holdout["value"])
     # without a fitted method no validation rows are held out either way: the same rows
     code = main([*argv, "--methods", "local", "--validation", "oob", "--out", str(tmp_path / "o")])
     assert code == 0
@@ -107,3 +112,41 @@ def test_the_validation_option_defaults_to_the_papers_holdout(tmp_path, capsys):
     pd.testing.assert_frame_equal(
         pd.read_csv(tmp_path / "o" / "results.csv"), pd.read_csv(tmp_path / "h" / "results.csv")
     )
+
+
+def docs_command(marker: str) -> list[str]:
+    """The arguments of the ``fedforest experiment`` command of docs/experiments.md that holds
+    ``marker`` (continuation lines joined)."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "experiments.md"
+    text = page.read_text().replace("\\\n", " ")
+    [line] = [line for line in text.splitlines() if marker in line]
+    words = shlex.split(line)
+    assert words[:2] == ["fedforest", "experiment"]
+    return words[1:]
+
+
+def test_out_of_bag_validation_fits_auto_wmp_and_the_calibration(tmp_path, capsys):
+    # the command docs/experiments.md shows: a bundled table, few trees, auto, wmp and the
+    # calibration fitted out of bag
+    argv = docs_command("--validation oob --out experiments/wine-oob")
+    out = tmp_path / "oob"
+    argv[argv.index("--out") + 1] = str(out)
+    assert main(argv) == 0, capsys.readouterr().err
+    results = pd.read_csv(out / "results.csv")
+    assert set(results["method"]) == {"local", "mp", "auto", "wmp"}
+    assert set(results["metric"]) == {"auprc", "auc", "mcc"}
+    assert len(results) == 3 * 4 * 3 and results["value"].notna().all()
+    assert (out / "calibration.csv").is_file() and (out / "report.md").is_file()
+    # held out instead: the same test rows, other forests and fits
+    held = tmp_path / "holdout"
+    argv[argv.index("oob")] = "holdout"
+    argv[argv.index("--out") + 1] = str(held)
+    assert main([*argv, "--no-report"]) == 0, capsys.readouterr().err
+    holdout = pd.read_csv(held / "results.csv")
+    assert list(holdout["test_rows"]) == list(results["test_rows"])
+    assert not np.array_equal(holdout["value"], results["value"])
+    # auto's comparisons by another metric, out of bag
+    argv[argv.index("holdout")] = "oob"
+    argv[argv.index("--out") + 1] = str(tmp_path / "brier")
+    assert main([*argv, "--no-report", "--auto-metric", "brier"]) == 0, capsys.readouterr().err
+    assert pd.read_csv(tmp_path / "brier" / "results.csv")["value"].notna().all()

@@ -143,10 +143,13 @@ def test_the_papers_protocol_holds_out_validation_rows():
     plan.validate()
     ExperimentPlan(datasets=["wine"], validation="oob").validate()  # the paper's nine: no fit
     refused(r"validation='cross' must be one of oob, holdout", validation="cross")
-    refused(
-        r"validation='oob' with wmp, auto: the experiment runner fits these on validation rows "
-        r"held out of training",
+    refused(r"validation='cross' must be one of", methods=["wmp"], validation="cross")
+    # out of bag: the fitted methods, the calibration and auto_metric are fitted on the
+    # training rows scored out of bag (the runner keeps each site's in-bag records)
+    ExperimentPlan(
+        datasets=["wine"],
         methods=["mp", "wmp", "auto"],
+        calibration="sigmoid",
+        auto_metric="brier",
         validation="oob",
-    )
-    refused(r"validation='oob' with calibration 'sigmoid'", calibration="sigmoid", validation="oob")
+    ).validate()

@@ -569,6 +569,141 @@ def test_calibration_and_pooling_weights_reach_the_evaluation(wine, monkeypatch)
     assert all(kw["X_val"] is not None for kw in seen)
 
 
+#: wine, 3 sites, J 0.5, rep 1, 6 trees, calibration sigmoid, pooled data: the rows of
+#: the runner before out-of-bag validation (holdout, the paper's protocol), to the last bit.
+HOLDOUT_ROWS = {
+    ("site-1", "local", "auc"): 0.9587542087542088,
+    ("site-1", "local", "brier"): 0.24742889664504872,
+    ("site-1", "mp", "auc"): 0.9848484848484849,
+    ("site-1", "mp", "brier"): 0.17133014473185895,
+    ("site-1", "wmp", "auc"): 0.978675645342312,
+    ("site-1", "wmp", "brier"): 0.20247694858375626,
+    ("site-1", "auto", "auc"): 0.9862514029180695,
+    ("site-1", "auto", "brier"): 0.1913100647528559,
+    ("site-2", "local", "auc"): 0.876324354657688,
+    ("site-2", "local", "brier"): 0.3811260252905085,
+    ("site-2", "mp", "auc"): 0.9753086419753086,
+    ("site-2", "mp", "brier"): 0.24787120793185266,
+    ("site-2", "wmp", "auc"): 0.9492143658810326,
+    ("site-2", "wmp", "brier"): 0.30330412294032905,
+    ("site-2", "auto", "auc"): 0.9231200897867565,
+    ("site-2", "auto", "brier"): 0.26623329805417156,
+    ("site-3", "local", "auc"): 1.0,
+    ("site-3", "local", "brier"): 0.1414004581126316,
+    ("site-3", "mp", "auc"): 0.9862514029180695,
+    ("site-3", "mp", "brier"): 0.18816152399462505,
+    ("site-3", "wmp", "auc"): 0.9725028058361391,
+    ("site-3", "wmp", "brier"): 0.19943209877667614,
+    ("site-3", "auto", "auc"): 0.9793771043771043,
+    ("site-3", "auto", "brier"): 0.19969175649678458,
+    ("site-1", "pooled_data", "auc"): 0.9862514029180695,
+    ("site-1", "pooled_data", "brier"): 0.12222222222222223,
+    ("site-2", "pooled_data", "auc"): 0.9966666666666667,
+    ("site-2", "pooled_data", "brier"): 0.08888888888888889,
+    ("site-3", "pooled_data", "auc"): 0.9755892255892257,
+    ("site-3", "pooled_data", "brier"): 0.18518518518518517,
+}
+
+
+def test_holdout_rows_stay_what_they_were_bit_for_bit(wine):
+    rows = run_repetition(
+        wine,
+        3,
+        0.5,
+        1,
+        ["local", "mp", "wmp", "auto"],
+        ["auc", "brier"],
+        n_estimators=6,
+        calibration="sigmoid",
+        pooled_reference=True,
+        validation="holdout",
+    )
+    assert {(r["site"], r["method"], r["metric"]): r["value"] for r in rows} == HOLDOUT_ROWS
+    assert {r["test_rows"] for r in rows} == {15}
+
+
+def test_out_of_bag_validation_fits_on_every_training_row_out_of_bag(wine, monkeypatch):
+    from fedforest.experiments import runner
+
+    trained, models, seen, pooled_sites = {}, {}, {}, {}
+    real_fit, real_eval, real_ref = (
+        runner.fit_site_models,
+        runner.evaluate_strategies,
+        runner.pooled_data_reference,
+    )
+
+    def fit(site, X_tr, y_tr, *args, **kw):
+        trained[site] = X_tr.index.copy()
+        models[site] = real_fit(site, X_tr, y_tr, *args, **kw)
+        return models[site]
+
+    def evaluate(*args, site=None, **kw):
+        seen[site] = {**kw, "model": args[0], "X_test": args[1]}
+        return real_eval(*args, site=site, **kw)
+
+    def reference(sites, *args, **kw):
+        pooled_sites.update(sites)
+        return real_ref(sites, *args, **kw)
+
+    monkeypatch.setattr(runner, "fit_site_models", fit)
+    monkeypatch.setattr(runner, "evaluate_strategies", evaluate)
+    monkeypatch.setattr(runner, "pooled_data_reference", reference)
+    methods = ["local", "intersection", "mp", "wmp", "auto"]
+    options = dict(calibration="sigmoid", auto_metric="brier", pooled_reference=True)
+    rows = run_repetition(
+        wine, 3, 0.5, 1, methods, ["auc", "brier"], n_estimators=6,
+        validation="oob", **options,
+    )  # fmt: skip
+    assert np.isfinite([r["value"] for r in rows]).all()
+    assert {r["method"] for r in rows} == {*methods, "pooled_data"}
+    oob = {site: (trained[site], seen[site], models[site]) for site in trained}
+    pooled_sites_oob = dict(pooled_sites)
+    trained.clear()
+    seen.clear()
+    run_repetition(
+        wine, 3, 0.5, 1, methods, ["auc", "brier"], n_estimators=6,
+        validation="holdout", **options,
+    )  # fmt: skip
+    for site, (rows_oob, kw, fitted) in oob.items():
+        held = seen[site]
+        # the same test rows; oob trains on the holdout's training and validation rows
+        assert list(kw["X_test"].index) == list(held["X_test"].index)
+        assert set(rows_oob) == set(trained[site]) | set(held["X_val"].index)
+        assert held["in_bag"] is None
+        # fitted on the training rows, out of bag, with the calibration and auto_metric
+        assert list(kw["X_val"].index) == list(rows_oob)
+        assert kw["calibration"] == "sigmoid" and kw["auto_metric"] == "brier"
+        forest, bag = kw["model"].forest, kw["in_bag"]
+        assert bag.forest.shape == (forest.n_trees, len(rows_oob))
+        own = forest.owner_mask(site)
+        assert not bag.forest[~own].any()  # the other sites' trees never saw the rows
+        # the site's own trees: their bootstrap samples, as its training recorded them
+        assert np.array_equal(bag.forest[own], fitted.in_bag.in_bag)
+        assert 0.5 < bag.forest[own].mean() < 0.75  # about 1 - 1/e of the rows per tree
+        inter = kw["model"].intersection
+        assert bag.intersection.shape == (inter.n_trees, len(rows_oob))
+        assert np.array_equal(
+            bag.intersection[inter.owner_mask(site)], fitted.intersection_in_bag.in_bag
+        )
+        # pooled data trains on the same rows as the sites' forests: every non-test row
+        assert pooled_sites_oob[site].X_val is None
+        assert list(pooled_sites_oob[site].X_train.index) == list(rows_oob)
+
+
+def test_out_of_bag_validation_of_a_regression_target(diabetes):
+    rows = pd.DataFrame(
+        run_repetition(
+            diabetes, 3, 0.5, 0, ["mp", "wmp", "auto"], n_estimators=5, validation="oob"
+        )  # fmt: skip
+    )
+    assert set(rows["method"]) == {"mp", "wmp", "auto"} and set(rows["metric"]) == {"rmse"}
+    assert np.isfinite(rows["value"]).all()
+    held = pd.DataFrame(run_repetition(diabetes, 3, 0.5, 0, ["mp", "wmp", "auto"],
+                                       n_estimators=5))  # fmt: skip
+    assert list(held["test_rows"]) == list(rows["test_rows"])
+    assert not np.array_equal(held["value"], rows["value"])
+
+
 def test_rows_pooling_weights_change_the_pooled_vote_only_when_sites_differ_in_size():
     cancer = load_table("breast_cancer")
 

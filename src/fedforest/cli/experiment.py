@@ -188,17 +188,18 @@ def add_parser(sub) -> None:
         "--validation",
         choices=VALIDATIONS,
         default="holdout",
-        help="what wmp, auto and a calibration are fitted on: holdout, the paper's protocol "
-        "(each site holds out its validation fraction of rows from training), or oob (no "
-        "validation rows; refused with wmp, auto or a calibration, which the runner fits on "
-        "held-out rows only); default holdout",
+        help="what wmp, auto, a calibration and --auto-metric are fitted on: holdout, the "
+        "paper's protocol (each site holds out its validation fraction of rows from training), "
+        "or oob, a job's default (no validation rows: every forest trains on all the site's "
+        "rows but its test rows, and the fits use those rows scored out of bag, each by the "
+        "trees that did not train on it); default holdout",
     )
     p.add_argument(
         "--validation-fraction",
         type=number(0, 0.65, low_open=True),
         default=VALIDATION_FRACTION,
-        help="share of each site's rows held out for validation when wmp or auto is scored "
-        f"(default {VALIDATION_FRACTION})",
+        help="share of each site's rows held out for validation when wmp, auto or a "
+        f"calibration is fitted under --validation holdout (default {VALIDATION_FRACTION})",
     )
     p.add_argument(
         "--metrics",
@@ -212,9 +213,9 @@ def add_parser(sub) -> None:
         "--calibration",
         type=choice(CALIBRATIONS),
         default="none",
-        help="calibration of every method's probabilities, fitted on each site's validation "
-        "rows (held out as for wmp and auto): none (default), prior, sigmoid, isotonic or auto; "
-        "other than none also writes calibration.csv",
+        help="calibration of every method's probabilities, fitted as wmp and auto are (see "
+        "--validation): none (default), prior, sigmoid, isotonic or auto; other than none also "
+        "writes calibration.csv",
     )
     p.add_argument(
         "--pooling-weights",

@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import rules
 from ..vocabulary import (
     AUTO_METRICS,
     CALIBRATIONS,
@@ -64,31 +63,23 @@ def check_task_metrics(task: str, metrics: Sequence[str]) -> None:
     raise ValueError(f"metrics {bad} are not among {list(allowed)} (--task {task})")
 
 
-def check_validation(validation: str, methods: Sequence[str], calibration: str = "none") -> None:
-    """Refuse a validation mode the runner cannot score ``methods`` and ``calibration`` with.
+def check_validation(validation: str) -> None:
+    """Refuse an unknown validation mode, naming the ones there are.
+
+    ``holdout`` fits ``wmp``'s weight, ``auto``'s choice and the calibration on
+    validation rows held out of training (the paper's protocol); ``oob`` on the
+    training rows scored out of bag (a job's default).
 
     Examples
     --------
-    >>> check_validation("oob", ["fpv", "mp"])
-    >>> check_validation("oob", ["wmp"])
+    >>> check_validation("oob")
+    >>> check_validation("cross")
     Traceback (most recent call last):
     ...
-    ValueError: validation='oob' with wmp: ...
+    ValueError: validation='cross' must be one of oob, holdout
     """
     if validation not in VALIDATIONS:
         raise ValueError(f"validation={validation!r} must be one of {', '.join(VALIDATIONS)}")
-    if validation != "oob":
-        return
-    fitted = [m for m in methods if m in ALL_METHODS and rules.get(m).needs_validation]
-    if calibration != "none":
-        fitted.append(f"calibration {calibration!r}")
-    if fitted:
-        raise ValueError(
-            f"validation='oob' with {', '.join(fitted)}: the experiment runner fits these on "
-            "validation rows held out of training and keeps no in-bag record to fit them "
-            "out of bag; use validation 'holdout' (the paper's protocol, --validation "
-            "holdout), or leave them out"
-        )
 
 
 @dataclass
@@ -114,12 +105,13 @@ class ExperimentPlan:
     training and validation rows pooled, :mod:`~.reference`); it changes no
     other row.
 
-    ``validation`` is the paper's ``holdout``: the methods fitted on validation
-    rows (``wmp``, ``auto``) and the calibration are fitted on
-    ``validation_fraction`` of each site's rows, held out of training (a job's
-    default, ``evaluation.validation: oob``, fits them out of bag instead).
-    ``oob`` holds out no validation rows, so it is refused with those methods or
-    a calibration: the runner keeps no in-bag record to score out of bag.
+    ``validation`` is what the methods fitted on validation rows (``wmp``,
+    ``auto``) and the calibration are fitted on: ``holdout`` (the default, the
+    paper's protocol) holds out ``validation_fraction`` of each site's rows
+    from training and fits them there; ``oob`` (a job's default,
+    ``evaluation.validation: oob``) holds out no validation rows, trains on
+    every row but the test rows and fits them on the training rows scored out
+    of bag (:func:`~.runner.run_repetition`).
     """
 
     datasets: list[str]
@@ -207,7 +199,7 @@ class ExperimentPlan:
         repeated = sorted({m for m in self.methods if list(self.methods).count(m) > 1})
         if repeated:
             raise ValueError(f"methods {repeated} are given twice")
-        check_validation(self.validation, self.methods, self.calibration)
+        check_validation(self.validation)
         vf = self.validation_fraction
         if isinstance(vf, bool) or not isinstance(vf, (int, float)) or not 0 < vf <= 0.65:
             raise ValueError(

@@ -10,10 +10,17 @@ pooled, and every method is scored on every site's test rows. Results are a
 tidy table: one row per (dataset, n_sites, jaccard, rep, site, method, metric).
 
 Methods fitted on validation rows (``wmp``'s guess weight, ``auto``'s choice;
-:data:`~fedforest.vocabulary.VALIDATION_METHODS`) get them as in a job: when
-any is requested, each site also holds out ``validation_fraction`` of its rows
-from its training rows, and every method's forests are trained on the rest,
-so all methods are compared on the same forests.
+:data:`~fedforest.vocabulary.VALIDATION_METHODS`) and the calibration get them
+as in a job, by the validation mode. ``validation="holdout"`` (the paper's
+protocol): when any is requested, each site also holds out
+``validation_fraction`` of its rows from its training rows, and every
+method's forests are trained on the rest, so all methods are compared on the
+same forests. ``validation="oob"`` (a job's default): no site holds out
+validation rows; the forests train on every row but the test rows, and the
+fits use those training rows scored out of bag
+(:mod:`~fedforest.prediction.out_of_bag`), from the in-bag records each
+site's training keeps (:attr:`~fedforest.federation.training.SiteModels.records`),
+as a job's site does.
 
 Beside the paper's even deal of the rows (``partition="jaccard"``), the rows
 can be skewed (:mod:`~.skew`): label skew (``"dirichlet"``, Dirichlet
@@ -56,6 +63,7 @@ from ..federation.evaluation import evaluate_strategies
 from ..federation.splits import split_validation
 from ..federation.training import fit_site_models, owner_weights, pool_site_models
 from ..model.pooled_model import PooledModel, PredictionSettings
+from ..prediction.out_of_bag import InBag
 from ..vocabulary import (
     CALIBRATION_METRICS,
     TASKS,
@@ -125,12 +133,23 @@ class Repetition:
     rows : dict
         ``site -> SiteRows``: its training, validation and test rows
         (:class:`~.reference.SiteRows`, what the pooled-data reference trains on).
+    in_bag : dict
+        ``site -> (forest record, intersection record)``: which of its training
+        rows each tree it trained trained on
+        (:attr:`~fedforest.federation.training.SiteModels.records`), to score
+        them out of bag (:meth:`out_of_bag`).
     """
 
     pooled: object
     splits: dict
     train_rows: dict = field(default_factory=dict)
     rows: dict = field(default_factory=dict)
+    in_bag: dict = field(default_factory=dict)
+
+    def out_of_bag(self, site: str, model: PooledModel) -> InBag:
+        """Which trees of ``model`` trained on which of ``site``'s training rows
+        (:meth:`~fedforest.prediction.out_of_bag.InBag.for_model`)."""
+        return InBag.for_model(model, self.in_bag[site])
 
 
 def resolve_task(data: Dataset, task: str | None = None) -> str:
@@ -175,7 +194,8 @@ def prepare_repetition(
     """Split one repetition over the sites, train every site's models and pool them.
 
     With ``validation_fraction`` each site splits that share of its rows off its
-    training rows (as a job's site does) and trains without them. ``partition``
+    training rows (as a job's site does) and trains without them. Every site
+    keeps the in-bag records of what it trained (``Repetition.in_bag``). ``partition``
     and ``alpha`` choose the deal of the rows (:func:`site_tables`). ``task``
     (default: the dataset's, :func:`resolve_task`) ``"regression"`` trains
     regression forests on rows dealt and split without stratification.
@@ -194,7 +214,7 @@ def prepare_repetition(
     imputer_cv = 3 if any(k > 1 for k in held) else None
     categories = data.categories
     forest_params = {"n_estimators": n_estimators}
-    splits, models, train_rows, site_rows = {}, {}, {}, {}
+    splits, models, train_rows, site_rows, in_bag = {}, {}, {}, {}, {}
     for k, site in enumerate(sites):
         t = tables[site]
         X_tr, X_te, y_tr, y_te = _split(
@@ -221,7 +241,9 @@ def prepare_repetition(
             imputer_cv=imputer_cv,
             task=task,
         )
-    return Repetition(pool_site_models(list(models.values())), splits, train_rows, site_rows)
+        in_bag[site] = models[site].records  # as SiteRunner.train keeps them
+    pooled = pool_site_models(list(models.values()))
+    return Repetition(pooled, splits, train_rows, site_rows, in_bag)
 
 
 def site_tables(
@@ -299,10 +321,11 @@ def run_repetition(
     When ``methods`` include one of :data:`~fedforest.vocabulary.VALIDATION_METHODS`,
     or ``calibration`` is not ``"none"`` (every strategy's calibrator is fitted
     on validation rows), each site splits ``validation_fraction`` of its rows
-    off its training rows (as a job's site does) and every forest is trained
-    without them. ``calibration``, ``pooling_weights`` (``"rows"``: each site's
-    trees weighted by its training rows, :func:`~fedforest.federation.training.owner_weights`)
-    and ``auto_metric`` (``None``: ``evaluate_strategies``' default) go to
+    off its training rows (as a job's site does under ``validation="holdout"``)
+    and every forest is trained without them (``"oob"``: below). ``calibration``,
+    ``pooling_weights`` (``"rows"``: each site's trees weighted by its training
+    rows, :func:`~fedforest.federation.training.owner_weights`) and
+    ``auto_metric`` (``None``: ``evaluate_strategies``' default) go to
     :func:`~fedforest.federation.evaluation.evaluate_strategies`. With
     ``calibration_rows`` (a list), each scored row's non-empty calibration bins
     are appended to it as :data:`CALIBRATION_COLUMNS` dicts. A skewed
@@ -311,22 +334,30 @@ def run_repetition(
     ``jaccard`` as given (the caller passes the number of files and their
     realised overlap).
 
+    ``validation`` is the paper's ``"holdout"`` (above) or ``"oob"`` (a job's
+    default): no site holds out validation rows, every forest trains on all
+    the site's rows but its test rows, and what the holdout fits on validation
+    rows is fitted on those training rows scored out of bag, passed to
+    :func:`~fedforest.federation.evaluation.evaluate_strategies` with their
+    in-bag matrices (``in_bag=``) exactly as a job's
+    :meth:`~fedforest.federation.site.SiteRunner.evaluate` does. Without a
+    method fitted on validation rows or a calibration, both modes give the
+    same rows.
+
     With ``pooled_reference`` the rows also hold the pooled-data reference
     (method :data:`~.reference.REFERENCE`, :func:`reference_rows`): one
     scikit-learn forest of ``n_estimators`` trees, seeded by ``rep``, trained
-    on every site's training and validation rows pooled and scored on each
+    on every site's training and validation rows pooled (every row but the
+    test rows under ``"oob"``, as the methods' forests) and scored on each
     site's test rows. It adds rows only: every method's rows are the same
     with it or without.
-
-    ``validation`` is the paper's ``"holdout"`` (above); ``"oob"`` holds out no
-    validation rows and is refused with a method fitted on them or a
-    calibration (:func:`~.plan.check_validation`).
     """
-    check_validation(validation, methods, calibration)
+    check_validation(validation)
     task = resolve_task(data, task)
     metrics = list(DEFAULT_METRICS[task] if metrics is None else metrics)
     check_task_metrics(task, metrics)
     want_val = needs_validation(methods, calibration)
+    out_of_bag = want_val and validation == "oob"
     prepared = prepare_repetition(
         data,
         n_sites,
@@ -334,7 +365,7 @@ def run_repetition(
         rep,
         n_estimators,
         test_fraction,
-        validation_fraction if want_val else None,
+        validation_fraction if holds_out(methods, calibration, validation) else None,
         intersection=any(rules.get(m).needs_intersection for m in methods),
         partition=partition,
         alpha=alpha,
@@ -356,6 +387,10 @@ def run_repetition(
     rows = []
     for site in sites:
         X_te, y_te, X_val, y_val = splits[site]
+        in_bag = None
+        if out_of_bag:  # as SiteRunner.evaluate: the training rows, scored out of bag
+            X_val, y_val = prepared.rows[site].X_train, prepared.rows[site].y_train
+            in_bag = prepared.out_of_bag(site, model)
         scores = evaluate_strategies(
             model,
             X_te,
@@ -371,6 +406,7 @@ def run_repetition(
             random_state=rep,
             calibration=calibration,
             resamples=0,  # spread over repetitions instead of a bootstrap per test set
+            in_bag=in_bag,
             **options,
         )
         key = {"dataset": dataset, "n_sites": n_sites, "jaccard": jaccard, "rep": rep}
@@ -436,8 +472,25 @@ def reference_rows(
 
 
 def needs_validation(methods: Sequence[str], calibration: str = "none") -> bool:
-    """Whether the sites hold out validation rows: a method fitted on them, or calibration."""
+    """Whether anything is fitted on validation rows: a method fitted on them, or calibration
+    (held out under ``validation="holdout"``, :func:`holds_out`; out of bag under ``"oob"``)."""
     return calibration != "none" or any(rules.get(m).needs_validation for m in methods)
+
+
+def holds_out(
+    methods: Sequence[str], calibration: str = "none", validation: str = "holdout"
+) -> bool:
+    """Whether the sites hold out validation rows: a method fitted on them, or calibration
+    (:func:`needs_validation`), under ``validation="holdout"``; never under ``"oob"``.
+
+    Examples
+    --------
+    >>> holds_out(["mp", "auto"]), holds_out(["mp", "auto"], validation="oob")
+    (True, False)
+    >>> holds_out(["mp"], calibration="sigmoid"), holds_out(["mp"])
+    (True, False)
+    """
+    return validation == "holdout" and needs_validation(methods, calibration)
 
 
 def writes_calibration(metrics: Sequence[str], calibration: str = "none") -> bool:
@@ -555,7 +608,7 @@ def run_experiment(plan: ExperimentPlan, out_dir=None) -> pd.DataFrame:
             plan.n_sites,
             validation_fraction=(
                 plan.validation_fraction
-                if needs_validation(plan.methods, plan.calibration)
+                if holds_out(plan.methods, plan.calibration, plan.validation)
                 else None
             ),
             partition=plan.partition,

@@ -500,7 +500,7 @@ class SiteRunner:
             classes=self.schema.classes,
             task=self.task,
         )
-        self.in_bag = (models.in_bag, models.intersection_in_bag)
+        self.in_bag = models.records
         out = {
             "format": protocol.SITE_MODELS,
             "version": protocol.FORMATS[protocol.SITE_MODELS],
@@ -603,5 +603,4 @@ class SiteRunner:
                 "training rows out of bag, which needs the in-bag record of this site's "
                 "training; none is kept (the site did not train in this process)"
             )
-        record, inter_record = self.in_bag
-        return InBag.from_records(pooled.forest, record, pooled.intersection, inter_record)
+        return InBag.for_model(pooled, self.in_bag)

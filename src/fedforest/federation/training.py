@@ -74,6 +74,12 @@ class SiteModels:
     in_bag: InBagRecord | None = None
     intersection_in_bag: InBagRecord | None = None
 
+    @property
+    def records(self) -> tuple[InBagRecord | None, InBagRecord | None]:
+        """``(in_bag, intersection_in_bag)``: what the site keeps to score its training rows
+        out of bag (:meth:`~fedforest.prediction.out_of_bag.InBag.for_model`)."""
+        return self.in_bag, self.intersection_in_bag
+
 
 def fit_site_models(
     site: str,

@@ -89,6 +89,19 @@ class InBag:
         inter = None if intersection is None else of(intersection, intersection_record)
         return cls(of(forest, record), inter)
 
+    @classmethod
+    def for_model(cls, model, records: tuple[InBagRecord | None, InBagRecord | None]) -> InBag:
+        """A site's matrices for a pooled model's forest and intersection forest.
+
+        ``records`` are ``(forest record, intersection record)`` as the site kept
+        them when it trained (:attr:`~fedforest.federation.training.SiteModels.records`);
+        ``model`` is a :class:`~fedforest.model.pooled_model.PooledModel` (its
+        ``forest`` and ``intersection``). A job's site and the experiment runner
+        both take their out-of-bag matrices from here.
+        """
+        record, intersection_record = records
+        return cls.from_records(model.forest, record, model.intersection, intersection_record)
+
     @property
     def n_rows(self) -> int:
         """The number of rows."""

@@ -364,3 +364,28 @@ def test_numba_that_fails_to_load_falls_back_with_a_warning(pooled, monkeypatch,
     assert "RuntimeError: cannot cache" in caplog.text
     with pytest.raises(ImportError, match="no locator"):
         PooledForestClassifier(forest, engine="numba").fit()
+
+
+def test_each_trees_marginal_is_the_one_tree_kernels_bit_for_bit(pooled, monkeypatch):
+    from fedforest.prediction.out_of_bag import InBag
+
+    forest, imputers, std, test = pooled
+    per_tree = numba_kernels.marginal_per_tree
+    seen = []
+
+    def checked(cf, X, trees, tables, absent=None):
+        out = per_tree(cf, X, trees, tables, absent)
+        for i, tree in enumerate(trees):
+            one = numba_kernels.marginal_proba(cf, X, np.array([tree]), tables, absent)
+            assert np.array_equal(out[i], one)
+        seen.append(out.shape)
+        return out
+
+    monkeypatch.setattr(numba_kernels, "marginal_per_tree", checked)
+    X = test[SITE_COLUMNS]
+    bag = np.random.RandomState(0).rand(forest.n_trees, len(X)) < 0.3
+    clf = PooledForestClassifier(
+        forest, strategy="mp", imputers=imputers, feature_std=std, site="a", engine="numba"
+    )
+    clf.predict_proba(X, in_bag=InBag(bag))
+    assert seen and seen[0][0] == forest.n_trees and seen[0][1] <= len(X)

@@ -147,12 +147,8 @@ def _per_tree_marginal(kernels, cf, X, trees, rules: Strategy, absent) -> np.nda
     """Each tree's marginal distribution of every row, shape (len(trees), n_rows, n_outputs)."""
     if kernels is None:
         return route_marginal(cf, X, trees, rules.right_probability, absent)
-    tables = rules.kernel_tables()
-    out = np.empty((len(trees), X.shape[0], cf.value.shape[1]))
-    for i in range(len(trees)):
-        # one tree: the kernel's sum over trees is that tree's distribution, bit for bit
-        out[i] = kernels.marginal_proba(cf, X, trees[i : i + 1], tables, absent)
-    return out
+    # one tree at a time: the kernel's sum over one tree is that tree's distribution, bit for bit
+    return kernels.marginal_per_tree(cf, X, trees, rules.kernel_tables(), absent)
 
 
 def _masked_mean(dist: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -319,6 +319,37 @@ def marginal_proba(
     return out
 
 
+def marginal_per_tree(
+    cf: CompiledForest,
+    X: np.ndarray,
+    trees: np.ndarray,
+    tables: dict,
+    absent: np.ndarray | None = None,
+) -> np.ndarray:
+    """Each tree's marginal distribution of every row, shape (len(trees), n_rows, n_classes).
+
+    ``out[i]`` is :func:`marginal_proba` of the one tree ``trees[i]``, bit for
+    bit (the same kernel, one tree at a time); the node kinds, probability
+    tables and threads are set up once for all the trees rather than once a
+    tree (an out-of-bag prediction needs every tree's distribution apart).
+    """
+    probs = _probabilities(tables)
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    trees = np.ascontiguousarray(trees, dtype=np.int64)
+    n_rows = X.shape[0]
+    kind = node_kinds(cf, absent)
+    out = np.empty((len(trees), n_rows, cf.value.shape[1]), dtype=np.float64)
+    capacity = _capacity(cf)
+
+    def run(lo: int, hi: int) -> None:
+        for i in range(len(trees)):
+            _marginal_rows(lo, hi, X, trees[i : i + 1], kind, cf, probs, capacity, out[i])
+
+    with _Workers(_threads(n_rows * len(trees))) as workers:
+        workers.run(run, n_rows, ROW_BLOCK)
+    return out
+
+
 # -------------------------------------------------------- resolved routing
 @njit(cache=DISK_CACHE, nogil=True, error_model="numpy")
 def _mix64(z):

@@ -303,8 +303,7 @@ def site_variants(job, site: str, mode: str, model) -> tuple[dict, dict]:
     runner = job.runners[site]
     config = job.config
     X_test = runner.X_test[[c for c in runner.X_test.columns if c in set(model.input_features)]]
-    record, inter_record = runner.in_bag
-    bag = InBag.from_records(model.forest, record, model.intersection, inter_record)
+    bag = InBag.for_model(model, runner.in_bag)
     fits = {
         "oob": (runner.X_train, runner.y_train, bag),
         "validation": (runner.X_val, runner.y_val, None),

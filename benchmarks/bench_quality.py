@@ -97,7 +97,7 @@ from benchmarks import harness
 from fedforest.experiments.reference import REFERENCE
 from fedforest.experiments.runner import ExperimentPlan, run_experiment
 from fedforest.experiments.statistics import average_ranks, display_name, per_repetition
-from fedforest.vocabulary import EXPERIMENT_METHODS
+from fedforest.vocabulary import EXPERIMENT_METHODS, VALIDATIONS
 
 logger = logging.getLogger("bench_quality")
 
@@ -703,7 +703,7 @@ def main(argv=None) -> int:
     )
     p.add_argument(
         "--validation",
-        choices=("oob", "holdout"),
+        choices=VALIDATIONS,
         help="--noniid: what each site fits auto's choice and the calibration on: its training "
         "rows scored out of bag (oob, the default, a job's) or held-out validation rows "
         "(holdout, the paper's protocol; written to quality_noniid_holdout.*)",

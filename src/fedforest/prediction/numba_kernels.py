@@ -299,24 +299,7 @@ def marginal_proba(
     -------
     ndarray of shape (n_rows, n_classes), float64
     """
-    probs = _probabilities(tables)
-    X = np.ascontiguousarray(X, dtype=np.float32)
-    trees = np.ascontiguousarray(trees, dtype=np.int64)
-    n_rows, n_feat = X.shape
-    kind = node_kinds(cf, absent)
-    out = np.empty((n_rows, cf.value.shape[1]), dtype=np.float64)
-    capacity = _capacity(cf)
-
-    def run(lo: int, hi: int) -> None:
-        _marginal_rows(lo, hi, X, trees, kind, cf, probs, capacity, out)
-
-    n_threads = _threads(n_rows * len(trees))
-    logger.debug(
-        "marginal prediction: %d rows, %d trees, %d threads", n_rows, len(trees), n_threads
-    )
-    with _Workers(n_threads) as workers:
-        workers.run(run, n_rows, ROW_BLOCK)
-    return out
+    return _marginal(cf, X, trees, tables, absent, per_tree=False)
 
 
 def marginal_per_tree(
@@ -333,19 +316,37 @@ def marginal_per_tree(
     tables and threads are set up once for all the trees rather than once a
     tree (an out-of-bag prediction needs every tree's distribution apart).
     """
+    return _marginal(cf, X, trees, tables, absent, per_tree=True)
+
+
+def _marginal(cf, X, trees, tables, absent, per_tree: bool) -> np.ndarray:
+    """:func:`marginal_proba` (``per_tree=False``: the mean over ``trees``) or
+    :func:`marginal_per_tree` (each tree's own, by the same kernel on one tree)."""
     probs = _probabilities(tables)
     X = np.ascontiguousarray(X, dtype=np.float32)
     trees = np.ascontiguousarray(trees, dtype=np.int64)
     n_rows = X.shape[0]
     kind = node_kinds(cf, absent)
-    out = np.empty((len(trees), n_rows, cf.value.shape[1]), dtype=np.float64)
+    n_outputs = cf.value.shape[1]
+    out = np.empty((len(trees), n_rows, n_outputs) if per_tree else (n_rows, n_outputs))
     capacity = _capacity(cf)
 
     def run(lo: int, hi: int) -> None:
+        if not per_tree:
+            _marginal_rows(lo, hi, X, trees, kind, cf, probs, capacity, out)
+            return
         for i in range(len(trees)):
             _marginal_rows(lo, hi, X, trees[i : i + 1], kind, cf, probs, capacity, out[i])
 
-    with _Workers(_threads(n_rows * len(trees))) as workers:
+    n_threads = _threads(n_rows * len(trees))
+    logger.debug(
+        "marginal prediction: %d rows, %d trees%s, %d threads",
+        n_rows,
+        len(trees),
+        " (each apart)" if per_tree else "",
+        n_threads,
+    )
+    with _Workers(n_threads) as workers:
         workers.run(run, n_rows, ROW_BLOCK)
     return out
 

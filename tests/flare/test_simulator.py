@@ -139,7 +139,9 @@ def test_hostile_sites_cost_the_others_nothing(tmp_path):
         tmp_path,
         rows=200,
         copies=hostile,
-        job={"min_sites": 3},
+        # thirteen clients start on a machine the rest of the suite also loads: the schema
+        # phase waits for every one of them, so that each attack reaches its own phase
+        job={"min_sites": 3, "timeouts": {"schema": 600}},
         forest={"n_estimators": 8},
         election={"auto_tune": False},
         evaluation=UNCALIBRATED,

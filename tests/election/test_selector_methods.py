@@ -24,15 +24,21 @@ from fedforest.election.selectors import default_params
 LOGGER = "fedforest.election.selector_methods"
 
 
-def data(X, y, is_cat=None, regression=False, names=None) -> sm._Data:
+def data(X, y, is_cat=None, regression=False, names=None, survival=False) -> sm._Data:
     X = np.asarray(X, dtype=np.float64)
+    if survival:
+        target, classes = y, np.array([])
+    else:
+        target = np.asarray(y, dtype=np.float64 if regression else np.int64)
+        classes = np.array([]) if regression else np.unique(y)
     return sm._Data(
         names=names or [f"f{j}" for j in range(X.shape[1])],
         X=X,
         is_cat=np.zeros(X.shape[1], bool) if is_cat is None else np.asarray(is_cat),
-        y=np.asarray(y, dtype=np.float64 if regression else np.int64),
-        classes=np.array([]) if regression else np.unique(y),
+        y=target,
+        classes=classes,
         regression=regression,
+        survival=survival,
     )
 
 
@@ -207,3 +213,75 @@ def test_mutual_information_leaves_a_constant_column_at_zero(table):
     y = table.X[:, 0] + 0.1 * np.random.default_rng(2).normal(size=table.n_rows)
     reg = sm._mutual_info(data(table.X, y, is_cat=table.is_cat, regression=True), params, 0)
     assert reg[4] == 0.0 and reg[0] == reg.max()
+
+
+# --------------------------------------------------------------------------- survival
+
+
+def _survival(n=300, seed=0, ties=False):
+    from sksurv.util import Surv
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    group = rng.integers(0, 3, size=n)
+    time = rng.exponential(np.exp(-0.5 * x - 0.4 * group))
+    if ties:
+        time = np.ceil(time * 4) / 4
+    event = rng.random(n) < 0.7
+    return x, group, Surv.from_arrays(event=event, time=time)
+
+
+def _breslow_log_partial_likelihood(w, Z, y):
+    """The log partial likelihood with Breslow's ties, written out row by row."""
+    eta = Z @ w
+    total = 0.0
+    for i in np.flatnonzero(y["event"]):
+        at_risk = y["time"] >= y["time"][i]
+        total += eta[i] - np.log(np.exp(eta[at_risk]).sum())
+    return total
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_cox_score_is_the_gradient_and_information_of_the_partial_likelihood(ties):
+    x, group, y = _survival(ties=ties)
+    Z = np.column_stack([x, group == 1, group == 2]).astype(float)
+    U, information = sm._cox_score(y["time"], y["event"], Z, joint=True)
+    h = 1e-4
+    centre = _breslow_log_partial_likelihood(np.zeros(3), Z, y)
+    for j in range(3):
+        up = _breslow_log_partial_likelihood(np.eye(3)[j] * h, Z, y)
+        down = _breslow_log_partial_likelihood(-np.eye(3)[j] * h, Z, y)
+        assert U[j] == pytest.approx((up - down) / (2 * h), rel=1e-6)
+        # the information is minus the second derivative at 0
+        assert information[j, j] == pytest.approx(-(up - 2 * centre + down) / h**2, rel=1e-3)
+    U1, info1 = sm._cox_score(y["time"], y["event"], Z)  # each column on its own
+    np.testing.assert_allclose(U1, U)
+    np.testing.assert_allclose(info1, np.diag(information))
+
+
+def test_cox_univariate_without_ties_is_the_log_rank_test():
+    from sksurv.compare import compare_survival
+
+    x, group, y = _survival()
+    binary = (group == 2).astype(float)
+    prepared = data(
+        np.column_stack([x, binary, group]), y, is_cat=[False, False, True], survival=True
+    )
+    scores, mask = sm._cox_univariate(prepared, default_params("cox_univariate"))
+    for j, labels in ((1, binary), (2, group)):
+        _, p = compare_survival(y, labels)
+        assert 10.0 ** -scores[j] == pytest.approx(p, rel=1e-9)
+    assert mask.tolist() == (10.0**-scores < 0.05).tolist()
+
+
+def test_coxnet_is_scikit_survivals_model_on_the_standardized_design():
+    from sksurv.linear_model import CoxnetSurvivalAnalysis
+
+    x, group, y = _survival()
+    prepared = data(np.column_stack([x, group]), y, is_cat=[False, True], survival=True)
+    params = {**default_params("coxnet"), "C": 0.5, "l1_ratio": 0.5}
+    scores, _ = sm._coxnet(prepared, params)
+    design = np.column_stack([(x - x.mean()) / x.std(), group[:, None] == np.arange(3)])
+    model = CoxnetSurvivalAnalysis(alphas=[1 / (0.5 * len(x))], l1_ratio=0.5).fit(design, y)
+    coef = np.abs(model.coef_[:, 0])
+    np.testing.assert_allclose(scores, [coef[0], coef[1:].max()], rtol=1e-9)

@@ -12,6 +12,7 @@ from fedforest.election.selectors import (
     CLASSIFICATION_SELECTORS,
     REGRESSION_SELECTORS,
     SELECTORS,
+    SURVIVAL_SELECTORS,
     LocalSelection,
     SelectorParamError,
     SelectorTaskError,
@@ -465,7 +466,9 @@ def test_regression_selector_lists():
     assert "f_regression" in SELECTORS
     assert selectors_for("regression") == REGRESSION_SELECTORS
     assert selectors_for("classification") == CLASSIFICATION_SELECTORS
-    assert set(REGRESSION_SELECTORS) | set(CLASSIFICATION_SELECTORS) == set(SELECTORS)
+    assert set(REGRESSION_SELECTORS) | set(CLASSIFICATION_SELECTORS) | set(
+        SURVIVAL_SELECTORS
+    ) == set(SELECTORS)
     assert {"chi2", "f_classif"}.isdisjoint(REGRESSION_SELECTORS)
     assert "f_regression" not in CLASSIFICATION_SELECTORS
     with pytest.raises(ValueError, match=r"task='ordinal' is not one of \['classification'"):
@@ -585,8 +588,10 @@ def test_check_params_with_and_without_task():
         check_params("f_regression", {"alpha": 2.0}, task="regression")
     with pytest.raises(SelectorParamError, match=r"unknown parameter 'C' for selector 'f_reg"):
         check_params("f_regression", {"C": 1.0})
-    with pytest.raises(ValueError, match=r"task='survival' is not one of"):
+    with pytest.raises(SelectorTaskError, match=r"selector 'lasso' .* use 'coxnet'"):
         check_params("lasso", None, task="survival")
+    with pytest.raises(ValueError, match=r"task='ordinal' is not one of"):
+        check_params("lasso", None, task="ordinal")
 
 
 @pytest.mark.parametrize(
@@ -618,3 +623,263 @@ def test_unknown_task_is_refused(table):
     X, y = table
     with pytest.raises(ValueError, match=r"task='Regression' is not one of"):
         select_features(X, y, "lasso", task="Regression")
+
+
+# --------------------------------------------------------------------------- survival
+
+SURV_SIGNAL = ["s0", "s1", "s2", "cat"]
+SURV_NOISE = ["n0", "n1", "n2", "n3", "n4", "ncat"]
+FAST_SURVIVAL_FOREST = {"n_estimators": 50, "n_repeats": 3}
+
+
+def make_survival_table(seed: int = 6, n: int = 500) -> tuple[pd.DataFrame, np.ndarray]:
+    """3 numeric signals and a 3-level categorical one in a Cox model; 5 + 1 noise columns.
+
+    Event times are exponential with the log-hazard ``0.8 s0 - 0.8 s1 + 0.6 s2 +
+    effect[cat]`` (``effect = (-0.8, 0, 0.8)``), censored by an independent
+    exponential time (about 35% censored). The seed was chosen so that every
+    selector keeps every signal.
+    """
+    from sksurv.util import Surv
+
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame({f"s{i}": rng.normal(size=n) for i in range(3)})
+    X["cat"] = rng.integers(0, 3, size=n)
+    for i in range(5):
+        X[f"n{i}"] = rng.normal(size=n)
+    X["ncat"] = rng.integers(0, 4, size=n)
+    lp = 0.8 * X["s0"] - 0.8 * X["s1"] + 0.6 * X["s2"] + np.array([-0.8, 0.0, 0.8])[X["cat"]]
+    event_time = rng.exponential(np.exp(-lp))
+    censor_time = rng.exponential(2.0, size=n)
+    y = Surv.from_arrays(event=event_time <= censor_time, time=np.minimum(event_time, censor_time))
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def surv_table() -> tuple[pd.DataFrame, np.ndarray]:
+    return make_survival_table()
+
+
+def run_surv(surv_table, method, **kwargs) -> LocalSelection:
+    X, y = surv_table
+    kwargs.setdefault("random_state", 0)
+    return select_features(X, y, method, categorical=CATEGORICAL, task="survival", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "method, params, max_noise",
+    [
+        ("coxnet", None, 4),
+        ("coxnet", {"l1_ratio": 0.5}, 5),
+        ("cox_univariate", None, 1),
+        ("random_forest", FAST_SURVIVAL_FOREST, 1),
+    ],
+)
+def test_survival_selectors_find_the_informative_columns(surv_table, method, params, max_noise):
+    sel = run_surv(surv_table, method, params=params)
+    assert sel.method == method and sel.features == list(surv_table[0].columns)
+    assert np.all(np.isfinite(sel.scores)) and np.all(sel.scores >= 0)
+    scores = scores_of(sel)
+    top_noise = max(scores[f] for f in SURV_NOISE)
+    assert all(scores[f] > top_noise for f in SURV_SIGNAL), (method, scores)
+    assert set(SURV_SIGNAL) <= set(sel.selected), (method, sel.selected)
+    assert len(set(sel.selected) & set(SURV_NOISE)) <= max_noise, (method, sel.selected)
+
+
+@pytest.mark.parametrize("method", ["coxnet", "cox_univariate", "random_forest"])
+def test_survival_selectors_on_whas500_rank_age_and_heart_failure_above_noise(method):
+    from sksurv.datasets import load_whas500
+
+    X, y = load_whas500()
+    X = X.astype(float)
+    rng = np.random.default_rng(0)
+    noise = [f"noise{k}" for k in range(5)]
+    for name in noise:
+        X[name] = rng.normal(size=len(X))
+    params = FAST_SURVIVAL_FOREST if method == "random_forest" else None
+    sel = select_features(X, y, method, params=params, task="survival", random_state=0)
+    scores = scores_of(sel)
+    # age and congestive heart failure are the strongest risk factors of the WHAS500 cohort
+    assert min(scores["age"], scores["chf"]) > max(scores[f] for f in noise), scores
+    assert {"age", "chf"} <= set(sel.selected)
+
+
+def test_survival_selectors_treat_a_categorical_column_as_nominal():
+    from sksurv.datasets import load_veterans_lung_cancer
+
+    X, y = load_veterans_lung_cancer()
+    X["Celltype"] = pd.Categorical(X["Celltype"]).codes
+    X = X[["Celltype", "Karnofsky_score", "Age_in_years"]].astype(float)
+    for method in ("coxnet", "cox_univariate"):
+        sel = select_features(X, y, method, categorical=["Celltype"], task="survival")
+        assert {"Celltype", "Karnofsky_score"} <= set(sel.selected), (method, sel.selected)
+    # the four cell types are one log-rank test, three degrees of freedom
+    from sksurv.compare import compare_survival
+
+    levels = pd.Categorical(load_veterans_lung_cancer()[0]["Celltype"]).codes
+    sel = select_features(X, y, "cox_univariate", categorical=["Celltype"], task="survival")
+    _, p_logrank = compare_survival(y, levels)
+    assert 10.0 ** -scores_of(sel)["Celltype"] == pytest.approx(p_logrank, rel=0.2)
+
+
+def test_survival_selector_lists_and_defaults():
+    assert selectors_for("survival") == SURVIVAL_SELECTORS
+    assert SURVIVAL_SELECTORS == ("random_forest", "coxnet", "cox_univariate", "none")
+    assert {"coxnet", "cox_univariate"}.isdisjoint(CLASSIFICATION_SELECTORS)
+    assert {"coxnet", "cox_univariate"}.isdisjoint(REGRESSION_SELECTORS)
+    assert default_params("coxnet") == {
+        "C": 0.1,
+        "l1_ratio": 1.0,
+        "max_iter": 100_000,
+        "tol": 1e-7,
+        "threshold": 1e-6,
+    }
+    assert default_params("cox_univariate") == {"alpha": 0.05}
+    assert default_params("random_forest")["importance"] == "impurity"
+    assert default_params("random_forest", task="survival")["importance"] == "permutation"
+
+
+def test_survival_none_keeps_everything_and_params_are_reported(surv_table):
+    sel = run_surv(surv_table, "none")
+    assert sel.mask.all() and np.all(sel.scores == 1.0) and sel.params == {}
+    assert run_surv(surv_table, "coxnet").params == default_params("coxnet")
+    forest = run_surv(surv_table, "random_forest", params=FAST_SURVIVAL_FOREST)
+    assert forest.params == {**default_params("random_forest", "survival"), **FAST_SURVIVAL_FOREST}
+
+
+@pytest.mark.parametrize(
+    "method, task, match",
+    [
+        ("lasso", "survival", r"selector 'lasso' fits a logistic .* use 'coxnet'"),
+        ("elastic_net", "survival", r"selector 'elastic_net' .* use 'coxnet' .*l1_ratio: 0.5"),
+        ("mutual_info", "survival", r"selector 'mutual_info' .* use 'cox_univariate'"),
+        ("f_classif", "survival", r"selector 'f_classif' .* use 'cox_univariate'"),
+        ("f_regression", "survival", r"selector 'f_regression' .* use 'cox_univariate'"),
+        (
+            "chi2",
+            "survival",
+            r"selector 'chi2' scores class counts .*; selectors for task='survival': "
+            r"\['random_forest', 'coxnet', 'cox_univariate', 'none'\]",
+        ),
+        ("coxnet", "classification", r"selector 'coxnet' .* task='survival'; use 'lasso'"),
+        ("coxnet", "regression", r"selector 'coxnet' .* task='survival'; use 'lasso'"),
+        ("cox_univariate", "classification", r"selector 'cox_univariate' .* use 'f_classif'"),
+        ("cox_univariate", "regression", r"selector 'cox_univariate' .* use 'f_regression'"),
+    ],
+)
+def test_a_selector_the_survival_task_cannot_use_is_refused(
+    surv_table, table, reg_table, method, task, match
+):
+    X, y = {"survival": surv_table, "classification": table, "regression": reg_table}[task]
+    with pytest.raises(SelectorTaskError, match=match) as info:
+        select_features(X, y, method, categorical=CATEGORICAL, task=task)
+    assert (info.value.method, info.value.task) == (method, task)
+    assert info.value.allowed == selectors_for(task)
+    with pytest.raises(SelectorTaskError, match=match):
+        check_params(method, None, task=task)
+
+
+def test_survival_random_forest_takes_permutation_importance_only(surv_table):
+    message = r"'permutation' for a survival target \(a random survival forest has no impurity"
+    with pytest.raises(SelectorParamError, match=message) as info:
+        run_surv(surv_table, "random_forest", params={"importance": "impurity"})
+    assert (info.value.key, info.value.value) == ("importance", "impurity")
+    with pytest.raises(SelectorParamError, match=message):
+        check_params("random_forest", {"importance": "impurity"}, task="survival")
+    # without the task (a classification job's params): impurity is fine
+    assert check_params("random_forest", {"importance": "impurity"})["importance"] == "impurity"
+    assert check_params("random_forest", None, task="survival")["importance"] == "permutation"
+
+
+def test_coxnet_strength_is_c_and_the_time_unit_does_not_matter(surv_table):
+    X, y = surv_table
+    default = run_surv(surv_table, "coxnet")
+    strong = run_surv(surv_table, "coxnet", params={"C": 0.01})
+    assert strong.mask.sum() < default.mask.sum()
+    assert set(strong.selected) <= set(default.selected)
+    days = y.copy()
+    days["time"] = 365.25 * y["time"]  # the partial likelihood sees the order of the times only
+    in_days = select_features(X, days, "coxnet", categorical=CATEGORICAL, task="survival")
+    np.testing.assert_allclose(in_days.scores, default.scores, atol=1e-9)
+
+
+def test_coxnet_keeps_the_best_feature_when_nothing_is_selected(surv_table, caplog):
+    with caplog.at_level(logging.WARNING, logger="fedforest.election.selector_methods"):
+        sel = run_surv(surv_table, "coxnet", params={"C": 1e-4})
+    assert sel.mask.sum() == 1 and sel.selected[0] in SURV_SIGNAL
+    assert "selector 'coxnet' selected no feature" in caplog.text
+    assert "first to enter the regularisation path" in caplog.text
+
+
+@pytest.mark.parametrize("l1_ratio", [0, 0.0, 1.5, True])
+def test_coxnet_takes_no_pure_ridge_penalty(l1_ratio):
+    with pytest.raises(SelectorParamError, match=r"parameter 'l1_ratio' of selector 'coxnet' must"):
+        check_params("coxnet", {"l1_ratio": l1_ratio}, task="survival")
+    assert check_params("elastic_net", {"l1_ratio": 0.0})["l1_ratio"] == 0.0
+
+
+def test_cox_univariate_is_deterministic_and_alpha_selects(surv_table):
+    default = run_surv(surv_table, "cox_univariate")
+    strict = run_surv(surv_table, "cox_univariate", params={"alpha": 1e-12}, random_state=5)
+    np.testing.assert_array_equal(strict.scores, default.scores)
+    assert strict.mask.sum() < default.mask.sum()
+    p = 10.0**-default.scores
+    assert default.mask.tolist() == (p < 0.05).tolist()
+
+
+def test_survival_random_forest_same_random_state_same_result(surv_table):
+    a = run_surv(surv_table, "random_forest", params=FAST_SURVIVAL_FOREST, random_state=7)
+    b = run_surv(surv_table, "random_forest", params=FAST_SURVIVAL_FOREST, random_state=7)
+    np.testing.assert_array_equal(a.scores, b.scores)
+
+
+@pytest.mark.parametrize("method", SURVIVAL_SELECTORS)
+def test_survival_constant_columns_score_zero_and_nan_is_accepted(surv_table, method):
+    X, y = surv_table
+    X = X[["s0", "s1"]].copy()
+    X.loc[X.index[:30], "s0"] = np.nan
+    X["const"] = 3.0
+    X["onelevel"] = 0
+    X["empty"] = np.nan
+    params = FAST_SURVIVAL_FOREST if method == "random_forest" else None
+    sel = select_features(
+        X, y, method, categorical=["onelevel"], params=params, task="survival", random_state=0
+    )
+    assert np.all(np.isfinite(sel.scores)) and np.all(sel.scores >= 0)
+    if method != "none":
+        assert set(sel.selected) == {"s0", "s1"}, (method, sel.selected)
+        assert np.all(sel.scores[2:] == 0.0), (method, sel.scores)
+
+
+def _fields(event, time):
+    """A survival array of fields ``e`` and ``t`` of the dtypes of ``event`` and ``time``."""
+    out = np.empty(len(event), dtype=[("e", event.dtype), ("t", time.dtype)])
+    out["e"], out["t"] = event, time
+    return out
+
+
+def _with_times(y, times):
+    out = y.copy()
+    out["time"] = times
+    return out
+
+
+@pytest.mark.parametrize(
+    "make_y, match",
+    [
+        (lambda y: y["time"], r"y must be a survival target: a structured array"),
+        (lambda y: _with_times(y, -y["time"]), r"negative times .*; times to an event are >= 0"),
+        (lambda y: _with_times(y, np.r_[np.nan, y["time"][1:]]), "missing or infinite values"),
+        (lambda y: _with_times(y, np.r_[np.inf, y["time"][1:]]), "missing or infinite values"),
+        (lambda y: _fields(np.zeros(len(y), bool), y["time"]), "has no event among its 500 rows"),
+        (
+            lambda y: _fields(y["event"].astype(int), y["time"]),
+            "event field 'e' must hold booleans",
+        ),
+        (lambda y: y[:-1], "y has 499 values but X has 500 rows"),
+    ],
+)
+def test_invalid_survival_targets(surv_table, make_y, match):
+    X, y = surv_table
+    with pytest.raises(ValueError, match=match):
+        select_features(X, make_y(y), "cox_univariate", task="survival")

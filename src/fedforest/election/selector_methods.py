@@ -2,7 +2,8 @@
 
 Each method turns a prepared table (:class:`_Data`: numeric matrix with NaN
 for a missing value, the categorical columns marked, the target as class
-indices or, for regression, numbers) into per-column scores and a mask. The
+indices, for regression numbers, for survival a structured array of event
+indicators and times) into per-column scores and a mask. The
 choice of method, its parameters and the checks of its inputs are in
 :mod:`fedforest.election.selectors`; this module holds the arithmetic.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.stats import chi2 as chi2_distribution
 from scipy.stats import chi2_contingency
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.exceptions import ConvergenceWarning
@@ -40,9 +42,11 @@ class _Data:
     names: list[str]
     X: np.ndarray  # float64, NaN = missing
     is_cat: np.ndarray  # bool per column
-    y: np.ndarray  # class index 0..n_classes-1, or the float64 target (regression)
-    classes: np.ndarray  # empty for regression
+    y: np.ndarray  # class index 0..n_classes-1, the float64 target (regression), or
+    # a structured array of ("event", bool) and ("time", float64) fields (survival)
+    classes: np.ndarray  # empty for regression and survival
     regression: bool = False
+    survival: bool = False
 
     @property
     def n_rows(self) -> int:
@@ -220,6 +224,113 @@ def _linear(
     return scores, mask
 
 
+def _coxnet(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """|coef| of scikit-survival's penalised Cox model at the penalty ``alpha = 1 / (C n)``.
+
+    scikit-survival minimises ``-log PL(w) / n + alpha * penalty(w)`` (the mean
+    negative log partial likelihood), which for ``alpha = 1 / (C n)`` is
+    ``C * (-log PL(w)) + penalty(w)`` over ``C``: the logistic regression's
+    objective with the partial likelihood as the loss, so that ``C`` means
+    what it means for ``lasso``.
+    """
+    from sksurv.linear_model import CoxnetSurvivalAnalysis
+
+    design, owner = _design(data, _filled(data), numeric="standard")
+    alpha = 1.0 / (params["C"] * data.n_rows)
+    model = CoxnetSurvivalAnalysis(
+        alphas=[alpha],
+        l1_ratio=params["l1_ratio"],
+        max_iter=params["max_iter"],
+        tol=params["tol"],
+        fit_baseline_model=False,
+    )
+    with _silence_convergence("selector 'coxnet' (coordinate descent)"), warnings.catch_warnings():
+        # all coefficients 0 is handled below (the best column kept, a warning logged)
+        warnings.filterwarnings("ignore", message="all coefficients are zero", category=UserWarning)
+        model.fit(design, data.y)
+    coef = np.abs(np.asarray(model.coef_, dtype=np.float64)[:, -1])
+    scores = _max_by_owner(coef, owner, data.n_features)
+    mask = scores > params["threshold"]
+    if not mask.any():
+        if scores.max() > 0:
+            best = int(np.argmax(scores))
+            how = "largest |coef|"
+        else:
+            # The gradient of the log partial likelihood at w = 0 (the Cox score): the
+            # column with the largest one is the first to enter the L1 path.
+            grad = np.abs(_cox_score(data.y["time"], data.y["event"], design)[0])
+            best = int(np.argmax(_max_by_owner(grad, owner, data.n_features)))
+            how = "all coefficients are 0; first to enter the regularisation path"
+        mask[best] = True
+        logger.warning(
+            "selector 'coxnet' selected no feature (C=%g, threshold=%g); keeping the single "
+            "best one, %r (%s)",
+            params["C"],
+            params["threshold"],
+            data.names[best],
+            how,
+        )
+    return scores, mask
+
+
+def _cox_score(
+    time: np.ndarray, event: np.ndarray, Z: np.ndarray, joint: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """The score vector and information of a Cox model at ``w = 0`` (Breslow's ties).
+
+    ``U_j = sum over events i of (Z_ij - mean of Z_j over the rows at risk at t_i)``
+    and ``I`` the sum over events of the variance (``joint``: covariance
+    matrix) of ``Z`` over the rows at risk (time ``>= t_i``). Without
+    ``joint`` each column is its own univariate model: ``I`` has shape
+    ``(p,)``; with ``joint`` the columns are one model's: ``(p, p)``.
+    """
+    Z = np.asarray(Z, dtype=np.float64)
+    Z = Z - Z.mean(axis=0)  # the score test does not depend on the location: fewer roundings
+    order = np.argsort(-time, kind="stable")  # longest time first: a risk set is a prefix
+    t, e, Zs = time[order], event[order].astype(bool), Z[order]
+    last = np.searchsorted(-t, -t, side="right") - 1  # end of each row's tied block
+    at_risk = (np.arange(len(t)) + 1.0)[last][e]
+    s1 = np.cumsum(Zs, axis=0)[last][e]
+    mean = s1 / at_risk[:, None]
+    U = (Zs[e] - mean).sum(axis=0)
+    if joint:
+        outer = np.cumsum(Zs[:, :, None] * Zs[:, None, :], axis=0)[last][e]
+        information = (outer / at_risk[:, None, None] - mean[:, :, None] * mean[:, None, :]).sum(
+            axis=0
+        )
+    else:
+        s2 = np.cumsum(Zs**2, axis=0)[last][e]
+        information = (s2 / at_risk[:, None] - mean**2).sum(axis=0)
+    return U, information
+
+
+def _cox_univariate(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """-log10 p of each column's univariate Cox score test; categorical: one test over levels."""
+    filled = _filled(data)
+    time, event = data.y["time"], data.y["event"]
+    p = np.ones(data.n_features)
+    numeric = [j for j in np.flatnonzero(~data.is_cat) if np.ptp(filled[:, j]) > 0]
+    if numeric:
+        U, information = _cox_score(time, event, filled[:, numeric])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            statistic = np.where(information > 1e-12 * len(time), U**2 / information, 0.0)
+        p[numeric] = chi2_distribution.sf(statistic, 1)
+    for j in np.flatnonzero(data.is_cat):
+        levels = np.unique(filled[:, j])
+        if len(levels) < 2:
+            continue
+        # one dummy per level but the first: the score test of the K-level Cox model is the
+        # log-rank test across the levels (K - 1 degrees of freedom)
+        dummies = (filled[:, j][:, None] == levels[None, 1:]).astype(np.float64)
+        U, information = _cox_score(time, event, dummies, joint=True)
+        rank = np.linalg.matrix_rank(information)
+        if rank == 0:
+            continue
+        statistic = float(U @ np.linalg.pinv(information) @ U)
+        p[j] = float(chi2_distribution.sf(max(statistic, 0.0), rank))
+    return _p_to_score(p), p < params["alpha"]
+
+
 def _mutual_info(data: _Data, params: dict[str, Any], random_state: Any) -> np.ndarray:
     filled = _filled(data)
     if not data.regression:
@@ -242,6 +353,8 @@ def _mutual_info(data: _Data, params: dict[str, Any], random_state: Any) -> np.n
 
 
 def _random_forest(data: _Data, params: dict[str, Any], random_state: Any) -> np.ndarray:
+    if data.survival:
+        return _random_survival_forest(data, params, random_state)
     Forest = RandomForestRegressor if data.regression else RandomForestClassifier
     model = Forest(
         n_estimators=params["n_estimators"],
@@ -276,6 +389,47 @@ def _random_forest(data: _Data, params: dict[str, Any], random_state: Any) -> np
         X_tr, X_te, y_tr, y_te = train_test_split(
             data.X, data.y, test_size=params["test_size"], random_state=random_state
         )
+    return _permutation_scores(model, X_tr, X_te, y_tr, y_te, params, random_state)
+
+
+def _random_survival_forest(data: _Data, params: dict[str, Any], random_state: Any) -> np.ndarray:
+    """Permutation importance of a random survival forest, scored by Harrell's C.
+
+    The held-out split is stratified by the event indicator (a plain split
+    when a part would get too few events or censored rows).
+    """
+    from sksurv.ensemble import RandomSurvivalForest
+
+    model = RandomSurvivalForest(
+        n_estimators=params["n_estimators"],
+        max_depth=params["max_depth"],
+        min_samples_leaf=params["min_samples_leaf"],
+        random_state=random_state,
+        n_jobs=1,
+    )
+    try:
+        X_tr, X_te, y_tr, y_te = train_test_split(
+            data.X,
+            data.y,
+            test_size=params["test_size"],
+            stratify=data.y["event"],
+            random_state=random_state,
+        )
+    except ValueError as exc:
+        logger.warning(
+            "selector 'random_forest': held-out split stratified by event impossible (%s); "
+            "using a plain random split",
+            exc,
+        )
+        X_tr, X_te, y_tr, y_te = train_test_split(
+            data.X, data.y, test_size=params["test_size"], random_state=random_state
+        )
+    if not y_tr["event"].any() or not y_te["event"].any():
+        logger.warning(
+            "selector 'random_forest': a part of the held-out split has no event; every "
+            "column scores 0"
+        )
+        return np.zeros(data.n_features)
     return _permutation_scores(model, X_tr, X_te, y_tr, y_te, params, random_state)
 
 

@@ -26,12 +26,25 @@ score and the ``tolerance`` band (``best + tolerance``) all turn around, and
 mmol/l). :func:`pool_scores` pools per-site RMSEs as the root of the
 row-weighted mean of their squares, which is the RMSE over every site's
 validation rows.
+
+Survival (``task="survival"``, the target a structured array of event
+indicators and times): a site fits a ``RandomSurvivalForest`` on its columns
+of the mask (none of them: the Kaplan-Meier curve of its training rows, the
+same for every row) and reports the integrated Brier score (``ibs``, default,
+lower is better) or Harrell's concordance (``cindex``) of its scoring rows.
+The IBS is scikit-survival's ``integrated_brier_score`` (Graf's Brier score
+with inverse probability of censoring weights from the training rows' censoring
+distribution, integrated by the trapezoidal rule over the grid and divided by
+its span) on the grid :func:`survival_grid` takes inside the follow-up of both
+the training and the scoring rows. :func:`pool_scores` pools the sites' IBS as
+the row-weighted mean (as for every metric but ``rmse``).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -41,16 +54,21 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from ..metrics import best_first, is_better, score_values
 from ..metrics import score as metric_score
-from ..vocabulary import LOWER_IS_BETTER, METRICS, REGRESSION_METRICS, TASKS
+from ..model.in_bag import sample_counts
+from ..vocabulary import LOWER_IS_BETTER, METRICS, REGRESSION_METRICS, SURVIVAL_METRICS, TASKS
 from .ballot import Ballot, ElectionResult, check_freedom_degree
-from .selectors import _numeric_target
+from .selectors import _numeric_target, _survival_array
 
 logger = logging.getLogger(__name__)
 
 #: What :func:`score_mask` reports when no metric is given, per task.
-DEFAULT_METRICS = {"classification": "auprc", "regression": "rmse"}
-#: Every metric a mask can be scored by (classification, then regression).
-TUNING_METRICS = (*METRICS, *REGRESSION_METRICS)
+DEFAULT_METRICS = {"classification": "auprc", "regression": "rmse", "survival": "ibs"}
+#: What a survival mask can be scored by: the integrated Brier score and Harrell's C.
+SURVIVAL_TUNING_METRICS = tuple(m for m in SURVIVAL_METRICS if m in ("ibs", "cindex"))
+#: Every metric a mask can be scored by (classification, regression, then survival).
+TUNING_METRICS = (*METRICS, *REGRESSION_METRICS, *SURVIVAL_TUNING_METRICS)
+#: The quantiles of the training rows' event times that make :func:`survival_grid`.
+GRID_QUANTILES = np.linspace(0.1, 0.9, 17)
 
 
 @dataclass
@@ -122,7 +140,7 @@ def hill_climb(
     metric : str or None, default=None
         The metric ``score`` returns (one of :data:`TUNING_METRICS`). A
         metric of :data:`fedforest.vocabulary.LOWER_IS_BETTER` (``rmse``,
-        ``mae``, ``brier``, ``log_loss``, ``ece``) is minimised; ``None`` or
+        ``mae``, ``brier``, ``log_loss``, ``ece``, ``ibs``) is minimised; ``None`` or
         any other metric is maximised.
 
     Returns
@@ -217,8 +235,9 @@ def pool_scores(metric: str | None, scores: Sequence[float], n_rows: Sequence[in
     The row-weighted mean of the scores, except for ``rmse``: the root of the
     row-weighted mean of their squares, which is the RMSE over all the sites'
     validation rows together (a plain mean of RMSEs is not). ``mae`` pools
-    exactly as a mean; a mean of ``r2`` (or of a ranking metric) is the usual
-    approximation.
+    exactly as a mean; a mean of ``r2`` (or of a ranking metric, or of the
+    sites' integrated Brier scores, ``ibs``, each on its own time grid) is the
+    usual approximation.
 
     Parameters
     ----------
@@ -239,6 +258,8 @@ def pool_scores(metric: str | None, scores: Sequence[float], n_rows: Sequence[in
     2.23606797749979
     >>> pool_scores("auprc", [0.5, 0.8], [100, 300])
     0.725
+    >>> pool_scores("ibs", [0.10, 0.20], [300, 100])
+    0.125
     """
     if metric is not None and (not isinstance(metric, str) or metric not in TUNING_METRICS):
         raise ValueError(f"metric={metric!r} must be None or one of {list(TUNING_METRICS)}")
@@ -299,18 +320,25 @@ def score_mask(
         Classification: one of :data:`fedforest.vocabulary.METRICS`, None
         means ``"auprc"``. Regression: one of
         :data:`fedforest.vocabulary.REGRESSION_METRICS` (``rmse``, ``mae``:
-        lower is better; ``r2``), None means ``"rmse"``.
+        lower is better; ``r2``), None means ``"rmse"``. Survival: one of
+        :data:`SURVIVAL_TUNING_METRICS` (``ibs``: lower is better;
+        ``cindex``), None means ``"ibs"``.
     n_estimators : int, default=50
     random_state : int or None
-    task : {"classification", "regression"}, default="classification"
-        ``"regression"`` fits a ``RandomForestRegressor``.
+    task : {"classification", "regression", "survival"}, default="classification"
+        ``"regression"`` fits a ``RandomForestRegressor``, ``"survival"`` a
+        ``RandomSurvivalForest`` (``y_train``, ``y_val``: structured arrays of
+        an event indicator and a time; out of bag, each training row's
+        survival curve is the mean of the curves of the trees that did not
+        draw it).
 
     Returns
     -------
     float
         The validation (or out-of-bag) score; a score the metric leaves
         undefined (AUC with one class present, R² of a constant validation
-        target) is 0.0.
+        target, Harrell's C of scoring rows without an event) is 0.0 (for
+        Harrell's C: 0.5, a random ranking's).
 
     Examples
     --------
@@ -329,6 +357,17 @@ def score_mask(
     ...                  task="regression", random_state=0)  # out of bag
     >>> bool(oob < only_b)
     True
+
+    A survival target (``task="survival"``): the integrated Brier score, lower is better.
+
+    >>> from sksurv.util import Surv
+    >>> t = rng.exponential(np.exp(-X["a"].to_numpy()))
+    >>> y = Surv.from_arrays(event=rng.random(300) < 0.8, time=t)
+    >>> ibs_a = score_mask(X[tr], y[tr], X[va], y[va], ["a"], None, task="survival",
+    ...                    n_estimators=20, random_state=0)
+    >>> ibs_none = score_mask(X[tr], y[tr], X[va], y[va], [], None, task="survival")
+    >>> bool(ibs_a < ibs_none)                          # the Kaplan-Meier curve
+    True
     """
     if not isinstance(task, str) or task not in TASKS:
         raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
@@ -336,6 +375,10 @@ def score_mask(
         raise ValueError(
             "X_val and y_val must both be given (validation rows) or both be None (the "
             "training rows scored out of bag)"
+        )
+    if task == "survival":
+        return _score_mask_survival(
+            X_train, y_train, X_val, y_val, features, metric, n_estimators, random_state
         )
     if task == "regression":
         return _score_mask_regression(
@@ -419,3 +462,171 @@ def _score_mask_regression(
     if metric == "r2":  # undefined on a constant validation target: no better than a constant
         return 0.0
     raise ValueError(f"the {metric} of the mask is not finite ({value}); the target overflows")
+
+
+def survival_grid(y_train, y_score) -> np.ndarray:
+    """The times at which a survival mask's integrated Brier score is taken.
+
+    The 10th, 15th, ..., 90th percentiles of the training rows' event times,
+    kept where they lie inside the follow-up of both parts: at or after the
+    later of the two first times and before the earlier of the two last
+    times (scikit-survival's ``integrated_brier_score`` needs the grid inside
+    ``[min, max)`` of the scoring rows' times, and the censoring distribution
+    of the training rows is known only up to their last time). Quantiles of
+    the event times put the grid where the events are, and leave out the
+    tails, where few rows are at risk and the censoring weights explode.
+    When fewer than two distinct percentiles remain, the same percentiles of
+    every distinct time of both parts inside that window are taken.
+
+    Parameters
+    ----------
+    y_train, y_score : structured arrays
+        Event indicator and time of the training and of the scoring rows.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        At least two increasing times.
+
+    Raises
+    ------
+    ValueError
+        If the window holds fewer than two distinct times (too few rows or
+        events to integrate a Brier score; Harrell's C, ``metric="cindex"``,
+        needs no grid).
+
+    Examples
+    --------
+    >>> from sksurv.util import Surv
+    >>> y = Surv.from_arrays(event=[1, 1, 0, 1, 1, 0, 1, 1], time=[1, 2, 3, 4, 5, 6, 7, 8])
+    >>> survival_grid(y, y[1:7]).tolist()
+    [2.0, 2.25, 2.5, 2.75, 3.0, 3.25, 3.5, 3.75, 4.0, 4.25, 4.5, 4.75, 5.0]
+    """
+    y_train = _survival_array(y_train, "y_train")
+    y_score = _survival_array(y_score, "y_score")
+    lo = max(y_train["time"].min(), y_score["time"].min())
+    hi = min(y_train["time"].max(), y_score["time"].max())
+    for pool in (
+        y_train["time"][y_train["event"]],
+        np.unique(np.r_[y_train["time"], y_score["time"]]),
+    ):
+        grid = np.unique(np.quantile(pool, GRID_QUANTILES))
+        grid = grid[(grid >= lo) & (grid < hi)]
+        if len(grid) >= 2:
+            return grid
+        pool = pool[(pool >= lo) & (pool < hi)]
+        if len(np.unique(pool)) >= 2:
+            return np.unique(np.quantile(pool, GRID_QUANTILES))
+    raise ValueError(
+        f"the training and scoring rows share fewer than two distinct times in their "
+        f"follow-up [{lo:g}, {hi:g}); too few rows or events to integrate a Brier score "
+        "(metric='cindex' needs no grid)"
+    )
+
+
+def _step_values(times: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """A right-continuous step function (``values[..., k]`` from ``times[k]`` on; 1 before the
+    first time) evaluated on ``grid``."""
+    at = np.searchsorted(times, grid, side="right") - 1
+    out = np.ones((*values.shape[:-1], len(grid)))
+    out[..., at >= 0] = values[..., at[at >= 0]]
+    return out
+
+
+def _score_mask_survival(
+    X_train: pd.DataFrame,
+    y_train,
+    X_val: pd.DataFrame | None,
+    y_val,
+    features: Sequence[str],
+    metric: str | None,
+    n_estimators: int,
+    random_state,
+) -> float:
+    from sksurv.ensemble import RandomSurvivalForest
+    from sksurv.metrics import concordance_index_censored, integrated_brier_score
+    from sksurv.nonparametric import kaplan_meier_estimator
+
+    if metric is None:
+        metric = DEFAULT_METRICS["survival"]
+    if not isinstance(metric, str) or metric not in SURVIVAL_TUNING_METRICS:
+        raise ValueError(
+            f"metric={metric!r} cannot score a survival mask; for task='survival' use one of "
+            f"{list(SURVIVAL_TUNING_METRICS)}"
+        )
+    oob = X_val is None
+    y_tr = _survival_array(y_train, "y_train")
+    y_sc = y_tr if oob else _survival_array(y_val, "y_val")
+    parts = [("train", X_train, y_tr)]
+    if not oob:
+        parts.append(("val", X_val, y_sc))
+    for part, X, y in parts:
+        if len(y) != len(X):
+            raise ValueError(f"y_{part} has {len(y)} values but X_{part} has {len(X)} rows")
+    grid = survival_grid(y_tr, y_sc) if metric == "ibs" else None
+    cols = [f for f in features if f in X_train.columns]
+    if cols:
+        model = RandomSurvivalForest(
+            n_estimators=n_estimators,
+            random_state=random_state,
+            n_jobs=1,
+            **({"bootstrap": True, "oob_score": True} if oob else {}),
+        )
+        X_tr = X_train[cols].to_numpy(dtype=np.float32)
+        with warnings.catch_warnings():
+            # a row that no tree left out (a chance of 0.37 ** n_estimators) is scored as
+            # scikit-survival scores it; the survival curves take the mean over every tree
+            warnings.filterwarnings("ignore", message="Some inputs do not have OOB scores")
+            model.fit(X_tr, y_tr)
+        if oob:
+            risk = model.oob_prediction_
+        else:
+            X_sc = X_val[cols].to_numpy(dtype=np.float32)
+            risk = model.predict(X_sc)
+        if grid is not None:
+            if oob:
+                survival = _oob_survival(model, X_tr, grid)
+            else:
+                curves = model.predict_survival_function(X_sc, return_array=True)
+                survival = _step_values(model.unique_times_, curves, grid)
+    else:
+        risk = np.zeros(len(y_sc))
+        if grid is not None:
+            km_times, km_survival = kaplan_meier_estimator(y_tr["event"], y_tr["time"])
+            survival = np.tile(_step_values(km_times, km_survival, grid), (len(y_sc), 1))
+    if metric == "cindex":
+        if not y_sc["event"].any():
+            logger.warning("scoring rows without an event: Harrell's C undefined, scored 0.5")
+            return 0.5
+        return float(concordance_index_censored(y_sc["event"], y_sc["time"], risk)[0])
+    # A scoring row followed beyond the training rows' last time is at risk at every grid
+    # time (the grid ends before it), so its weight never needs the censoring distribution
+    # there: its time is capped at the training rows' last time, which changes no term.
+    capped = y_sc.copy()
+    capped["time"] = np.minimum(capped["time"], y_tr["time"].max())
+    value = integrated_brier_score(y_tr, capped, survival, grid)
+    if not math.isfinite(value):
+        raise ValueError(f"the integrated Brier score of the mask is not finite ({value})")
+    return float(value)
+
+
+def _oob_survival(model, X: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Each training row's survival curve on ``grid``: the mean over the trees that did not
+    draw it (over every tree for a row that every tree drew)."""
+    counts = sample_counts(model, len(X))
+    total = np.zeros((len(X), len(grid)))
+    n_trees = np.zeros(len(X))
+    every = np.zeros((len(X), len(grid)))
+    for tree, count in zip(model.estimators_, counts, strict=True):
+        curves = _step_values(
+            model.unique_times_, tree.predict_survival_function(X, return_array=True), grid
+        )
+        every += curves
+        out = count == 0
+        total[out] += curves[out]
+        n_trees[out] += 1
+    return np.where(
+        (n_trees > 0)[:, None],
+        total / np.maximum(n_trees, 1)[:, None],
+        every / len(model.estimators_),
+    )

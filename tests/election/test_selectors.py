@@ -849,37 +849,3 @@ def test_survival_constant_columns_score_zero_and_nan_is_accepted(surv_table, me
     if method != "none":
         assert set(sel.selected) == {"s0", "s1"}, (method, sel.selected)
         assert np.all(sel.scores[2:] == 0.0), (method, sel.scores)
-
-
-def _fields(event, time):
-    """A survival array of fields ``e`` and ``t`` of the dtypes of ``event`` and ``time``."""
-    out = np.empty(len(event), dtype=[("e", event.dtype), ("t", time.dtype)])
-    out["e"], out["t"] = event, time
-    return out
-
-
-def _with_times(y, times):
-    out = y.copy()
-    out["time"] = times
-    return out
-
-
-@pytest.mark.parametrize(
-    "make_y, match",
-    [
-        (lambda y: y["time"], r"y must be a survival target: a structured array"),
-        (lambda y: _with_times(y, -y["time"]), r"negative times .*; times to an event are >= 0"),
-        (lambda y: _with_times(y, np.r_[np.nan, y["time"][1:]]), "missing or infinite values"),
-        (lambda y: _with_times(y, np.r_[np.inf, y["time"][1:]]), "missing or infinite values"),
-        (lambda y: _fields(np.zeros(len(y), bool), y["time"]), "has no event among its 500 rows"),
-        (
-            lambda y: _fields(y["event"].astype(int), y["time"]),
-            "event field 'e' must hold booleans",
-        ),
-        (lambda y: y[:-1], "y has 499 values but X has 500 rows"),
-    ],
-)
-def test_invalid_survival_targets(surv_table, make_y, match):
-    X, y = surv_table
-    with pytest.raises(ValueError, match=match):
-        select_features(X, make_y(y), "cox_univariate", task="survival")

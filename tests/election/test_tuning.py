@@ -149,7 +149,7 @@ def test_score_mask_regression_constant_validation_target_r2_is_zero():
     [
         (dict(metric="auprc"), r"metric='auprc' \(a classification metric\) cannot score a regr"),
         (dict(metric="rsme"), r"metric='rsme' cannot score .*\['rmse', 'mae', 'r2'\]"),
-        (dict(task="ranking"), r"task='ranking' is not one of \['classification', 'regression'\]"),
+        (dict(task="ranking"), r"task='ranking' is not one of \['classification', 'regression'"),
         (dict(y_val="bools"), "y_val holds booleans"),
         (dict(y_train="short"), "y_train has 199 values but X_train has 200 rows"),
         (dict(y_train="nan"), r"y_train \(target\) contains missing values"),
@@ -310,3 +310,205 @@ def test_out_of_bag_needs_both_validation_parts_absent():
         score_mask(X, y, X, None, ["a"], [0, 1], "auc")
     # a site with none of the mask's columns: its class frequencies, scored on its rows
     assert score_mask(X, y, None, None, ["z"], [0, 1], "auc") == 0.5
+
+
+# --------------------------------------------------------------------------- survival
+
+
+def whas_sites(n_sites: int = 3, seed: int = 0):
+    """WHAS500 with three noise columns, split into sites of training and validation rows."""
+    from sklearn.model_selection import train_test_split
+    from sksurv.datasets import load_whas500
+    from sksurv.util import Surv
+
+    X, whas = load_whas500()
+    y = Surv.from_arrays(event=whas["fstat"], time=whas["lenfol"])  # fields event and time
+    X = X.astype(float)
+    rng = np.random.default_rng(seed)
+    for k in range(3):
+        X[f"noise{k}"] = rng.normal(size=len(X))
+    sites = []
+    for rows in np.array_split(rng.permutation(len(X)), n_sites):
+        X_tr, X_va, y_tr, y_va = train_test_split(
+            X.iloc[rows].reset_index(drop=True),
+            y[rows],
+            test_size=0.3,
+            stratify=y[rows]["event"],
+            random_state=seed,
+        )
+        sites.append((X_tr.reset_index(drop=True), y_tr, X_va.reset_index(drop=True), y_va))
+    return sites
+
+
+INFORMATIVE = ["age", "bmi", "chf", "hr"]
+
+
+def test_score_mask_survival_informative_columns_give_a_lower_ibs_and_a_higher_c():
+    X_tr, y_tr, X_va, y_va = whas_sites(1)[0]
+    kw = dict(task="survival", n_estimators=30, random_state=0)
+    for oob in (False, True):
+        parts = (X_tr, y_tr, None, None) if oob else (X_tr, y_tr, X_va, y_va)
+        ibs = {
+            name: score_mask(*parts, features, None, **kw)
+            for name, features in [("informative", INFORMATIVE), ("noise", ["noise0", "noise1"])]
+        }
+        ibs["kaplan-meier"] = score_mask(*parts, ["not_at_this_site"], None, **kw)
+        assert ibs["informative"] < ibs["kaplan-meier"] < ibs["noise"], (oob, ibs)
+        c_informative = score_mask(*parts, INFORMATIVE, None, "cindex", **kw)
+        c_noise = score_mask(*parts, ["noise0", "noise1"], None, "cindex", **kw)
+        assert c_informative > 0.7 and c_noise < 0.6, (oob, c_informative, c_noise)
+        # no column of the mask: one curve for every row, no ranking at all
+        assert score_mask(*parts, [], None, "cindex", **kw) == 0.5
+
+
+def test_score_mask_survival_is_sksurvs_integrated_brier_score_on_the_grid():
+    from sksurv.ensemble import RandomSurvivalForest
+    from sksurv.metrics import integrated_brier_score
+    from sksurv.nonparametric import kaplan_meier_estimator
+
+    from fedforest.election.tuning import survival_grid
+
+    X_tr, y_tr, X_va, y_va = whas_sites(1)[0]
+    # validation rows inside the training rows' follow-up, which sksurv's IBS needs
+    inside = y_va["time"] <= y_tr["time"].max()
+    X_va, y_va = X_va[inside].reset_index(drop=True), y_va[inside]
+    grid = survival_grid(y_tr, y_va)
+    lo = max(y_tr["time"].min(), y_va["time"].min())
+    hi = min(y_tr["time"].max(), y_va["time"].max())
+    assert 2 <= len(grid) <= 17 and np.all(np.diff(grid) > 0)
+    assert grid[0] >= lo and grid[-1] < hi
+    events = y_tr["time"][y_tr["event"]]
+    assert grid[0] == np.quantile(events, 0.1) and grid[-1] == np.quantile(events, 0.9)
+
+    got = score_mask(X_tr, y_tr, X_va, y_va, INFORMATIVE, None, "ibs", 20, 3, task="survival")
+    forest = RandomSurvivalForest(n_estimators=20, random_state=3, n_jobs=1)
+    forest.fit(X_tr[INFORMATIVE].to_numpy(dtype=np.float32), y_tr)
+    curves = forest.predict_survival_function(X_va[INFORMATIVE].to_numpy(dtype=np.float32))
+    expected = integrated_brier_score(y_tr, y_va, np.array([f(grid) for f in curves]), grid)
+    assert got == pytest.approx(expected, abs=1e-12)
+
+    km = score_mask(X_tr, y_tr, X_va, y_va, [], None, task="survival")
+    times, survival = kaplan_meier_estimator(y_tr["event"], y_tr["time"])
+    curve = survival[np.searchsorted(times, grid, side="right") - 1]
+    expected = integrated_brier_score(y_tr, y_va, np.tile(curve, (len(y_va), 1)), grid)
+    assert km == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_survival_mask_is_scored_out_of_bag_as_sksurv_scores_it():
+    from sksurv.ensemble import RandomSurvivalForest
+
+    X_tr, y_tr, _, _ = whas_sites(1)[0]
+    got = score_mask(X_tr, y_tr, None, None, INFORMATIVE, None, "cindex", 20, 3, task="survival")
+    forest = RandomSurvivalForest(
+        n_estimators=20, random_state=3, n_jobs=1, bootstrap=True, oob_score=True
+    ).fit(X_tr[INFORMATIVE].to_numpy(dtype=np.float32), y_tr)
+    assert got == forest.oob_score_
+
+
+def test_a_scoring_row_followed_beyond_the_training_rows_is_scored():
+    from fedforest.election.tuning import survival_grid
+
+    X_tr, y_tr, X_va, y_va = whas_sites(1)[0]
+    last = y_tr["time"].max()
+    late = y_va.copy()
+    late["time"][:5] = last + np.arange(1, 6)  # followed longer than any training row
+    kw = dict(task="survival", n_estimators=10, random_state=0)
+    value = score_mask(X_tr, y_tr, X_va, late, INFORMATIVE, None, **kw)
+    assert 0 < value < 0.25
+    # a row at risk beyond the grid's end counts the same at any time after it: the same
+    # rows with times inside the training rows' follow-up (scikit-survival's own case)
+    grid = survival_grid(y_tr, late)
+    inside = late.copy()
+    inside["time"][:5] = (grid[-1] + last) / 2
+    assert np.array_equal(survival_grid(y_tr, inside), grid)
+    assert value == pytest.approx(
+        score_mask(X_tr, y_tr, X_va, inside, INFORMATIVE, None, **kw), abs=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (
+            dict(metric="auprc"),
+            r"metric='auprc' cannot score a survival mask; .*\['cindex', 'ibs'\]",
+        ),
+        (dict(metric="rmse"), r"metric='rmse' cannot score a survival mask"),
+        (dict(y_val="plain"), r"y_val must be a survival target: a structured array"),
+        (dict(y_train="short"), r"y_train has \d+ values but X_train has \d+ rows"),
+        (dict(y_train="censored"), r"y_train \(survival target\) has no event"),
+    ],
+)
+def test_score_mask_survival_refusals(kwargs, match):
+    X_tr, y_tr, X_va, y_va = whas_sites(1)[0]
+    if kwargs.pop("y_val", "") == "plain":
+        y_va = y_va["time"]
+    y_train = kwargs.pop("y_train", "")
+    if y_train == "short":
+        y_tr = y_tr[:-1]
+    elif y_train == "censored":
+        y_tr = y_tr.copy()
+        y_tr["event"] = False
+    with pytest.raises(ValueError, match=match):
+        score_mask(X_tr, y_tr, X_va, y_va, ["age"], None, task="survival", n_estimators=5, **kwargs)
+
+
+def test_the_survival_grid_needs_two_times_in_the_shared_follow_up():
+    from sksurv.util import Surv
+
+    from fedforest.election.tuning import survival_grid
+
+    early = Surv.from_arrays(event=[True, True, False], time=[1.0, 2.0, 3.0])
+    late = Surv.from_arrays(event=[True, False], time=[5.0, 6.0])
+    with pytest.raises(ValueError, match=r"fewer than two distinct times in their follow-up"):
+        survival_grid(early, late)
+    # few events: the percentiles of every time in the window
+    train = Surv.from_arrays(event=[True, False, False, False], time=[1.0, 2.0, 3.0, 4.0])
+    grid = survival_grid(train, train)
+    assert len(grid) >= 2 and grid[0] >= 1.0 and grid[-1] < 4.0
+
+
+def test_survival_tuning_minimises_the_pooled_ibs_and_returns_a_mask_and_a_history():
+    from fedforest.election.selectors import select_features
+    from fedforest.election.tuning import pool_scores
+
+    sites = whas_sites(3)
+    votes = []
+    for k, (X_tr, y_tr, _, _) in enumerate(sites):
+        sel = select_features(X_tr, y_tr, "cox_univariate", task="survival")
+        votes.append(SiteVote(f"site-{k}", sel.features, sel.mask, sel.scores, len(X_tr)))
+    ballot = Ballot(votes)
+    seen = {}
+
+    def score(features):
+        per_site = [
+            score_mask(X_tr, y_tr, X_va, y_va, features, None, task="survival",
+                       n_estimators=20, random_state=0)
+            for X_tr, y_tr, X_va, y_va in sites
+        ]  # fmt: skip
+        seen[tuple(features)] = pool_scores("ibs", per_site, [len(s[3]) for s in sites])
+        return seen[tuple(features)]
+
+    result = hill_climb(ballot, score, start=0.5, rounds=4, metric="ibs")
+    assert result.score == min(seen.values())
+    assert result.election.selected and {"age", "chf"} <= set(result.election.selected)
+    assert len(result.history) >= 2
+    assert [h.score for h in result.history] == [seen[tuple(ballot.count(h.freedom_degree).selected)] for h in result.history]  # fmt: skip
+    assert result.to_dict()["history"][0]["freedom_degree"] == 0.5
+    assert result.score < score(["noise0", "noise1", "noise2"])
+
+
+def test_pool_scores_pools_ibs_as_the_row_weighted_mean():
+    from fedforest.election.tuning import DEFAULT_METRICS, TUNING_METRICS, pool_scores
+
+    assert DEFAULT_METRICS["survival"] == "ibs"
+    assert {"ibs", "cindex"} <= set(TUNING_METRICS)
+    assert pool_scores("ibs", [0.1, 0.2, 0.4], [100, 300, 100]) == pytest.approx(0.22)
+    assert pool_scores("cindex", [0.6, 0.8], [1, 3]) == pytest.approx(0.75)
+
+
+def test_hill_climb_minimises_ibs():
+    ballot = ballot_with_disputed()
+    result = hill_climb(ballot, lambda f: abs(len(f) - 9) / 100 + 0.1, rounds=8, metric="ibs")
+    assert len(result.election.selected) == 9
+    assert result.score == pytest.approx(0.1)

@@ -57,7 +57,7 @@ from ..metrics import score as metric_score
 from ..model.in_bag import sample_counts
 from ..vocabulary import LOWER_IS_BETTER, METRICS, REGRESSION_METRICS, SURVIVAL_METRICS, TASKS
 from .ballot import Ballot, ElectionResult, check_freedom_degree
-from .selectors import _numeric_target, _survival_array
+from .selector_inputs import _numeric_target, _survival_array
 
 logger = logging.getLogger(__name__)
 
@@ -499,8 +499,8 @@ def survival_grid(y_train, y_score) -> np.ndarray:
     --------
     >>> from sksurv.util import Surv
     >>> y = Surv.from_arrays(event=[1, 1, 0, 1, 1, 0, 1, 1], time=[1, 2, 3, 4, 5, 6, 7, 8])
-    >>> survival_grid(y, y[1:7]).tolist()
-    [2.0, 2.25, 2.5, 2.75, 3.0, 3.25, 3.5, 3.75, 4.0, 4.25, 4.5, 4.75, 5.0]
+    >>> [round(float(t), 2) for t in survival_grid(y, y[1:7])]  # inside [2, 7)
+    [2.0, 2.5, 3.0, 3.5, 4.0, 4.25, 4.5, 4.75, 5.0, 5.5, 6.0, 6.5]
     """
     y_train = _survival_array(y_train, "y_train")
     y_score = _survival_array(y_score, "y_score")

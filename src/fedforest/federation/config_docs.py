@@ -392,7 +392,8 @@ SITE_KEYS: dict[str, Key] = {
     "selector": Key(
         "The site's local feature selector for the election ([election.md](election.md)).",
         "`f_classif` and `chi2` only in a classification job, `f_regression` only in a "
-        "regression job",
+        "regression job; a survival job takes `random_forest`, `coxnet`, `cox_univariate` "
+        "and `none` only (and `coxnet`, `cox_univariate` only it)",
         choices=SELECTORS,
     ),
     "selector_params": Key(

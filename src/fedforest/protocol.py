@@ -51,8 +51,10 @@ FORMATS: dict[str, int] = {
     # 2: compact trees (preorder leaf bits, float32 thresholds + refinement, leaf counts)
     POOLED_FOREST: 3,
     IMPUTERS: 1,
-    SITE_SCHEMA: 1,
-    GLOBAL_SCHEMA: 1,
+    # 2: a survival site's coarse event-time quantiles (field ``event_times``)
+    SITE_SCHEMA: 2,
+    # 2: a survival job's time grid (field ``times``)
+    GLOBAL_SCHEMA: 2,
     SITE_VOTE: 1,
     MASK_SCORE: 1,
     SITE_MODELS: 1,
@@ -130,6 +132,16 @@ def _site_metrics_v5(payload: Mapping) -> dict:
     return {**payload, "validation": "holdout"}
 
 
+def _site_schema_v1(payload: Mapping) -> dict:
+    """``fedforest/site-schema`` version 1 -> 2: no event-time quantiles (no survival job)."""
+    return {**payload, "event_times": []}
+
+
+def _global_schema_v1(payload: Mapping) -> dict:
+    """``fedforest/global-schema`` version 1 -> 2: no time grid (no survival job)."""
+    return {**payload, "times": []}
+
+
 def _model_v1(payload: Mapping) -> dict:
     """``fedforest/model`` version 1 -> 2: equal pooling weights, no deployment chosen."""
     return {**payload, "deployment": None}
@@ -156,6 +168,8 @@ UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
     (SITE_METRICS, 4): _site_metrics_v4,
     (SITE_METRICS, 5): _site_metrics_v5,
     (MODEL, 1): _model_v1,
+    (SITE_SCHEMA, 1): _site_schema_v1,
+    (GLOBAL_SCHEMA, 1): _global_schema_v1,
     (MODEL, 2): _model_v2,
 }
 

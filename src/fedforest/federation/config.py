@@ -20,7 +20,8 @@ The job file (``site_configs/job.yaml``)::
       mode: server                      # server: the server runs the phases and pools;
                                         # swarm: the sites exchange everything with each other
       task: classification              # or regression: a continuous target (regression
-                                        # trees; metrics rmse, mae, r2; no calibration)
+                                        # trees; metrics rmse, mae, r2; no calibration);
+                                        # or survival: a time to an event (survival trees)
     evaluation:
       strategies: [fpv, pr, mi, ipr, mp, ss, node, wmp, park, local, intersection, auto]
       voting: soft
@@ -49,6 +50,10 @@ The job file (``site_configs/job.yaml``)::
                                         # selected: NVIDIA FLARE 2.9's feature_election rule
       always_keep: []
       metric: auprc
+    survival:                           # job.task: survival only
+      times: null                       # a public time grid (strictly increasing, >= 0);
+                                        # null: agreed from the sites' coarse quantiles
+      grid_points: 30                   # the most points of an agreed grid
 
 A site file (``site_configs/site-1.yaml``)::
 
@@ -72,6 +77,19 @@ A site file (``site_configs/site-1.yaml``)::
                                            # server for its report (false: status only)
     calibration: null                      # this site's calibration (null: the job's
                                            # evaluation.calibration)
+
+A site of a survival job (``job.task: survival``) names two outcome columns
+instead of ``target``::
+
+    time: months                           # follow-up time: finite, >= 0
+    event: died                            # 1/0 or true/false: an event, or censored
+    time_resolution: 6                     # the site's event-time quantiles are rounded
+                                           # to multiples of 6 (null: 2 significant digits)
+
+The event column then plays the part of the target where the job needs one
+class per row (the splits are stratified by event, ``SiteConfig.target`` is
+the event column) and the time column is never a feature
+(:attr:`SiteConfig.outcomes`).
 
 **Validation mode.** A site scores its choices (the election's tuning masks,
 ``auto``, the calibration, ``wmp``'s weight) either out of bag on its
@@ -153,6 +171,7 @@ from ..vocabulary import (
     RESERVED_SITE_NAMES,
     SELECTORS,
     SITE_NAME,
+    SURVIVAL_METRICS,
     TASKS,
     TRACKING,
     VALIDATIONS,
@@ -165,9 +184,11 @@ from .config_values import (
     _check_selector_params,
     _regression_defaults,
     _site_privacy,
+    _survival_defaults,
 )
 from .job_sites import check_job_against_sites
 from .splits import split_sizes
+from .time_grid import DEFAULT_GRID_POINTS, MAX_GRID_POINTS, check_grid
 
 logger = logging.getLogger(__name__)
 
@@ -200,6 +221,7 @@ JOB_DEFAULTS: dict[str, Any] = {
     "forest": ForestParams().to_dict(),
     "surrogates": SurrogateParams().to_dict(),
     "election": ElectionSettings().to_dict(),
+    "survival": {"times": None, "grid_points": DEFAULT_GRID_POINTS},
 }
 
 SITE_DEFAULTS: dict[str, Any] = {
@@ -218,6 +240,9 @@ SITE_DEFAULTS: dict[str, Any] = {
     "privacy": None,
     "report_metrics": True,
     "calibration": None,
+    "time": None,
+    "event": None,
+    "time_resolution": None,
 }
 
 #: Keys the site-owned file (``local/fedforest.yaml``) may hold.
@@ -307,19 +332,25 @@ class JobConfig:
     #: ``evaluation.validation``: what the sites score their choices on, unless a site's
     #: ``validation`` says otherwise (:data:`~fedforest.vocabulary.VALIDATIONS`).
     validation: str = DEFAULT_VALIDATION
+    #: ``survival.times``: a public time grid of a survival job (``None``: agreed from the
+    #: sites' coarse event-time quantiles, :mod:`fedforest.federation.time_grid`).
+    survival_times: tuple[float, ...] | None = None
+    #: ``survival.grid_points``: the most points of an agreed time grid.
+    grid_points: int = DEFAULT_GRID_POINTS
     source: str = "job.yaml"
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "job.yaml") -> JobConfig:
         c = _Checker(source)
         d = c.merge(data, JOB_DEFAULTS)
-        job, ev, forest, sur, el, pooling = (
+        job, ev, forest, sur, el, pooling, surv = (
             d["job"],
             d["evaluation"],
             d["forest"],
             d["surrogates"],
             d["election"],
             d["pooling"],
+            d["survival"],
         )
         if job["sites"] is None:
             c.fail("job.sites", None, "a list of at least two site names")
@@ -348,8 +379,12 @@ class JobConfig:
             )
         c.choice("job.task", job["task"], TASKS)
         regression = job["task"] == "regression"
+        survival = job["task"] == "survival"
         if regression:
             _regression_defaults(c, data, ev, el)
+        if survival:
+            _survival_defaults(c, data, ev, el)
+        survival_times = _survival_grid(c, surv, survival)
         known = strategy_names()
         strategies = c.str_list("evaluation.strategies", ev["strategies"], known)
         if not strategies:
@@ -357,14 +392,20 @@ class JobConfig:
         c.choice("evaluation.voting", ev["voting"], VOTING)
         # the model's settings carry it to the sites, whose reader takes at most MAX_NODES
         c.integer("evaluation.depth_threshold", ev["depth_threshold"], 0, MAX_NODES)
-        allowed_metrics = REGRESSION_METRICS if regression else METRICS
+        allowed_metrics = (
+            REGRESSION_METRICS if regression else SURVIVAL_METRICS if survival else METRICS
+        )
         metrics = c.str_list("evaluation.metrics", ev["metrics"], allowed_metrics)
         if not metrics:
             c.fail("evaluation.metrics", metrics, "at least one of " + ", ".join(allowed_metrics))
         c.choice(
             "evaluation.auto_metric",
             ev["auto_metric"],
-            (REGRESSION_AUTO_METRIC,) if regression else AUTO_METRICS,
+            (REGRESSION_AUTO_METRIC,)
+            if regression
+            else SURVIVAL_METRICS
+            if survival
+            else AUTO_METRICS,
         )
         c.choice("evaluation.calibration", ev["calibration"], CALIBRATIONS)
         c.choice("evaluation.validation", ev["validation"], VALIDATIONS)
@@ -398,7 +439,9 @@ class JobConfig:
         c.choice("election.normalization", el["normalization"], NORMALIZATIONS)
         c.str_list("election.always_keep", el["always_keep"])
         c.choice(
-            "election.metric", el["metric"], REGRESSION_METRICS if regression else RANKING_METRICS
+            "election.metric",
+            el["metric"],
+            REGRESSION_METRICS if regression else SURVIVAL_METRICS if survival else RANKING_METRICS,
         )
         return cls(
             name=job["name"],
@@ -424,8 +467,15 @@ class JobConfig:
             pooling_weights=pooling["weights"],
             trees_per_site=ev["trees_per_site"],
             validation=ev["validation"],
+            survival_times=survival_times,
+            grid_points=int(surv["grid_points"]),
             source=source,
         )
+
+    @property
+    def survival(self) -> bool:
+        """Whether the job predicts a time to an event (``job.task: survival``)."""
+        return self.task == "survival"
 
     @classmethod
     def load(cls, path) -> JobConfig:
@@ -437,6 +487,50 @@ class JobConfig:
     ) -> None:
         """Check these settings against the sites' data (:func:`check_job_against_sites`)."""
         check_job_against_sites(self, sites, tables)
+
+
+def _survival_site_keys(c: _Checker, d: dict) -> None:
+    """A survival site's outcome keys: ``time`` and ``event`` (required, two columns), no
+    ``target`` (the event column becomes it), an optional ``time_resolution`` > 0."""
+    if d["target"] is not None:
+        c.fail(
+            "target",
+            d["target"],
+            "absent in a survival job (job.task: survival): name the outcome with time (the "
+            "follow-up time column) and event (the 1/0 or true/false event column)",
+        )
+    for key in ("time", "event"):
+        if d[key] is None:
+            c.fail(key, None, "a column name (this key is required in a survival job)")
+        c.string(key, d[key])
+    if d["time"] == d["event"]:
+        c.fail("event", d["event"], f"a column other than the time column {d['time']!r}")
+    if d["time_resolution"] is not None:
+        c.number("time_resolution", d["time_resolution"], 0, open_lo=True)
+    d["target"] = d["event"]
+
+
+def _survival_grid(c: _Checker, surv: dict, survival: bool) -> tuple[float, ...] | None:
+    """The ``survival:`` section: a public grid (``times``) or the agreed grid's size."""
+    c.integer("survival.grid_points", surv["grid_points"], 2, MAX_GRID_POINTS)
+    times = surv["times"]
+    if times is None:
+        return None
+    if not survival:
+        c.fail("survival.times", times, "null unless job.task is survival")
+    if not isinstance(times, list) or any(
+        isinstance(t, bool) or not isinstance(t, (int, float)) for t in times
+    ):
+        c.fail("survival.times", times, "null or a list of numbers (a public time grid)")
+    try:
+        grid = check_grid(times, "survival.times")
+    except ValueError as err:
+        c.fail(
+            "survival.times",
+            times,
+            f"2 to {MAX_GRID_POINTS} finite times >= 0, strictly increasing ({err})",
+        )
+    return tuple(float(t) for t in grid)
 
 
 @dataclass
@@ -470,6 +564,22 @@ class SiteConfig:
     validation: str | None = None
     #: The job's ``evaluation.validation`` (set by the job, not a key of the site's file).
     job_validation: str = DEFAULT_VALIDATION
+    #: A survival job's time column (``time``; the event column is :attr:`target`).
+    time: str | None = None
+    #: A survival job: the multiple its event-time quantiles are rounded to (``None``:
+    #: :data:`~fedforest.federation.time_grid.DEFAULT_DIGITS` significant digits).
+    time_resolution: float | None = None
+
+    @property
+    def outcomes(self) -> list[str]:
+        """The outcome columns, never features: the target, and a survival job's time column.
+
+        Examples
+        --------
+        >>> SiteConfig("s", "s.csv", "died", task="survival", time="months").outcomes
+        ['died', 'months']
+        """
+        return [self.target] + ([self.time] if self.time is not None else [])
 
     @classmethod
     def from_dict(
@@ -486,6 +596,20 @@ class SiteConfig:
             raise ValueError(f"validation={validation!r} is not one of {list(VALIDATIONS)}")
         c = _Checker(source)
         d = c.merge(data, SITE_DEFAULTS)
+        if task not in TASKS:
+            raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
+        survival = task == "survival"
+        if survival:
+            _survival_site_keys(c, d)
+        else:
+            for key in ("time", "event", "time_resolution"):
+                if d[key] is not None:
+                    c.fail(
+                        key,
+                        d[key],
+                        "null or absent unless job.task is survival (this job's task is "
+                        f"{task}: name the outcome with target)",
+                    )
         for key in ("site", "data_path", "target"):
             if d[key] is None:
                 c.fail(key, None, "a non-empty string (this key is required)")
@@ -509,11 +633,14 @@ class SiteConfig:
                 )
             if name == d["target"] and name not in renames.values():
                 c.fail("drop_columns", name, f"columns other than the target {d['target']!r}")
+            if survival and name == d["time"] and name not in renames.values():
+                c.fail("drop_columns", name, f"columns other than the time column {d['time']!r}")
         label_map = _check_label_map(c, d["label_map"])
         c.choice("selector", d["selector"], SELECTORS)
         if not isinstance(d["selector_params"], Mapping):
             c.fail("selector_params", d["selector_params"], "a mapping of parameter to value")
-        _check_selector_params(c, d["selector"], d["selector_params"], task)
+        if not survival:  # a survival job runs no election (config_values._survival_defaults)
+            _check_selector_params(c, d["selector"], d["selector_params"], task)
         val = c.number(
             "validation_fraction", d["validation_fraction"], 0, 1, open_lo=True, open_hi=True
         )
@@ -533,8 +660,20 @@ class SiteConfig:
         c.boolean("report_metrics", d["report_metrics"])
         if d["calibration"] is not None:
             c.choice("calibration", d["calibration"], CALIBRATIONS)
-        if task not in TASKS:
-            raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
+        if survival:
+            if d["calibration"] not in (None, "none"):
+                c.fail(
+                    "calibration",
+                    d["calibration"],
+                    "none or null in a survival job (job.task: survival predicts survival "
+                    "curves, which are not calibrated)",
+                )
+            if label_map:
+                c.fail(
+                    "label_map",
+                    d["label_map"],
+                    "{} in a survival job (the event column holds 1/0 or true/false)",
+                )
         if task == "regression":
             if d["calibration"] not in (None, "none"):
                 c.fail(
@@ -578,6 +717,10 @@ class SiteConfig:
             task=task,
             validation=d["validation"],
             job_validation=validation,
+            time=d["time"],
+            time_resolution=(
+                None if d["time_resolution"] is None else float(d["time_resolution"])
+            ),
         )
 
     @classmethod
@@ -712,7 +855,7 @@ class SiteConfig:
         """The numeric and the categorical feature columns of a checked table."""
         numeric, categorical = [], []
         for name in frame.columns:
-            if name == self.target:
+            if name in self.outcomes:
                 continue
             kind = column_kind(frame[name], name in self.categorical)
             (numeric if kind == "numeric" else categorical).append(str(name))

@@ -66,7 +66,8 @@ FORMATS: dict[str, int] = {
     # 4: each row's events and bootstrap intervals; the bins' outcome (the target's name)
     # 5: each scored row's calibration_skipped (the methods the site could not fit, and why)
     # 6: the site's validation mode (field ``validation``: oob or holdout)
-    SITE_METRICS: 6,
+    # 7: a survival job's rows hold the survival metrics (cindex, uno_cindex, ibs, td_auc)
+    SITE_METRICS: 7,
     SWARM_MESSAGE: 1,
     SWARM_STATUS: 1,
 }
@@ -142,6 +143,11 @@ def _global_schema_v1(payload: Mapping) -> dict:
     return {**payload, "times": []}
 
 
+def _site_metrics_v6(payload: Mapping) -> dict:
+    """``fedforest/site-metrics`` version 6 -> 7: no survival metrics (no survival job)."""
+    return dict(payload)
+
+
 def _model_v1(payload: Mapping) -> dict:
     """``fedforest/model`` version 1 -> 2: equal pooling weights, no deployment chosen."""
     return {**payload, "deployment": None}
@@ -167,6 +173,7 @@ UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
     (SITE_METRICS, 3): _site_metrics_v3,
     (SITE_METRICS, 4): _site_metrics_v4,
     (SITE_METRICS, 5): _site_metrics_v5,
+    (SITE_METRICS, 6): _site_metrics_v6,
     (MODEL, 1): _model_v1,
     (SITE_SCHEMA, 1): _site_schema_v1,
     (GLOBAL_SCHEMA, 1): _global_schema_v1,
@@ -184,7 +191,7 @@ TASKS = (SCHEMA, VOTE, SCORE_MASK, TRAIN, EVALUATE)
 
 #: Keys of the data each task carries from the server to the sites.
 TASK_DATA: dict[str, tuple[str, ...]] = {
-    SCHEMA: ("seed",),
+    SCHEMA: ("seed", "time_quantiles"),
     VOTE: ("schema", "vote"),
     SCORE_MASK: ("features", "metric"),
     TRAIN: ("elected", "forest", "surrogates", "intersection"),

@@ -718,9 +718,7 @@ class SiteConfig:
             validation=d["validation"],
             job_validation=validation,
             time=d["time"],
-            time_resolution=(
-                None if d["time_resolution"] is None else float(d["time_resolution"])
-            ),
+            time_resolution=(None if d["time_resolution"] is None else float(d["time_resolution"])),
         )
 
     @classmethod

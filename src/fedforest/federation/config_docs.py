@@ -53,6 +53,8 @@ from ..vocabulary import (
     REGRESSION_AUTO_METRIC,
     REGRESSION_METRICS,
     SELECTORS,
+    SURVIVAL_AUTO_METRIC,
+    SURVIVAL_METRICS,
     TASKS,
     TRACKING,
     VALIDATIONS,
@@ -66,6 +68,8 @@ from .config import (
     RESERVED_NAMES,
     SITE_DEFAULTS,
 )
+from .site_rules import MIN_PART_EVENTS
+from .time_grid import MAX_GRID_POINTS, MIN_QUANTILE_EVENTS
 
 #: Keys of a site's file whose value is one mapping, never a section of keys.
 MAPPING_KEYS = ("renames", "label_map", "selector_params", "privacy")
@@ -204,7 +208,12 @@ JOB_KEYS: dict[str, Key] = {
         "regression job's defaults: `evaluation.metrics` "
         + ", ".join(REGRESSION_METRICS)
         + f"; `evaluation.auto_metric` and `election.metric` {REGRESSION_AUTO_METRIC}; "
-        "`evaluation.calibration` none.",
+        "`evaluation.calibration` none. `survival`: a time to an event (random survival "
+        "forests; each site names `time` and `event` columns instead of `target`, "
+        "[running.md](running.md#survival-jobs)); its defaults: `evaluation.metrics` "
+        + ", ".join(SURVIVAL_METRICS)
+        + f"; `evaluation.auto_metric` {SURVIVAL_AUTO_METRIC}; `evaluation.calibration` none; "
+        "`election.enabled` false (required).",
         choices=TASKS,
     ),
     "evaluation.strategies": Key(
@@ -349,6 +358,21 @@ JOB_KEYS: dict[str, Key] = {
         "a regression job: " + ", ".join(f"`{m}`" for m in REGRESSION_METRICS),
         choices=RANKING_METRICS,
     ),
+    "survival.times": Key(
+        "A survival job's public time grid: every leaf's survival curve is read at these "
+        "times. `null`: the grid is agreed from the sites' coarse event-time quantiles "
+        "([privacy.md](privacy.md#what-leaves-a-site)).",
+        f"a list of 2 to {MAX_GRID_POINTS} finite times ≥ 0, strictly increasing, in the "
+        "unit of the sites' time columns; only in a survival job",
+        nullable=True,
+    ),
+    "survival.grid_points": Key(
+        "The most points of an agreed time grid (evenly spaced among the sites' pooled "
+        "quantiles when they hold more).",
+        lo=2,
+        hi=MAX_GRID_POINTS,
+        integer=True,
+    ),
 }
 
 SITE_KEYS: dict[str, Key] = {
@@ -365,8 +389,29 @@ SITE_KEYS: dict[str, Key] = {
     ),
     "target": Key(
         "The outcome column (its global name, after `renames`).",
-        "a column of the data file",
+        "a column of the data file; absent in a survival job (`time` and `event` name the outcome)",
         default="required",
+    ),
+    "time": Key(
+        "A survival job's follow-up time column (its global name), in place of `target`.",
+        "a column of finite times ≥ 0; only in a survival job",
+        nullable=True,
+        default="required in a survival job",
+    ),
+    "event": Key(
+        "A survival job's event column: 1 (or true) when the event happened at the row's "
+        "time, 0 (or false) when the row was censored then. Every part of the site's split "
+        f"keeps at least {MIN_PART_EVENTS} events (the split is stratified by event).",
+        "a column of 1/0 or true/false other than `time`; only in a survival job",
+        nullable=True,
+        default="required in a survival job",
+    ),
+    "time_resolution": Key(
+        "A survival job: the site's event-time quantiles, sent to agree the time grid, are "
+        "rounded to multiples of this (`null`: to 2 significant digits). A site with fewer "
+        f"than {MIN_QUANTILE_EVENTS} events (or `privacy.min_leaf_rows`) sends none.",
+        "a number > 0 in the unit of the time column; only in a survival job",
+        nullable=True,
     ),
     "categorical": Key(
         "Integer-coded categorical columns (text columns always are categorical).",

@@ -34,6 +34,7 @@ from ..vocabulary import (
     DEFAULT_AUTO_METRIC,
     METRICS,
     REGRESSION_METRICS,
+    SURVIVAL_METRICS,
     VALIDATIONS,
 )
 
@@ -84,6 +85,7 @@ def evaluate_strategies(
     outcome: str | None = None,
     resamples: int = BOOTSTRAP_RESAMPLES,
     in_bag: InBag | None = None,
+    y_train=None,
 ) -> dict[str, dict]:
     """Score strategies of ``model`` on a site's test rows.
 
@@ -145,10 +147,23 @@ def evaluate_strategies(
     (:data:`~fedforest.vocabulary.REGRESSION_METRICS`); ``classes``,
     ``voting``, ``auto_metric`` and ``calibration`` do not apply (``auto``
     chooses by validation RMSE), and a row has no calibration bins.
+
+    Survival trees (``model.forest.is_survival``) are scored with
+    :class:`~fedforest.PooledForestSurvival` by the survival ``metrics``
+    (:data:`~fedforest.vocabulary.SURVIVAL_METRICS`,
+    :func:`~fedforest.survival_metrics.score_survival` on the risk scores and
+    the survival curves on the forest's time grid); ``y_train`` (the site's
+    training rows' survival target, for the censoring distribution of Uno's C
+    and the Brier score) is then required, ``auto`` and ``wmp`` choose by
+    ``auto_metric`` on the validation rows, ``events`` counts the test rows'
+    events, and a row has neither calibration bins nor intervals.
     """
     forest = model.forest
-    regression = forest.is_regression
+    survival = forest.is_survival
+    regression = forest.is_regression or survival
     classes = None if regression else np.asarray(classes)
+    if survival and y_train is None:
+        raise ValueError("survival trees are scored against the site's training rows: y_train")
     if regression and calibration != "none":
         raise ValueError(
             f"calibration={calibration!r}: regression predictions are not calibrated; use 'none'"
@@ -158,9 +173,9 @@ def evaluate_strategies(
     if not regression:
         common.update(voting=voting, calibration=calibration)
     results: dict[str, dict] = {}
-    events = event_count(y_test, classes)
+    events = int(np.asarray(y_test)["event"].sum()) if survival else event_count(y_test, classes)
     seed = _bootstrap_seed(random_state)
-    wanted = [m for m in INTERVAL_METRICS if m in metrics]
+    wanted = [] if survival else [m for m in INTERVAL_METRICS if m in metrics]
     # the pooled forest's predictions of these two tables, shared by every classifier below
     # (same forest and settings): a strategy's own row, auto's candidates and its chosen
     # strategy's test rows, and wmp's parts are each predicted once
@@ -193,11 +208,17 @@ def evaluate_strategies(
             )
             results[strategy] = row
             continue
-        Estimator = PooledForestRegressor if regression else PooledForestClassifier
+        Estimator = (
+            _survival_estimator()
+            if survival
+            else PooledForestRegressor
+            if regression
+            else PooledForestClassifier
+        )
         clf = Estimator.from_model(model, strategy=strategy, **common)
         chooses = rule.family == rules.CHOICE
         if chooses:
-            if not regression:
+            if not regression or survival:
                 clf.auto_metric = auto_metric
             has_intersection = model.intersection is not None
             clf.auto_candidates = default_candidates(forest.owners, site, has_intersection)
@@ -217,7 +238,10 @@ def evaluate_strategies(
         if models is not None:
             models[strategy] = clf
         # auto predicts with its chosen strategy: the memo gives that strategy's own prediction
-        if regression:
+        if survival:
+            row = _survival_row(clf, X_use, y_train, y_test, metrics, memo)
+            shape = {}
+        elif regression:
             predicted = clf.predict(X_use, memo=memo)
             row = {m: _finite(score_values(m, y_test, predicted)) for m in metrics}
             shape = {"predicted": predicted}
@@ -257,6 +281,24 @@ def evaluate_strategies(
     return results
 
 
+def _survival_estimator():
+    """:class:`~fedforest.PooledForestSurvival` (imported when a survival model is scored)."""
+    from .. import PooledForestSurvival
+
+    return PooledForestSurvival
+
+
+def _survival_row(clf, X, y_train, y_test, metrics, memo) -> dict:
+    """A survival strategy's metrics on the test rows: risk scores and survival curves on
+    the forest's time grid (:func:`~fedforest.survival_metrics.score_survival`)."""
+    from ..survival_metrics import score_survival
+
+    risk = clf.predict(X, memo=memo)
+    curves = clf.predict_survival_function(X, return_array=True)
+    times = np.asarray(clf.times_)
+    return {m: _finite(score_survival(m, y_train, y_test, risk, curves, times)) for m in metrics}
+
+
 def _out_of_bag_rows(model: PooledModel, X_val, y_val, in_bag: InBag, site):
     """The rows of ``X_val`` with an out-of-bag prediction, once for every strategy."""
     if in_bag.n_rows != len(X_val):
@@ -288,6 +330,16 @@ def _bootstrap_seed(random_state) -> int:
     from sklearn.utils import check_random_state
 
     return int(check_random_state(random_state).randint(2**31 - 1))
+
+
+#: The range of each survival metric: concordances, the integrated Brier score and the
+#: mean time-dependent AUC all lie in [0, 1].
+SURVIVAL_METRIC_RANGES: dict[str, tuple[float, float]] = dict.fromkeys(SURVIVAL_METRICS, (0.0, 1.0))
+
+
+def _metric_range(metric: str) -> tuple[float, float]:
+    """The range a metric's value lies in (:data:`~fedforest.metrics.METRIC_RANGES`)."""
+    return METRIC_RANGES.get(metric) or SURVIVAL_METRIC_RANGES[metric]
 
 
 #: Fields of one strategy's row in a site's metrics, besides the metrics themselves.
@@ -373,7 +425,7 @@ def read_site_metrics(
         strategies = [str(s) for s in per]
     if metrics is None:
         first = next(iter(per.values()), None)
-        known = (*METRICS, *REGRESSION_METRICS)
+        known = (*METRICS, *REGRESSION_METRICS, *SURVIVAL_METRICS)
         metrics = [m for m in known if isinstance(first, Mapping) and m in first]
     if sorted(map(str, per)) != sorted(strategies) or not all(isinstance(k, str) for k in per):
         r.fail(
@@ -387,7 +439,7 @@ def read_site_metrics(
         clean: dict[str, Any] = {}
         for m in metrics:
             value = row.get(m)
-            clean[m] = None if value is None else row.number(m, value, *METRIC_RANGES[m])
+            clean[m] = None if value is None else row.number(m, value, *_metric_range(m))
         clean["rows"] = row.read_integer("rows", 0)
         if clean["rows"] != rows:
             row.fail(

@@ -351,7 +351,9 @@ def check_table(
             c.fail(
                 key,
                 name,
-                "a column of the data file: " + names_text(columns) + look_alike_note(name, columns),
+                "a column of the data file: "
+                + names_text(columns)
+                + look_alike_note(name, columns),
             )
     for col in site.categorical:
         if col not in columns:
@@ -476,7 +478,10 @@ def _check_values(
                         f"feature columns only: drop it with drop_columns: [{local!r}] in "
                         f"{site.source}",
                     )
-    if name not in _outcomes(site) and column_kind(series, name in site.categorical) == "categorical":
+    if (
+        name not in _outcomes(site)
+        and column_kind(series, name in site.categorical) == "categorical"
+    ):
         n_levels = int(as_level_strings(series).nunique(dropna=True))
         if n_levels > MAX_LEVELS:
             _data_error(
@@ -530,7 +535,9 @@ def _survival_outcome(site, frame: pd.DataFrame, lines: Sequence[int] | None) ->
             f"{what} holds {float(t[bad][0])!r} ({_where(time, pd.Series(bad, index=time.index), lines)})",
             "finite follow-up times >= 0 in a survival job",
         )
-    text = event.map(lambda v: str(v).strip().lower() if not isinstance(v, bool) else str(v).lower())
+    text = event.map(
+        lambda v: str(v).strip().lower() if not isinstance(v, bool) else str(v).lower()
+    )
     codes = text.map(EVENT_TEXT)
     bad = codes.isna()
     if bad.any():
@@ -538,8 +545,7 @@ def _survival_outcome(site, frame: pd.DataFrame, lines: Sequence[int] | None) ->
             site,
             f"event column {site.target!r} (key 'event') holds {event[bad].iloc[0]!r} "
             f"({_where(event, bad, lines)})",
-            "1 (the event happened) or 0 (censored), or true/false, on every row of a survival "
-            "job",
+            "1 (the event happened) or 0 (censored), or true/false, on every row of a survival job",
         )
     frame = frame.copy()
     frame[site.time] = t

@@ -34,8 +34,11 @@ a step of 0.5. The keys that do not change the guarantee (``dp_trees``,
 ``dp_max_depth``, ``feature_ranges``, ``target_range``) come from the job when
 it sets them, otherwise from the site.
 
-**Survival jobs.** DP mode (``dp_epsilon``) is refused (:meth:`PrivacyPolicy.check_task`);
-``min_leaf_rows`` counts a survival leaf's rows and its events alike.
+**Survival jobs.** DP mode (``dp_epsilon``), ``threshold_grid`` and
+``count_noise_epsilon`` are refused (:meth:`PrivacyPolicy.check_task`): each
+recomputes leaves from counts, and a survival leaf's curves are not counts;
+``min_leaf_rows`` counts a survival leaf's rows and its events alike
+(:mod:`fedforest.privacy.survival`).
 
 **Regression jobs.** ``target_range`` may only be set in a block that sets
 ``dp_epsilon`` (nothing else uses it), and DP mode of a regression job
@@ -667,6 +670,19 @@ class PrivacyPolicy:
         if task not in TASKS:
             raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
         c = ConfigChecker(self.source)
+        if task == "survival":
+            for key, value in (
+                ("threshold_grid", self.threshold_grid),
+                ("count_noise_epsilon", self.count_noise_epsilon),
+            ):
+                if value is not None:
+                    c.refuse(
+                        f"privacy.{key}",
+                        value.to_dict() if key == "threshold_grid" else value,
+                        f"null for job.task: survival: {key} recounts the leaves from the "
+                        "site's rows, and a survival leaf's curves are not counts (use "
+                        "min_leaf_rows, which counts events in a survival job)",
+                    )
         if task == "survival" and self.dp:
             c.refuse(
                 "privacy.dp_epsilon",

@@ -418,3 +418,37 @@ def test_a_site_metrics_reply_says_which_validation_mode_the_site_used(job, tmp_
     assert "- `site-2`: holdout (tuning, `auto`, calibration and `wmp` scored on held-out" in (
         report
     )
+
+
+def test_version_1_schemas_load_as_schemas_without_survival_fields():
+    """Schemas written before survival jobs (version 1) read as no quantiles and no grid."""
+    site_v1 = {
+        "format": protocol.SITE_SCHEMA,
+        "version": 1,
+        "site": "site-1",
+        "columns": ["age", "smoker"],
+        "kinds": ["numeric", "categorical"],
+        "levels": {"smoker": ["no", "yes"]},
+        "classes": [0, 1],
+        "n_rows": 120,
+    }
+    site = read_message(site_v1, "site-1", protocol.SITE_SCHEMA)
+    assert site.event_times == [] and site.columns == ["age", "smoker"]
+    global_v1 = {
+        "format": protocol.GLOBAL_SCHEMA,
+        "version": 1,
+        "features": ["age", "smoker"],
+        "categories": {"smoker": ["no", "yes"]},
+        "classes": [0, 1],
+        "shared": ["age"],
+        "site_columns": {"site-1": ["age", "smoker"], "site-2": ["age"]},
+        "site_rows": {"site-1": 120, "site-2": 80},
+    }
+    schema = read_message(global_v1, "server", protocol.GLOBAL_SCHEMA)
+    assert schema.times == [] and schema.shared == ["age"]
+    with pytest.raises(PayloadError, match="'times' belongs to version 2"):
+        read_message({**global_v1, "times": [1.0, 2.0]}, "server", protocol.GLOBAL_SCHEMA)
+    # the current version refuses a grid that is not strictly increasing
+    current = {**global_v1, "version": 2, "times": [5.0, 5.0]}
+    with pytest.raises(PayloadError, match="field 'times' must be strictly increasing"):
+        read_message(current, "server", protocol.GLOBAL_SCHEMA)

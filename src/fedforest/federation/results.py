@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import rules
 from ..privacy.policy import PrivacyPolicy
-from ..vocabulary import METRICS, REGRESSION_METRICS
+from ..vocabulary import METRICS, REGRESSION_METRICS, SURVIVAL_METRICS
 from .job_results import JobResults, as_results
 
 #: The narrowest column of the command line's table: labels column, then each value column.
@@ -244,14 +244,18 @@ METRIC_LABELS = {
     "rmse": "RMSE",
     "mae": "MAE",
     "r2": "R²",
+    "cindex": "Harrell's C",
+    "uno_cindex": "Uno's C",
+    "ibs": "IBS",
+    "td_auc": "td-AUC",
 }
 
 
 def _metrics_of(r: JobResults) -> list[str]:
     """The metrics the rows carry, in :data:`~fedforest.vocabulary.METRICS` order (then the
-    regression metrics)."""
+    regression and the survival metrics)."""
     present = {k for per in r.metrics.values() for row in per.values() for k in row}
-    return [m for m in (*METRICS, *REGRESSION_METRICS) if m in present]
+    return [m for m in (*METRICS, *REGRESSION_METRICS, *SURVIVAL_METRICS) if m in present]
 
 
 def _strategy_label(strategy: str, row: Mapping, markdown: bool = True) -> str:
@@ -407,7 +411,19 @@ def results_table(results: JobResults | Mapping) -> str:
     regression = sites and any(
         "rmse" in r.metrics[s].get(x, {}) for s in sites for x in r.strategies
     )
-    if regression:
+    survival = sites and any(
+        "cindex" in r.metrics[s].get(x, {}) or "ibs" in r.metrics[s].get(x, {})
+        for s in sites
+        for x in r.strategies
+    )
+    if survival:
+        for metric, title in (
+            ("cindex", "Harrell's C on each site's test rows"),
+            ("ibs", "Integrated Brier score on each site's test rows (lower is better)"),
+        ):
+            if any(metric in r.metrics[s].get(x, {}) for s in sites for x in r.strategies):
+                lines += ["", title, *_site_table(r, sites, metric)]
+    elif regression:
         lines += [
             "",
             "RMSE on each site's test rows (lower is better)",

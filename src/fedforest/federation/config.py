@@ -171,6 +171,7 @@ from ..vocabulary import (
     RESERVED_SITE_NAMES,
     SELECTORS,
     SITE_NAME,
+    SURVIVAL_AUTO_METRICS,
     SURVIVAL_METRICS,
     TASKS,
     TRACKING,
@@ -403,7 +404,7 @@ class JobConfig:
             ev["auto_metric"],
             (REGRESSION_AUTO_METRIC,)
             if regression
-            else SURVIVAL_METRICS
+            else SURVIVAL_AUTO_METRICS
             if survival
             else AUTO_METRICS,
         )
@@ -441,7 +442,11 @@ class JobConfig:
         c.choice(
             "election.metric",
             el["metric"],
-            REGRESSION_METRICS if regression else SURVIVAL_METRICS if survival else RANKING_METRICS,
+            REGRESSION_METRICS
+            if regression
+            else SURVIVAL_AUTO_METRICS
+            if survival
+            else RANKING_METRICS,
         )
         return cls(
             name=job["name"],

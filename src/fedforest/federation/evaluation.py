@@ -296,7 +296,9 @@ def _survival_row(clf, X, y_train, y_test, metrics, memo) -> dict:
     risk = clf.predict(X, memo=memo)
     curves = clf.predict_survival_function(X, return_array=True)
     times = np.asarray(clf.times_)
-    return {m: _finite(score_survival(m, y_train, y_test, risk, curves, times)) for m in metrics}
+    return {
+        m: _finite(score_survival(m, y_test, risk, curves, times, y_ref=y_train)) for m in metrics
+    }
 
 
 def _out_of_bag_rows(model: PooledModel, X_val, y_val, in_bag: InBag, site):

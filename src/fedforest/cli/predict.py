@@ -210,7 +210,7 @@ def _predict(args: argparse.Namespace) -> int:
     target = None if inputs is None else inputs.local_name(inputs.target)
     predicted = "prediction" if target is None else f"predicted_{target}"
     if forest.is_survival:  # a risk score, and the survival probability at each horizon
-        from .. import PooledForestSurvival
+        from ..prediction.survival import PooledForestSurvival
 
         clf = PooledForestSurvival.from_model(model, **common)
         out = survival_columns(clf, X, horizons, frame.index)

@@ -50,10 +50,7 @@ The job file (``site_configs/job.yaml``)::
                                         # selected: NVIDIA FLARE 2.9's feature_election rule
       always_keep: []
       metric: auprc
-    survival:                           # job.task: survival only
-      times: null                       # a public time grid (strictly increasing, >= 0);
-                                        # null: agreed from the sites' coarse quantiles
-      grid_points: 30                   # the most points of an agreed grid
+    survival: {times: null, grid_points: 30}   # job.task: survival (config_survival)
 
 A site file (``site_configs/site-1.yaml``)::
 
@@ -78,18 +75,8 @@ A site file (``site_configs/site-1.yaml``)::
     calibration: null                      # this site's calibration (null: the job's
                                            # evaluation.calibration)
 
-A site of a survival job (``job.task: survival``) names two outcome columns
-instead of ``target``::
-
-    time: months                           # follow-up time: finite, >= 0
-    event: died                            # 1/0 or true/false: an event, or censored
-    time_resolution: 6                     # the site's event-time quantiles are rounded
-                                           # to multiples of 6 (null: 2 significant digits)
-
-The event column then plays the part of the target where the job needs one
-class per row (the splits are stratified by event, ``SiteConfig.target`` is
-the event column) and the time column is never a feature
-(:attr:`SiteConfig.outcomes`).
+A site of a survival job names ``time`` and ``event`` columns instead of
+``target`` (:mod:`fedforest.federation.config_survival`).
 
 **Validation mode.** A site scores its choices (the election's tuning masks,
 ``auto``, the calibration, ``wmp``'s weight) either out of bag on its
@@ -156,7 +143,6 @@ from ..rules import names as strategy_names
 from ..validation import ConfigChecker
 from ..vocabulary import (
     AGGREGATIONS,
-    AUTO_METRICS,
     CALIBRATIONS,
     DEFAULT_AUTO_METRIC,
     DEFAULT_VALIDATION,
@@ -165,31 +151,26 @@ from ..vocabulary import (
     NAME_CHARACTERS,
     PHASES,
     POOLING_WEIGHTS,
-    RANKING_METRICS,
-    REGRESSION_AUTO_METRIC,
-    REGRESSION_METRICS,
     RESERVED_SITE_NAMES,
     SELECTORS,
     SITE_NAME,
-    SURVIVAL_AUTO_METRICS,
-    SURVIVAL_METRICS,
     TASKS,
     TRACKING,
     VALIDATIONS,
     VOTING,
 )
 from ..yaml_files import read_yaml_file
+from . import config_survival as cs
 from .config_sections import ElectionSettings, ForestParams, SurrogateParams, Timeouts
 from .config_values import (
     _check_label_map,
     _check_selector_params,
     _regression_defaults,
     _site_privacy,
-    _survival_defaults,
 )
 from .job_sites import check_job_against_sites
 from .splits import split_sizes
-from .time_grid import DEFAULT_GRID_POINTS, MAX_GRID_POINTS, check_grid
+from .time_grid import DEFAULT_GRID_POINTS
 
 logger = logging.getLogger(__name__)
 
@@ -241,9 +222,7 @@ SITE_DEFAULTS: dict[str, Any] = {
     "privacy": None,
     "report_metrics": True,
     "calibration": None,
-    "time": None,
-    "event": None,
-    "time_resolution": None,
+    **cs.SURVIVAL_SITE_DEFAULTS,
 }
 
 #: Keys the site-owned file (``local/fedforest.yaml``) may hold.
@@ -333,10 +312,8 @@ class JobConfig:
     #: ``evaluation.validation``: what the sites score their choices on, unless a site's
     #: ``validation`` says otherwise (:data:`~fedforest.vocabulary.VALIDATIONS`).
     validation: str = DEFAULT_VALIDATION
-    #: ``survival.times``: a public time grid of a survival job (``None``: agreed from the
-    #: sites' coarse event-time quantiles, :mod:`fedforest.federation.time_grid`).
+    #: ``survival.times`` (``None``: agreed from the sites) and ``survival.grid_points``.
     survival_times: tuple[float, ...] | None = None
-    #: ``survival.grid_points``: the most points of an agreed time grid.
     grid_points: int = DEFAULT_GRID_POINTS
     source: str = "job.yaml"
 
@@ -384,8 +361,9 @@ class JobConfig:
         if regression:
             _regression_defaults(c, data, ev, el)
         if survival:
-            _survival_defaults(c, data, ev, el)
-        survival_times = _survival_grid(c, surv, survival)
+            cs.survival_defaults(c, data, ev, el)
+        survival_times = cs.survival_grid(c, surv, survival)
+        allowed_metrics, auto_metrics, election_metrics = cs.TASK_METRICS[job["task"]]
         known = strategy_names()
         strategies = c.str_list("evaluation.strategies", ev["strategies"], known)
         if not strategies:
@@ -393,21 +371,10 @@ class JobConfig:
         c.choice("evaluation.voting", ev["voting"], VOTING)
         # the model's settings carry it to the sites, whose reader takes at most MAX_NODES
         c.integer("evaluation.depth_threshold", ev["depth_threshold"], 0, MAX_NODES)
-        allowed_metrics = (
-            REGRESSION_METRICS if regression else SURVIVAL_METRICS if survival else METRICS
-        )
         metrics = c.str_list("evaluation.metrics", ev["metrics"], allowed_metrics)
         if not metrics:
             c.fail("evaluation.metrics", metrics, "at least one of " + ", ".join(allowed_metrics))
-        c.choice(
-            "evaluation.auto_metric",
-            ev["auto_metric"],
-            (REGRESSION_AUTO_METRIC,)
-            if regression
-            else SURVIVAL_AUTO_METRICS
-            if survival
-            else AUTO_METRICS,
-        )
+        c.choice("evaluation.auto_metric", ev["auto_metric"], auto_metrics)
         c.choice("evaluation.calibration", ev["calibration"], CALIBRATIONS)
         c.choice("evaluation.validation", ev["validation"], VALIDATIONS)
         tps = ev["trees_per_site"]
@@ -439,15 +406,7 @@ class JobConfig:
         c.choice("election.aggregation", el["aggregation"], AGGREGATIONS)
         c.choice("election.normalization", el["normalization"], NORMALIZATIONS)
         c.str_list("election.always_keep", el["always_keep"])
-        c.choice(
-            "election.metric",
-            el["metric"],
-            REGRESSION_METRICS
-            if regression
-            else SURVIVAL_AUTO_METRICS
-            if survival
-            else RANKING_METRICS,
-        )
+        c.choice("election.metric", el["metric"], election_metrics)
         return cls(
             name=job["name"],
             sites=sites,
@@ -494,50 +453,6 @@ class JobConfig:
         check_job_against_sites(self, sites, tables)
 
 
-def _survival_site_keys(c: _Checker, d: dict) -> None:
-    """A survival site's outcome keys: ``time`` and ``event`` (required, two columns), no
-    ``target`` (the event column becomes it), an optional ``time_resolution`` > 0."""
-    if d["target"] is not None:
-        c.fail(
-            "target",
-            d["target"],
-            "absent in a survival job (job.task: survival): name the outcome with time (the "
-            "follow-up time column) and event (the 1/0 or true/false event column)",
-        )
-    for key in ("time", "event"):
-        if d[key] is None:
-            c.fail(key, None, "a column name (this key is required in a survival job)")
-        c.string(key, d[key])
-    if d["time"] == d["event"]:
-        c.fail("event", d["event"], f"a column other than the time column {d['time']!r}")
-    if d["time_resolution"] is not None:
-        c.number("time_resolution", d["time_resolution"], 0, open_lo=True)
-    d["target"] = d["event"]
-
-
-def _survival_grid(c: _Checker, surv: dict, survival: bool) -> tuple[float, ...] | None:
-    """The ``survival:`` section: a public grid (``times``) or the agreed grid's size."""
-    c.integer("survival.grid_points", surv["grid_points"], 2, MAX_GRID_POINTS)
-    times = surv["times"]
-    if times is None:
-        return None
-    if not survival:
-        c.fail("survival.times", times, "null unless job.task is survival")
-    if not isinstance(times, list) or any(
-        isinstance(t, bool) or not isinstance(t, (int, float)) for t in times
-    ):
-        c.fail("survival.times", times, "null or a list of numbers (a public time grid)")
-    try:
-        grid = check_grid(times, "survival.times")
-    except ValueError as err:
-        c.fail(
-            "survival.times",
-            times,
-            f"2 to {MAX_GRID_POINTS} finite times >= 0, strictly increasing ({err})",
-        )
-    return tuple(float(t) for t in grid)
-
-
 @dataclass
 class SiteConfig:
     """The validated configuration of one hospital (see the module docstring)."""
@@ -569,21 +484,15 @@ class SiteConfig:
     validation: str | None = None
     #: The job's ``evaluation.validation`` (set by the job, not a key of the site's file).
     job_validation: str = DEFAULT_VALIDATION
-    #: A survival job's time column (``time``; the event column is :attr:`target`).
+    #: A survival job's ``time`` column (its ``event`` column is :attr:`target`) and
+    #: ``time_resolution`` (:mod:`~fedforest.federation.config_survival`).
     time: str | None = None
-    #: A survival job: the multiple its event-time quantiles are rounded to (``None``:
-    #: :data:`~fedforest.federation.time_grid.DEFAULT_DIGITS` significant digits).
     time_resolution: float | None = None
 
     @property
     def outcomes(self) -> list[str]:
-        """The outcome columns, never features: the target, and a survival job's time column.
-
-        Examples
-        --------
-        >>> SiteConfig("s", "s.csv", "died", task="survival", time="months").outcomes
-        ['died', 'months']
-        """
+        """The outcome columns, never features: the target, and a survival job's time column
+        (``["died", "months"]``)."""
         return [self.target] + ([self.time] if self.time is not None else [])
 
     @classmethod
@@ -604,17 +513,7 @@ class SiteConfig:
         if task not in TASKS:
             raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
         survival = task == "survival"
-        if survival:
-            _survival_site_keys(c, d)
-        else:
-            for key in ("time", "event", "time_resolution"):
-                if d[key] is not None:
-                    c.fail(
-                        key,
-                        d[key],
-                        "null or absent unless job.task is survival (this job's task is "
-                        f"{task}: name the outcome with target)",
-                    )
+        cs.survival_site_keys(c, d, task)
         for key in ("site", "data_path", "target"):
             if d[key] is None:
                 c.fail(key, None, "a non-empty string (this key is required)")
@@ -638,8 +537,6 @@ class SiteConfig:
                 )
             if name == d["target"] and name not in renames.values():
                 c.fail("drop_columns", name, f"columns other than the target {d['target']!r}")
-            if survival and name == d["time"] and name not in renames.values():
-                c.fail("drop_columns", name, f"columns other than the time column {d['time']!r}")
         label_map = _check_label_map(c, d["label_map"])
         c.choice("selector", d["selector"], SELECTORS)
         if not isinstance(d["selector_params"], Mapping):
@@ -665,20 +562,7 @@ class SiteConfig:
         c.boolean("report_metrics", d["report_metrics"])
         if d["calibration"] is not None:
             c.choice("calibration", d["calibration"], CALIBRATIONS)
-        if survival:
-            if d["calibration"] not in (None, "none"):
-                c.fail(
-                    "calibration",
-                    d["calibration"],
-                    "none or null in a survival job (job.task: survival predicts survival "
-                    "curves, which are not calibrated)",
-                )
-            if label_map:
-                c.fail(
-                    "label_map",
-                    d["label_map"],
-                    "{} in a survival job (the event column holds 1/0 or true/false)",
-                )
+        cs.survival_site_checks(c, d, label_map, task)
         if task == "regression":
             if d["calibration"] not in (None, "none"):
                 c.fail(

@@ -19,13 +19,7 @@ import numpy as np
 
 from ..privacy.policy import JOB_MIN_LEAF_ROWS, JOB_TREE_SAMPLE_FRACTION, PrivacyPolicy
 from ..validation import ConfigChecker
-from ..vocabulary import (
-    METRICS,
-    REGRESSION_AUTO_METRIC,
-    REGRESSION_METRICS,
-    SURVIVAL_AUTO_METRIC,
-    SURVIVAL_METRICS,
-)
+from ..vocabulary import METRICS, REGRESSION_AUTO_METRIC, REGRESSION_METRICS
 
 logger = logging.getLogger(__name__)
 
@@ -68,59 +62,6 @@ def _regression_defaults(c: ConfigChecker, data: Any, ev: dict, el: dict) -> Non
             "evaluation.metrics",
             ev["metrics"],
             f"regression metrics {', '.join(REGRESSION_METRICS)} {why} ({bad} score classes)",
-        )
-
-
-def _survival_defaults(c: ConfigChecker, data: Any, ev: dict, el: dict) -> None:
-    """``job.task: survival``: the defaults a survival job needs, and what it refuses.
-
-    The keys a file leaves out get the survival defaults (every survival
-    metric; ``auto`` by the integrated Brier score; no calibration; no
-    feature election: every site's columns are used). ``auto_metric`` may be
-    any survival metric (``ibs`` is minimised, the others maximised). Keys set
-    to what only classification has are refused, naming the task, and so is
-    ``election.enabled: true``: the election's selectors and tuning score
-    class or regression targets, not times to an event.
-    """
-    given = data if isinstance(data, Mapping) else {}
-    ev_given = given.get("evaluation") if isinstance(given.get("evaluation"), Mapping) else {}
-    el_given = given.get("election") if isinstance(given.get("election"), Mapping) else {}
-    why = "for job.task: survival"
-    if "metrics" not in ev_given:
-        ev["metrics"] = list(SURVIVAL_METRICS)
-    if "auto_metric" not in ev_given:
-        ev["auto_metric"] = SURVIVAL_AUTO_METRIC
-    if "metric" not in el_given:
-        el["metric"] = SURVIVAL_AUTO_METRIC
-    if "enabled" not in el_given:
-        el["enabled"] = False
-    elif el["enabled"] is not False:
-        c.fail(
-            "election.enabled",
-            el["enabled"],
-            f"false {why} (the feature election's selectors and tuning score class labels "
-            "or numbers, not times to an event: every site uses its own columns)",
-        )
-    if "calibration" not in ev_given:
-        ev["calibration"] = "none"
-    elif ev["calibration"] != "none":
-        c.fail(
-            "evaluation.calibration",
-            ev["calibration"],
-            f"none {why} (calibration maps class probabilities; a survival curve is not one)",
-        )
-    if ev.get("voting") == "hard":
-        c.fail(
-            "evaluation.voting",
-            "hard",
-            f"soft {why} (the trees' survival curves are averaged; there are no votes)",
-        )
-    bad = [m for m in ev["metrics"] if isinstance(m, str) and m not in SURVIVAL_METRICS]
-    if bad:
-        c.fail(
-            "evaluation.metrics",
-            ev["metrics"],
-            f"survival metrics {', '.join(SURVIVAL_METRICS)} {why} ({bad} are not)",
         )
 
 

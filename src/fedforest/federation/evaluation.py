@@ -26,6 +26,7 @@ from ..prediction.classifier import PooledForestClassifier
 from ..prediction.out_of_bag import InBag
 from ..prediction.regressor import PooledForestRegressor
 from ..prediction.selection import default_candidates
+from ..prediction.survival import PooledForestSurvival
 from ..prediction.weighting import tree_weights
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader, describe
@@ -209,7 +210,7 @@ def evaluate_strategies(
             results[strategy] = row
             continue
         Estimator = (
-            _survival_estimator()
+            PooledForestSurvival
             if survival
             else PooledForestRegressor
             if regression
@@ -279,13 +280,6 @@ def evaluate_strategies(
             ", ".join(f"{m}={row[m]:.3f}" for m in metrics if row[m] is not None),
         )
     return results
-
-
-def _survival_estimator():
-    """:class:`~fedforest.PooledForestSurvival` (imported when a survival model is scored)."""
-    from .. import PooledForestSurvival
-
-    return PooledForestSurvival
 
 
 def _survival_row(clf, X, y_train, y_test, metrics, memo) -> dict:

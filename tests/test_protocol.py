@@ -150,7 +150,8 @@ def test_every_task_has_data_keys_a_phase_and_a_reply_format():
 
 
 def test_task_data_must_match_the_protocol():
-    assert protocol.task_data(protocol.SCHEMA, seed=3) == {"seed": 3}
+    data = protocol.task_data(protocol.SCHEMA, seed=3, time_quantiles=False)
+    assert data == {"seed": 3, "time_quantiles": False}
     with pytest.raises(ValueError, match="carries"):
         protocol.task_data(protocol.SCHEMA, seed=3, extra=1)
     with pytest.raises(ValueError, match="unknown task"):
@@ -204,7 +205,8 @@ def test_every_older_version_has_an_upgrade():
     for fmt, current in protocol.FORMATS.items():
         for version in range(1, current):
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
-    assert protocol.FORMATS[protocol.SITE_METRICS] == 6
+    assert protocol.FORMATS[protocol.SITE_METRICS] == 7
+    assert protocol.FORMATS[protocol.SITE_SCHEMA] == protocol.FORMATS[protocol.GLOBAL_SCHEMA] == 2
     assert protocol.FORMATS[protocol.POOLED_FOREST] == 4
     assert protocol.FORMATS[protocol.MODEL] == 3
 
@@ -268,6 +270,12 @@ def test_a_version_1_site_metrics_reply_still_loads(tmp_path):
     assert "- `site-1`: not reported" in (tmp_path / "report.md").read_text()
 
 
+def _as_version_6(payload: dict) -> dict:
+    """A version 7 metrics reply of a classification job as a version 6 site wrote it (the
+    same fields: version 7 only allows the survival metrics)."""
+    return {**payload, "version": 6}
+
+
 def _as_version_5(payload: dict) -> dict:
     """A version 6 metrics reply as a version 5 site wrote it (no validation mode)."""
     return {**{k: v for k, v in payload.items() if k != "validation"}, "version": 5}
@@ -304,15 +312,19 @@ def _as_version_2(payload: dict) -> dict:
     return {**payload, "version": 2, "strategies": rows}
 
 
-@pytest.mark.parametrize("version", [2, 3, 4, 5, 6])
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7])
 def test_a_site_metrics_reply_from_version_2_on_must_carry_the_policy(job, version):
     site = "site-1"
     payload = copy.deepcopy(job.metrics[site])
     default = job_default_policy().to_dict()  # a job's default
-    assert payload["version"] == 6 and payload["privacy"] == default
-    payload = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4, 5: _as_version_5}.get(
-        version, dict
-    )(payload)
+    assert payload["version"] == 7 and payload["privacy"] == default
+    payload = {
+        2: _as_version_2,
+        3: _as_version_3,
+        4: _as_version_4,
+        5: _as_version_5,
+        6: _as_version_6,
+    }.get(version, dict)(payload)
     strategies, metrics = job.config.strategies, job.config.metrics
     read = read_site_metrics(payload, site, strategies, metrics)
     assert read["privacy"] == payload["privacy"]

@@ -54,6 +54,7 @@ from ..vocabulary import (
     REGRESSION_METRICS,
     SELECTORS,
     SURVIVAL_AUTO_METRIC,
+    SURVIVAL_AUTO_METRICS,
     SURVIVAL_METRICS,
     TASKS,
     TRACKING,
@@ -238,20 +239,25 @@ JOB_KEYS: dict[str, Key] = {
     "evaluation.metrics": Key(
         "The metrics reported per site and strategy (`brier`, `log_loss` and `ece`: lower is "
         "better).",
-        "at least one; a regression job: of " + ", ".join(f"`{m}`" for m in REGRESSION_METRICS),
+        "at least one; a regression job: of "
+        + ", ".join(f"`{m}`" for m in REGRESSION_METRICS)
+        + "; a survival job: of "
+        + ", ".join(f"`{m}`" for m in SURVIVAL_METRICS),
         choices=METRICS,
         many=True,
     ),
     "evaluation.auto_metric": Key(
-        "What `auto` optimises on each site's validation rows: `log_loss` and `brier` are "
-        "minimised, the others maximised.",
-        f"`{REGRESSION_AUTO_METRIC}` in a regression job",
+        "What `auto` optimises on each site's validation rows: `log_loss`, `brier` and "
+        "`ibs` are minimised, the others maximised.",
+        f"`{REGRESSION_AUTO_METRIC}` in a regression job; one of "
+        + ", ".join(f"`{m}`" for m in SURVIVAL_AUTO_METRICS)
+        + " in a survival job",
         choices=AUTO_METRICS,
     ),
     "evaluation.calibration": Key(
         "Calibration fitted at each site on its validation rows, after the strategy "
         "([calibration.md](calibration.md)); a site's own `calibration` replaces it.",
-        "`none` in a regression job",
+        "`none` in a regression or survival job",
         choices=CALIBRATIONS,
     ),
     "evaluation.trees_per_site": Key(
@@ -355,7 +361,10 @@ JOB_KEYS: dict[str, Key] = {
     ),
     "election.metric": Key(
         "What each site scores a proposed mask by, on its validation rows.",
-        "a regression job: " + ", ".join(f"`{m}`" for m in REGRESSION_METRICS),
+        "a regression job: "
+        + ", ".join(f"`{m}`" for m in REGRESSION_METRICS)
+        + "; a survival job: "
+        + ", ".join(f"`{m}`" for m in SURVIVAL_AUTO_METRICS),
         choices=RANKING_METRICS,
     ),
     "survival.times": Key(

@@ -193,7 +193,7 @@ def test_make_survival_data_deals_gbsg2_to_three_hospitals_the_job_loads(tmp_pat
     survival_main(["--out", str(out)])
     frames = {site: pd.read_csv(out / f"{site}.csv") for site in SITE_COLUMNS}
     assert sum(len(f) for f in frames.values()) == 686  # every GBSG2 patient, once
-    job = JobConfig.load(Path(__file__).resolve().parents[1] / "site_configs/survival/job.yaml")
+    job = JobConfig.load(ROOT / "site_configs" / "survival" / "job.yaml")
     for site, frame in frames.items():
         assert list(frame.columns) == [*SITE_COLUMNS[site], "days", "recurrence"]
         assert set(frame["recurrence"]) == {0, 1} and (frame["days"] > 0).all()

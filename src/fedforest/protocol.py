@@ -68,6 +68,7 @@ FORMATS: dict[str, int] = {
     # 5: each scored row's calibration_skipped (the methods the site could not fit, and why)
     # 6: the site's validation mode (field ``validation``: oob or holdout)
     # 7: a survival job's rows hold the survival metrics (cindex, uno_cindex, ibs, td_auc)
+    #    and their risk groups' and horizon's curves (``survival_curves``)
     SITE_METRICS: 7,
     SWARM_MESSAGE: 1,
     SWARM_STATUS: 1,
@@ -145,7 +146,16 @@ def _global_schema_v1(payload: Mapping) -> dict:
 
 
 def _site_metrics_v6(payload: Mapping) -> dict:
-    """``fedforest/site-metrics`` version 6 -> 7: no survival metrics (no survival job)."""
+    """``fedforest/site-metrics`` version 6 -> 7: no survival job, so no survival metrics and
+    no row's ``survival_curves``; a version 6 row holding them is refused."""
+    per = payload.get("strategies")
+    if isinstance(per, Mapping):
+        for name, row in per.items():
+            if isinstance(row, Mapping) and "survival_curves" in row:
+                raise ValueError(
+                    f"field 'strategies[{name!r}].survival_curves' belongs to version 7 and "
+                    f"later of {SITE_METRICS!r}; allowed: the fields of version 6 only"
+                )
     return dict(payload)
 
 

@@ -217,6 +217,12 @@ def test_a_survival_job_runs_in_process_on_one_agreed_time_grid(survival_job):
     assert again.metrics == results.metrics
     report = (folder / "run" / "report.md").read_text()
     assert "| strategy | Harrell's C | Uno's C | IBS | trees kept | fallback rows |" in report
+    assert "## Survival by risk group and calibration" in report
+    for per in results.metrics.values():
+        curves = per["mp"]["survival_curves"]
+        assert curves["times"] == grid and len(curves["groups"]) == 3
+        assert sum(g["rows"] for g in curves["groups"]) == per["mp"]["rows"]
+        assert 0 <= curves["calibration"]["ici"] <= 1
     # the console's summary: Harrell's C and the integrated Brier score per site
     console = results_table(results)
     assert "Harrell's C on each site's test rows" in console

@@ -256,6 +256,8 @@ def evaluate_strategies(
                 y_test, metrics=wanted, points=row, resamples=resamples, random_state=seed, **shape
             )
         bins = None
+        if survival:
+            extra = {**extra, "survival_curves": row.pop("survival_curves")}
         if not regression:
             bins = calibration_bins(y_test, proba, classes)
             if outcome is not None:
@@ -282,17 +284,50 @@ def evaluate_strategies(
     return results
 
 
+#: Risk groups of a survival row's curves, and bins of its calibration at the horizon.
+RISK_GROUPS = 3
+HORIZON_BINS = 5
+
+
+def survival_horizon(times) -> float:
+    """The horizon a survival row's calibration is read at: the time grid's middle point.
+
+    Examples
+    --------
+    >>> survival_horizon([30.0, 60.0, 90.0, 120.0])
+    90.0
+    """
+    return float(np.asarray(times)[len(times) // 2])
+
+
 def _survival_row(clf, X, y_train, y_test, metrics, memo) -> dict:
     """A survival strategy's metrics on the test rows: risk scores and survival curves on
-    the forest's time grid (:func:`~fedforest.survival_metrics.score_survival`)."""
-    from ..survival_metrics import score_survival
+    the forest's time grid (:func:`~fedforest.survival_metrics.score_survival`), and its
+    ``survival_curves``: the mean predicted curve against Kaplan-Meier in
+    :data:`RISK_GROUPS` groups of test rows by risk
+    (:func:`~fedforest.survival_metrics.risk_groups`), and the calibration at
+    :func:`survival_horizon` (:func:`~fedforest.survival_metrics.horizon_calibration`)."""
+    from ..survival_metrics import horizon_calibration, risk_groups, score_survival
 
     risk = clf.predict(X, memo=memo)
     curves = clf.predict_survival_function(X, return_array=True)
     times = np.asarray(clf.times_)
-    return {
+    row: dict[str, Any] = {
         m: _finite(score_survival(m, y_test, risk, curves, times, y_ref=y_train)) for m in metrics
     }
+    n = len(risk)
+    groups = risk_groups(y_test, risk, curves, times, n_groups=min(RISK_GROUPS, n))
+    for group in groups:
+        del group["risk"]  # risk scores are the model's, not needed to read the curves
+    calibration = horizon_calibration(
+        y_test, curves, times, survival_horizon(times), n_bins=min(HORIZON_BINS, n)
+    )
+    row["survival_curves"] = {
+        "times": times.tolist(),
+        "groups": groups,
+        "calibration": calibration,
+    }
+    return row
 
 
 def _out_of_bag_rows(model: PooledModel, X_val, y_val, in_bag: InBag, site):
@@ -353,6 +388,7 @@ ROW_FIELDS = (
     "runner_up",
     "validation",
     "guess_weight",
+    "survival_curves",
 )
 #: Fields of the ``auto`` row only.
 AUTO_FIELDS = ("chosen", "chosen_calibration", "runner_up", "validation")
@@ -484,6 +520,8 @@ def read_site_metrics(
                 f"fields {', '.join(map(repr, AUTO_FIELDS))} belong to the {choice} row only; "
                 "expected none of them here"
             )
+        if row.get("survival_curves", None) is not None:
+            clean["survival_curves"] = _read_survival_curves(row, clean["rows"])
         if rule is not None and rule.fitted:
             clean["guess_weight"] = row.number("guess_weight", row.get("guess_weight"), 0.0, 1.0)
         elif "guess_weight" in row.payload:
@@ -570,6 +608,54 @@ def _read_bins(row: PayloadReader, rows: int) -> dict | None:
                 values.append(bins.number(f"{key}[{i}]", v, 0.0, 1.0))
         out[key] = values
     return out
+
+
+def _read_survival_curves(row: PayloadReader, rows: int) -> dict:
+    """A survival row's ``survival_curves`` (version 7): the time grid, the risk groups'
+    predicted and Kaplan-Meier curves on it, and the calibration at one horizon; every
+    probability in [0, 1], every count within the row's test rows."""
+    from .time_grid import check_grid
+
+    curves = row.entry(row.get("survival_curves"), "survival_curves")
+    curves.check_keys({"times", "groups", "calibration"})
+    try:
+        times = check_grid(curves.get("times"), "field 'times'").tolist()
+    except ValueError as err:
+        curves.fail(str(err))
+    n = len(times)
+    groups = curves.get("groups")
+    if not isinstance(groups, (list, tuple)) or not 1 <= len(groups) <= RISK_GROUPS:
+        curves.refuse("groups", groups, f"a list of 1 to {RISK_GROUPS} risk groups")
+    out_groups = []
+    for i, value in enumerate(groups):
+        g = curves.entry(value, f"groups[{i}]")
+        g.check_keys({"rows", "events", "predicted", "observed"})
+        n_rows = g.read_integer("rows", 1, rows)
+        group = {"rows": n_rows, "events": g.read_integer("events", 0, n_rows)}
+        for key in ("predicted", "observed"):
+            values = g.get(key)
+            if not isinstance(values, (list, tuple)) or len(values) != n:
+                g.refuse(key, values, f"a list of {n} probabilities (one per time of 'times')")
+            group[key] = [g.number(f"{key}[{j}]", v, 0.0, 1.0) for j, v in enumerate(values)]
+        out_groups.append(group)
+    if sum(g["rows"] for g in out_groups) != rows:
+        curves.fail(f"field 'groups' holds {sum(g['rows'] for g in out_groups)} rows, not {rows}")
+    c = curves.entry(curves.get("calibration"), "calibration")
+    c.check_keys({"horizon", "predicted", "observed", "rows", "ici"})
+    horizon = c.number("horizon", c.get("horizon"), 0.0)
+    counts = c.get("rows")
+    if not isinstance(counts, (list, tuple)) or not 1 <= len(counts) <= HORIZON_BINS:
+        c.refuse("rows", counts, f"a list of 1 to {HORIZON_BINS} bins' rows")
+    bins = {"rows": [c.integer(f"rows[{j}]", v, 1, rows) for j, v in enumerate(counts)]}
+    if sum(bins["rows"]) != rows:
+        c.fail(f"field 'rows' adds up to {sum(bins['rows'])} rows, not {rows}")
+    for key in ("predicted", "observed"):
+        values = c.get(key)
+        if not isinstance(values, (list, tuple)) or len(values) != len(counts):
+            c.refuse(key, values, f"a list of {len(counts)} probabilities (one per bin)")
+        bins[key] = [c.number(f"{key}[{j}]", v, 0.0, 1.0) for j, v in enumerate(values)]
+    calibration = {"horizon": horizon, **bins, "ici": c.number("ici", c.get("ici"), 0.0, 1.0)}
+    return {"times": times, "groups": out_groups, "calibration": calibration}
 
 
 def _read_policy(r: PayloadReader) -> dict | None:

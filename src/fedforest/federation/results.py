@@ -128,6 +128,7 @@ def render_report(results: JobResults | Mapping) -> str:
         lines.append("")
     if r.metrics:
         lines += _metric_tables(r)
+        lines += _survival_curves(r)
     if r.election:
         st = r.election["stats"]
         lines += [
@@ -375,6 +376,59 @@ def _metric_tables(r: JobResults) -> list[str]:
             + " |"
         )
     lines.append("")
+    return lines
+
+
+def _survival_curves(r: JobResults) -> list[str]:
+    """A survival job's curves at each site, for the strategy it deploys (``auto``'s choice,
+    else the first strategy): predicted survival against Kaplan-Meier in risk groups of
+    the test rows at three times of the grid, and the calibration at the horizon."""
+    sites = [
+        (site, per)
+        for site, per in r.metrics.items()
+        if any(row.get("survival_curves") for row in per.values())
+    ]
+    if not sites:
+        return []
+    lines = [
+        "## Survival by risk group and calibration",
+        "",
+        "Each site's test rows in groups by predicted risk (lowest first): the mean predicted "
+        "survival beside the Kaplan-Meier estimate of the group's rows; then, in bins of "
+        "predicted survival at the horizon, the mean prediction beside Kaplan-Meier (ICI: "
+        "their mean absolute difference, weighted by rows). The strategy is the one the site "
+        "deploys.",
+        "",
+    ]
+    for site, per in sites:
+        chosen = per.get("auto", {}).get("chosen")
+        name = "auto" if chosen else next(s for s, row in per.items() if row.get("survival_curves"))
+        curves = per[name].get("survival_curves")
+        if not curves:
+            continue
+        times = curves["times"]
+        picks = sorted({len(times) // 4, len(times) // 2, (3 * len(times)) // 4})
+        label = strategy_name(chosen or name)
+        lines += [f"### {markdown_text(site)} ({markdown_text(label)})", ""]
+        header = ["risk group", "rows", "events"]
+        header += [f"S({times[i]:g}) predicted / Kaplan-Meier" for i in picks]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for k, group in enumerate(curves["groups"], start=1):
+            cells = [str(k), str(group["rows"]), str(group["events"])]
+            cells += [f"{group['predicted'][i]:.3f} / {group['observed'][i]:.3f}" for i in picks]
+            lines.append("| " + " | ".join(cells) + " |")
+        cal = curves["calibration"]
+        lines += [
+            "",
+            f"Calibration at {cal['horizon']:g} (ICI {cal['ici']:.3f}): predicted / "
+            "Kaplan-Meier survival per bin, "
+            + ", ".join(
+                f"{p:.3f} / {o:.3f} ({n} rows)"
+                for p, o, n in zip(cal["predicted"], cal["observed"], cal["rows"], strict=True)
+            )
+            + ".",
+            "",
+        ]
     return lines
 
 

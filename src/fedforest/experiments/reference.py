@@ -28,7 +28,11 @@ site deploys (``auto``) are from it:
   computes them.
 
 :func:`pooled_data_reference` does all of it; :func:`job_reference` for a job
-run in this process (:func:`fedforest.federation.offline.run_job`).
+run in this process (:func:`fedforest.federation.offline.run_job`). A survival
+experiment's reference (:func:`pooled_survival_reference`) is the same on
+time-to-event targets: one scikit-survival ``RandomSurvivalForest`` on the
+pooled rows and the union of the columns (NaN where a site lacks a column),
+its curves evaluated on the experiment's time grid.
 """
 
 from __future__ import annotations
@@ -380,3 +384,67 @@ def config_reference(
         scored=list(rows) if scored is None else scored,
         columns=[c for c in schema.features if c in set(pooled_columns(rows))],
     )
+
+
+def pooled_survival_reference(
+    parts: Mapping[str, SiteRows],
+    key: dict,
+    metrics: Sequence[str],
+    times: np.ndarray,
+    n_estimators: int,
+    rep: int,
+    data,
+) -> list[dict]:
+    """The pooled-data reference of a survival repetition (method :data:`REFERENCE`).
+
+    One ``RandomSurvivalForest(n_estimators, random_state=rep)`` on every site's
+    training and validation rows pooled, on the union of the sites' columns in
+    the dataset's order (NaN where a site lacks a column: scikit-survival's
+    trees send missing values down a learned side), its curves evaluated on
+    ``times`` and each site's test rows scored as the methods are.
+    """
+    from sksurv.ensemble import RandomSurvivalForest
+
+    from ..survival_metrics import score_survival
+
+    held = {c for p in parts.values() for c in p.X_train.columns}
+    columns = [c for c in data.X.columns if c in held]
+
+    def table(X: pd.DataFrame) -> np.ndarray:
+        return X.reindex(columns=columns).to_numpy(dtype=np.float32)
+
+    X_all = [table(p.X_train) for p in parts.values()]
+    y_all = [p.y_train for p in parts.values()]
+    X_all += [table(p.X_val) for p in parts.values() if p.X_val is not None]
+    y_all += [p.y_val for p in parts.values() if p.y_val is not None]
+    rsf = RandomSurvivalForest(n_estimators=n_estimators, random_state=rep, n_jobs=1)
+    rsf.fit(np.vstack(X_all), np.concatenate(y_all))
+    rows = []
+    for site, p in parts.items():
+        hazard = curves_on_grid(rsf.predict_cumulative_hazard_function(table(p.X_test)), times)
+        survival = curves_on_grid(rsf.predict_survival_function(table(p.X_test)), times)
+        risk = hazard.sum(axis=1)
+        for metric in metrics:
+            value = score_survival(metric, p.y_train, p.y_test, risk, survival, times)
+            rows.append(
+                {
+                    **key,
+                    "site": site,
+                    "method": REFERENCE,
+                    "metric": metric,
+                    "value": float("nan") if value is None else float(value),
+                    "test_rows": len(p.y_test),
+                    "events": int(np.sum(p.y_test["event"])),
+                }
+            )
+    return rows
+
+
+def curves_on_grid(functions, times: np.ndarray) -> np.ndarray:
+    """scikit-survival step functions evaluated on ``times`` (clipped to each function's
+    domain: before its first time the curve's first value, after its last the last value),
+    shape ``(n, len(times))``."""
+    out = np.empty((len(functions), len(times)))
+    for i, fn in enumerate(functions):
+        out[i] = fn(np.clip(times, fn.domain[0], fn.domain[1]))
+    return out

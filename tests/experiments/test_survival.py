@@ -163,7 +163,7 @@ def test_a_small_experiment_writes_the_tidy_table(tmp_path):
         (dict(validation="oob"), "allowed: holdout"),
         (dict(calibration="sigmoid"), "calibration='sigmoid' \\(--calibration\\)"),
         (dict(voting="hard"), "the trees' curves are averaged"),
-        (dict(auto_metric="auc"), "auto_metric='auc' .*allowed: ibs, cindex"),
+        (dict(auto_metric="auc"), "auto_metric='auc' .*allowed: ibs, cindex, uno_cindex"),
         (dict(target="t"), "a survival target is a time and an event"),
     ],
 )

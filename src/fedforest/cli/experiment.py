@@ -12,6 +12,7 @@ from ..vocabulary import (
     METRICS,
     POOLING_WEIGHTS,
     REGRESSION_METRICS,
+    SURVIVAL_AUTO_METRICS,
     SURVIVAL_METRICS,
     TASKS,
     VALIDATIONS,
@@ -111,7 +112,6 @@ def _experiment(args: argparse.Namespace) -> int:
 def add_parser(sub) -> None:
     """Add ``experiment`` to the subcommands ``sub``."""
     from ..experiments.datasets import VALIDATION_FRACTION
-    from ..experiments.plan import SURVIVAL_AUTO_METRICS
     from ..experiments.runner import ALL_METHODS, METHODS
     from ..experiments.skew import PARTITIONS
 
@@ -216,7 +216,7 @@ def add_parser(sub) -> None:
         "the reliability bins are written to calibration.csv. With --task regression: rmse "
         "(the default), mae (both lower is better) and r2. With --task survival: cindex "
         "(Harrell's C) and ibs (integrated Brier score, lower is better), the default, "
-        "uno_cindex and td_auc (time-dependent AUC at the event-time quartiles)",
+        "uno_cindex and td_auc (the mean time-dependent AUC over the time grid)",
     )
     p.add_argument(
         "--calibration",

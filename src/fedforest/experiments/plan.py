@@ -19,6 +19,7 @@ from ..vocabulary import (
     PAPER_METHODS,
     POOLING_WEIGHTS,
     REGRESSION_METRICS,
+    SURVIVAL_AUTO_METRICS,
     SURVIVAL_METRICS,
     TASKS,
     VALIDATIONS,
@@ -46,8 +47,6 @@ DEFAULT_METRICS = {
     "regression": ("rmse",),
     "survival": ("cindex", "ibs"),
 }
-#: What ``auto`` and ``wmp`` may choose by in a survival experiment (``auto_metric``).
-SURVIVAL_AUTO_METRICS = ("ibs", "cindex")
 
 
 def check_task_metrics(task: str, metrics: Sequence[str]) -> None:

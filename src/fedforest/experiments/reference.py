@@ -421,11 +421,11 @@ def pooled_survival_reference(
     rsf.fit(np.vstack(X_all), np.concatenate(y_all))
     rows = []
     for site, p in parts.items():
-        hazard = curves_on_grid(rsf.predict_cumulative_hazard_function(table(p.X_test)), times)
-        survival = curves_on_grid(rsf.predict_survival_function(table(p.X_test)), times)
+        hazard = curves_on_grid(rsf, table(p.X_test), times)
+        survival = curves_on_grid(rsf, table(p.X_test), times, "survival")
         risk = hazard.sum(axis=1)
         for metric in metrics:
-            value = score_survival(metric, p.y_train, p.y_test, risk, survival, times)
+            value = score_survival(metric, p.y_test, risk, survival, times, y_ref=p.y_train)
             rows.append(
                 {
                     **key,
@@ -440,11 +440,16 @@ def pooled_survival_reference(
     return rows
 
 
-def curves_on_grid(functions, times: np.ndarray) -> np.ndarray:
-    """scikit-survival step functions evaluated on ``times`` (clipped to each function's
-    domain: before its first time the curve's first value, after its last the last value),
-    shape ``(n, len(times))``."""
-    out = np.empty((len(functions), len(times)))
-    for i, fn in enumerate(functions):
-        out[i] = fn(np.clip(times, fn.domain[0], fn.domain[1]))
-    return out
+def curves_on_grid(estimator, X: np.ndarray, times: np.ndarray, kind: str = "hazard") -> np.ndarray:
+    """A fitted scikit-survival forest's or tree's cumulative hazard (``kind="hazard"``) or
+    survival curves (``"survival"``) of the rows ``X``, read at ``times`` as
+    :meth:`~fedforest.model.forest.PooledForest.from_sksurv` reads a leaf's: the value at
+    the last of its ``unique_times_`` at or before each point, and before the first a
+    hazard of 0 and a survival of 1; shape ``(n, len(times))``."""
+    from ..survival_metrics import curves_at
+
+    if kind == "hazard":
+        curves, start = estimator.predict_cumulative_hazard_function(X, return_array=True), 0.0
+    else:
+        curves, start = estimator.predict_survival_function(X, return_array=True), 1.0
+    return curves_at(curves, estimator.unique_times_, times, start)

@@ -222,7 +222,7 @@ def run_survival_repetition(
             risk = estimator.predict(p.X_test)
             survival = estimator.predict_survival_function(p.X_test, return_array=True)
             for metric in metrics:
-                value = score_survival(metric, p.y_train, p.y_test, risk, survival, times)
+                value = score_survival(metric, p.y_test, risk, survival, times, y_ref=p.y_train)
                 rows.append(_row(key, site, method, metric, value, p.y_test))
     if pooled_reference:
         rows += pooled_survival_reference(parts, key, metrics, times, n_estimators, rep, data)

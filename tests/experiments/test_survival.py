@@ -105,12 +105,8 @@ def test_with_every_column_at_every_site_each_method_is_the_sksurv_forest_of_the
     for k, (_, p) in enumerate(parts.items()):
         rsf = RandomSurvivalForest(n_estimators=4, random_state=k, n_jobs=1)
         rsf.fit(p[0].to_numpy(dtype=np.float32), p[2])
-        hazards += [
-            curves_on_grid(
-                tree.predict_cumulative_hazard_function(X_test.to_numpy(dtype=np.float32)), times
-            )
-            for tree in rsf.estimators_
-        ]
+        X = X_test.to_numpy(dtype=np.float32)
+        hazards += [curves_on_grid(tree, X, times) for tree in rsf.estimators_]
     everyone = np.mean(hazards, axis=0)
     own = np.mean(hazards[:4], axis=0)  # site-1's trees: local
     for method in METHODS:
@@ -123,13 +119,17 @@ def test_with_every_column_at_every_site_each_method_is_the_sksurv_forest_of_the
             random_state=0,
             intersection=pooled.intersection,
         )
-        if method in ("wmp", "auto"):  # fitted on validation rows
-            estimator.fit(parts["site-1"][0], parts["site-1"][2])
+        if method in ("wmp", "auto"):  # fitted on rows of the site's (its test rows here)
+            estimator.fit(parts["site-1"][1], parts["site-1"][3])
         else:
             estimator.fit()
-        hazard = own if method == "local" else everyone
+        # auto is the candidate it chose: every candidate is one of the two forests
+        hazard = own if getattr(estimator, "strategy_", method) == "local" else everyone
         np.testing.assert_allclose(
-            estimator.predict_cumulative_hazard_function(X_test), hazard, rtol=0, atol=1e-12
+            estimator.predict_cumulative_hazard_function(X_test, return_array=True),
+            hazard,
+            rtol=0,
+            atol=1e-12,
         )
         expected = concordance_index_censored(y_test["event"], y_test["time"], hazard.sum(axis=1))[
             0

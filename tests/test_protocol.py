@@ -205,7 +205,7 @@ def test_every_older_version_has_an_upgrade():
         for version in range(1, current):
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
     assert protocol.FORMATS[protocol.SITE_METRICS] == 6
-    assert protocol.FORMATS[protocol.POOLED_FOREST] == 3
+    assert protocol.FORMATS[protocol.POOLED_FOREST] == 4
     assert protocol.FORMATS[protocol.MODEL] == 3
 
 
@@ -225,7 +225,7 @@ def test_version_1_pooled_forests_still_load(job):
     assert server.dropped == {}
     again = JobServer(job.config, schema=job.server.schema, election=job.server.election)
     expected = again.pool(copy.deepcopy(job.trained), want_intersection=True)
-    assert model["forest"]["version"] == 3
+    assert model["forest"]["version"] == 4
     read = PooledModel.from_payload
     assert_same_arrays(read(model).forest, read(expected).forest)
     # a model bundle (version 1) whose forests are version 1

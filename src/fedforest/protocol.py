@@ -49,7 +49,8 @@ SWARM_STATUS = "fedforest/swarm-status"
 #: Current version of every payload format.
 FORMATS: dict[str, int] = {
     # 2: compact trees (preorder leaf bits, float32 thresholds + refinement, leaf counts)
-    POOLED_FOREST: 3,
+    # 3: the task; 4: the time grid of survival trees (field ``times``)
+    POOLED_FOREST: 4,
     IMPUTERS: 1,
     SITE_SCHEMA: 1,
     GLOBAL_SCHEMA: 1,

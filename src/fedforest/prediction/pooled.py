@@ -178,11 +178,10 @@ class PooledForestBase(BaseEstimator):
             raise ValueError(
                 f"{type(self).__name__} predicts with {self.task} trees, but the forest holds "
                 f"{self.forest.task} trees; use "
-                + (
-                    "PooledForestRegressor"
-                    if self.forest.is_regression
-                    else "PooledForestClassifier"
-                )
+                + {
+                    "regression": "PooledForestRegressor",
+                    "survival": "PooledForestSurvival",
+                }.get(self.forest.task, "PooledForestClassifier")
             )
 
     def _validate_intersection(self) -> None:
@@ -411,7 +410,7 @@ class PooledForestBase(BaseEstimator):
             X, rule.name, memo, in_bag
         )
         proba = weighted_marginal(
-            p_certain, n_certain, p_mp, n_trees, weight, not self.forest.is_regression
+            p_certain, n_certain, p_mp, n_trees, weight, self.forest.is_distribution
         )
         # with weight 0 a row without a certain tree takes its mp prediction, as fpv's rows do
         fallback = certain.fallback_rows if weight == 0 else np.zeros(len(proba), dtype=bool)

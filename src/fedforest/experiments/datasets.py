@@ -564,7 +564,10 @@ def _check_survival(
     the even deal (stratified by event)."""
     from ..survival_metrics import check_survival_target
 
-    event, _ = check_survival_target(data.y, f"dataset {data.name}")
+    try:
+        event, _ = check_survival_target(data.y, "the target")
+    except ValueError as err:
+        raise ValueError(f"dataset {data.name}: {err}") from err
     if partition != "jaccard" or data.sites is not None:
         what = (
             "natural sites (--site-files)"

@@ -222,6 +222,11 @@ class PooledDataReference:
         """Train on every site's training and validation rows, stacked."""
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} is not one of {list(TASKS)}")
+        if self.task == "survival":
+            raise ValueError(
+                "task='survival': this reference trains scikit-learn forests; a survival "
+                "experiment's is pooled_survival_reference (a random survival forest)"
+            )
         params = dict(self.forest or {})
         unknown = sorted(set(params) - set(FOREST_KEYS))
         if unknown:

@@ -14,6 +14,8 @@ from fedforest.survival_metrics import (
     brier_losses,
     check_survival_target,
     curves_at,
+    horizon_calibration,
+    risk_groups,
     score_all_survival,
     score_survival,
     survival_target,
@@ -93,3 +95,36 @@ def test_curves_are_read_as_steps():
     curves = np.array([[0.9, 0.5], [0.8, 0.2]])
     got = curves_at(curves, np.array([1.0, 2.0]), [0.0, 1.0, 1.9, 2.0, 9.0], 1.0)
     assert got.tolist() == [[1.0, 0.9, 0.9, 0.5, 0.5], [1.0, 0.8, 0.8, 0.2, 0.2]]
+
+
+def test_risk_groups_set_each_groups_prediction_beside_its_kaplan_meier(rows):
+    from sksurv.nonparametric import kaplan_meier_estimator
+
+    y, risk, survival, grid = rows
+    groups = risk_groups(y, risk, survival, grid, n_groups=4)
+    assert [g["rows"] for g in groups] == [50, 50, 50, 50]
+    assert groups[0]["risk"][1] <= groups[1]["risk"][0]  # lowest risk first
+    order = np.argsort(risk, kind="stable")[:50]
+    km_t, km_s = kaplan_meier_estimator(y["event"][order], y["time"][order])
+    at = np.searchsorted(km_t, grid, side="right") - 1
+    expected = np.where(at < 0, 1.0, km_s[np.maximum(at, 0)])
+    np.testing.assert_allclose(groups[0]["observed"], expected)
+    np.testing.assert_allclose(groups[0]["predicted"], survival[order].mean(axis=0))
+    # the model knows the risk: the low-risk group survives longer, predicted and observed
+    assert groups[0]["observed"][-1] > groups[-1]["observed"][-1]
+    assert groups[0]["predicted"][-1] > groups[-1]["predicted"][-1]
+    with pytest.raises(ValueError, match="n_groups=0"):
+        risk_groups(y, risk, survival, grid, n_groups=0)
+
+
+def test_calibration_at_a_horizon_compares_bins_with_kaplan_meier(rows):
+    y, _, survival, grid = rows
+    horizon = float(np.median(y["time"]))
+    out = horizon_calibration(y, survival, grid, horizon, n_bins=5)
+    assert out["rows"] == [40] * 5 and out["horizon"] == horizon
+    assert out["predicted"] == sorted(out["predicted"])
+    # the generating model is calibrated: every bin within sampling error of Kaplan-Meier
+    assert out["ici"] < 0.12
+    assert all(0 <= v <= 1 for v in out["observed"])
+    overconfident = horizon_calibration(y, survival**0.2, grid, horizon, n_bins=5)
+    assert overconfident["ici"] > out["ici"]

@@ -289,3 +289,109 @@ def score_all_survival(
 def _sksurv_target(y) -> np.ndarray:
     event, time = check_survival_target(y)
     return survival_target(time, event)
+
+
+def risk_groups(y, risk, survival, grid, n_groups: int = 3) -> list[dict]:
+    """Predicted survival against Kaplan-Meier in groups of rows by risk.
+
+    The rows are cut into ``n_groups`` groups of (nearly) equal size by their
+    risk score, lowest first; for each group, the mean predicted survival
+    curve and the Kaplan-Meier estimate of the group's rows, both at every
+    point of ``grid`` (Kaplan-Meier read as a step function: 1 before the
+    group's first time). A model that separates and is calibrated has each
+    group's two curves close and the groups apart.
+
+    Parameters
+    ----------
+    y : structured ndarray
+        The rows' survival target.
+    risk : ndarray of shape (n_rows,)
+    survival : ndarray of shape (n_rows, n_times)
+        Predicted survival probabilities on ``grid``.
+    grid : array-like of shape (n_times,)
+    n_groups : int, default 3
+
+    Returns
+    -------
+    list of dict
+        Per group: ``rows``, ``events``, ``risk`` ([lowest, highest]),
+        ``predicted`` and ``observed`` (lists over ``grid``).
+
+    Examples
+    --------
+    >>> y = survival_target([1.0, 2.0, 3.0, 4.0], [1, 1, 1, 0])
+    >>> surv = np.array([[0.2, 0.1], [0.5, 0.3], [0.7, 0.6], [0.9, 0.8]])
+    >>> groups = risk_groups(y, np.array([4.0, 3.0, 2.0, 1.0]), surv, [1.5, 3.5], n_groups=2)
+    >>> groups[0]["rows"], groups[0]["observed"]
+    (2, [1.0, 0.5])
+    """
+    from sksurv.nonparametric import kaplan_meier_estimator
+
+    event, time = check_survival_target(y)
+    risk = np.asarray(risk, np.float64)
+    if n_groups < 1 or n_groups > len(risk):
+        raise ValueError(f"n_groups={n_groups} must be in [1, {len(risk)}] (the rows)")
+    grid = np.asarray(grid, np.float64)
+    order = np.argsort(risk, kind="stable")
+    groups = []
+    for rows in np.array_split(order, n_groups):
+        km_times, km_survival = kaplan_meier_estimator(event[rows], time[rows])
+        observed = curves_at(km_survival[None, :], km_times, grid, 1.0)[0]
+        groups.append(
+            {
+                "rows": int(rows.size),
+                "events": int(event[rows].sum()),
+                "risk": [float(risk[rows].min()), float(risk[rows].max())],
+                "predicted": np.asarray(survival, np.float64)[rows].mean(axis=0).tolist(),
+                "observed": observed.tolist(),
+            }
+        )
+    return groups
+
+
+def horizon_calibration(y, survival, grid, horizon: float, n_bins: int = 5) -> dict:
+    """Calibration at one horizon: predicted against Kaplan-Meier survival, by bins of risk.
+
+    The rows are cut into ``n_bins`` groups of (nearly) equal size by their
+    predicted survival at ``horizon`` (the curve's value at the last grid
+    point at or before it); in each, the mean prediction beside the
+    Kaplan-Meier estimate of the bin's rows at ``horizon`` (censoring
+    accounted for, as a plain proportion of survivors would not).
+
+    Returns
+    -------
+    dict
+        ``horizon``; ``predicted`` and ``observed`` per bin (lowest predicted
+        survival first); ``rows`` per bin; ``ici``, the mean absolute
+        difference between them weighted by rows.
+
+    Examples
+    --------
+    >>> y = survival_target([1.0, 2.0, 3.0, 5.0], [1, 1, 0, 0])
+    >>> out = horizon_calibration(y, np.array([[0.1], [0.2], [0.9], [0.9]]), [0.5], 4.0, 2)
+    >>> out["predicted"], out["observed"]
+    ([0.15000000000000002, 0.9], [0.0, 1.0])
+    """
+    from sksurv.nonparametric import kaplan_meier_estimator
+
+    event, time = check_survival_target(y)
+    at = curves_at(np.asarray(survival, np.float64), np.asarray(grid, np.float64), [horizon], 1.0)
+    predicted_at = at[:, 0]
+    if n_bins < 1 or n_bins > len(predicted_at):
+        raise ValueError(f"n_bins={n_bins} must be in [1, {len(predicted_at)}] (the rows)")
+    order = np.argsort(predicted_at, kind="stable")
+    predicted, observed, rows_per_bin = [], [], []
+    for rows in np.array_split(order, n_bins):
+        km_times, km_survival = kaplan_meier_estimator(event[rows], time[rows])
+        observed.append(float(curves_at(km_survival[None, :], km_times, [horizon], 1.0)[0, 0]))
+        predicted.append(float(predicted_at[rows].mean()))
+        rows_per_bin.append(int(rows.size))
+    weights = np.asarray(rows_per_bin, np.float64) / len(predicted_at)
+    ici = float(np.sum(weights * np.abs(np.asarray(predicted) - np.asarray(observed))))
+    return {
+        "horizon": float(horizon),
+        "predicted": predicted,
+        "observed": observed,
+        "rows": rows_per_bin,
+        "ici": ici,
+    }

@@ -240,3 +240,19 @@ def test_forests_on_different_grids_do_not_pool(data, fitted):
     same = PooledForest.from_sksurv(rsf, NAMES, "s2", times=forest.times)
     pooled_forest = PooledForest.concat([forest, same])
     assert pooled_forest.n_trees == 40 and pooled_forest.owners == ["s1", "s2"]
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    import fedforest.model.forest
+    import fedforest.prediction.survival
+    import fedforest.survival_metrics
+
+    for module in (
+        fedforest.prediction.survival,
+        fedforest.survival_metrics,
+        fedforest.model.forest,  # PooledForest.from_sksurv
+    ):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -110,7 +110,7 @@ class PooledForestSurvival(PooledForestBase):
     >>> forest = PooledForest.from_sksurv(rsf, ["a", "b", "c"], "site-1", times=grid)
     >>> est = PooledForestSurvival(forest, strategy="mp")
     >>> est.predict_survival_function(X[["a", "b"]], return_array=True).shape  # "c" absent
-    (200, 160)
+    (200, 159)
     >>> bool(np.allclose(est.predict(X), rsf.predict(X), rtol=1e-12))
     True
     """

@@ -176,3 +176,15 @@ def test_a_survival_option_of_classification_is_refused_by_name(tmp_path, capsys
     argv = ["experiment", "gbsg2", "--task", "survival", "--calibration", "sigmoid"]
     assert main([*argv, "--out", str(tmp_path / "out")]) != 0
     assert "calibration='sigmoid' (--calibration) is classification's" in capsys.readouterr().err
+
+
+def test_a_survival_experiment_validates_out_of_bag(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["experiment", "gbsg2", "--task", "survival", "--sites", "2", "--jaccards", "0.5"]
+    argv += ["--reps", "1", "--trees", "3", "--methods", "mp,wmp,auto", "--validation", "oob"]
+    assert main([*argv, "--no-report", "--out", str(out)]) == 0
+    tidy = pd.read_csv(out / "results.csv")
+    assert len(tidy) == 2 * 3 * 2 and set(tidy["metric"]) == {"cindex", "ibs"}
+    assert tidy["value"].notna().all()
+    # 343 rows a site, 86 of them test rows (the same as under holdout)
+    assert set(tidy["test_rows"]) == {86}

@@ -76,6 +76,7 @@ def test_with_every_column_at_every_site_each_method_is_the_sksurv_forest_of_the
 
     from fedforest.experiments.reference import curves_on_grid
     from fedforest.federation.training import pool_site_models
+    from fedforest.prediction.out_of_bag import InBag
     from fedforest.prediction.survival import PooledForestSurvival
 
     sites = survival_site_tables(gbsg2, 3, 1.0, rep=1)
@@ -98,6 +99,11 @@ def test_with_every_column_at_every_site_each_method_is_the_sksurv_forest_of_the
         for k, (s, p) in enumerate(parts.items())
     ]
     pooled = pool_site_models(models)
+    # site-1's in-bag records: its bootstrap rows in its own trees, none in the others'
+    bag = InBag.from_records(pooled.forest, *models[0].records[:1], pooled.intersection)
+    assert bag.forest.shape == (12, len(parts["site-1"][0]))
+    assert bag.forest[:4].any(axis=1).all() and (~bag.forest[:4]).any(axis=1).all()
+    assert not bag.forest[4:].any()
     X_test = pd.concat([p[1] for p in parts.values()])
     y_test = np.concatenate([p[3] for p in parts.values()])
     # scikit-survival's own trees, the same seeds: the mean of every tree's curve on the grid
@@ -137,6 +143,30 @@ def test_with_every_column_at_every_site_each_method_is_the_sksurv_forest_of_the
         assert estimator.score(X_test, y_test) == pytest.approx(expected, abs=1e-12)
 
 
+def test_out_of_bag_validation_fits_wmp_and_auto_on_the_training_rows(gbsg2):
+    def rows(validation):
+        out = run_repetition(
+            gbsg2,
+            3,
+            0.5,
+            rep=2,
+            methods=["mp", "wmp", "auto"],
+            metrics=["cindex", "ibs"],
+            n_estimators=5,
+            task="survival",
+            validation=validation,
+        )
+        return pd.DataFrame(out, columns=TIDY_COLUMNS).set_index(["site", "method", "metric"])
+
+    oob, holdout = rows("oob"), rows("holdout")
+    # the same test rows; the forests train on the validation rows too
+    pd.testing.assert_series_equal(oob["test_rows"], holdout["test_rows"])
+    pd.testing.assert_series_equal(oob["events"], holdout["events"])
+    assert not np.allclose(oob["value"], holdout["value"])
+    assert oob["value"].notna().all()
+    assert oob.xs("cindex", level="metric")["value"].between(0.5, 1).all()
+
+
 def test_a_small_experiment_writes_the_tidy_table(tmp_path):
     plan = ExperimentPlan(
         datasets=["veterans"],
@@ -160,7 +190,6 @@ def test_a_small_experiment_writes_the_tidy_table(tmp_path):
         (dict(metrics=["cindex", "auc"]), r"\['auc'\] \(--metrics\) are classification metrics"),
         (dict(metrics=["rmse"]), r"\['rmse'\] \(--metrics\) are regression metrics"),
         (dict(partition="quantity", alphas=[1.0]), "allowed: jaccard"),
-        (dict(validation="oob"), "allowed: holdout"),
         (dict(calibration="sigmoid"), "calibration='sigmoid' \\(--calibration\\)"),
         (dict(voting="hard"), "the trees' curves are averaged"),
         (dict(auto_metric="auc"), "auto_metric='auc' .*allowed: ibs, cindex, uno_cindex"),

@@ -144,7 +144,7 @@ def add_parser(sub) -> None:
         "stratification; no --calibration, --auto-metric, --voting hard or --partition "
         "dirichlet) or survival (a time and an event: random survival forests on a grid of "
         "event-time quantiles, rows dealt and split stratified by event, scored by cindex, "
-        "uno_cindex, ibs or td_auc; validation holdout, partition jaccard)",
+        "uno_cindex, ibs or td_auc; --partition jaccard only)",
     )
     p.add_argument("--target", help="target column of CSV datasets and site files")
     p.add_argument(

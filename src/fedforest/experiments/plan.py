@@ -288,11 +288,6 @@ class ExperimentPlan:
                 f"partition={self.partition!r} (--partition) under --task survival; allowed: "
                 "jaccard (the even deal, stratified by event)"
             )
-        if self.validation != "holdout":
-            raise ValueError(
-                f"validation={self.validation!r} (--validation) under --task survival; "
-                "allowed: holdout (wmp and auto fitted on held-out validation rows)"
-            )
         for key, value, default in (
             ("calibration", self.calibration, "none"),
             ("voting", self.voting, "soft"),

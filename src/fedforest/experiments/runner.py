@@ -378,6 +378,7 @@ def run_repetition(
             pooling_weights=pooling_weights,
             auto_metric=auto_metric,
             pooled_reference=pooled_reference,
+            validation=validation,
         )
     want_val = needs_validation(methods, calibration)
     out_of_bag = want_val and validation == "oob"

@@ -4,10 +4,11 @@ The repetition follows :mod:`~.runner`'s: one table (a survival dataset,
 :func:`~.bundled.load_bundled_table`) is dealt evenly over the sites,
 stratified by event, its columns assigned for the overlap J
 (:func:`~.partition.split_table`); each site splits its rows into training and
-test rows (and validation rows for the methods fitted on them), all
-stratified by event. The time grid every leaf curve is evaluated on is
+test rows (and, under ``validation="holdout"``, validation rows for the
+methods fitted on them; under ``"oob"`` those are fitted on the training rows scored
+out of bag), all stratified by event. The time grid every leaf curve is evaluated on is
 :func:`~fedforest.model.time_grid.event_time_grid` of the sites' training rows
-pooled, as a survival job agrees it before training. Each site trains a
+pooled (the one rule of the grid, :mod:`fedforest.model.time_grid`). Each site trains a
 scikit-survival ``RandomSurvivalForest`` on its columns (its ``random_state``
 from the repetition), converted by
 :meth:`~fedforest.model.forest.PooledForest.from_sksurv` on the grid, with
@@ -34,8 +35,10 @@ from ..federation.splits import split_validation
 from ..federation.training import SiteModels, owner_weights, pool_site_models
 from ..model.forest import PooledForest
 from ..model.imputers import ImputerSet, fit_imputers
+from ..model.in_bag import InBagRecord, sample_counts
 from ..model.surrogates import fit_surrogates
 from ..model.time_grid import event_time_grid
+from ..prediction.out_of_bag import InBag
 from .datasets import TEST_FRACTION, Dataset
 from .partition import split_table
 from .reference import SiteRows, pooled_survival_reference
@@ -93,6 +96,8 @@ def fit_survival_site(
     """What one survival site trains: its random survival forest on its columns (with
     surrogate splits), imputers of its private columns from the shared ones, its columns'
     standard deviations and, with ``intersection``, a forest on the ``shared`` columns.
+    The result keeps the in-bag records of its forests (``SiteModels.records``), to score
+    the training rows out of bag.
 
     Every forest is a scikit-survival ``RandomSurvivalForest(n_estimators,
     random_state=random_state)`` converted on the grid ``times``. A simulated site's
@@ -106,11 +111,11 @@ def fit_survival_site(
     private = [c for c in own if c not in shared]
     cats = {c: list(categories[c]) for c in own if c in categories}
 
-    def forest_on(columns: list[str]) -> PooledForest:
+    def forest_on(columns: list[str]) -> tuple[PooledForest, np.ndarray]:
         X = X_train[columns]
         rsf = RandomSurvivalForest(n_estimators=n_estimators, random_state=random_state, n_jobs=1)
         rsf.fit(X.to_numpy(dtype=np.float32), y_train)
-        return PooledForest.from_sksurv(
+        forest = PooledForest.from_sksurv(
             rsf,
             columns,
             site,
@@ -118,8 +123,9 @@ def fit_survival_site(
             X=X,
             categories={c: cats[c] for c in columns if c in cats},
         )
+        return forest, sample_counts(rsf, len(X))
 
-    forest = forest_on(own)
+    forest, counts = forest_on(own)
     imputers = ImputerSet([])
     if shared and private:
         forest = fit_surrogates(forest, X_train, shared)
@@ -134,8 +140,12 @@ def fit_survival_site(
         )
     numeric = [c for c in own if c not in cats]
     std = {c: float(v) for c, v in X_train[numeric].std(ddof=0).fillna(0.0).items()}
-    inter = forest_on(shared) if intersection and shared else None
-    return SiteModels(forest, imputers, std, inter)
+    record = InBagRecord.build(site, forest, counts)
+    inter = inter_record = None
+    if intersection and shared:
+        inter, inter_counts = forest_on(shared)
+        inter_record = InBagRecord.build(site, inter, inter_counts)
+    return SiteModels(forest, imputers, std, inter, record, inter_record)
 
 
 def run_survival_repetition(
@@ -153,13 +163,19 @@ def run_survival_repetition(
     auto_metric: str | None = None,
     pooled_reference: bool = False,
     grid_points: int | None = None,
+    validation: str = "holdout",
 ) -> list[dict]:
     """One repetition of one survival scenario; tidy rows (one per site, method and metric).
 
     ``validation_fraction`` (given when a method is fitted on validation rows:
     ``wmp``'s weight, ``auto``'s choice) is split off each site's training rows,
     stratified by event, and no forest trains on it. ``events`` in the rows
-    counts each site's test events. With ``pooled_reference`` the rows also hold
+    counts each site's test events. ``validation="oob"`` (a job's default) holds out no
+    validation rows (``validation_fraction`` is then ignored): every forest trains on all
+    the site's rows but its test rows, and ``wmp`` and ``auto`` are fitted on those training
+    rows scored out of bag, each by the pooled trees that did not train on it
+    (:class:`~fedforest.prediction.out_of_bag.InBag`, from the records the site's training
+    keeps). With ``pooled_reference`` the rows also hold
     method :data:`~.reference.REFERENCE`: one random survival forest on every
     site's training and validation rows pooled (:func:`pooled_survival_reference`).
     """
@@ -171,7 +187,7 @@ def run_survival_repetition(
     for site, (X, y) in sites.items():
         X_tr, X_te, y_tr, y_te = split_survival_rows(X, y, test_fraction, rep)
         X_val = y_val = None
-        if validation_fraction:  # out of the training rows, as a job's site
+        if validation_fraction and validation == "holdout":  # out of the training rows
             X_tr, X_val, y_tr, y_val = split_survival_rows(
                 X_tr, y_tr, validation_fraction / (1 - test_fraction), rep
             )
@@ -215,8 +231,14 @@ def run_survival_repetition(
                 intersection=pooled.intersection,
                 **options,
             )
-            if rules.get(method).needs_validation:
+            if rules.get(method).needs_validation and p.X_val is not None:
                 estimator.fit(p.X_val, p.y_val)
+            elif rules.get(method).needs_validation:  # out of bag, as a job's site
+                model = models[list(parts).index(site)]
+                in_bag = InBag.from_records(
+                    pooled.forest, model.in_bag, pooled.intersection, model.intersection_in_bag
+                )
+                estimator.fit(p.X_train, p.y_train, in_bag=in_bag)
             else:
                 estimator.fit()
             risk = estimator.predict(p.X_test)

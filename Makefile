@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format docs docs-demo bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression bench-survival-inference bench-payload bench-privacy bench-hospitals bench-oob-calibration demo demo-data demo-regression demo-data-regression demo-survival demo-data-survival job poc clean
+.PHONY: install test lint format docs docs-demo bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression bench-survival bench-survival-inference bench-payload bench-privacy bench-hospitals bench-oob-calibration demo demo-data demo-regression demo-data-regression demo-survival demo-data-survival job poc clean
 
 # uv (from PyPI) installs the same requirements as pip, several times faster (compiling the
 # bytecode up front, as pip does, so that every FLARE process starts from it); pip is the
@@ -79,6 +79,9 @@ bench-oob-calibration: $(STAMP)
 
 bench-regression: $(STAMP)
 	$(PY) benchmarks/bench_regression.py $(BENCH_ARGS)
+
+bench-survival: $(STAMP)
+	$(PY) benchmarks/bench_survival.py $(BENCH_ARGS)
 
 # Survival trees' inference with half the features absent, as a ratio to scikit-survival on
 # the same trees, against classification's ratio to scikit-learn (same forest size).

@@ -128,3 +128,11 @@ def test_calibration_at_a_horizon_compares_bins_with_kaplan_meier(rows):
     assert all(0 <= v <= 1 for v in out["observed"])
     overconfident = horizon_calibration(y, survival**0.2, grid, horizon, n_bins=5)
     assert overconfident["ici"] > out["ici"]
+
+
+def test_rows_followed_beyond_the_reference_keep_their_brier_score(rows):
+    y, _, survival, grid = rows
+    order = np.argsort(y["time"])
+    train, test = y[order[:150]], y[order[100:]]  # the test rows outlive the training rows
+    value = score_survival("ibs", test, survival=survival[order[100:]], grid=grid, y_ref=train)
+    assert np.isfinite(value) and 0 <= value < 1

@@ -187,7 +187,10 @@ def brier_losses(y, survival: np.ndarray, grid, y_ref=None) -> np.ndarray:
     cens = CensoringDistributionEstimator().fit(_sksurv_target(ref))
     g_t = cens.predict_proba(times)
     g_t[g_t == 0] = np.inf
-    g_y = cens.predict_proba(time)
+    # a row followed beyond y_ref's last time weighs only where it is a case, before its own
+    # time; reading the censoring curve there at y_ref's last time changes no term it enters
+    _, ref_time = check_survival_target(ref, "y_ref")
+    g_y = cens.predict_proba(np.minimum(time, ref_time.max()))
     g_y[g_y == 0] = np.inf
     case = (time[:, None] <= times[None, :]) & event[:, None]
     control = time[:, None] > times[None, :]

@@ -585,8 +585,8 @@ def test_check_params_with_and_without_task():
         check_params("f_regression", {"alpha": 2.0}, task="regression")
     with pytest.raises(SelectorParamError, match=r"unknown parameter 'C' for selector 'f_reg"):
         check_params("f_regression", {"C": 1.0})
-    with pytest.raises(ValueError, match=r"task='survival' is not one of"):
-        check_params("lasso", None, task="survival")
+    with pytest.raises(ValueError, match=r"task='ranking' is not one of"):
+        check_params("lasso", None, task="ranking")
 
 
 @pytest.mark.parametrize(

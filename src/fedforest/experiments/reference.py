@@ -142,7 +142,7 @@ def _schema_phase(config_dir):
     config_dir = Path(config_dir)
     config = JobConfig.load(config_dir / "job.yaml")
     runners = site_runners(config_dir, config)
-    seed = protocol.task_data(protocol.SCHEMA, seed=config.seed)
+    seed = protocol.task_data(protocol.SCHEMA, seed=config.seed, time_quantiles=False)
     described = {site: runner.run_task(protocol.SCHEMA, seed) for site, runner in runners.items()}
     server = JobServer(config)
     schema = server.build_schema(described)

@@ -17,9 +17,7 @@ from ..survival_metrics import (
 )
 from ..vocabulary import SURVIVAL_AUTO_METRIC, SURVIVAL_AUTO_METRICS
 from .cache import PredictionMemo
-from .calibration import choose_variant
 from .pooled import PooledForestBase
-from .selection import candidate_preference, check_candidates, default_candidates
 from .weighting import check_guess_weight, fit_guess_weight
 
 logger = logging.getLogger(__name__)
@@ -205,27 +203,18 @@ class PooledForestSurvival(PooledForestBase):
         rule = rules.find(self.strategy)
         if rule is not None and rule.family == rules.CHOICE:
             y = self._targets(X, y, f'strategy="{self.strategy}"')
-            candidates = self.auto_candidates
-            if candidates is None:
-                candidates = default_candidates(
-                    self.forest.owners, self.site, self.intersection is not None
-                )
-            values = {
-                name: self._predict_values(X, name, memo=memo, in_bag=in_bag)[0]
-                for name in check_candidates(candidates)
-            }
             metric = self.auto_metric
-            scores = {n: self._score(metric, y, v) for n, v in values.items()}
-            losses = None
-            if metric == "ibs":
+
+            def score_candidates(values):
+                if metric != "ibs":
+                    return {n: self._score(metric, y, v) for n, v in values.items()}, None
+                # the integrated Brier score is the mean of the per-row losses: computed once
                 losses = {
                     n: brier_losses(y, self._survival(v), self.times_) for n, v in values.items()
                 }
-            for name, value in scores.items():
-                logger.info("candidate %s: validation %s = %.4f", name, metric, value)
-            best, runner_up = choose_variant(scores, metric, candidate_preference(), losses)
-            self.strategy_, self.runner_up_, self.selection_scores_ = best, runner_up, scores
-            return self
+                return {n: float(np.mean(loss)) for n, loss in losses.items()}, losses
+
+            return self._fit_choice(X, metric, score_candidates, memo, in_bag)
         self._validate(self.strategy)
         if rule.family == rules.WEIGHTED:
             weight = check_guess_weight(self.guess_weight)

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format docs docs-demo bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression bench-payload bench-privacy bench-hospitals bench-oob-calibration demo demo-data demo-regression demo-data-regression job poc clean
+.PHONY: install test lint format docs docs-demo bench bench-job bench-scale bench-experiment bench-quality bench-ideas bench-regression bench-survival bench-survival-inference bench-payload bench-privacy bench-hospitals bench-oob-calibration demo demo-data demo-regression demo-data-regression demo-survival demo-data-survival job poc clean
 
 # uv (from PyPI) installs the same requirements as pip, several times faster (compiling the
 # bytecode up front, as pip does, so that every FLARE process starts from it); pip is the
@@ -80,6 +80,14 @@ bench-oob-calibration: $(STAMP)
 bench-regression: $(STAMP)
 	$(PY) benchmarks/bench_regression.py $(BENCH_ARGS)
 
+bench-survival: $(STAMP)
+	$(PY) benchmarks/bench_survival.py $(BENCH_ARGS)
+
+# Survival trees' inference with half the features absent, as a ratio to scikit-survival on
+# the same trees, against classification's ratio to scikit-learn (same forest size).
+bench-survival-inference: $(STAMP)
+	$(PY) benchmarks/bench_survival_inference.py $(BENCH_ARGS)
+
 demo-data: $(STAMP)
 	$(PY) data_prep/make_demo_data.py --out demo_data
 
@@ -99,6 +107,15 @@ demo-regression: demo-data-regression
 	$(VENV)/bin/fedforest job simulate --config site_configs/regression \
 		--workspace workspaces/demo-regression
 
+demo-data-survival: $(STAMP)
+	$(PY) data_prep/make_survival_data.py --out demo_data_survival
+
+# The survival demo: three hospitals of the GBSG2 breast cancer trial predict the time to
+# recurrence (job.task: survival, site_configs/survival/), in FLARE's SimEnv.
+demo-survival: demo-data-survival
+	$(VENV)/bin/fedforest job simulate --config site_configs/survival \
+		--workspace workspaces/demo-survival
+
 # The same recipe in FLARE's PocEnv: server and sites as separate processes. The POC
 # workspace (startup kits, the processes' logs) is POC_WORKSPACE, the results go to POC_OUT
 # and FLARE's output to $(POC_OUT).log; e.g. `make poc POC_WORKSPACE=/scratch/poc-env`.
@@ -108,7 +125,7 @@ poc: demo-data
 	$(VENV)/bin/fedforest job poc --config site_configs --workspace $(POC_WORKSPACE) --out $(POC_OUT)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info workspaces demo_data demo_data_regression jobs/fedforest-demo
+	rm -rf $(VENV) .pytest_cache build *.egg-info workspaces demo_data demo_data_regression demo_data_survival jobs/fedforest-demo
 
 # Production mode, tested on one machine: provisions deploy/project.yml into a fresh
 # workspace, starts the server and the 3 sites from their startup kits (site-2 keeps its

@@ -211,3 +211,29 @@ def write_heart_disease_files(folder: Path, rows: int = 48, seed: int = 0) -> Pa
 def heart_disease_files(tmp_path_factory) -> Path:
     """The folder of :func:`write_heart_disease_files`' four files (UCI's names)."""
     return write_heart_disease_files(tmp_path_factory.mktemp("uci") / "heart")
+
+
+# --------------------------------------------------------------------------- a survival job
+@pytest.fixture(scope="session")
+def survival_job(tmp_path_factory):
+    """The survival demo's job (GBSG2's three hospitals, ``site_configs/survival``) run in
+    process once, small: ``(job, folder)``, each site's saved model and metrics in
+    ``folder / "saved" / <site>``, the data in ``folder / "data"``."""
+    import yaml
+
+    from data_prep.make_survival_data import make_survival_data
+    from fedforest.federation.offline import run_job
+
+    folder = tmp_path_factory.mktemp("survival_job")
+    make_survival_data(folder / "data", seed=0)
+    shipped = Path(__file__).resolve().parents[1] / "site_configs" / "survival"
+    configs = folder / "site_configs"
+    configs.mkdir()
+    job = yaml.safe_load((shipped / "job.yaml").read_text())
+    job["forest"]["n_estimators"] = 10
+    (configs / "job.yaml").write_text(yaml.safe_dump(job))
+    for site in job["job"]["sites"]:
+        cfg = yaml.safe_load((shipped / f"{site}.yaml").read_text())
+        cfg["data_path"] = str(folder / "data" / f"{site}.csv")
+        (configs / f"{site}.yaml").write_text(yaml.safe_dump(cfg))
+    return run_job(configs, run_dir=folder / "run", save_root=folder / "saved"), folder

@@ -25,6 +25,7 @@ LAYERS = {
     "protocol": 0,
     "validation": 0,
     "metrics": 0,
+    "survival_metrics": 0,
     "intervals": 0,
     "outputs": 0,
     "columns": 0,

@@ -788,10 +788,13 @@ def test_experiment_regression_refusals_name_the_task(tmp_path, capsys):
         assert message in capsys.readouterr().err, bad
     assert not out.exists()
     with pytest.raises(SystemExit) as exit_:
-        main([*reg, "--task", "survival", "--out", str(out)])
+        main([*reg, "--task", "ranking", "--out", str(out)])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert "argument --task: 'survival' is not allowed; allowed: classification, regression" in err
+    assert (
+        "argument --task: 'ranking' is not allowed; allowed: classification, regression, survival"
+        in err
+    )
     # a CSV measurement: refused as a class label naming --task regression, run with it
     rng = np.random.default_rng(0)
     frame = pd.DataFrame(rng.normal(size=(80, 3)), columns=["a", "b", "c"])

@@ -181,6 +181,30 @@ def test_make_demo_data_arguments_and_out_folder(tmp_path, capsys):
     assert len(pd.read_csv(demo / "site-1.csv")) == 30
 
 
+def test_make_survival_data_deals_gbsg2_to_three_hospitals_the_job_loads(tmp_path, capsys):
+    from data_prep.make_survival_data import SITE_COLUMNS
+    from data_prep.make_survival_data import main as survival_main
+    from fedforest.federation.config import JobConfig, SiteConfig
+    from fedforest.federation.tables import read_table
+
+    pytest.importorskip("sksurv")
+    assert "--seed" in refused(capsys, survival_main, "--out", tmp_path / "s", "--seed", -1)
+    out = tmp_path / "survival"
+    survival_main(["--out", str(out)])
+    frames = {site: pd.read_csv(out / f"{site}.csv") for site in SITE_COLUMNS}
+    assert sum(len(f) for f in frames.values()) == 686  # every GBSG2 patient, once
+    job = JobConfig.load(ROOT / "site_configs" / "survival" / "job.yaml")
+    for site, frame in frames.items():
+        assert list(frame.columns) == [*SITE_COLUMNS[site], "days", "recurrence"]
+        assert set(frame["recurrence"]) == {0, 1} and (frame["days"] > 0).all()
+        config = SiteConfig.from_dict(
+            {"site": site, "data_path": str(out / f"{site}.csv"), "time": "days",
+             "event": "recurrence"},
+            f"{site}.yaml", task=job.task,
+        )  # fmt: skip
+        assert "days" in read_table(config).columns
+
+
 # ------------------------------------------------------------------ heart_disease.py
 
 

@@ -127,6 +127,7 @@ NOT_MODULES = (
     "forest",
     "surrogates",
     "election",
+    "survival",
     "site",
     "privacy",
     "share",

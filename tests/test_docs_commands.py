@@ -9,7 +9,7 @@ The ```bash blocks are read from the pages, and every command in them is run by 
 * **README.md** in a copy of the project: ``make demo`` (one simulator run, whose console
   must show what the README says it shows), then the README's other commands against its
   output. The make targets that start a POC or a provisioned deployment, and the
-  regression demo's simulator run, are the recipes the tests named in :data:`COVERED` run
+  regression and survival demos' simulator runs, are the recipes the tests named in :data:`COVERED` run
   (their ``make -n`` recipe is checked here); ``make test`` is this suite.
 
 A command added to either page is run by the first two, or must be named in
@@ -45,6 +45,11 @@ COVERED = {
         "tests/flare/test_simulator.py::test_a_regression_job_runs_in_the_simulator",
         "fedforest job simulate --config site_configs/regression --workspace "
         "workspaces/demo-regression",
+    ),
+    "make demo-survival": (
+        "tests/flare/test_simulator.py::test_a_survival_job_runs_in_the_simulator",
+        "fedforest job simulate --config site_configs/survival --workspace "
+        "workspaces/demo-survival",
     ),
     "make poc": (
         "tests/flare/test_poc.py::test_poc_gives_the_simulators_results",
@@ -290,6 +295,10 @@ def test_the_make_targets_run_the_commands_the_covering_tests_run(readme_demo):
     built = run(
         "fedforest job build --config site_configs/regression --out jobs-regression", folder
     )
+    assert built.returncode == 0, built.stderr
+    # the survival demo's data (GBSG2, bundled with scikit-survival) and job
+    assert make("demo-data-survival", folder).returncode == 0
+    built = run("fedforest job build --config site_configs/survival --out jobs-survival", folder)
     assert built.returncode == 0, built.stderr
 
 

@@ -150,7 +150,8 @@ def test_every_task_has_data_keys_a_phase_and_a_reply_format():
 
 
 def test_task_data_must_match_the_protocol():
-    assert protocol.task_data(protocol.SCHEMA, seed=3) == {"seed": 3}
+    data = protocol.task_data(protocol.SCHEMA, seed=3, time_quantiles=False)
+    assert data == {"seed": 3, "time_quantiles": False}
     with pytest.raises(ValueError, match="carries"):
         protocol.task_data(protocol.SCHEMA, seed=3, extra=1)
     with pytest.raises(ValueError, match="unknown task"):
@@ -204,8 +205,9 @@ def test_every_older_version_has_an_upgrade():
     for fmt, current in protocol.FORMATS.items():
         for version in range(1, current):
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
-    assert protocol.FORMATS[protocol.SITE_METRICS] == 6
-    assert protocol.FORMATS[protocol.POOLED_FOREST] == 3
+    assert protocol.FORMATS[protocol.SITE_METRICS] == 7
+    assert protocol.FORMATS[protocol.SITE_SCHEMA] == protocol.FORMATS[protocol.GLOBAL_SCHEMA] == 2
+    assert protocol.FORMATS[protocol.POOLED_FOREST] == 4
     assert protocol.FORMATS[protocol.MODEL] == 3
 
 
@@ -225,7 +227,7 @@ def test_version_1_pooled_forests_still_load(job):
     assert server.dropped == {}
     again = JobServer(job.config, schema=job.server.schema, election=job.server.election)
     expected = again.pool(copy.deepcopy(job.trained), want_intersection=True)
-    assert model["forest"]["version"] == 3
+    assert model["forest"]["version"] == 4
     read = PooledModel.from_payload
     assert_same_arrays(read(model).forest, read(expected).forest)
     # a model bundle (version 1) whose forests are version 1
@@ -268,6 +270,12 @@ def test_a_version_1_site_metrics_reply_still_loads(tmp_path):
     assert "- `site-1`: not reported" in (tmp_path / "report.md").read_text()
 
 
+def _as_version_6(payload: dict) -> dict:
+    """A version 7 metrics reply of a classification job as a version 6 site wrote it (the
+    same fields: version 7 only allows the survival metrics)."""
+    return {**payload, "version": 6}
+
+
 def _as_version_5(payload: dict) -> dict:
     """A version 6 metrics reply as a version 5 site wrote it (no validation mode)."""
     return {**{k: v for k, v in payload.items() if k != "validation"}, "version": 5}
@@ -304,15 +312,19 @@ def _as_version_2(payload: dict) -> dict:
     return {**payload, "version": 2, "strategies": rows}
 
 
-@pytest.mark.parametrize("version", [2, 3, 4, 5, 6])
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7])
 def test_a_site_metrics_reply_from_version_2_on_must_carry_the_policy(job, version):
     site = "site-1"
     payload = copy.deepcopy(job.metrics[site])
     default = job_default_policy().to_dict()  # a job's default
-    assert payload["version"] == 6 and payload["privacy"] == default
-    payload = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4, 5: _as_version_5}.get(
-        version, dict
-    )(payload)
+    assert payload["version"] == 7 and payload["privacy"] == default
+    payload = {
+        2: _as_version_2,
+        3: _as_version_3,
+        4: _as_version_4,
+        5: _as_version_5,
+        6: _as_version_6,
+    }.get(version, dict)(payload)
     strategies, metrics = job.config.strategies, job.config.metrics
     read = read_site_metrics(payload, site, strategies, metrics)
     assert read["privacy"] == payload["privacy"]
@@ -418,3 +430,37 @@ def test_a_site_metrics_reply_says_which_validation_mode_the_site_used(job, tmp_
     assert "- `site-2`: holdout (tuning, `auto`, calibration and `wmp` scored on held-out" in (
         report
     )
+
+
+def test_version_1_schemas_load_as_schemas_without_survival_fields():
+    """Schemas written before survival jobs (version 1) read as no quantiles and no grid."""
+    site_v1 = {
+        "format": protocol.SITE_SCHEMA,
+        "version": 1,
+        "site": "site-1",
+        "columns": ["age", "smoker"],
+        "kinds": ["numeric", "categorical"],
+        "levels": {"smoker": ["no", "yes"]},
+        "classes": [0, 1],
+        "n_rows": 120,
+    }
+    site = read_message(site_v1, "site-1", protocol.SITE_SCHEMA)
+    assert site.event_times == [] and site.columns == ["age", "smoker"]
+    global_v1 = {
+        "format": protocol.GLOBAL_SCHEMA,
+        "version": 1,
+        "features": ["age", "smoker"],
+        "categories": {"smoker": ["no", "yes"]},
+        "classes": [0, 1],
+        "shared": ["age"],
+        "site_columns": {"site-1": ["age", "smoker"], "site-2": ["age"]},
+        "site_rows": {"site-1": 120, "site-2": 80},
+    }
+    schema = read_message(global_v1, "server", protocol.GLOBAL_SCHEMA)
+    assert schema.times == [] and schema.shared == ["age"]
+    with pytest.raises(PayloadError, match="'times' belongs to version 2"):
+        read_message({**global_v1, "times": [1.0, 2.0]}, "server", protocol.GLOBAL_SCHEMA)
+    # the current version refuses a grid that is not strictly increasing
+    current = {**global_v1, "version": 2, "times": [5.0, 5.0]}
+    with pytest.raises(PayloadError, match="field 'times' must be strictly increasing"):
+        read_message(current, "server", protocol.GLOBAL_SCHEMA)

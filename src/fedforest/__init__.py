@@ -32,6 +32,7 @@ from .model.surrogates import fit_surrogates
 from .prediction.classifier import PooledForestClassifier, select_strategy
 from .prediction.diagnostics import PredictionDiagnostics
 from .prediction.regressor import PooledForestRegressor
+from .prediction.survival import PooledForestSurvival
 from .rules import strategies as _strategies
 
 #: The missing-split strategies of the pooled forest (the built-in rules, :mod:`fedforest.rules`).
@@ -48,6 +49,7 @@ __all__ = [
     "PooledForest",
     "PooledForestClassifier",
     "PooledForestRegressor",
+    "PooledForestSurvival",
     "PredictionDiagnostics",
     "SchemaError",
     "fit_imputers",

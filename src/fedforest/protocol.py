@@ -49,10 +49,13 @@ SWARM_STATUS = "fedforest/swarm-status"
 #: Current version of every payload format.
 FORMATS: dict[str, int] = {
     # 2: compact trees (preorder leaf bits, float32 thresholds + refinement, leaf counts)
-    POOLED_FOREST: 3,
+    # 3: the task; 4: the time grid of survival trees (field ``times``)
+    POOLED_FOREST: 4,
     IMPUTERS: 1,
-    SITE_SCHEMA: 1,
-    GLOBAL_SCHEMA: 1,
+    # 2: a survival site's coarse event-time quantiles (field ``event_times``)
+    SITE_SCHEMA: 2,
+    # 2: a survival job's time grid (field ``times``)
+    GLOBAL_SCHEMA: 2,
     SITE_VOTE: 1,
     MASK_SCORE: 1,
     SITE_MODELS: 1,
@@ -64,7 +67,9 @@ FORMATS: dict[str, int] = {
     # 4: each row's events and bootstrap intervals; the bins' outcome (the target's name)
     # 5: each scored row's calibration_skipped (the methods the site could not fit, and why)
     # 6: the site's validation mode (field ``validation``: oob or holdout)
-    SITE_METRICS: 6,
+    # 7: a survival job's rows hold the survival metrics (cindex, uno_cindex, ibs, td_auc)
+    #    and their risk groups' and horizon's curves (``survival_curves``)
+    SITE_METRICS: 7,
     SWARM_MESSAGE: 1,
     SWARM_STATUS: 1,
 }
@@ -130,6 +135,30 @@ def _site_metrics_v5(payload: Mapping) -> dict:
     return {**payload, "validation": "holdout"}
 
 
+def _site_schema_v1(payload: Mapping) -> dict:
+    """``fedforest/site-schema`` version 1 -> 2: no event-time quantiles (no survival job)."""
+    return {**payload, "event_times": []}
+
+
+def _global_schema_v1(payload: Mapping) -> dict:
+    """``fedforest/global-schema`` version 1 -> 2: no time grid (no survival job)."""
+    return {**payload, "times": []}
+
+
+def _site_metrics_v6(payload: Mapping) -> dict:
+    """``fedforest/site-metrics`` version 6 -> 7: no survival job, so no survival metrics and
+    no row's ``survival_curves``; a version 6 row holding them is refused."""
+    per = payload.get("strategies")
+    if isinstance(per, Mapping):
+        for name, row in per.items():
+            if isinstance(row, Mapping) and "survival_curves" in row:
+                raise ValueError(
+                    f"field 'strategies[{name!r}].survival_curves' belongs to version 7 and "
+                    f"later of {SITE_METRICS!r}; allowed: the fields of version 6 only"
+                )
+    return dict(payload)
+
+
 def _model_v1(payload: Mapping) -> dict:
     """``fedforest/model`` version 1 -> 2: equal pooling weights, no deployment chosen."""
     return {**payload, "deployment": None}
@@ -155,7 +184,10 @@ UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
     (SITE_METRICS, 3): _site_metrics_v3,
     (SITE_METRICS, 4): _site_metrics_v4,
     (SITE_METRICS, 5): _site_metrics_v5,
+    (SITE_METRICS, 6): _site_metrics_v6,
     (MODEL, 1): _model_v1,
+    (SITE_SCHEMA, 1): _site_schema_v1,
+    (GLOBAL_SCHEMA, 1): _global_schema_v1,
     (MODEL, 2): _model_v2,
 }
 
@@ -170,7 +202,7 @@ TASKS = (SCHEMA, VOTE, SCORE_MASK, TRAIN, EVALUATE)
 
 #: Keys of the data each task carries from the server to the sites.
 TASK_DATA: dict[str, tuple[str, ...]] = {
-    SCHEMA: ("seed",),
+    SCHEMA: ("seed", "time_quantiles"),
     VOTE: ("schema", "vote"),
     SCORE_MASK: ("features", "metric"),
     TRAIN: ("elected", "forest", "surrogates", "intersection"),

@@ -21,7 +21,8 @@ RESERVED_SITE_NAMES = ("server", "admin", "overseer")
 NAME_CHARACTERS = "letters, digits, '_', '.' and '-' (at most 64, starting with a letter or digit)"
 #: What :data:`SITE_NAME` allows, for messages.
 SITE_NAME_RULE = f"a site name of {NAME_CHARACTERS}, not one of {', '.join(RESERVED_SITE_NAMES)}"
-#: What a forest predicts (``job.task``): a class, a number, or a time to an event.
+#: What a forest predicts (``job.task``): a class, a number, or the time to an event (a
+#: cumulative hazard and survival curve on a time grid).
 TASKS = ("classification", "regression", "survival")
 #: Missing-split strategies of :class:`fedforest.PooledForestClassifier` (pooled forest).
 STRATEGIES = _rules.strategies()
@@ -62,15 +63,19 @@ METRICS = (*RANKING_METRICS, *CALIBRATION_METRICS)
 #: Regression metrics (:func:`fedforest.metrics.score_values`): root mean squared error and
 #: mean absolute error (lower is better), and the coefficient of determination.
 REGRESSION_METRICS = ("rmse", "mae", "r2")
-#: Survival metrics: Harrell's and Uno's concordance, the integrated Brier score (lower is
-#: better) and the time-dependent AUC.
+#: Survival metrics (:func:`fedforest.survival_metrics.score_survival`): Harrell's and Uno's
+#: concordance index and the mean time-dependent AUC (higher is better), the integrated
+#: Brier score (lower is better).
 SURVIVAL_METRICS = ("cindex", "uno_cindex", "ibs", "td_auc")
-#: What ``auto`` and ``wmp`` minimise on a survival site's validation rows.
-SURVIVAL_AUTO_METRIC = "ibs"
 #: Metrics where a lower value is better.
 LOWER_IS_BETTER = (*CALIBRATION_METRICS, "rmse", "mae", "ibs")
 #: What ``auto`` and ``wmp`` minimise on a regression site's validation rows (squared error).
 REGRESSION_AUTO_METRIC = "rmse"
+#: What ``auto`` and ``wmp`` minimise on a survival site's rows by default.
+SURVIVAL_AUTO_METRIC = "ibs"
+#: What ``auto`` can optimise for survival: a proper scoring rule (the integrated Brier
+#: score) or a concordance index.
+SURVIVAL_AUTO_METRICS = ("ibs", "cindex", "uno_cindex")
 #: Metrics ``auto`` (strategy and calibration choice) can optimise.
 AUTO_METRICS = ("log_loss", "brier", *RANKING_METRICS)
 #: What ``auto`` optimises by default: a proper scoring rule, so that it sees calibration.

@@ -150,3 +150,41 @@ def test_out_of_bag_validation_fits_auto_wmp_and_the_calibration(tmp_path, capsy
     argv[argv.index("--out") + 1] = str(tmp_path / "brier")
     assert main([*argv, "--no-report", "--auto-metric", "brier"]) == 0, capsys.readouterr().err
     assert pd.read_csv(tmp_path / "brier" / "results.csv")["value"].notna().all()
+
+
+def test_a_survival_experiment_writes_its_table_and_report(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["experiment", "veterans", "--task", "survival", "--sites", "2", "--jaccards", "0.5"]
+    argv += ["--reps", "1", "--trees", "3", "--methods", "local,mp,wmp,auto"]
+    argv += ["--metrics", "cindex,uno_cindex,ibs,td_auc", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "mean cindex (veterans)" in printed and f"report: {out / 'report.md'}" in printed
+    tidy = pd.read_csv(out / "results.csv")
+    assert len(tidy) == 2 * 4 * 4
+    assert set(tidy["metric"]) == {"cindex", "uno_cindex", "ibs", "td_auc"}
+    assert set(tidy["method"]) == {"local", "mp", "wmp", "auto"}
+    assert set(tidy["dataset"]) == {"veterans"} and set(tidy["n_sites"]) == {2}
+    ranked = tidy[tidy["metric"] != "ibs"]["value"]
+    assert ranked.between(0, 1).all()
+    assert tidy[tidy["metric"] == "ibs"]["value"].between(0, 0.5).all()
+    assert (tidy["events"] >= 2).all() and (tidy["events"] <= tidy["test_rows"]).all()
+    assert "veterans" in (out / "report.md").read_text()
+
+
+def test_a_survival_option_of_classification_is_refused_by_name(tmp_path, capsys):
+    argv = ["experiment", "gbsg2", "--task", "survival", "--calibration", "sigmoid"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) != 0
+    assert "calibration='sigmoid' (--calibration) is classification's" in capsys.readouterr().err
+
+
+def test_a_survival_experiment_validates_out_of_bag(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["experiment", "gbsg2", "--task", "survival", "--sites", "2", "--jaccards", "0.5"]
+    argv += ["--reps", "1", "--trees", "3", "--methods", "mp,wmp,auto", "--validation", "oob"]
+    assert main([*argv, "--no-report", "--out", str(out)]) == 0
+    tidy = pd.read_csv(out / "results.csv")
+    assert len(tidy) == 2 * 3 * 2 and set(tidy["metric"]) == {"cindex", "ibs"}
+    assert tidy["value"].notna().all()
+    # 343 rows a site, 86 of them test rows (the same as under holdout)
+    assert set(tidy["test_rows"]) == {86}

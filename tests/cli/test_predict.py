@@ -169,3 +169,47 @@ def test_predict_refuses_a_guess_weight_outside_zero_to_one(capsys, weight):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "argument --guess-weight: " in err and "[0, 1]" in err
+
+
+def test_a_survival_model_predicts_a_risk_and_survival_at_the_horizons(
+    tmp_path, capsys, survival_job
+):
+    import numpy as np
+    import pandas as pd
+
+    from fedforest import PooledForestSurvival
+    from fedforest.federation.model_input import model_input
+    from fedforest.model.pooled_model import load_model
+
+    job, folder = survival_job
+    model_path = folder / "saved" / "site-2" / "pooled_model.npz"
+    model = load_model(model_path)
+    grid = model.forest.times
+    rows = pd.read_csv(folder / "data" / "site-2.csv").head(20)
+    rows.drop(columns=["days", "recurrence"]).to_csv(tmp_path / "new.csv", index=False)
+    horizons = [float(grid[0]), float((grid[2] + grid[3]) / 2), float(grid[-1])]
+    out = tmp_path / "pred.csv"
+    args = ["predict", "--model", str(model_path), "--data", str(tmp_path / "new.csv")]
+    times = ",".join(f"{t:g}" for t in horizons)
+    assert main([*args, "--times", times, "--out", str(out)]) == 0
+    pred = pd.read_csv(out)
+    assert list(pred.columns) == ["risk", *(f"survival_at_{t:g}" for t in horizons)]
+    # the deployed strategy's curves, read at the last grid time at or before each horizon
+    deployed = model.deployment
+    expected = PooledForestSurvival.from_model(
+        model, strategy=deployed.strategy, site="site-2", guess_weight=deployed.guess_weight
+    )
+    new = rows.drop(columns=["days", "recurrence"])
+    X = model_input(
+        new, deployed.inputs, model.input_features, model.input_categories, unseen_missing=True
+    ).X
+    curves = expected.predict_survival_function(X, return_array=True)
+    np.testing.assert_allclose(pred["risk"], expected.predict(X))
+    np.testing.assert_allclose(pred[f"survival_at_{horizons[1]:g}"], curves[:, 2])
+    np.testing.assert_allclose(pred[f"survival_at_{horizons[2]:g}"], curves[:, -1])
+    # a horizon outside the grid is refused, naming the grid's range
+    capsys.readouterr()
+    beyond = f"{float(grid[-1]) + 1:g}"
+    assert main([*args, "--times", beyond]) == 1
+    err = capsys.readouterr().err
+    assert f"--times {beyond} is outside the model's time grid [{grid[0]:g}, {grid[-1]:g}]" in err

@@ -56,13 +56,16 @@ def _with_times(y, times):
     "make_y, match",
     [
         (lambda y: y["time"], r"y must be a survival target: a structured array"),
-        (lambda y: _with_times(y, -y["time"]), r"negative times .*; times to an event are >= 0"),
-        (lambda y: _with_times(y, np.r_[np.nan, y["time"][1:]]), "missing or infinite values"),
-        (lambda y: _with_times(y, np.r_[np.inf, y["time"][1:]]), "missing or infinite values"),
+        (
+            lambda y: _with_times(y, -y["time"]),
+            r"y \(event field 'event', time field 'time'\): times must be finite and at least 0",
+        ),
+        (lambda y: _with_times(y, np.r_[np.nan, y["time"][1:]]), r"at least 0; found \[nan\]"),
+        (lambda y: _with_times(y, np.r_[np.inf, y["time"][1:]]), r"at least 0; found \[inf\]"),
         (lambda y: _fields(np.zeros(len(y), bool), y["time"]), "has no event among its 500 rows"),
         (
-            lambda y: _fields(y["event"].astype(int), y["time"]),
-            "event field 'e' must hold booleans",
+            lambda y: _fields(y["event"].astype(int) * 2, y["time"]),
+            r"event field 'e', time field 't'\): events must be 0/1 or booleans; found \[2",
         ),
         (lambda y: y[:-1], "y has 499 values but X has 500 rows"),
     ],

@@ -590,8 +590,8 @@ def test_check_params_with_and_without_task():
         check_params("f_regression", {"C": 1.0})
     with pytest.raises(SelectorTaskError, match=r"selector 'lasso' .* use 'coxnet'"):
         check_params("lasso", None, task="survival")
-    with pytest.raises(ValueError, match=r"task='ordinal' is not one of"):
-        check_params("lasso", None, task="ordinal")
+    with pytest.raises(ValueError, match=r"task='ranking' is not one of"):
+        check_params("lasso", None, task="ranking")
 
 
 @pytest.mark.parametrize(

@@ -149,7 +149,10 @@ def test_score_mask_regression_constant_validation_target_r2_is_zero():
     [
         (dict(metric="auprc"), r"metric='auprc' \(a classification metric\) cannot score a regr"),
         (dict(metric="rsme"), r"metric='rsme' cannot score .*\['rmse', 'mae', 'r2'\]"),
-        (dict(task="ranking"), r"task='ranking' is not one of \['classification', 'regression'"),
+        (
+            dict(task="ranking"),
+            r"task='ranking' is not one of \['classification', 'regression', 'survival'\]",
+        ),
         (dict(y_val="bools"), "y_val holds booleans"),
         (dict(y_train="short"), "y_train has 199 values but X_train has 200 rows"),
         (dict(y_train="nan"), r"y_train \(target\) contains missing values"),

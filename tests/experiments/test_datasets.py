@@ -85,14 +85,46 @@ def test_every_named_dataset_declares_its_task():
     assert set(BUNDLED_TASKS) == set(BUNDLED)
     assert set(BUNDLED_TASKS.values()) | set(DATASET_TASKS.values()) == set(TASKS)
     assert task_datasets("regression") == ["F-500-Num", "F-500-Mix", "diabetes"]
+    assert task_datasets("survival") == ["gbsg2", "whas500", "veterans"]
     for name in ("S-500-Num", "F-500-Mix", "wine", "diabetes"):
         data = load_table(name)
         assert data.task == dataset_task(name), name
         kind = np.asarray(data.y).dtype.kind
         assert kind == ("f" if data.task == "regression" else "i"), name
+    data = load_table("gbsg2")
+    assert data.task == dataset_task("gbsg2") == "survival"
+    assert data.y.dtype.names == ("event", "time")
+    assert data.categorical == ["horTh", "menostat", "tgrade"]
+    assert data.categories["tgrade"] == ["0", "1", "2"]
     assert dataset_task("cohort.csv") is None
-    with pytest.raises(ValueError, match="task='survival' must be one of classification"):
-        load_table("wine", task="survival")
+    with pytest.raises(ValueError, match="task='ranking' must be one of classification"):
+        load_table("wine", task="ranking")
+
+
+def test_survival_sites_need_events_in_every_part():
+    from fedforest.experiments.datasets import check_dataset, load_table, survival_floor
+
+    assert survival_floor() == 8 and survival_floor(0.25, 0.2) == 10
+    data = load_table("veterans")
+    check_dataset(data, [6], validation_fraction=0.2)  # 128 events: 21 a site
+    with pytest.raises(
+        ValueError,
+        match=r"the even deal over 13 sites gives the smallest 9 "
+        r"events, but a site needs at least 10 \(so that its training, test and "
+        r"validation rows hold 2 events each\)",
+    ):
+        check_dataset(data, [13], validation_fraction=0.2)
+    with pytest.raises(
+        ValueError,
+        match=r"--partition quantity under --task survival; "
+        "allowed: --partition jaccard",
+    ):
+        check_dataset(data, [3], partition="quantity", alphas=[1.0])
+    broken = load_table("veterans")
+    broken.y = broken.y.copy()
+    broken.y["time"][4] = -1.0
+    with pytest.raises(ValueError, match="dataset veterans: times must be finite and at least 0"):
+        check_dataset(broken, [2])
 
 
 def test_a_csv_dataset_is_read_by_the_one_reader(tmp_path):

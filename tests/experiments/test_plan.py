@@ -48,7 +48,7 @@ def test_metrics_of_the_other_task_are_named_with_the_task_to_use():
 @pytest.mark.parametrize(
     "fields, match",
     [
-        ({"task": "survival"}, "task='survival' must be one of classification, regression"),
+        ({"task": "ranking"}, "task='ranking' must be one of classification, regression"),
         ({"partition": "random"}, "partition='random' must be one of jaccard, dirichlet, quantity"),
         ({"alphas": [0.5]}, r"alphas=\[0.5\] apply to the partitions dirichlet and quantity"),
         ({"partition": "dirichlet"}, "partition 'dirichlet' needs its concentrations"),

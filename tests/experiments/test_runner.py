@@ -838,7 +838,7 @@ def test_a_regression_experiment_ranks_by_rmse_and_writes_the_tidy_table(tmp_pat
 @pytest.mark.parametrize(
     "change, message",
     [
-        (dict(task="survival"), "task='survival' must be one of classification, regression"),
+        (dict(task="ranking"), "task='ranking' must be one of classification, regression"),
         (
             dict(metrics=["rmse", "auc"]),
             r"metrics \['auc'\] \(--metrics\) are classification metrics; --task regression "

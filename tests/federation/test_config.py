@@ -1221,8 +1221,8 @@ def test_a_regression_job_gets_regression_defaults_and_refuses_classification_ke
         data = {"job": {"sites": ["a", "b"], "task": "regression"}, **extra}
         with pytest.raises(ConfigError, match=f"j.yaml: key '{key}'"):
             JobConfig.from_dict(data, "j.yaml")
-    with pytest.raises(ConfigError, match="key 'job.task' is 'survival'"):
-        JobConfig.from_dict({"job": {"sites": ["a", "b"], "task": "survival"}}, "j.yaml")
+    with pytest.raises(ConfigError, match="key 'job.task' is 'ranking'"):
+        JobConfig.from_dict({"job": {"sites": ["a", "b"], "task": "ranking"}}, "j.yaml")
 
 
 def test_a_regression_site_names_the_selectors_it_may_use():

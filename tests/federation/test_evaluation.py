@@ -293,3 +293,45 @@ def test_fits_on_out_of_bag_rows_with_in_bag(site_a, caplog):
             y_val=y_rows[:50],
             in_bag=bag,
         )
+
+
+def test_a_survival_rows_curves_are_read_and_bad_ones_refused(survival_job):
+    import copy
+
+    from fedforest import PayloadError, protocol
+    from fedforest.federation.evaluation import read_site_metrics
+
+    job, _ = survival_job
+    config = job.config
+    site = "site-1"
+    reply = {
+        "format": protocol.SITE_METRICS,
+        "version": protocol.FORMATS[protocol.SITE_METRICS],
+        "site": site,
+        "rows": job.results.test_rows[site],
+        "strategies": copy.deepcopy(job.results.metrics[site]),
+        "privacy": job.results.privacy[site],
+        "validation": "oob",
+    }
+    read = read_site_metrics(reply, site, config.strategies, config.metrics)
+    assert (
+        read["strategies"]["mp"]["survival_curves"] == reply["strategies"]["mp"]["survival_curves"]
+    )
+    curves = reply["strategies"]["mp"]["survival_curves"]
+    for change, match in [
+        (lambda c: c["groups"][0]["observed"].__setitem__(0, 1.5), r"observed\[0\]"),
+        (lambda c: c["groups"][0].__setitem__("rows", 40), "holds .* rows, not"),
+        (lambda c: c["groups"][0].__setitem__("events", 30), "field 'events' is 30"),
+        (lambda c: c.__setitem__("times", [5.0, 5.0]), "strictly increasing"),
+        (lambda c: c["calibration"].__setitem__("ici", -0.1), "ici"),
+        (lambda c: c["groups"][1].__setitem__("risk", [0, 1]), "unknown fields"),
+    ]:
+        bad = copy.deepcopy(reply)
+        change(bad["strategies"]["mp"]["survival_curves"])
+        with pytest.raises(PayloadError, match=match):
+            read_site_metrics(bad, site, config.strategies, config.metrics)
+    # a version 6 reply cannot hold them: they came with version 7
+    old = {**copy.deepcopy(reply), "version": 6}
+    with pytest.raises(PayloadError, match="survival_curves' belongs to version 7"):
+        read_site_metrics(old, site, config.strategies, config.metrics)
+    assert curves["times"] == job.server.schema.times

@@ -244,7 +244,7 @@ def version_4() -> dict:
 
 def test_version_4_counts_warns_and_round_trips():
     data = version_4()
-    assert data["version"] == RESULTS_VERSION == 6
+    assert data["version"] == RESULTS_VERSION == 7
     assert data["test_events"] == {"site-1": 20, "site-2": 6}
     assert list(data["sample_warnings"]) == ["site-2"]  # 30 rows and 6 events
     assert (

@@ -194,3 +194,36 @@ def test_the_job_of_a_config_folder_runs_in_process(tmp_path):
     again = run_job(configs, run_dir=tmp_path / "run")
     assert (tmp_path / "run" / "results.json").is_file()
     assert again.results.metrics == results.metrics  # the same configs and seed
+
+
+def test_a_survival_job_runs_in_process_on_one_agreed_time_grid(survival_job):
+    from fedforest.federation.job_results import JobResults
+    from fedforest.federation.results import results_table
+    from fedforest.model.pooled_model import load_model
+
+    job, folder = survival_job
+    results = job.results
+    assert results.finished and not results.dropped_sites
+    grid = job.server.schema.times
+    assert 2 <= len(grid) <= 30 and all(t % 30 == 0 for t in grid)
+    # every site read its trees on that grid, and local trees beat chance at every site
+    for site, per in results.metrics.items():
+        assert per["local"]["cindex"] > 0.55 and per["mp"]["ibs"] < 0.25, (site, per["mp"])
+        assert per["auto"]["chosen"] in per and per["auto"]["calibration"] == "none"
+        model = load_model(folder / "saved" / site / "pooled_model.npz")
+        assert model.forest.times.tolist() == grid and model.forest.n_trees == 30
+    # results.json reads back with its survival rows
+    again = JobResults.from_dict(results.to_dict())
+    assert again.metrics == results.metrics
+    report = (folder / "run" / "report.md").read_text()
+    assert "| strategy | Harrell's C | Uno's C | IBS | trees kept | fallback rows |" in report
+    assert "## Survival by risk group and calibration" in report
+    for per in results.metrics.values():
+        curves = per["mp"]["survival_curves"]
+        assert curves["times"] == grid and len(curves["groups"]) == 3
+        assert sum(g["rows"] for g in curves["groups"]) == per["mp"]["rows"]
+        assert 0 <= curves["calibration"]["ici"] <= 1
+    # the console's summary: Harrell's C and the integrated Brier score per site
+    console = results_table(results)
+    assert "Harrell's C on each site's test rows" in console
+    assert "Integrated Brier score on each site's test rows (lower is better)" in console

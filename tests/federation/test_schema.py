@@ -134,7 +134,7 @@ def test_a_site_lacking_a_class_is_allowed_and_named():
     assert schema.classes == [0, 1, 2]
     assert lacking_classes(sites) == {"b": [2]}
     assert lacking_classes([sites[0]]) == {}
-    # the versioned payload is unchanged: no per-site classes in it
+    # the versioned payload holds no per-site classes
     assert set(schema.to_payload()) == {
         "format",
         "version",
@@ -144,6 +144,7 @@ def test_a_site_lacking_a_class_is_allowed_and_named():
         "shared",
         "site_columns",
         "site_rows",
+        "times",
     }
 
 

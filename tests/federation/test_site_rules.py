@@ -15,7 +15,7 @@ from fedforest.columns import spelled
 from fedforest.errors import ConfigError
 from fedforest.federation.config import JobConfig, SiteConfig, check_job_against_sites
 from fedforest.federation.site import SiteRunner
-from fedforest.federation.site_rules import MIN_REGRESSION_PART_ROWS
+from fedforest.federation.site_rules import MIN_PART_EVENTS, MIN_REGRESSION_PART_ROWS
 from fedforest.federation.tables import table_summary
 
 
@@ -249,3 +249,38 @@ def test_an_oob_site_with_too_few_training_rows_names_test_fraction(tmp_path):
     text = refused(job(validation="oob"), config)
     assert "key 'test_fraction' is 0.89 (validation: oob, no validation rows)" in text
     assert "2 training row(s)" in text
+
+
+# --------------------------------------------------------------------------- survival events
+def _survival_site(tmp_path: Path, events: int, rows: int = 60) -> SiteConfig:
+    frame = pd.DataFrame(
+        {
+            "x": np.arange(rows) % 7,
+            "months": 2.0 * np.arange(rows) + 1.5,
+            "died": (np.arange(rows) < events).astype(int),
+        }
+    )
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    data = {"site": "site-1", "data_path": str(tmp_path / "d.csv"), "time": "months"}
+    return SiteConfig.from_dict({**data, "event": "died"}, "s.yaml", task="survival")
+
+
+def test_a_survival_site_needs_a_few_events_in_every_part_of_its_split(tmp_path):
+    job = JobConfig.from_dict({"job": {"sites": ["site-1", "b"], "task": "survival"}}, "j.yaml")
+    check_job_against_sites(job, {"site-1": _survival_site(tmp_path, events=30)})
+    with pytest.raises(ConfigError) as err:
+        check_job_against_sites(job, {"site-1": _survival_site(tmp_path, events=5)})
+    msg = str(err.value)
+    assert msg.startswith("s.yaml: key 'event': the event column 'died' of the data file"), msg
+    assert "has 5 event(s) of 60 rows" in msg and "in the test rows" in msg, msg
+    assert f"allowed: at least {MIN_PART_EVENTS} events in every part" in msg, msg
+
+
+def test_the_time_column_of_a_survival_site_is_never_a_feature(tmp_path):
+    config = _survival_site(tmp_path, events=30)
+    runner = SiteRunner(config).load()
+    payload = runner.describe(time_quantiles=True)
+    assert payload["columns"] == ["x"] and payload["classes"] == []
+    # 30 events: the deciles of their times, rounded to 2 significant digits
+    assert 2 <= len(payload["event_times"]) <= 9
+    assert runner.describe()["event_times"] == []  # a job with a public grid asks for none

@@ -8,6 +8,7 @@ from fedforest.federation.splits import (
     fewest_class_rows,
     holdout_class_rows,
     part_class_rows,
+    part_event_rows,
     split_site_rows,
     split_sizes,
 )
@@ -106,3 +107,19 @@ def test_without_validation_rows_a_class_needs_training_and_test_rows_only():
     text = describe_short_classes([0] * 99 + [1], None, 0.25, random_state=0)
     assert "test_fraction 0.25 (validation: oob, no validation rows)" in text
     assert "validation rows" not in text.split("gets")[1].split(",")[1]
+
+
+def test_a_survival_target_is_split_by_event_as_the_event_column_alone_is():
+    rng = np.random.default_rng(3)
+    event = rng.random(80) < 0.3
+    y = np.empty(80, dtype=[("event", bool), ("time", "f8")])
+    y["event"], y["time"] = event, rng.exponential(100.0, 80)
+    X = pd.DataFrame({"a": np.arange(80.0)})
+    parts = split_site_rows(X, y, 0.2, 0.25, random_state=5)
+    alone = split_site_rows(X, event.astype(int), 0.2, 0.25, random_state=5)
+    for mine, reference in zip(parts[:3], alone[:3], strict=True):
+        assert mine.index.tolist() == reference.index.tolist()
+    # stratified: every part keeps the site's share of events (within one row)
+    for X_part, y_part in zip(parts[:3], parts[3:], strict=True):
+        assert abs(y_part["event"].sum() - event.mean() * len(X_part)) <= 1
+    assert part_event_rows(event, 0.2, 0.25, 5) == tuple(int(p["event"].sum()) for p in parts[3:])

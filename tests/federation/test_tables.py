@@ -651,3 +651,51 @@ def test_read_site_csv_applies_the_data_file_rules_without_a_yaml(tmp_path):
     with pytest.raises(ValueError, match=r"column 'glucose' holds numbers but also 1 .*line 5"):
         read_site_csv(mixed, fail)
     assert read_site_csv(mixed, fail, exempt=["glucose"])["glucose"].iloc[3] == "True"
+
+
+# --------------------------------------------------------------------------- survival outcome
+def survival_config(path, **changes) -> SiteConfig:
+    data = {"site": "site-1", "data_path": str(path), "time": "months", "event": "died"}
+    data.update(changes)
+    return SiteConfig.from_dict(data, "s.yaml", task="survival")
+
+
+def survival_rows(event=lambda i: i % 2, time=lambda i: 3 * i + 2.5):
+    return [[i % 5, time(i), event(i)] for i in range(40)]
+
+
+@pytest.mark.parametrize("coding", [(1, 0), ("true", "false"), ("True", "False"), (1.0, 0.0)])
+def test_a_survival_table_reads_times_as_floats_and_events_as_0_1(tmp_path, coding):
+    rows = survival_rows(event=lambda i: coding[i % 2])
+    path = write_csv(tmp_path / "d.csv", ["x", "months", "died"], rows)
+    frame = read_table(survival_config(path))
+    assert frame["died"].tolist() == [1, 0] * 20
+    assert frame["months"].dtype == float and frame["months"].iloc[1] == 5.5
+
+
+@pytest.mark.parametrize(
+    "rows, what, allowed",
+    [
+        (survival_rows(event=lambda i: 2 if i == 3 else i % 2), "event column 'died'", "1 (the"),
+        (survival_rows(event=lambda i: "yes"), "event column 'died'", "1 (the event happened)"),
+        (survival_rows(time=lambda i: -1 if i == 4 else i + 0.5), "time column 'months'", ">= 0"),
+        (survival_rows(time=lambda i: "" if i == 4 else i + 0.5), "missing value", "a value on"),
+        (survival_rows(event=lambda i: "" if i == 4 else 1), "missing value", "a value on every"),
+    ],
+)
+def test_a_survival_table_refuses_bad_times_and_events_naming_file_and_column(
+    tmp_path, rows, what, allowed
+):
+    path = write_csv(tmp_path / "d.csv", ["x", "months", "died"], rows)
+    with pytest.raises(ConfigError) as err:
+        read_table(survival_config(path))
+    msg = str(err.value)
+    assert msg.startswith(f"s.yaml: data file {path}: ") and what in msg, msg
+    assert "allowed: " in msg and allowed in msg.split("allowed: ", 1)[1], msg
+
+
+def test_a_survival_site_names_a_missing_time_column_by_its_key(tmp_path):
+    path = write_csv(tmp_path / "d.csv", ["x", "month", "died"], survival_rows())
+    with pytest.raises(ConfigError) as err:
+        read_table(survival_config(path))
+    assert_precise(err.value, "s.yaml", "time", "months", "a column of the data file")

@@ -248,3 +248,34 @@ def test_the_forest_sent_is_the_one_sent_before_records_were_kept():
         "s1", X, y, own, own, {}, FOREST, SURROGATES, random_state=0, privacy=strict
     )
     assert_payload_equal(models.forest.to_payload(), before.to_payload())
+
+
+# --------------------------------------------------------------------------- survival trees
+def survival_table(n: int = 240):
+    from fedforest.survival_metrics import survival_target
+
+    X, _ = table(n)
+    rng = np.random.default_rng(1)
+    time = rng.exponential(200 * np.exp(-(X["age"].to_numpy() - 55) / 20))
+    event = rng.random(n) < 0.5
+    return X, survival_target(time.round(1) + 0.5, event)
+
+
+def test_a_survival_site_sends_survival_trees_on_the_grid_with_k_events_per_leaf():
+    from fedforest.privacy.survival import node_events
+
+    pytest.importorskip("sksurv")
+    X, y = survival_table()
+    grid = [30.0, 60.0, 120.0, 240.0, 480.0]
+    k = 6
+    models = fit(policy(min_leaf_rows=k), X, y, task="survival", times=grid, classes=[])
+    for forest, columns in ((models.forest, OWN), (models.intersection, SHARED)):
+        assert forest.is_survival and forest.times.tolist() == grid
+        assert forest.value.shape[1] == 2 * len(grid)
+        assert forest.n_node_samples[forest.feature < 0].min() >= k
+        events = node_events(forest, X[columns], y["event"])  # every training row once
+        assert events[forest.feature < 0].min() >= k
+    # the in-bag record follows the trees the transforms kept
+    assert models.records[0].n_trees == models.forest.n_trees
+    with pytest.raises(ValueError, match="needs the job's time grid"):
+        fit(None, X, y, task="survival", classes=[])

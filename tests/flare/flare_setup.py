@@ -13,6 +13,7 @@ import pandas as pd
 import yaml
 
 from data_prep.make_demo_data import make_demo_data
+from data_prep.make_survival_data import make_survival_data
 from fedforest.flare.environments import simulate
 from fedforest.flare.recipe import FedForestRecipe
 
@@ -44,13 +45,17 @@ def write_configs(
     ``copies`` adds sites: ``{new name: demo site}`` gives the new site a copy of that
     demo site's YAML and data file (the job's ``sites`` list grows accordingly).
     ``task="regression"``: the regression demo (``site_configs/regression``, the length
-    of stay as the target).
+    of stay as the target). ``task="survival"``: the survival demo
+    (``site_configs/survival``, the GBSG2 trial's hospitals; ``rows`` does not apply).
     """
     data = folder / "data"
-    make_demo_data(data, rows=rows, seed=1, task=task)
+    if task == "survival":
+        make_survival_data(data, seed=1)
+    else:
+        make_demo_data(data, rows=rows, seed=1, task=task)
     configs = folder / "site_configs"
     configs.mkdir(parents=True)
-    shipped = ROOT / "site_configs" / ("regression" if task == "regression" else "")
+    shipped = ROOT / "site_configs" / (task if task != "classification" else "")
     job = yaml.safe_load((shipped / "job.yaml").read_text())
     job["forest"]["n_estimators"] = 30
     job["election"]["tuning_rounds"] = 3

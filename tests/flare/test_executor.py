@@ -46,7 +46,7 @@ def started(executor, runner, tmp_path):
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"job_task": "survival"}, r"job_task='survival' must be one of \['classification'"),
+        ({"job_task": "ranking"}, r"job_task='ranking' must be one of \['classification'"),
         ({"job_validation": "cross"}, r"job_validation='cross' must be one of \['oob', 'holdout'"),
         ({"site_config": ""}, "site_config='' must be the file name of the site YAML"),
         ({"site_config": None}, "site_config=None must be the file name"),
@@ -61,7 +61,9 @@ def test_a_job_built_by_hand_with_bad_arguments_is_refused(params, match):
 
 def test_the_schema_task_is_answered_with_the_sites_schema(runner, tmp_path):
     executor = started(FedForestExecutor(), runner, tmp_path)
-    reply = executor.execute(protocol.SCHEMA, task({"seed": 0}), context(), Signal())
+    reply = executor.execute(
+        protocol.SCHEMA, task({"seed": 0, "time_quantiles": False}), context(), Signal()
+    )
     assert isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK
     payload = reply[protocol.PAYLOAD]
     assert payload["format"] == protocol.SITE_SCHEMA and payload["site"] == "site-1"
@@ -93,7 +95,9 @@ def test_a_task_it_cannot_serve_gets_a_return_code_and_the_reason(
 
 def test_a_site_that_could_not_start_answers_every_task_with_why(caplog):
     executor = FedForestExecutor()
-    reply = executor.execute(protocol.SCHEMA, task({"seed": 0}), context(), Signal())
+    reply = executor.execute(
+        protocol.SCHEMA, task({"seed": 0, "time_quantiles": False}), context(), Signal()
+    )
     assert reply.get_return_code() == ReturnCode.EXECUTION_EXCEPTION
     assert reply[protocol.ERROR] == "the site did not start"
     executor.handle_event(EventType.END_RUN, context())  # other events change nothing

@@ -1,10 +1,11 @@
 """The recipe in NVIDIA FLARE's POC mode (PocEnv): server and sites as separate processes.
 
-One POC deployment (module fixture) runs three jobs in turn: the demo job in
+One POC deployment (module fixture) runs four jobs in turn: the demo job in
 server mode and in swarm mode, compared with the simulator's runs of the same
-configs, and a small regression job (``job.task: regression``) in swarm mode,
+configs, a small regression job (``job.task: regression``) in swarm mode,
 in the privacy scope that site-1's own ``local/privacy.json`` defines, where
-FLARE applies the scope (the simulator does not).
+FLARE applies the scope (the simulator does not), and a small survival job
+(``job.task: survival``, the survival demo's configs) in server mode.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def poc(tmp_path_factory):
         "server": FedForestRecipe(write_configs(tmp / "server")),
         "swarm": FedForestRecipe(write_configs(tmp / "swarm", job={"mode": "swarm"})),
         "scoped": FedForestRecipe(scoped, scope="fedforest"),
+        "survival": FedForestRecipe(
+            write_configs(tmp / "survival", task="survival", forest={"n_estimators": 8})
+        ),
     }
     site_1 = [{"path": FILTER, "args": {"min_leaf_rows": K, "share": {"surrogates": False}}}]
     site_files = {
@@ -155,6 +159,19 @@ def test_a_regression_job_runs_in_swarm_mode(poc):
         assert all(row["rmse"] > 0 and row["bins"] is None for row in per.values())
         (path,) = site_run_dir(poc, site, "scoped").rglob("pooled_model.npz")
         assert load_model(path).forest.task == "regression"
+
+
+def test_a_survival_job_runs_in_poc_mode(poc):
+    results = poc["results"]["survival"]  # job.task: survival, server mode
+    assert results["status"] == "finished", results.get("error")
+    times = results["schema"]["times"]
+    assert len(times) >= 2 and times == sorted(times)
+    for site in SITES:
+        per = results["metrics"][site]
+        assert set(per) == set(JOB_STRATEGIES)
+        assert all(0.5 <= row["cindex"] <= 1 and row["ibs"] < 0.25 for row in per.values())
+        (path,) = site_run_dir(poc, site, "survival").rglob("pooled_model.npz")
+        assert load_model(path).forest.times.tolist() == times
 
 
 def test_the_console_shows_the_phases_and_none_of_flares_output(poc, demo_server_run):

@@ -228,6 +228,35 @@ def test_a_regression_job_runs_in_the_simulator(tmp_path):
     assert "| strategy | RMSE | MAE | R² |" in report
 
 
+def test_a_survival_job_runs_in_the_simulator(tmp_path):
+    """``job.task: survival``: the survival demo's configs (GBSG2's three hospitals), small:
+    the sites agree a time grid from their coarse event-time quantiles, every strategy is
+    scored by the survival metrics at every site, and each site keeps a survival model on
+    that grid."""
+    configs = write_configs(tmp_path, task="survival", forest={"n_estimators": 10})
+    results, run_dir, ws = run(configs, tmp_path)
+    assert results["status"] == "finished", results.get("error")
+    assert results["dropped_sites"] == {} and sorted(results["metrics"]) == SITES
+    times = results["schema"]["times"]
+    assert 2 <= len(times) <= 30 and times == sorted(set(times))
+    assert all(t % 30 == 0 for t in times)  # the sites' 30-day resolution
+    assert results["schema"]["classes"] == [] and results["election"] is None
+    for site in SITES:
+        per = results["metrics"][site]
+        assert set(per) == set(JOB_STRATEGIES)
+        for strategy, row in per.items():
+            assert 0.5 <= row["cindex"] <= 1.0, (site, strategy, row)
+            assert 0.0 < row["ibs"] < 0.25, (site, strategy, row)
+            assert row["calibration"] == "none" and row["bins"] is None
+        assert results["test_events"][site] == per["mp"]["events"] > 0
+        assert per["auto"]["chosen"] in per
+        saved = load_model(ws / site / "simulate_job" / "pooled_model.npz")
+        assert saved.forest.is_survival and saved.forest.times.tolist() == times
+        assert saved.deployment.strategy == per["auto"]["chosen"]
+    report = (run_dir / "report.md").read_text()
+    assert "| strategy | Harrell's C | Uno's C | IBS |" in report
+
+
 @pytest.mark.xdist_group(DEMO_RUNS)
 def test_the_console_shows_one_line_per_round_as_the_job_runs(demo_server_run):
     """The server's progress lines reach the console while the simulator runs; FLARE's own

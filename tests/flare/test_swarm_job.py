@@ -217,3 +217,21 @@ def test_the_console_follows_the_swarm_sites_states(demo_runs):
         assert any(line.startswith(f"{site}: running (") for line in mine), lines
     # shown as the job ran: a site's running phases before the results
     assert not any(done for line, done in swarm.progress if "running" in line)
+
+
+def test_a_survival_job_runs_in_swarm_mode(tmp_path):
+    """``job.task: survival`` in swarm mode: every site agrees the same time grid from the
+    others' coarse quantiles and pools the same survival trees; no central party sees them."""
+    configs = write_configs(
+        tmp_path, task="survival", job={"mode": "swarm"}, forest={"n_estimators": 10}
+    )
+    swarm = Run(tmp_path, configs)
+    results = swarm.results
+    assert results["status"] == "finished", results.get("error")
+    assert results["site_states"] == dict.fromkeys(SITES, "finished")
+    assert len(results["model_digest"]) == 64 and results["model_digests"] == {}
+    grids = {tuple(swarm.site_results(site)["schema"]["times"]) for site in SITES}
+    assert len(grids) == 1 and len(next(iter(grids))) >= 2  # one grid, agreed by every site
+    for site in SITES:
+        per = results["metrics"][site]
+        assert all(0.5 <= row["cindex"] <= 1.0 for row in per.values()), (site, per)

@@ -55,7 +55,7 @@ def test_preorder_links_flag_flags_that_are_not_trees(bits, starts, bad):
 # ------------------------------------------------------------------ round trips
 def _round_trip(forest: PooledForest) -> PooledForest:
     payload = forest.to_payload()
-    assert payload["version"] == 3
+    assert payload["version"] == 4
     back = PooledForest.from_payload(payload, sender="site-9")
     again = back.to_payload()  # a second round trip writes the very same payload
     for key, value in payload.items():

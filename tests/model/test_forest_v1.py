@@ -65,7 +65,7 @@ def test_a_saved_version_1_model_loads_and_predicts_exactly_as_before(saved):
 
 
 def test_version_1_is_read_by_its_own_reader(saved):
-    assert protocol.FORMATS[protocol.POOLED_FOREST] == 3
+    assert protocol.FORMATS[protocol.POOLED_FOREST] == 4
     assert protocol.UPGRADES[(protocol.POOLED_FOREST, 1)] is forest_v1.upgrade
     upgraded = forest_v1.upgrade(saved["forest"])
     assert upgraded["version"] == 2  # the version 2 layout; the version 2 reader then adds the task
@@ -78,7 +78,7 @@ def test_an_upgraded_forest_is_sent_on_as_the_current_version(saved, tmp_path):
     forest = PooledForest.from_payload(saved["forest"], SENDER)
     assert forest.task == "classification"
     payload = forest.to_payload()
-    assert payload["version"] == 3 and payload["value_trees"].size == 0  # counts found
+    assert payload["version"] == 4 and payload["value_trees"].size == 0  # counts found
     assert payload["task"] == "classification"
     assert_same_arrays(PooledForest.from_payload(payload), forest)
     # a model saved again holds the current version and is smaller

@@ -12,6 +12,8 @@ from ..vocabulary import (
     METRICS,
     POOLING_WEIGHTS,
     REGRESSION_METRICS,
+    SURVIVAL_AUTO_METRICS,
+    SURVIVAL_METRICS,
     TASKS,
     VALIDATIONS,
     VOTING,
@@ -121,14 +123,17 @@ def add_parser(sub) -> None:
         "method at every site. Writes results.csv (tidy), summary tables, plots and report.md. "
         "The rows can be skewed over the sites (--partition), or the sites can be real ones, "
         "one CSV file each (--site-files). With --task regression the targets are numbers, "
-        "scored by RMSE (default), MAE or R².",
+        "scored by RMSE (default), MAE or R²; with --task survival they are times to an event "
+        "(random survival forests, scored by Harrell's C and the integrated Brier score by "
+        "default).",
     )
     p.add_argument(
         "datasets",
         nargs="*",
         help="classification: S-500-Num, S-500-Cat, S-500-Mix, breast_cancer, wine, digits; "
-        "regression (--task regression): F-500-Num, F-500-Mix, diabetes; or CSV files (with "
-        "--target); none with --site-files",
+        "regression (--task regression): F-500-Num, F-500-Mix, diabetes; survival (--task "
+        "survival): gbsg2, whas500, veterans; or CSV files (with --target); none with "
+        "--site-files",
     )
     p.add_argument(
         "--task",
@@ -137,7 +142,9 @@ def add_parser(sub) -> None:
         help="what the target is: classification (class labels, the default) or regression "
         "(numbers: regression forests scored by rmse, mae or r2; rows dealt and split without "
         "stratification; no --calibration, --auto-metric, --voting hard or --partition "
-        "dirichlet)",
+        "dirichlet) or survival (a time and an event: random survival forests on a grid of "
+        "event-time quantiles, rows dealt and split stratified by event, scored by cindex, "
+        "uno_cindex, ibs or td_auc; --partition jaccard only)",
     )
     p.add_argument("--target", help="target column of CSV datasets and site files")
     p.add_argument(
@@ -203,11 +210,13 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--metrics",
-        type=listed(choice((*METRICS, *REGRESSION_METRICS)), "metrics"),
+        type=listed(choice((*METRICS, *REGRESSION_METRICS, *SURVIVAL_METRICS)), "metrics"),
         help="metrics to score, comma-separated (default auprc,auc,mcc, the paper's; also "
         "accuracy and the lower-is-better brier, log_loss, ece); with brier, log_loss or ece "
         "the reliability bins are written to calibration.csv. With --task regression: rmse "
-        "(the default), mae (both lower is better) and r2",
+        "(the default), mae (both lower is better) and r2. With --task survival: cindex "
+        "(Harrell's C) and ibs (integrated Brier score, lower is better), the default, "
+        "uno_cindex and td_auc (the mean time-dependent AUC over the time grid)",
     )
     p.add_argument(
         "--calibration",
@@ -226,8 +235,9 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--auto-metric",
-        type=choice(AUTO_METRICS),
-        help=f"the validation metric auto chooses by (default {DEFAULT_AUTO_METRIC})",
+        type=choice((*AUTO_METRICS, *SURVIVAL_AUTO_METRICS)),
+        help=f"the validation metric auto chooses by (default {DEFAULT_AUTO_METRIC}; with "
+        f"--task survival {' or '.join(SURVIVAL_AUTO_METRICS)}, default ibs)",
     )
     p.add_argument(
         "--voting",

@@ -12,6 +12,7 @@ from .options import (
     check_output,
     columns_text,
     integer,
+    listed,
     not_a_file,
     number,
     read_csv,
@@ -143,12 +144,14 @@ def _predict(args: argparse.Namespace) -> int:
     from ..prediction.regressor import PooledForestRegressor
 
     _check_outputs(args)  # before any work: never an input, never an existing file
+    horizons = getattr(args, "times", None)
     model_path = Path(args.model)
     if not model_path.is_file():
         if not model_path.exists() and not model_path.is_symlink():
             raise FileNotFoundError(f"--model: no such model file: {model_path}")
         raise FileNotFoundError(f"--model: {model_path} {not_a_file(model_path)}")
     model = load_model(model_path)
+    check_horizons(horizons, model.forest)
     frame = read_csv(args.data, "--data")
     ids = _id_columns(args, frame)
     renames = args.rename or {}
@@ -206,7 +209,12 @@ def _predict(args: argparse.Namespace) -> int:
     X = done.X
     target = None if inputs is None else inputs.local_name(inputs.target)
     predicted = "prediction" if target is None else f"predicted_{target}"
-    if forest.is_regression:  # the task comes with the model: one column, the number
+    if forest.is_survival:  # a risk score, and the survival probability at each horizon
+        from ..prediction.survival import PooledForestSurvival
+
+        clf = PooledForestSurvival.from_model(model, **common)
+        out = survival_columns(clf, X, horizons, frame.index)
+    elif forest.is_regression:  # the task comes with the model: one column, the number
         clf = PooledForestRegressor.from_model(model, **common)
         out = pd.DataFrame({predicted: clf.predict(X)}, index=frame.index)
     else:
@@ -237,6 +245,45 @@ def _predict(args: argparse.Namespace) -> int:
     else:
         out.to_csv(sys.stdout, index=False)
     return 0
+
+
+def check_horizons(horizons, forest) -> None:
+    """Refuse ``--times`` for a model without survival trees, and horizons outside the range
+    of the survival model's time grid (its curves say nothing before the first grid time
+    nor after the last)."""
+    if horizons is None:
+        return
+    if not forest.is_survival:
+        raise ValueError(
+            f"--times {','.join(f'{t:g}' for t in horizons)}: the model predicts "
+            f"{'numbers' if forest.is_regression else 'classes'}, not survival; --times "
+            "applies to a survival model (job.task: survival) only"
+        )
+    lo, hi = float(forest.times[0]), float(forest.times[-1])
+    outside = [t for t in horizons if not lo <= t <= hi]
+    if outside:
+        raise ValueError(
+            f"--times {outside[0]:g} is outside the model's time grid [{lo:g}, {hi:g}]; "
+            f"allowed: horizons from {lo:g} to {hi:g} (the survival curves are known there "
+            "only)"
+        )
+
+
+def survival_columns(clf, X, horizons, index):
+    """A survival model's output: ``risk`` (the sum of the cumulative hazard over the grid:
+    higher, sooner) and ``survival_at_<t>``, the survival probability at each horizon
+    ``t`` (the curve's step at the last grid time <= t)."""
+    import numpy as np
+    import pandas as pd
+
+    out = pd.DataFrame({"risk": clf.predict(X)}, index=index)
+    if horizons:
+        curves = clf.predict_survival_function(X, return_array=True)
+        grid = np.asarray(clf.times_)
+        for t in horizons:
+            step = int(np.searchsorted(grid, t, side="right")) - 1
+            out[f"survival_at_{t:g}"] = curves[:, step]
+    return out
 
 
 def _write_report(args: argparse.Namespace, gaps) -> None:
@@ -304,6 +351,13 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--seed", type=integer(0, MAX_SEED), help="seed of pr / ipr (default: the job's)"
+    )
+    p.add_argument(
+        "--times",
+        type=listed(number(0), "time"),
+        metavar="T1,T2,...",
+        help="a survival model: also write the survival probability at these horizons "
+        "(columns survival_at_<t>), within the model's time grid",
     )
     p.add_argument("--out", help="write predictions here instead of standard output")
     p.add_argument(

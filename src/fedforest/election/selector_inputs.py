@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..survival_metrics import check_survival_target, survival_target
 from .selector_methods import _Data
 
 
@@ -137,40 +138,13 @@ def _numeric_target(y: Any, name: str) -> np.ndarray:
 
 
 def _survival_array(y: Any, name: str) -> np.ndarray:
-    """A survival target as a structured array of ``("event", bool)`` and ``("time", f8)``."""
-    arr = np.asarray(y)
-    if arr.dtype.names is None or len(arr.dtype.names) != 2:
-        raise ValueError(
-            f"{name} must be a survival target: a structured array of an event indicator and "
-            f"a time (fedforest.survival_metrics.survival_target), got dtype {arr.dtype}"
-        )
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    event_field, time_field = arr.dtype.names
-    event = arr[event_field]
-    if event.dtype.kind != "b":
-        raise ValueError(
-            f"{name}: the event field {event_field!r} must hold booleans, got dtype {event.dtype}"
-        )
-    try:
-        time = arr[time_field].astype(np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{name}: the time field {time_field!r} must hold numbers, got dtype "
-            f"{arr[time_field].dtype}"
-        ) from None
-    if not np.all(np.isfinite(time)):
-        raise ValueError(f"{name}: the time field {time_field!r} holds missing or infinite values")
-    if np.any(time < 0):
-        raise ValueError(
-            f"{name}: the time field {time_field!r} holds negative times "
-            f"({time[time < 0][:3].tolist()}); times to an event are >= 0"
-        )
+    """A survival target as a structured array of ``("event", bool)`` and ``("time", f8)``,
+    checked as :func:`~fedforest.survival_metrics.check_survival_target` checks it and
+    holding at least one event."""
+    event, time = check_survival_target(y, name)
     if not event.any():
         raise ValueError(
             f"{name} (survival target) has no event among its {len(event)} rows; feature "
             "selection for task='survival' needs at least one event"
         )
-    out = np.empty(len(arr), dtype=[("event", bool), ("time", np.float64)])
-    out["event"], out["time"] = event, time
-    return out
+    return survival_target(time, event)

@@ -166,7 +166,7 @@ def load_table(
     columns are coded as integers and treated as categorical.
     A file of the same name as a bundled dataset is read as the file.
     """
-    from .bundled import BUNDLED, load_bundled
+    from .bundled import BUNDLED, load_bundled_table
     from .synthetic import DATASETS, REGRESSION_DATASETS, load_dataset
 
     if task not in TASKS:
@@ -177,8 +177,8 @@ def load_table(
         return Dataset(spec, X, np.asarray(y), list(cats), task=named)
     path = Path(spec)
     if named is not None:
-        X, y = load_bundled(spec)
-        return Dataset(spec, X, y, [], task=named)
+        X, y, cats = load_bundled_table(spec)
+        return Dataset(spec, X, y, cats, task=named)
     if not path.is_file():
         synthetic = [*DATASETS, *REGRESSION_DATASETS]
         raise ValueError(
@@ -368,6 +368,9 @@ def check_dataset(
     if task == "regression":
         _check_regression(data, n_sites, test_fraction, validation_fraction, partition)
         return
+    if task == "survival":
+        _check_survival(data, n_sites, test_fraction, validation_fraction, partition)
+        return
     y = np.asarray(data.y)
     if y.dtype.kind == "f" and (y != np.round(y)).any():
         example = float(y[y != np.round(y)][0])
@@ -431,6 +434,12 @@ def check_dataset(
 
 def _refuse_other_task(data: Dataset, task: str) -> None:
     """Refuse a named dataset of the other task, naming the ``--task`` it takes."""
+    if data.task == "survival" or task == "survival":
+        raise ValueError(
+            f"dataset {data.name}: a {data.task} dataset, not one for --task {task}; "
+            f"--task survival runs {', '.join(task_datasets('survival'))}; run {data.name} with "
+            f"--task {data.task}"
+        )
     if data.task == "regression":
         raise ValueError(
             f"dataset {data.name}: a regression dataset (its target is a number, "
@@ -512,6 +521,73 @@ def _check_regression(
             )
         raise ValueError(
             f"dataset {data.name}: {len(y)} rows; {deal}. Use fewer sites (--sites)"
+            f"{', a smaller --validation-fraction' if validation_fraction else ''} or more rows"
+        )
+
+
+#: Events every part of a survival site's rows (training, validation, test) needs: a
+#: concordance needs comparable pairs, and each part is stratified by event.
+MIN_SURVIVAL_PART_EVENTS = 2
+
+
+def survival_floor(
+    test_fraction: float = TEST_FRACTION, validation_fraction: float | None = None
+) -> int:
+    """Events a survival site needs so that each part of its split, stratified by event,
+    holds :data:`MIN_SURVIVAL_PART_EVENTS` events (each part's share rounded down).
+
+    Examples
+    --------
+    >>> survival_floor(), survival_floor(validation_fraction=0.2)
+    (8, 10)
+    """
+    n = MIN_SURVIVAL_PART_EVENTS
+    while True:
+        test = math.floor(test_fraction * n)
+        val = math.floor(validation_fraction * n) if validation_fraction else None
+        train = n - test - (val or 0)
+        if min(p for p in (test, val, train) if p is not None) >= MIN_SURVIVAL_PART_EVENTS:
+            return n
+        n += 1
+
+
+def _check_survival(
+    data: Dataset,
+    n_sites: Sequence[int],
+    test_fraction: float,
+    validation_fraction: float | None,
+    partition: str,
+) -> None:
+    """Refuse a target that is not a valid survival target
+    (:func:`~fedforest.survival_metrics.check_survival_target`), a skewed partition or
+    natural sites, and too few events for :func:`survival_floor` events at every site of
+    the even deal (stratified by event)."""
+    from ..survival_metrics import check_survival_target
+
+    try:
+        event, _ = check_survival_target(data.y, "the target")
+    except ValueError as err:
+        raise ValueError(f"dataset {data.name}: {err}") from err
+    if partition != "jaccard" or data.sites is not None:
+        what = (
+            "natural sites (--site-files)"
+            if data.sites is not None
+            else (f"--partition {partition}")
+        )
+        raise ValueError(
+            f"dataset {data.name}: {what} under --task survival; allowed: --partition jaccard "
+            "(the even deal of one table, stratified by event)"
+        )
+    floor = survival_floor(test_fraction, validation_fraction)
+    parts = "training, test and validation" if validation_fraction else "training and test"
+    most = max(n_sites)
+    events = int(np.sum(event))
+    if events // most < floor:
+        raise ValueError(
+            f"dataset {data.name}: {events} events in {len(event)} rows; the even deal over "
+            f"{most} sites gives the smallest {events // most} events, but a site needs at "
+            f"least {floor} (so that its {parts} rows hold {MIN_SURVIVAL_PART_EVENTS} events "
+            f"each). Use fewer sites (--sites)"
             f"{', a smaller --validation-fraction' if validation_fraction else ''} or more rows"
         )
 

@@ -19,6 +19,8 @@ from ..vocabulary import (
     PAPER_METHODS,
     POOLING_WEIGHTS,
     REGRESSION_METRICS,
+    SURVIVAL_AUTO_METRICS,
+    SURVIVAL_METRICS,
     TASKS,
     VALIDATIONS,
     VOTING,
@@ -33,9 +35,18 @@ ALL_METHODS = EXPERIMENT_METHODS
 PAPER_SITES = (2, 3, 4, 6)
 PAPER_JACCARDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 #: The metrics each task can score (:data:`~fedforest.vocabulary.TASKS`).
-TASK_METRICS = {"classification": METRICS, "regression": REGRESSION_METRICS}
-#: The metrics scored when none are named: the paper's, and RMSE for regression.
-DEFAULT_METRICS = {"classification": ("auprc", "auc", "mcc"), "regression": ("rmse",)}
+TASK_METRICS = {
+    "classification": METRICS,
+    "regression": REGRESSION_METRICS,
+    "survival": SURVIVAL_METRICS,
+}
+#: The metrics scored when none are named: the paper's, RMSE for regression, Harrell's C and
+#: the integrated Brier score for survival.
+DEFAULT_METRICS = {
+    "classification": ("auprc", "auc", "mcc"),
+    "regression": ("rmse",),
+    "survival": ("cindex", "ibs"),
+}
 
 
 def check_task_metrics(task: str, metrics: Sequence[str]) -> None:
@@ -53,13 +64,13 @@ def check_task_metrics(task: str, metrics: Sequence[str]) -> None:
     bad = [m for m in metrics if m not in allowed]
     if not bad:
         return
-    other = "regression" if task == "classification" else "classification"
-    if all(m in TASK_METRICS[other] for m in bad):
-        raise ValueError(
-            f"metrics {bad} (--metrics) are {other} metrics; --task {task} scores "
-            f"{', '.join(allowed)}"
-            + ("; for a numeric target use --task regression" if other == "regression" else "")
-        )
+    for other in TASK_METRICS:
+        if other != task and all(m in TASK_METRICS[other] for m in bad):
+            raise ValueError(
+                f"metrics {bad} (--metrics) are {other} metrics; --task {task} scores "
+                f"{', '.join(allowed)}"
+                + ("; for a numeric target use --task regression" if other == "regression" else "")
+            )
     raise ValueError(f"metrics {bad} are not among {list(allowed)} (--task {task})")
 
 
@@ -189,7 +200,11 @@ class ExperimentPlan:
                 f"pooling_weights={self.pooling_weights!r} must be one of "
                 f"{', '.join(POOLING_WEIGHTS)}"
             )
-        if self.auto_metric is not None and self.auto_metric not in AUTO_METRICS:
+        if (
+            self.auto_metric is not None
+            and self.task != "survival"
+            and self.auto_metric not in AUTO_METRICS
+        ):
             raise ValueError(
                 f"auto_metric={self.auto_metric!r} must be one of {', '.join(AUTO_METRICS)}"
             )
@@ -211,6 +226,8 @@ class ExperimentPlan:
         check_task_metrics(self.task, self.metrics)
         if self.task == "regression":
             self._validate_regression()
+        if self.task == "survival":
+            self._validate_survival()
         if any((not isinstance(n, int)) or n < 2 for n in self.n_sites):
             raise ValueError(f"n_sites={self.n_sites} must be integers >= 2")
         if any(not 0 < j <= 1 for j in self.jaccards):
@@ -256,4 +273,32 @@ class ExperimentPlan:
             raise ValueError(
                 f"voting={self.voting!r} (--voting) is a vote of classes; under --task "
                 "regression the trees' predictions are averaged: leave it at 'soft'"
+            )
+
+    def _validate_survival(self) -> None:
+        """Refuse what a survival experiment does not run, saying what it runs instead."""
+        if self.site_files or self.target:
+            raise ValueError(
+                "site files and CSV datasets (--site-files, --target) under --task survival: a "
+                "survival target is a time and an event; allowed: the survival datasets "
+                "gbsg2, whas500, veterans"
+            )
+        if self.partition != "jaccard":
+            raise ValueError(
+                f"partition={self.partition!r} (--partition) under --task survival; allowed: "
+                "jaccard (the even deal, stratified by event)"
+            )
+        for key, value, default in (
+            ("calibration", self.calibration, "none"),
+            ("voting", self.voting, "soft"),
+        ):
+            if value != default:
+                raise ValueError(
+                    f"{key}={value!r} (--{key}) is classification's; under --task survival "
+                    f"the trees' curves are averaged: leave it at {default!r}"
+                )
+        if self.auto_metric is not None and self.auto_metric not in SURVIVAL_AUTO_METRICS:
+            raise ValueError(
+                f"auto_metric={self.auto_metric!r} (--auto-metric) under --task survival; "
+                f"allowed: {', '.join(SURVIVAL_AUTO_METRICS)}"
             )

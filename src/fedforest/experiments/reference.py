@@ -28,7 +28,11 @@ site deploys (``auto``) are from it:
   computes them.
 
 :func:`pooled_data_reference` does all of it; :func:`job_reference` for a job
-run in this process (:func:`fedforest.federation.offline.run_job`).
+run in this process (:func:`fedforest.federation.offline.run_job`). A survival
+experiment's reference (:func:`pooled_survival_reference`) is the same on
+time-to-event targets: one scikit-survival ``RandomSurvivalForest`` on the
+pooled rows and the union of the columns (NaN where a site lacks a column),
+its curves evaluated on the experiment's time grid.
 """
 
 from __future__ import annotations
@@ -138,7 +142,7 @@ def _schema_phase(config_dir):
     config_dir = Path(config_dir)
     config = JobConfig.load(config_dir / "job.yaml")
     runners = site_runners(config_dir, config)
-    seed = protocol.task_data(protocol.SCHEMA, seed=config.seed)
+    seed = protocol.task_data(protocol.SCHEMA, seed=config.seed, time_quantiles=False)
     described = {site: runner.run_task(protocol.SCHEMA, seed) for site, runner in runners.items()}
     server = JobServer(config)
     schema = server.build_schema(described)
@@ -218,6 +222,11 @@ class PooledDataReference:
         """Train on every site's training and validation rows, stacked."""
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} is not one of {list(TASKS)}")
+        if self.task == "survival":
+            raise ValueError(
+                "task='survival': this reference trains scikit-learn forests; a survival "
+                "experiment's is pooled_survival_reference (a random survival forest)"
+            )
         params = dict(self.forest or {})
         unknown = sorted(set(params) - set(FOREST_KEYS))
         if unknown:
@@ -380,3 +389,72 @@ def config_reference(
         scored=list(rows) if scored is None else scored,
         columns=[c for c in schema.features if c in set(pooled_columns(rows))],
     )
+
+
+def pooled_survival_reference(
+    parts: Mapping[str, SiteRows],
+    key: dict,
+    metrics: Sequence[str],
+    times: np.ndarray,
+    n_estimators: int,
+    rep: int,
+    data,
+) -> list[dict]:
+    """The pooled-data reference of a survival repetition (method :data:`REFERENCE`).
+
+    One ``RandomSurvivalForest(n_estimators, random_state=rep)`` on every site's
+    training and validation rows pooled, on the union of the sites' columns in
+    the dataset's order (NaN where a site lacks a column: scikit-survival's
+    trees send missing values down a learned side), its curves evaluated on
+    ``times`` and each site's test rows scored as the methods are.
+    """
+    from sksurv.ensemble import RandomSurvivalForest
+
+    from ..survival_metrics import score_survival
+
+    held = {c for p in parts.values() for c in p.X_train.columns}
+    columns = [c for c in data.X.columns if c in held]
+
+    def table(X: pd.DataFrame) -> np.ndarray:
+        return X.reindex(columns=columns).to_numpy(dtype=np.float32)
+
+    X_all = [table(p.X_train) for p in parts.values()]
+    y_all = [p.y_train for p in parts.values()]
+    X_all += [table(p.X_val) for p in parts.values() if p.X_val is not None]
+    y_all += [p.y_val for p in parts.values() if p.y_val is not None]
+    rsf = RandomSurvivalForest(n_estimators=n_estimators, random_state=rep, n_jobs=1)
+    rsf.fit(np.vstack(X_all), np.concatenate(y_all))
+    rows = []
+    for site, p in parts.items():
+        hazard = curves_on_grid(rsf, table(p.X_test), times)
+        survival = curves_on_grid(rsf, table(p.X_test), times, "survival")
+        risk = hazard.sum(axis=1)
+        for metric in metrics:
+            value = score_survival(metric, p.y_test, risk, survival, times, y_ref=p.y_train)
+            rows.append(
+                {
+                    **key,
+                    "site": site,
+                    "method": REFERENCE,
+                    "metric": metric,
+                    "value": float("nan") if value is None else float(value),
+                    "test_rows": len(p.y_test),
+                    "events": int(np.sum(p.y_test["event"])),
+                }
+            )
+    return rows
+
+
+def curves_on_grid(estimator, X: np.ndarray, times: np.ndarray, kind: str = "hazard") -> np.ndarray:
+    """A fitted scikit-survival forest's or tree's cumulative hazard (``kind="hazard"``) or
+    survival curves (``"survival"``) of the rows ``X``, read at ``times`` as
+    :meth:`~fedforest.model.forest.PooledForest.from_sksurv` reads a leaf's: the value at
+    the last of its ``unique_times_`` at or before each point, and before the first a
+    hazard of 0 and a survival of 1; shape ``(n, len(times))``."""
+    from ..survival_metrics import curves_at
+
+    if kind == "hazard":
+        curves, start = estimator.predict_cumulative_hazard_function(X, return_array=True), 0.0
+    else:
+        curves, start = estimator.predict_survival_function(X, return_array=True), 1.0
+    return curves_at(curves, estimator.unique_times_, times, start)

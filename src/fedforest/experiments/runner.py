@@ -42,6 +42,12 @@ needs classes and is refused; the quantity skew deals the rows as one
 class, every site getting :func:`~.datasets.regression_floor` rows first.
 Calibration, hard voting and ``auto_metric`` are classification's and
 are refused (``auto`` and ``wmp`` choose by validation RMSE).
+
+A survival target (``task="survival"``: ``gbsg2``, ``whas500``, ``veterans``)
+runs the protocol of :mod:`~.survival`: rows dealt and split stratified by
+event, random survival forests on a time grid of the pooled training event
+times, scored by Harrell's and Uno's C, the integrated Brier score and the
+time-dependent AUC (:data:`~fedforest.vocabulary.SURVIVAL_METRICS`).
 """
 
 from __future__ import annotations
@@ -94,6 +100,7 @@ from .plan import (  # noqa: F401  (re-exported: the runner's public names)
 from .reference import REFERENCE, SiteRows, pooled_data_reference
 from .sites import load_site_files
 from .skew import scenario_name, skewed_table
+from .survival import run_survival_repetition
 
 logger = logging.getLogger(__name__)
 
@@ -356,6 +363,23 @@ def run_repetition(
     task = resolve_task(data, task)
     metrics = list(DEFAULT_METRICS[task] if metrics is None else metrics)
     check_task_metrics(task, metrics)
+    if task == "survival":
+        return run_survival_repetition(
+            data,
+            n_sites,
+            jaccard,
+            rep,
+            methods,
+            metrics,
+            n_estimators,
+            depth_threshold,
+            test_fraction,
+            validation_fraction if needs_validation(methods) else None,
+            pooling_weights=pooling_weights,
+            auto_metric=auto_metric,
+            pooled_reference=pooled_reference,
+            validation=validation,
+        )
     want_val = needs_validation(methods, calibration)
     out_of_bag = want_val and validation == "oob"
     prepared = prepare_repetition(

@@ -13,12 +13,15 @@ only :mod:`fedforest.vocabulary`; never matplotlib, :mod:`.figures` or
 :mod:`.markdown`.
 
 Metrics of :data:`~fedforest.vocabulary.LOWER_IS_BETTER` (Brier score,
-log-loss, ECE, and the regression errors RMSE and MAE) are ranked, compared
+log-loss, ECE, the regression errors RMSE and MAE, and the integrated Brier
+score of survival curves) are ranked, compared
 and marked best the other way round (:func:`lower_is_better`): rank 1 is the
 lowest score, a relative gain is the relative reduction, and the best value
 of a table is its smallest. Every metric of
 :data:`~fedforest.vocabulary.METRICS` and
-:data:`~fedforest.vocabulary.REGRESSION_METRICS` (RMSE, MAE, R²) can be tabulated.
+:data:`~fedforest.vocabulary.REGRESSION_METRICS` (RMSE, MAE, R²) and
+:data:`~fedforest.vocabulary.SURVIVAL_METRICS` (Harrell's and Uno's C, the
+integrated Brier score, the time-dependent AUC) can be tabulated.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ..vocabulary import (
     METRICS,
     REGRESSION_METRICS,
     STRATEGY_NAMES,
+    SURVIVAL_METRICS,
 )
 
 logger = logging.getLogger("fedforest.experiments.reports")  # the name used before the split
@@ -82,9 +86,13 @@ _METRIC_NAMES = {
     "rmse": "RMSE",
     "mae": "MAE",
     "r2": "R²",
+    "cindex": "Harrell's C",
+    "uno_cindex": "Uno's C",
+    "ibs": "Integrated Brier score",
+    "td_auc": "Time-dependent AUC",
 }
-#: Every metric a results frame may hold: classification's, then regression's.
-_ALL_METRICS = (*METRICS, *REGRESSION_METRICS)
+#: Every metric a results frame may hold: classification's, regression's, then survival's.
+_ALL_METRICS = (*METRICS, *REGRESSION_METRICS, *SURVIVAL_METRICS)
 _REP_KEYS = ["dataset", "n_sites", "jaccard", "rep", "method", "metric"]
 _BLOCK = ["dataset", "n_sites", "jaccard", "rep"]
 _JACCARD_DECIMALS = 10

@@ -20,7 +20,8 @@ The job file (``site_configs/job.yaml``)::
       mode: server                      # server: the server runs the phases and pools;
                                         # swarm: the sites exchange everything with each other
       task: classification              # or regression: a continuous target (regression
-                                        # trees; metrics rmse, mae, r2; no calibration)
+                                        # trees; metrics rmse, mae, r2; no calibration);
+                                        # or survival: a time to an event (survival trees)
     evaluation:
       strategies: [fpv, pr, mi, ipr, mp, ss, node, wmp, park, local, intersection, auto]
       voting: soft
@@ -49,6 +50,7 @@ The job file (``site_configs/job.yaml``)::
                                         # selected: NVIDIA FLARE 2.9's feature_election rule
       always_keep: []
       metric: auprc
+    survival: {times: null, grid_points: 30}   # job.task: survival (config_survival)
 
 A site file (``site_configs/site-1.yaml``)::
 
@@ -72,6 +74,9 @@ A site file (``site_configs/site-1.yaml``)::
                                            # server for its report (false: status only)
     calibration: null                      # this site's calibration (null: the job's
                                            # evaluation.calibration)
+
+A site of a survival job names ``time`` and ``event`` columns instead of
+``target`` (:mod:`fedforest.federation.config_survival`).
 
 **Validation mode.** A site scores its choices (the election's tuning masks,
 ``auto``, the calibration, ``wmp``'s weight) either out of bag on its
@@ -138,7 +143,6 @@ from ..rules import names as strategy_names
 from ..validation import ConfigChecker
 from ..vocabulary import (
     AGGREGATIONS,
-    AUTO_METRICS,
     CALIBRATIONS,
     DEFAULT_AUTO_METRIC,
     DEFAULT_VALIDATION,
@@ -147,9 +151,6 @@ from ..vocabulary import (
     NAME_CHARACTERS,
     PHASES,
     POOLING_WEIGHTS,
-    RANKING_METRICS,
-    REGRESSION_AUTO_METRIC,
-    REGRESSION_METRICS,
     RESERVED_SITE_NAMES,
     SELECTORS,
     SITE_NAME,
@@ -159,6 +160,7 @@ from ..vocabulary import (
     VOTING,
 )
 from ..yaml_files import read_yaml_file
+from . import config_survival as cs
 from .config_sections import ElectionSettings, ForestParams, SurrogateParams, Timeouts
 from .config_values import (
     _check_label_map,
@@ -168,6 +170,7 @@ from .config_values import (
 )
 from .job_sites import check_job_against_sites
 from .splits import split_sizes
+from .time_grid import DEFAULT_GRID_POINTS
 
 logger = logging.getLogger(__name__)
 
@@ -200,6 +203,7 @@ JOB_DEFAULTS: dict[str, Any] = {
     "forest": ForestParams().to_dict(),
     "surrogates": SurrogateParams().to_dict(),
     "election": ElectionSettings().to_dict(),
+    "survival": {"times": None, "grid_points": DEFAULT_GRID_POINTS},
 }
 
 SITE_DEFAULTS: dict[str, Any] = {
@@ -218,6 +222,7 @@ SITE_DEFAULTS: dict[str, Any] = {
     "privacy": None,
     "report_metrics": True,
     "calibration": None,
+    **cs.SURVIVAL_SITE_DEFAULTS,
 }
 
 #: Keys the site-owned file (``local/fedforest.yaml``) may hold.
@@ -307,19 +312,23 @@ class JobConfig:
     #: ``evaluation.validation``: what the sites score their choices on, unless a site's
     #: ``validation`` says otherwise (:data:`~fedforest.vocabulary.VALIDATIONS`).
     validation: str = DEFAULT_VALIDATION
+    #: ``survival.times`` (``None``: agreed from the sites) and ``survival.grid_points``.
+    survival_times: tuple[float, ...] | None = None
+    grid_points: int = DEFAULT_GRID_POINTS
     source: str = "job.yaml"
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "job.yaml") -> JobConfig:
         c = _Checker(source)
         d = c.merge(data, JOB_DEFAULTS)
-        job, ev, forest, sur, el, pooling = (
+        job, ev, forest, sur, el, pooling, surv = (
             d["job"],
             d["evaluation"],
             d["forest"],
             d["surrogates"],
             d["election"],
             d["pooling"],
+            d["survival"],
         )
         if job["sites"] is None:
             c.fail("job.sites", None, "a list of at least two site names")
@@ -348,8 +357,13 @@ class JobConfig:
             )
         c.choice("job.task", job["task"], TASKS)
         regression = job["task"] == "regression"
+        survival = job["task"] == "survival"
         if regression:
             _regression_defaults(c, data, ev, el)
+        if survival:
+            cs.survival_defaults(c, data, ev, el)
+        survival_times = cs.survival_grid(c, surv, survival)
+        allowed_metrics, auto_metrics, election_metrics = cs.TASK_METRICS[job["task"]]
         known = strategy_names()
         strategies = c.str_list("evaluation.strategies", ev["strategies"], known)
         if not strategies:
@@ -357,15 +371,10 @@ class JobConfig:
         c.choice("evaluation.voting", ev["voting"], VOTING)
         # the model's settings carry it to the sites, whose reader takes at most MAX_NODES
         c.integer("evaluation.depth_threshold", ev["depth_threshold"], 0, MAX_NODES)
-        allowed_metrics = REGRESSION_METRICS if regression else METRICS
         metrics = c.str_list("evaluation.metrics", ev["metrics"], allowed_metrics)
         if not metrics:
             c.fail("evaluation.metrics", metrics, "at least one of " + ", ".join(allowed_metrics))
-        c.choice(
-            "evaluation.auto_metric",
-            ev["auto_metric"],
-            (REGRESSION_AUTO_METRIC,) if regression else AUTO_METRICS,
-        )
+        c.choice("evaluation.auto_metric", ev["auto_metric"], auto_metrics)
         c.choice("evaluation.calibration", ev["calibration"], CALIBRATIONS)
         c.choice("evaluation.validation", ev["validation"], VALIDATIONS)
         tps = ev["trees_per_site"]
@@ -397,9 +406,7 @@ class JobConfig:
         c.choice("election.aggregation", el["aggregation"], AGGREGATIONS)
         c.choice("election.normalization", el["normalization"], NORMALIZATIONS)
         c.str_list("election.always_keep", el["always_keep"])
-        c.choice(
-            "election.metric", el["metric"], REGRESSION_METRICS if regression else RANKING_METRICS
-        )
+        c.choice("election.metric", el["metric"], election_metrics)
         return cls(
             name=job["name"],
             sites=sites,
@@ -424,8 +431,15 @@ class JobConfig:
             pooling_weights=pooling["weights"],
             trees_per_site=ev["trees_per_site"],
             validation=ev["validation"],
+            survival_times=survival_times,
+            grid_points=int(surv["grid_points"]),
             source=source,
         )
+
+    @property
+    def survival(self) -> bool:
+        """Whether the job predicts a time to an event (``job.task: survival``)."""
+        return self.task == "survival"
 
     @classmethod
     def load(cls, path) -> JobConfig:
@@ -470,6 +484,16 @@ class SiteConfig:
     validation: str | None = None
     #: The job's ``evaluation.validation`` (set by the job, not a key of the site's file).
     job_validation: str = DEFAULT_VALIDATION
+    #: A survival job's ``time`` column (its ``event`` column is :attr:`target`) and
+    #: ``time_resolution`` (:mod:`~fedforest.federation.config_survival`).
+    time: str | None = None
+    time_resolution: float | None = None
+
+    @property
+    def outcomes(self) -> list[str]:
+        """The outcome columns, never features: the target, and a survival job's time column
+        (``["died", "months"]``)."""
+        return [self.target] + ([self.time] if self.time is not None else [])
 
     @classmethod
     def from_dict(
@@ -486,6 +510,10 @@ class SiteConfig:
             raise ValueError(f"validation={validation!r} is not one of {list(VALIDATIONS)}")
         c = _Checker(source)
         d = c.merge(data, SITE_DEFAULTS)
+        if task not in TASKS:
+            raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
+        survival = task == "survival"
+        cs.survival_site_keys(c, d, task)
         for key in ("site", "data_path", "target"):
             if d[key] is None:
                 c.fail(key, None, "a non-empty string (this key is required)")
@@ -513,7 +541,8 @@ class SiteConfig:
         c.choice("selector", d["selector"], SELECTORS)
         if not isinstance(d["selector_params"], Mapping):
             c.fail("selector_params", d["selector_params"], "a mapping of parameter to value")
-        _check_selector_params(c, d["selector"], d["selector_params"], task)
+        if not survival:  # a survival job runs no election (config_values._survival_defaults)
+            _check_selector_params(c, d["selector"], d["selector_params"], task)
         val = c.number(
             "validation_fraction", d["validation_fraction"], 0, 1, open_lo=True, open_hi=True
         )
@@ -533,8 +562,7 @@ class SiteConfig:
         c.boolean("report_metrics", d["report_metrics"])
         if d["calibration"] is not None:
             c.choice("calibration", d["calibration"], CALIBRATIONS)
-        if task not in TASKS:
-            raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
+        cs.survival_site_checks(c, d, label_map, task)
         if task == "regression":
             if d["calibration"] not in (None, "none"):
                 c.fail(
@@ -578,6 +606,8 @@ class SiteConfig:
             task=task,
             validation=d["validation"],
             job_validation=validation,
+            time=d["time"],
+            time_resolution=(None if d["time_resolution"] is None else float(d["time_resolution"])),
         )
 
     @classmethod
@@ -712,7 +742,7 @@ class SiteConfig:
         """The numeric and the categorical feature columns of a checked table."""
         numeric, categorical = [], []
         for name in frame.columns:
-            if name == self.target:
+            if name in self.outcomes:
                 continue
             kind = column_kind(frame[name], name in self.categorical)
             (numeric if kind == "numeric" else categorical).append(str(name))

@@ -53,6 +53,9 @@ from ..vocabulary import (
     REGRESSION_AUTO_METRIC,
     REGRESSION_METRICS,
     SELECTORS,
+    SURVIVAL_AUTO_METRIC,
+    SURVIVAL_AUTO_METRICS,
+    SURVIVAL_METRICS,
     TASKS,
     TRACKING,
     VALIDATIONS,
@@ -66,6 +69,8 @@ from .config import (
     RESERVED_NAMES,
     SITE_DEFAULTS,
 )
+from .site_rules import MIN_PART_EVENTS
+from .time_grid import MAX_GRID_POINTS, MIN_QUANTILE_EVENTS
 
 #: Keys of a site's file whose value is one mapping, never a section of keys.
 MAPPING_KEYS = ("renames", "label_map", "selector_params", "privacy")
@@ -204,7 +209,12 @@ JOB_KEYS: dict[str, Key] = {
         "regression job's defaults: `evaluation.metrics` "
         + ", ".join(REGRESSION_METRICS)
         + f"; `evaluation.auto_metric` and `election.metric` {REGRESSION_AUTO_METRIC}; "
-        "`evaluation.calibration` none.",
+        "`evaluation.calibration` none. `survival`: a time to an event (random survival "
+        "forests; each site names `time` and `event` columns instead of `target`, "
+        "[running.md](running.md#survival-jobs)); its defaults: `evaluation.metrics` "
+        + ", ".join(SURVIVAL_METRICS)
+        + f"; `evaluation.auto_metric` {SURVIVAL_AUTO_METRIC}; `evaluation.calibration` none; "
+        "`election.enabled` false (required).",
         choices=TASKS,
     ),
     "evaluation.strategies": Key(
@@ -229,20 +239,25 @@ JOB_KEYS: dict[str, Key] = {
     "evaluation.metrics": Key(
         "The metrics reported per site and strategy (`brier`, `log_loss` and `ece`: lower is "
         "better).",
-        "at least one; a regression job: of " + ", ".join(f"`{m}`" for m in REGRESSION_METRICS),
+        "at least one; a regression job: of "
+        + ", ".join(f"`{m}`" for m in REGRESSION_METRICS)
+        + "; a survival job: of "
+        + ", ".join(f"`{m}`" for m in SURVIVAL_METRICS),
         choices=METRICS,
         many=True,
     ),
     "evaluation.auto_metric": Key(
-        "What `auto` optimises on each site's validation rows: `log_loss` and `brier` are "
-        "minimised, the others maximised.",
-        f"`{REGRESSION_AUTO_METRIC}` in a regression job",
+        "What `auto` optimises on each site's validation rows: `log_loss`, `brier` and "
+        "`ibs` are minimised, the others maximised.",
+        f"`{REGRESSION_AUTO_METRIC}` in a regression job; one of "
+        + ", ".join(f"`{m}`" for m in SURVIVAL_AUTO_METRICS)
+        + " in a survival job",
         choices=AUTO_METRICS,
     ),
     "evaluation.calibration": Key(
         "Calibration fitted at each site on its validation rows, after the strategy "
         "([calibration.md](calibration.md)); a site's own `calibration` replaces it.",
-        "`none` in a regression job",
+        "`none` in a regression or survival job",
         choices=CALIBRATIONS,
     ),
     "evaluation.trees_per_site": Key(
@@ -346,8 +361,26 @@ JOB_KEYS: dict[str, Key] = {
     ),
     "election.metric": Key(
         "What each site scores a proposed mask by, on its validation rows.",
-        "a regression job: " + ", ".join(f"`{m}`" for m in REGRESSION_METRICS),
+        "a regression job: "
+        + ", ".join(f"`{m}`" for m in REGRESSION_METRICS)
+        + "; a survival job: "
+        + ", ".join(f"`{m}`" for m in SURVIVAL_AUTO_METRICS),
         choices=RANKING_METRICS,
+    ),
+    "survival.times": Key(
+        "A survival job's public time grid: every leaf's survival curve is read at these "
+        "times. `null`: the grid is agreed from the sites' coarse event-time quantiles "
+        "([privacy.md](privacy.md#what-leaves-a-site)).",
+        f"a list of 2 to {MAX_GRID_POINTS} finite times ≥ 0, strictly increasing, in the "
+        "unit of the sites' time columns; only in a survival job",
+        nullable=True,
+    ),
+    "survival.grid_points": Key(
+        "The most points of an agreed time grid (evenly spaced among the sites' pooled "
+        "quantiles when they hold more).",
+        lo=2,
+        hi=MAX_GRID_POINTS,
+        integer=True,
     ),
 }
 
@@ -365,8 +398,29 @@ SITE_KEYS: dict[str, Key] = {
     ),
     "target": Key(
         "The outcome column (its global name, after `renames`).",
-        "a column of the data file",
+        "a column of the data file; absent in a survival job (`time` and `event` name the outcome)",
         default="required",
+    ),
+    "time": Key(
+        "A survival job's follow-up time column (its global name), in place of `target`.",
+        "a column of finite times ≥ 0; only in a survival job",
+        nullable=True,
+        default="required in a survival job",
+    ),
+    "event": Key(
+        "A survival job's event column: 1 (or true) when the event happened at the row's "
+        "time, 0 (or false) when the row was censored then. Every part of the site's split "
+        f"keeps at least {MIN_PART_EVENTS} events (the split is stratified by event).",
+        "a column of 1/0 or true/false other than `time`; only in a survival job",
+        nullable=True,
+        default="required in a survival job",
+    ),
+    "time_resolution": Key(
+        "A survival job: the site's event-time quantiles, sent to agree the time grid, are "
+        "rounded to multiples of this (`null`: to 2 significant digits). A site with fewer "
+        f"than {MIN_QUANTILE_EVENTS} events (or `privacy.min_leaf_rows`) sends none.",
+        "a number > 0 in the unit of the time column; only in a survival job",
+        nullable=True,
     ),
     "categorical": Key(
         "Integer-coded categorical columns (text columns always are categorical).",

@@ -279,7 +279,12 @@ class JobDriver:
     def elect(self) -> list[str]:
         """Schema, vote and election (tuned when ``auto_tune``); return the elected features."""
         config, rules = self.config, self.rules
-        replies = self._ask(protocol.SCHEMA, seed=config.seed)
+        replies = self._ask(
+            protocol.SCHEMA,
+            seed=config.seed,
+            # a survival job without a public grid agrees it from the sites' coarse quantiles
+            time_quantiles=config.survival and config.survival_times is None,
+        )
         schema = rules.timed("schema", lambda: rules.build_schema(replies))
         self._settle("schema")
         if not config.election.enabled:

@@ -26,6 +26,7 @@ from ..prediction.classifier import PooledForestClassifier
 from ..prediction.out_of_bag import InBag
 from ..prediction.regressor import PooledForestRegressor
 from ..prediction.selection import default_candidates
+from ..prediction.survival import PooledForestSurvival
 from ..prediction.weighting import tree_weights
 from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader, describe
@@ -34,6 +35,7 @@ from ..vocabulary import (
     DEFAULT_AUTO_METRIC,
     METRICS,
     REGRESSION_METRICS,
+    SURVIVAL_METRICS,
     VALIDATIONS,
 )
 
@@ -84,6 +86,7 @@ def evaluate_strategies(
     outcome: str | None = None,
     resamples: int = BOOTSTRAP_RESAMPLES,
     in_bag: InBag | None = None,
+    y_train=None,
 ) -> dict[str, dict]:
     """Score strategies of ``model`` on a site's test rows.
 
@@ -145,10 +148,23 @@ def evaluate_strategies(
     (:data:`~fedforest.vocabulary.REGRESSION_METRICS`); ``classes``,
     ``voting``, ``auto_metric`` and ``calibration`` do not apply (``auto``
     chooses by validation RMSE), and a row has no calibration bins.
+
+    Survival trees (``model.forest.is_survival``) are scored with
+    :class:`~fedforest.PooledForestSurvival` by the survival ``metrics``
+    (:data:`~fedforest.vocabulary.SURVIVAL_METRICS`,
+    :func:`~fedforest.survival_metrics.score_survival` on the risk scores and
+    the survival curves on the forest's time grid); ``y_train`` (the site's
+    training rows' survival target, for the censoring distribution of Uno's C
+    and the Brier score) is then required, ``auto`` and ``wmp`` choose by
+    ``auto_metric`` on the validation rows, ``events`` counts the test rows'
+    events, and a row has neither calibration bins nor intervals.
     """
     forest = model.forest
-    regression = forest.is_regression
+    survival = forest.is_survival
+    regression = forest.is_regression or survival
     classes = None if regression else np.asarray(classes)
+    if survival and y_train is None:
+        raise ValueError("survival trees are scored against the site's training rows: y_train")
     if regression and calibration != "none":
         raise ValueError(
             f"calibration={calibration!r}: regression predictions are not calibrated; use 'none'"
@@ -158,9 +174,9 @@ def evaluate_strategies(
     if not regression:
         common.update(voting=voting, calibration=calibration)
     results: dict[str, dict] = {}
-    events = event_count(y_test, classes)
+    events = int(np.asarray(y_test)["event"].sum()) if survival else event_count(y_test, classes)
     seed = _bootstrap_seed(random_state)
-    wanted = [m for m in INTERVAL_METRICS if m in metrics]
+    wanted = [] if survival else [m for m in INTERVAL_METRICS if m in metrics]
     # the pooled forest's predictions of these two tables, shared by every classifier below
     # (same forest and settings): a strategy's own row, auto's candidates and its chosen
     # strategy's test rows, and wmp's parts are each predicted once
@@ -193,11 +209,17 @@ def evaluate_strategies(
             )
             results[strategy] = row
             continue
-        Estimator = PooledForestRegressor if regression else PooledForestClassifier
+        Estimator = (
+            PooledForestSurvival
+            if survival
+            else PooledForestRegressor
+            if regression
+            else PooledForestClassifier
+        )
         clf = Estimator.from_model(model, strategy=strategy, **common)
         chooses = rule.family == rules.CHOICE
         if chooses:
-            if not regression:
+            if not regression or survival:
                 clf.auto_metric = auto_metric
             has_intersection = model.intersection is not None
             clf.auto_candidates = default_candidates(forest.owners, site, has_intersection)
@@ -217,7 +239,10 @@ def evaluate_strategies(
         if models is not None:
             models[strategy] = clf
         # auto predicts with its chosen strategy: the memo gives that strategy's own prediction
-        if regression:
+        if survival:
+            row = _survival_row(clf, X_use, y_train, y_test, metrics, memo)
+            shape = {}
+        elif regression:
             predicted = clf.predict(X_use, memo=memo)
             row = {m: _finite(score_values(m, y_test, predicted)) for m in metrics}
             shape = {"predicted": predicted}
@@ -231,6 +256,8 @@ def evaluate_strategies(
                 y_test, metrics=wanted, points=row, resamples=resamples, random_state=seed, **shape
             )
         bins = None
+        if survival:
+            extra = {**extra, "survival_curves": row.pop("survival_curves")}
         if not regression:
             bins = calibration_bins(y_test, proba, classes)
             if outcome is not None:
@@ -255,6 +282,52 @@ def evaluate_strategies(
             ", ".join(f"{m}={row[m]:.3f}" for m in metrics if row[m] is not None),
         )
     return results
+
+
+#: Risk groups of a survival row's curves, and bins of its calibration at the horizon.
+RISK_GROUPS = 3
+HORIZON_BINS = 5
+
+
+def survival_horizon(times) -> float:
+    """The horizon a survival row's calibration is read at: the time grid's middle point.
+
+    Examples
+    --------
+    >>> survival_horizon([30.0, 60.0, 90.0, 120.0])
+    90.0
+    """
+    return float(np.asarray(times)[len(times) // 2])
+
+
+def _survival_row(clf, X, y_train, y_test, metrics, memo) -> dict:
+    """A survival strategy's metrics on the test rows: risk scores and survival curves on
+    the forest's time grid (:func:`~fedforest.survival_metrics.score_survival`), and its
+    ``survival_curves``: the mean predicted curve against Kaplan-Meier in
+    :data:`RISK_GROUPS` groups of test rows by risk
+    (:func:`~fedforest.survival_metrics.risk_groups`), and the calibration at
+    :func:`survival_horizon` (:func:`~fedforest.survival_metrics.horizon_calibration`)."""
+    from ..survival_metrics import horizon_calibration, risk_groups, score_survival
+
+    risk = clf.predict(X, memo=memo)
+    curves = clf.predict_survival_function(X, return_array=True)
+    times = np.asarray(clf.times_)
+    row: dict[str, Any] = {
+        m: _finite(score_survival(m, y_test, risk, curves, times, y_ref=y_train)) for m in metrics
+    }
+    n = len(risk)
+    groups = risk_groups(y_test, risk, curves, times, n_groups=min(RISK_GROUPS, n))
+    for group in groups:
+        del group["risk"]  # risk scores are the model's, not needed to read the curves
+    calibration = horizon_calibration(
+        y_test, curves, times, survival_horizon(times), n_bins=min(HORIZON_BINS, n)
+    )
+    row["survival_curves"] = {
+        "times": times.tolist(),
+        "groups": groups,
+        "calibration": calibration,
+    }
+    return row
 
 
 def _out_of_bag_rows(model: PooledModel, X_val, y_val, in_bag: InBag, site):
@@ -290,6 +363,16 @@ def _bootstrap_seed(random_state) -> int:
     return int(check_random_state(random_state).randint(2**31 - 1))
 
 
+#: The range of each survival metric: concordances, the integrated Brier score and the
+#: mean time-dependent AUC all lie in [0, 1].
+SURVIVAL_METRIC_RANGES: dict[str, tuple[float, float]] = dict.fromkeys(SURVIVAL_METRICS, (0.0, 1.0))
+
+
+def _metric_range(metric: str) -> tuple[float, float]:
+    """The range a metric's value lies in (:data:`~fedforest.metrics.METRIC_RANGES`)."""
+    return METRIC_RANGES.get(metric) or SURVIVAL_METRIC_RANGES[metric]
+
+
 #: Fields of one strategy's row in a site's metrics, besides the metrics themselves.
 ROW_FIELDS = (
     "rows",
@@ -305,6 +388,7 @@ ROW_FIELDS = (
     "runner_up",
     "validation",
     "guess_weight",
+    "survival_curves",
 )
 #: Fields of the ``auto`` row only.
 AUTO_FIELDS = ("chosen", "chosen_calibration", "runner_up", "validation")
@@ -373,7 +457,7 @@ def read_site_metrics(
         strategies = [str(s) for s in per]
     if metrics is None:
         first = next(iter(per.values()), None)
-        known = (*METRICS, *REGRESSION_METRICS)
+        known = (*METRICS, *REGRESSION_METRICS, *SURVIVAL_METRICS)
         metrics = [m for m in known if isinstance(first, Mapping) and m in first]
     if sorted(map(str, per)) != sorted(strategies) or not all(isinstance(k, str) for k in per):
         r.fail(
@@ -387,7 +471,7 @@ def read_site_metrics(
         clean: dict[str, Any] = {}
         for m in metrics:
             value = row.get(m)
-            clean[m] = None if value is None else row.number(m, value, *METRIC_RANGES[m])
+            clean[m] = None if value is None else row.number(m, value, *_metric_range(m))
         clean["rows"] = row.read_integer("rows", 0)
         if clean["rows"] != rows:
             row.fail(
@@ -436,6 +520,8 @@ def read_site_metrics(
                 f"fields {', '.join(map(repr, AUTO_FIELDS))} belong to the {choice} row only; "
                 "expected none of them here"
             )
+        if row.get("survival_curves", None) is not None:
+            clean["survival_curves"] = _read_survival_curves(row, clean["rows"])
         if rule is not None and rule.fitted:
             clean["guess_weight"] = row.number("guess_weight", row.get("guess_weight"), 0.0, 1.0)
         elif "guess_weight" in row.payload:
@@ -522,6 +608,54 @@ def _read_bins(row: PayloadReader, rows: int) -> dict | None:
                 values.append(bins.number(f"{key}[{i}]", v, 0.0, 1.0))
         out[key] = values
     return out
+
+
+def _read_survival_curves(row: PayloadReader, rows: int) -> dict:
+    """A survival row's ``survival_curves`` (version 7): the time grid, the risk groups'
+    predicted and Kaplan-Meier curves on it, and the calibration at one horizon; every
+    probability in [0, 1], every count within the row's test rows."""
+    from .time_grid import check_grid
+
+    curves = row.entry(row.get("survival_curves"), "survival_curves")
+    curves.check_keys({"times", "groups", "calibration"})
+    try:
+        times = check_grid(curves.get("times"), "field 'times'").tolist()
+    except ValueError as err:
+        curves.fail(str(err))
+    n = len(times)
+    groups = curves.get("groups")
+    if not isinstance(groups, (list, tuple)) or not 1 <= len(groups) <= RISK_GROUPS:
+        curves.refuse("groups", groups, f"a list of 1 to {RISK_GROUPS} risk groups")
+    out_groups = []
+    for i, value in enumerate(groups):
+        g = curves.entry(value, f"groups[{i}]")
+        g.check_keys({"rows", "events", "predicted", "observed"})
+        n_rows = g.read_integer("rows", 1, rows)
+        group = {"rows": n_rows, "events": g.read_integer("events", 0, n_rows)}
+        for key in ("predicted", "observed"):
+            values = g.get(key)
+            if not isinstance(values, (list, tuple)) or len(values) != n:
+                g.refuse(key, values, f"a list of {n} probabilities (one per time of 'times')")
+            group[key] = [g.number(f"{key}[{j}]", v, 0.0, 1.0) for j, v in enumerate(values)]
+        out_groups.append(group)
+    if sum(g["rows"] for g in out_groups) != rows:
+        curves.fail(f"field 'groups' holds {sum(g['rows'] for g in out_groups)} rows, not {rows}")
+    c = curves.entry(curves.get("calibration"), "calibration")
+    c.check_keys({"horizon", "predicted", "observed", "rows", "ici"})
+    horizon = c.number("horizon", c.get("horizon"), 0.0)
+    counts = c.get("rows")
+    if not isinstance(counts, (list, tuple)) or not 1 <= len(counts) <= HORIZON_BINS:
+        c.refuse("rows", counts, f"a list of 1 to {HORIZON_BINS} bins' rows")
+    bins = {"rows": [c.integer(f"rows[{j}]", v, 1, rows) for j, v in enumerate(counts)]}
+    if sum(bins["rows"]) != rows:
+        c.fail(f"field 'rows' adds up to {sum(bins['rows'])} rows, not {rows}")
+    for key in ("predicted", "observed"):
+        values = c.get(key)
+        if not isinstance(values, (list, tuple)) or len(values) != len(counts):
+            c.refuse(key, values, f"a list of {len(counts)} probabilities (one per bin)")
+        bins[key] = [c.number(f"{key}[{j}]", v, 0.0, 1.0) for j, v in enumerate(values)]
+    calibration = {"horizon": horizon, **bins, "ici": c.number("ici", c.get("ici"), 0.0, 1.0)}
+    return {"times": times, "groups": out_groups, "calibration": calibration}
 
 
 def _read_policy(r: PayloadReader) -> dict | None:

@@ -58,8 +58,10 @@ RESULTS_FORMAT = "fedforest/results"
 #: 5: each scored metric row's ``calibration_skipped``, as site-metrics version 5 reports it;
 #: a version 4 file reads as no calibration method skipped;
 #: 6: ``validation``, each site's validation mode, as site-metrics version 6 reports it; a
-#: version 5 file reads as every site with metrics holding out validation rows).
-RESULTS_VERSION = 6
+#: version 5 file reads as every site with metrics holding out validation rows;
+#: 7: a survival job's rows hold the survival metrics, as site-metrics version 7 reports them,
+#: and the schema may carry a time grid; a version 6 file has neither).
+RESULTS_VERSION = 7
 #: The version that added ``validation``.
 VALIDATION_VERSION = 6
 #: The status of a job.

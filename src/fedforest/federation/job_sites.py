@@ -26,7 +26,8 @@ from .tables import TableSummary, table_summary
 
 def _check_classes_in_every_part(job, site, summary: TableSummary) -> None:
     """Refuse a table whose split (with the job's seed) leaves a part without a class."""
-    if job.task == "regression" or len(np.unique(summary.target)) < 2:
+    if job.task in ("regression", "survival") or len(np.unique(summary.target)) < 2:
+        # survival: the events of each part are checked instead (site_rules.check_part_events)
         return  # the single-class rule of the data checks names this case
     why = describe_short_classes(
         summary.target, site.held_validation_fraction, site.test_fraction, job.seed
@@ -102,7 +103,7 @@ def check_job_against_sites(
                 "split needs min_samples_leaf rows on each side, so a larger value grows "
                 "one-leaf trees",
             )
-        n_features = len(columns) - 1
+        n_features = len(columns) - len(site.outcomes)
         if isinstance(max_features, int) and max_features > n_features:
             c.fail(
                 "forest.max_features",
@@ -110,7 +111,7 @@ def check_job_against_sites(
                 f"at most {n_features}, the feature columns of site {name!r} ({site.source}), "
                 "or a fraction in (0, 1], sqrt, log2 or null",
             )
-    if job.task != "regression":  # two codings of the target (config_folder)
+    if job.task == "classification":  # two codings of the target (config_folder)
         targets = {n: np.unique(summaries[n].target).tolist() for n in summaries}
         check_target_codings(sites, targets, [*job.sites, *sorted(set(sites) - set(job.sites))])
     if set(job.sites) <= set(summaries):
@@ -119,7 +120,7 @@ def check_job_against_sites(
                 col
                 for name in job.sites
                 for col in summaries[name].columns
-                if col != sites[name].target
+                if col not in sites[name].outcomes
             }
         )
         for feature in job.election.always_keep:

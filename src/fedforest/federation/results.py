@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import rules
 from ..privacy.policy import PrivacyPolicy
-from ..vocabulary import METRICS, REGRESSION_METRICS
+from ..vocabulary import METRICS, REGRESSION_METRICS, SURVIVAL_METRICS
 from .job_results import JobResults, as_results
 
 #: The narrowest column of the command line's table: labels column, then each value column.
@@ -128,6 +128,7 @@ def render_report(results: JobResults | Mapping) -> str:
         lines.append("")
     if r.metrics:
         lines += _metric_tables(r)
+        lines += _survival_curves(r)
     if r.election:
         st = r.election["stats"]
         lines += [
@@ -244,14 +245,18 @@ METRIC_LABELS = {
     "rmse": "RMSE",
     "mae": "MAE",
     "r2": "R²",
+    "cindex": "Harrell's C",
+    "uno_cindex": "Uno's C",
+    "ibs": "IBS",
+    "td_auc": "td-AUC",
 }
 
 
 def _metrics_of(r: JobResults) -> list[str]:
     """The metrics the rows carry, in :data:`~fedforest.vocabulary.METRICS` order (then the
-    regression metrics)."""
+    regression and the survival metrics)."""
     present = {k for per in r.metrics.values() for row in per.values() for k in row}
-    return [m for m in (*METRICS, *REGRESSION_METRICS) if m in present]
+    return [m for m in (*METRICS, *REGRESSION_METRICS, *SURVIVAL_METRICS) if m in present]
 
 
 def _strategy_label(strategy: str, row: Mapping, markdown: bool = True) -> str:
@@ -374,6 +379,59 @@ def _metric_tables(r: JobResults) -> list[str]:
     return lines
 
 
+def _survival_curves(r: JobResults) -> list[str]:
+    """A survival job's curves at each site, for the strategy it deploys (``auto``'s choice,
+    else the first strategy): predicted survival against Kaplan-Meier in risk groups of
+    the test rows at three times of the grid, and the calibration at the horizon."""
+    sites = [
+        (site, per)
+        for site, per in r.metrics.items()
+        if any(row.get("survival_curves") for row in per.values())
+    ]
+    if not sites:
+        return []
+    lines = [
+        "## Survival by risk group and calibration",
+        "",
+        "Each site's test rows in groups by predicted risk (lowest first): the mean predicted "
+        "survival beside the Kaplan-Meier estimate of the group's rows; then, in bins of "
+        "predicted survival at the horizon, the mean prediction beside Kaplan-Meier (ICI: "
+        "their mean absolute difference, weighted by rows). The strategy is the one the site "
+        "deploys.",
+        "",
+    ]
+    for site, per in sites:
+        chosen = per.get("auto", {}).get("chosen")
+        name = "auto" if chosen else next(s for s, row in per.items() if row.get("survival_curves"))
+        curves = per[name].get("survival_curves")
+        if not curves:
+            continue
+        times = curves["times"]
+        picks = sorted({len(times) // 4, len(times) // 2, (3 * len(times)) // 4})
+        label = strategy_name(chosen or name)
+        lines += [f"### {markdown_text(site)} ({markdown_text(label)})", ""]
+        header = ["risk group", "rows", "events"]
+        header += [f"S({times[i]:g}) predicted / Kaplan-Meier" for i in picks]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for k, group in enumerate(curves["groups"], start=1):
+            cells = [str(k), str(group["rows"]), str(group["events"])]
+            cells += [f"{group['predicted'][i]:.3f} / {group['observed'][i]:.3f}" for i in picks]
+            lines.append("| " + " | ".join(cells) + " |")
+        cal = curves["calibration"]
+        lines += [
+            "",
+            f"Calibration at {cal['horizon']:g} (ICI {cal['ici']:.3f}): predicted / "
+            "Kaplan-Meier survival per bin, "
+            + ", ".join(
+                f"{p:.3f} / {o:.3f} ({n} rows)"
+                for p, o, n in zip(cal["predicted"], cal["observed"], cal["rows"], strict=True)
+            )
+            + ".",
+            "",
+        ]
+    return lines
+
+
 def _timings(seconds: Mapping) -> list[str]:
     """The phase timings: one table (server mode) or one line per site (swarm mode)."""
     if seconds and all(isinstance(v, Mapping) for v in seconds.values()):
@@ -407,7 +465,19 @@ def results_table(results: JobResults | Mapping) -> str:
     regression = sites and any(
         "rmse" in r.metrics[s].get(x, {}) for s in sites for x in r.strategies
     )
-    if regression:
+    survival = sites and any(
+        "cindex" in r.metrics[s].get(x, {}) or "ibs" in r.metrics[s].get(x, {})
+        for s in sites
+        for x in r.strategies
+    )
+    if survival:
+        for metric, title in (
+            ("cindex", "Harrell's C on each site's test rows"),
+            ("ibs", "Integrated Brier score on each site's test rows (lower is better)"),
+        ):
+            if any(metric in r.metrics[s].get(x, {}) for s in sites for x in r.strategies):
+                lines += ["", title, *_site_table(r, sites, metric)]
+    elif regression:
         lines += [
             "",
             "RMSE on each site's test rows (lower is better)",

@@ -40,7 +40,13 @@ from ..election.ballot import NORMALIZATIONS
 from ..errors import PayloadError
 from ..model.payload_checks import MAX_CLASSES
 from ..validation import describe
-from ..vocabulary import AGGREGATIONS, METRICS, REGRESSION_METRICS, VALIDATIONS
+from ..vocabulary import (
+    AGGREGATIONS,
+    METRICS,
+    REGRESSION_METRICS,
+    SURVIVAL_METRICS,
+    VALIDATIONS,
+)
 
 #: The longest name (site, strategy, feature, phase, payload part) a results file may hold
 #: (a feature name of a site's table is at most 1000 characters).
@@ -53,7 +59,7 @@ MAX_ENTRIES = 100_000
 #: before version 5 is read as site-metrics version 2 rows (version 1 when the site's policy
 #: is unknown), whose upgrades fill in what the file's rows may lack (calibration, bins,
 #: events, intervals) and keep what they hold; version 5 rows are read as version 5's.
-METRICS_VERSION = {1: 2, 2: 2, 3: 2, 4: 2, 5: 5, 6: 6}
+METRICS_VERSION = {1: 2, 2: 2, 3: 2, 4: 2, 5: 5, 6: 6, 7: 7}
 #: The states a swarm site reports.
 SWARM_STATES = protocol.SWARM_STATES
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -242,7 +248,7 @@ def check_site_rows(
     if sorted(per) != sorted(strategies):
         fail(source, key, sorted(per), f"a row for each of the file's strategies {strategies}")
     present = {m for row in per.values() if isinstance(row, Mapping) for m in row}
-    scored = [m for m in (*METRICS, *REGRESSION_METRICS) if m in present]
+    scored = [m for m in (*METRICS, *REGRESSION_METRICS, *SURVIVAL_METRICS) if m in present]
     if rows is None:
         first = next((r for r in per.values() if isinstance(r, Mapping)), {})
         rows = first.get("rows")

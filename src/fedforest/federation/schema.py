@@ -19,6 +19,7 @@ of another's only lacks some classes (:func:`lacking_classes`).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -39,6 +40,7 @@ from ..errors import SchemaError
 from ..model.payload_checks import MAX_FEATURES, MAX_LEVELS, MAX_ROWS
 from ..validation import PayloadReader, listing
 from ..vocabulary import FEATURE_KINDS as KINDS
+from .time_grid import MAX_GRID_POINTS, QUANTILE_LEVELS
 
 FORMAT_SITE = protocol.SITE_SCHEMA
 FORMAT_GLOBAL = protocol.GLOBAL_SCHEMA
@@ -61,6 +63,10 @@ class SiteSchema:
     classes : list of int or str
         Class labels present at this site.
     n_rows : int
+    event_times : list of float
+        A survival job: the site's coarse event-time quantiles
+        (:func:`~fedforest.federation.time_grid.site_time_quantiles`; empty when it
+        has too few events, or in any other job).
     """
 
     site: str
@@ -69,6 +75,7 @@ class SiteSchema:
     levels: dict[str, list[str]] = field(default_factory=dict)
     classes: list = field(default_factory=list)
     n_rows: int = 0
+    event_times: list[float] = field(default_factory=list)
 
     @classmethod
     def from_frame(
@@ -78,6 +85,8 @@ class SiteSchema:
         target: str,
         categorical: Sequence[str] = (),
         task: str = "classification",
+        time: str | None = None,
+        event_times: Sequence[float] = (),
     ) -> SiteSchema:
         """Describe a site's table (already renamed to global column names).
 
@@ -85,6 +94,9 @@ class SiteSchema:
         categorical; their levels are the distinct non-missing values as
         strings. A regression target (``task="regression"``) has no classes:
         ``classes`` is empty, and nothing about the target's values is sent.
+        A survival job (``task="survival"``: ``target`` is the event column,
+        ``time`` the time column, neither a feature) has no classes either; it
+        sends ``event_times``, the site's coarse event-time quantiles.
         """
         if target not in frame.columns:
             raise SchemaError(
@@ -94,7 +106,7 @@ class SiteSchema:
         unknown = [c for c in categorical if c not in frame.columns]
         if unknown:
             raise SchemaError(f"site {site!r}: categorical columns {unknown} are not in the table")
-        columns = [str(c) for c in frame.columns if c != target]
+        columns = [str(c) for c in frame.columns if c != target and c != time]
         if not columns:
             raise SchemaError(f"site {site!r}: the table has no feature column besides {target!r}")
         alike = look_alike_groups([*columns, str(target)])
@@ -122,8 +134,16 @@ class SiteSchema:
             raise SchemaError(
                 f"site {site!r}: target column {target!r} has {int(y.isna().sum())} missing values"
             )
-        classes = [] if task == "regression" else class_labels(y)
-        return cls(site, columns, kinds, levels, classes, int(frame.shape[0]))
+        classes = [] if task in ("regression", "survival") else class_labels(y)
+        return cls(
+            site,
+            columns,
+            kinds,
+            levels,
+            classes,
+            int(frame.shape[0]),
+            [float(t) for t in event_times],
+        )
 
     def to_payload(self) -> dict:
         return {
@@ -135,12 +155,13 @@ class SiteSchema:
             "levels": {k: list(v) for k, v in self.levels.items()},
             "classes": list(self.classes),
             "n_rows": int(self.n_rows),
+            "event_times": [float(t) for t in self.event_times],
         }
 
     @classmethod
     def from_payload(cls, payload: Mapping, sender: str | None = None) -> SiteSchema:
         r = PayloadReader(payload, FORMAT_SITE, sender)
-        r.check_keys({"site", "columns", "kinds", "levels", "classes", "n_rows"})
+        r.check_keys({"site", "columns", "kinds", "levels", "classes", "n_rows", "event_times"})
         site = r.get("site")
         if not isinstance(site, str) or not site:
             r.fail("field 'site' must be a non-empty string")
@@ -171,6 +192,7 @@ class SiteSchema:
             {k: list(v) for k, v in levels.items()},
             list(classes),
             int(n_rows),
+            _read_times(r, "event_times", len(QUANTILE_LEVELS), strictly=False),
         )
 
 
@@ -190,6 +212,9 @@ class GlobalSchema:
         Features every site has.
     site_columns : dict of str to list of str
     site_rows : dict of str to int
+    times : list of float
+        A survival job's time grid (:func:`~fedforest.federation.time_grid.agree_time_grid`),
+        set by the server after :meth:`build`; empty in any other job.
     """
 
     features: list[str]
@@ -198,6 +223,7 @@ class GlobalSchema:
     shared: list[str]
     site_columns: dict[str, list[str]]
     site_rows: dict[str, int]
+    times: list[float] = field(default_factory=list)
 
     @classmethod
     def build(cls, sites: Sequence[SiteSchema]) -> GlobalSchema:
@@ -300,12 +326,21 @@ class GlobalSchema:
             "shared": list(self.shared),
             "site_columns": {k: list(v) for k, v in self.site_columns.items()},
             "site_rows": dict(self.site_rows),
+            "times": [float(t) for t in self.times],
         }
 
     @classmethod
     def from_payload(cls, payload: Mapping, sender: str | None = None) -> GlobalSchema:
         r = PayloadReader(payload, FORMAT_GLOBAL, sender)
-        keys = {"features", "categories", "classes", "shared", "site_columns", "site_rows"}
+        keys = {
+            "features",
+            "categories",
+            "classes",
+            "shared",
+            "site_columns",
+            "site_rows",
+            "times",
+        }
         r.check_keys(keys)
         features = r.read_str_list("features", MAX_FEATURES)
         shared = r.read_str_list("shared", MAX_FEATURES)
@@ -342,7 +377,26 @@ class GlobalSchema:
             shared=shared,
             site_columns={k: list(v) for k, v in site_columns.items()},
             site_rows={k: int(v) for k, v in site_rows.items()},
+            times=_read_times(r, "times", MAX_GRID_POINTS, strictly=True),
         )
+
+
+def _read_times(r: PayloadReader, key: str, limit: int, strictly: bool) -> list[float]:
+    """A list of at most ``limit`` finite times >= 0, ascending (``strictly``: strictly)."""
+    value = r.get(key)
+    if not isinstance(value, (list, tuple)) or len(value) > limit:
+        r.fail(f"field {key!r} must be a list of at most {limit} times")
+    if not all(
+        isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
+        for t in value
+    ):
+        r.fail(f"field {key!r} must hold finite times >= 0")
+    steps = [b - a for a, b in zip(value, value[1:], strict=False)]
+    if any(d <= 0 if strictly else d < 0 for d in steps):
+        r.fail(f"field {key!r} must be {'strictly ' if strictly else ''}increasing")
+    if strictly and len(value) == 1:
+        r.fail(f"field {key!r} must hold no time or at least two")
+    return [float(t) for t in value]
 
 
 def refuse_no_shared_feature(schema: GlobalSchema) -> None:

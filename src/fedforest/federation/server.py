@@ -32,6 +32,7 @@ from .messages import MaskScore, SiteModelsReply, read_message
 from .results import payload_bytes, write_results_files
 from .schema import GlobalSchema, SchemaError, SiteSchema, refuse_no_shared_feature
 from .site_trees import forest_for_site
+from .time_grid import agree_time_grid
 from .training import SiteModels, owner_weights, pool_site_models
 
 logger = logging.getLogger(__name__)
@@ -135,7 +136,18 @@ class JobServer:
                 s: SiteSchema = read_message(payload, site, protocol.SITE_SCHEMA)
                 if s.site != site:
                     raise PayloadError(f"it says it is site {s.site!r}", sender=site)
-                if self.config.task == "regression":
+                if self.config.task != "survival" and s.event_times:
+                    raise SchemaError(
+                        f"site {site!r} sends event-time quantiles, but this job is a "
+                        f"{self.config.task} job"
+                    )
+                if self.config.task == "survival":
+                    if s.classes:
+                        raise SchemaError(
+                            f"site {site!r} describes class labels {s.classes}, but this job "
+                            "predicts a time to an event (job.task: survival)"
+                        )
+                elif self.config.task == "regression":
                     if s.classes:
                         raise SchemaError(
                             f"site {site!r} describes class labels {s.classes}, but this job "
@@ -158,6 +170,21 @@ class JobServer:
             logger.warning("site %s has no row of class(es) %s", site, lacking)
         self.site_rows = dict(self.schema.site_rows)
         refuse_no_shared_feature(self.schema)
+        if self.config.survival:
+            self.schema.times = agree_time_grid(
+                {s.site: s.event_times for s in schemas},
+                grid_points=self.config.grid_points,
+                times=self.config.survival_times,
+            ).tolist()
+            logger.info(
+                "schema: a time grid of %d points from %g to %g (%s)",
+                len(self.schema.times),
+                self.schema.times[0],
+                self.schema.times[-1],
+                "survival.times"
+                if self.config.survival_times is not None
+                else "agreed from the sites' event-time quantiles",
+            )
         logger.info(
             "schema: %d features (%d shared) over %d sites, classes %s",
             len(self.schema.features),

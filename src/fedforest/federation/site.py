@@ -74,6 +74,7 @@ from .schema import GlobalSchema, SiteSchema
 from .site_rules import check_site_table
 from .splits import split_site_rows
 from .tables import TableSummary, check_table, read_table
+from .time_grid import site_time_quantiles
 from .training import fit_site_models
 
 logger = logging.getLogger(__name__)
@@ -199,7 +200,14 @@ class SiteRunner:
     def _task_schema(self, data, save_dir):
         reader = PayloadReader(data, None, sender="server", where=f"task {protocol.SCHEMA!r}")
         self.random_state = reader.read_integer("seed", 0, 2**32 - 1)
-        return self.describe()
+        quantiles = data["time_quantiles"]
+        if not isinstance(quantiles, bool) or (quantiles and not self.survival):
+            raise PayloadError(
+                f"task {protocol.SCHEMA!r}: field 'time_quantiles' is {quantiles!r}; allowed: "
+                "true (a survival job agreeing its time grid) or false",
+                sender="server",
+            )
+        return self.describe(time_quantiles=quantiles)
 
     def _task_vote(self, data, save_dir):
         self.set_schema(data["schema"])
@@ -320,12 +328,39 @@ class SiteRunner:
         """
         return hide_levels(frame, self.hidden) if self.hidden else frame
 
-    def describe(self) -> dict:
-        """Phase 1: the site's schema payload (column names, kinds, levels, classes, rows)."""
+    def describe(self, time_quantiles: bool = False) -> dict:
+        """Phase 1: the site's schema payload (column names, kinds, levels, classes, rows).
+
+        With ``time_quantiles`` (a survival job that agrees its time grid) the
+        payload also holds the site's coarse event-time quantiles
+        (:func:`~fedforest.federation.time_grid.site_time_quantiles`: rounded to
+        its ``time_resolution``, none with fewer events than its
+        ``privacy.min_leaf_rows``).
+        """
         if self.frame is None:
             self.load()
+        event_times: list[float] = []
+        if time_quantiles:
+            event_times = site_time_quantiles(
+                self.frame[self.config.time].to_numpy(dtype=np.float64),
+                self.frame[self.config.target].to_numpy() == 1,
+                resolution=self.config.time_resolution,
+                min_events=self.policy.min_leaf_rows,
+            )
+            logger.info(
+                "site %s: sends %d event-time quantile(s) for the time grid%s",
+                self.site,
+                len(event_times),
+                "" if event_times else " (too few events)",
+            )
         return SiteSchema.from_frame(
-            self.site, self.frame, self.config.target, self.config.categorical, self.task
+            self.site,
+            self.frame,
+            self.config.target,
+            self.config.categorical,
+            self.task,
+            time=self.config.time,
+            event_times=event_times,
         ).to_payload()
 
     @property
@@ -336,6 +371,10 @@ class SiteRunner:
     @property
     def regression(self) -> bool:
         return self.config.task == "regression"
+
+    @property
+    def survival(self) -> bool:
+        return self.config.task == "survival"
 
     def set_schema(self, payload: Mapping) -> None:
         """Receive the global schema; encode the table and split it.
@@ -349,7 +388,12 @@ class SiteRunner:
         self.schema = read_message(payload, "server", protocol.GLOBAL_SCHEMA)
         if self.site not in self.schema.site_columns:
             raise ValueError(f"the global schema does not list site {self.site!r}")
-        if self.regression != (not self.schema.classes):
+        if self.survival != bool(self.schema.times):
+            raise ValueError(
+                f"the global schema has a time grid of {len(self.schema.times)} points, but "
+                f"this site's job is a {self.task} job"
+            )
+        if (self.regression or self.survival) != (not self.schema.classes):
             raise ValueError(
                 f"the global schema has classes {self.schema.classes}, but this site's job is "
                 f"a {self.task} job"
@@ -359,7 +403,16 @@ class SiteRunner:
         columns = self.schema.site_columns[self.site]
         X = model_input(self.frame, None, columns, self.schema.categories).X
         target = self.frame[self.config.target]
-        y = target.to_numpy(dtype=np.float64) if self.regression else normalize_labels(target)
+        if self.survival:
+            from ..survival_metrics import survival_target
+
+            y = survival_target(
+                self.frame[self.config.time].to_numpy(dtype=np.float64), target.to_numpy() == 1
+            )
+        elif self.regression:
+            y = target.to_numpy(dtype=np.float64)
+        else:
+            y = normalize_labels(target)
         self.validation, why = self.config.validation_choice()
         (self.X_train, self.X_val, self.X_test, self.y_train, self.y_val, self.y_test) = (
             split_site_rows(
@@ -499,6 +552,7 @@ class SiteRunner:
             privacy=self.policy,
             classes=self.schema.classes,
             task=self.task,
+            times=self.schema.times if self.survival else None,
         )
         self.in_bag = models.records
         out = {
@@ -553,7 +607,7 @@ class SiteRunner:
         """
         pooled: PooledModel = read_message(model, "server", protocol.MODEL)
         calibration = self.config.calibration or calibration
-        if self.regression:
+        if self.regression or self.survival:
             calibration = "none"
         fitted: dict = {}
         X_fit, y_fit, in_bag = self.X_val, self.y_val, None
@@ -577,6 +631,7 @@ class SiteRunner:
             models=fitted,
             outcome=self.config.target,
             in_bag=in_bag,
+            y_train=self.y_train if self.survival else None,
         )
         out = {
             "format": protocol.SITE_METRICS,

@@ -43,13 +43,16 @@ from ..errors import ConfigError
 from ..prediction.calibration import MIN_CLASS_ROWS
 from ..validation import listing
 from .csv_text import parse_csv, read_csv_text
-from .splits import holdout_class_rows, part_class_rows, split_sizes
+from .splits import holdout_class_rows, part_class_rows, part_event_rows, split_sizes
 
 logger = logging.getLogger(__name__)
 
 #: The fewest rows of a regression site's training, validation and test parts (an R²
 #: needs two test rows).
 MIN_REGRESSION_PART_ROWS = 2
+#: The fewest events of a survival site's training, validation and test parts: the trees
+#: need events to split on, and a concordance or Brier score on fewer says nothing.
+MIN_PART_EVENTS = 3
 #: The step of the fractions the messages suggest.
 STEP = 0.001
 #: The largest validation_fraction + test_fraction (the site config's own rule).
@@ -70,7 +73,7 @@ def check_site_table(job, site, summary, seed: int = 0) -> None:
         The site's checked table (global columns, target after ``label_map``).
     """
     check_column_names(site, summary.columns)
-    features = [c for c in summary.columns if c != site.target]
+    features = [c for c in summary.columns if c not in site.outcomes]
     if not features:
         key = "drop_columns" if site.drop_columns else "target"
         fix = (
@@ -87,6 +90,32 @@ def check_site_table(job, site, summary, seed: int = 0) -> None:
         )
     check_label_map_merges(site)
     check_part_sizes(job, site, summary.target, seed)
+    if site.task == "survival":
+        check_part_events(job, site, summary.target, seed)
+
+
+def check_part_events(job, site, event, seed: int = 0) -> None:
+    """A survival site's split must leave :data:`MIN_PART_EVENTS` events in each of its
+    training, validation (``holdout`` only) and test rows: the trees, the concordance and
+    the integrated Brier score of a part without events say nothing."""
+    seed = job.seed if job is not None else seed
+    held = site.held_validation_fraction
+    events = part_event_rows(event, held, site.test_fraction, seed)
+    parts = [("training", events[0]), ("test", events[2])]
+    if held is not None:
+        parts.insert(1, ("validation", events[1]))
+    short = [(part, n) for part, n in parts if n < MIN_PART_EVENTS]
+    if not short:
+        return
+    total = int(np.asarray(event).astype(np.int64).sum())
+    found = ", ".join(f"{n} in the {part} rows" for part, n in short)
+    raise ConfigError(
+        f"{site.source}: key 'event': the event column {site.target!r} of the data file "
+        f"{site.data_path} has {total} event(s) of {len(event)} rows, and the split "
+        f"({site.held_out_text()}, seed {seed}) leaves {found}; allowed: at least "
+        f"{MIN_PART_EVENTS} events in every part: more rows with events, or a larger "
+        "test_fraction (validation_fraction) in this file"
+    )
 
 
 def _local(site, name: str) -> str:
@@ -177,6 +206,8 @@ def check_label_map_merges(site) -> None:
 
 
 def _need(site, classes: int) -> int:
+    if site.task == "survival":
+        return MIN_PART_EVENTS
     return classes if site.task != "regression" else MIN_REGRESSION_PART_ROWS
 
 
@@ -203,8 +234,8 @@ def check_part_sizes(job, site, target, seed: int = 0) -> None:
     what = (
         f"the {classes} classes of target {site.target!r} (a stratified split needs a row of "
         "each class in every part)"
-        if site.task != "regression"
-        else f"{MIN_REGRESSION_PART_ROWS}, the fewest a part needs"
+        if site.task == "classification"
+        else f"{_need(site, classes)}, the fewest a part needs"
     )
     parts = [("test_fraction", n_test, "test")]
     if held is not None:
@@ -238,7 +269,7 @@ def check_part_sizes(job, site, target, seed: int = 0) -> None:
             f"{site.data_path} they leave {n_train} training row(s), fewer than {what}; "
             "allowed: smaller fractions (or more rows)"
         )
-    if site.task != "regression":
+    if site.task == "classification":
         _check_calibration_rows(job, site, y, job.seed if job is not None else seed)
 
 

@@ -47,12 +47,14 @@ PARTS = ("training", "validation", "test")
 
 def split_validation(X: pd.DataFrame, y, fraction: float, random_state=None, stratify: bool = True):
     """Split off ``fraction`` of the rows, stratified by class (plain split when a class is
-    too rare, or with ``stratify=False``: a regression target)."""
+    too rare, or with ``stratify=False``: a regression target). A survival target (a
+    structured array with an ``event`` field) is stratified by event."""
     y = np.asarray(y)
     by = None
     if stratify:
-        _, counts = np.unique(y, return_counts=True)
-        by = y if counts.min() >= 2 else None
+        classes = y["event"] if y.dtype.names and "event" in y.dtype.names else y
+        _, counts = np.unique(classes, return_counts=True)
+        by = classes if counts.min() >= 2 else None
     return train_test_split(X, y, test_size=fraction, stratify=by, random_state=random_state)
 
 
@@ -66,7 +68,10 @@ def split_site_rows(
 ):
     """A site's training, validation and test rows, as the job splits them.
 
-    ``stratify=False`` for a regression target (a plain random split).
+    ``stratify=False`` for a regression target (a plain random split). A survival
+    target (:func:`fedforest.survival_metrics.survival_target`'s structured array) is
+    stratified by its ``event`` field, so that every part keeps the site's share of
+    events; the split of the event column alone is the same split.
     ``validation_fraction=None`` (validation mode ``oob``) holds out no
     validation rows: the training rows are every row but the test rows, and
     ``X_val`` and ``y_val`` are ``None``. The test rows are the same either way.
@@ -92,6 +97,22 @@ def split_site_rows(
         rest_X, rest_y, val_share, random_state, stratify
     )
     return X_train, X_val, X_test, y_train, y_val, y_test
+
+
+def part_event_rows(
+    event, validation_fraction: float | None, test_fraction: float, random_state=None
+) -> tuple[int, int, int]:
+    """The events in each of the ``(training, validation, test)`` rows of a survival site's
+    split (validation 0 with ``validation_fraction=None``).
+
+    Examples
+    --------
+    >>> part_event_rows([1, 0] * 20, None, 0.25, random_state=0)
+    (15, 0, 5)
+    """
+    e = np.asarray(event).astype(np.int64)
+    rows = part_class_rows(e, validation_fraction, test_fraction, random_state)
+    return rows.get(1, (0, 0, 0))
 
 
 def part_class_rows(

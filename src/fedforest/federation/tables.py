@@ -82,7 +82,7 @@ def check_data(site) -> list[str]:
         columns are not in it, or the privacy block does not fit it.
     """
     frame = read_table(site)
-    if getattr(site, "task", "classification") == "regression":
+    if getattr(site, "task", "classification") in ("regression", "survival"):
         site.check_privacy(frame, complete=False)
         return list(frame.columns)
     classes = class_labels(frame[site.target])
@@ -343,14 +343,18 @@ def check_table(
                 name,
                 "a global name no other column of the data file has: " + names_text(columns),
             )
-    if site.target not in columns:
-        c.fail(
-            "target",
-            site.target,
-            "a column of the data file: "
-            + names_text(columns)
-            + look_alike_note(site.target, columns),
-        )
+    outcome_keys = [("target", site.target)]
+    if getattr(site, "time", None) is not None:  # a survival job: the target is the event column
+        outcome_keys = [("time", site.time), ("event", site.target)]
+    for key, name in outcome_keys:
+        if name not in columns:
+            c.fail(
+                key,
+                name,
+                "a column of the data file: "
+                + names_text(columns)
+                + look_alike_note(name, columns),
+            )
     for col in site.categorical:
         if col not in columns:
             c.fail(
@@ -384,7 +388,7 @@ def _say_empty_columns(site, frame: pd.DataFrame, header, columns) -> None:
     """Log a warning naming each feature column empty in every row: the site has no value
     of it, as if it lacked the column (its trees never split on it)."""
     for local, name in zip(header, columns, strict=True):
-        if name == site.target or not frame[name].isna().all():
+        if name in _outcomes(site) or not frame[name].isna().all():
             continue
         said = (site.source, str(site.data_path), name)
         if said in _SAID:
@@ -474,7 +478,10 @@ def _check_values(
                         f"feature columns only: drop it with drop_columns: [{local!r}] in "
                         f"{site.source}",
                     )
-    if name != site.target and column_kind(series, name in site.categorical) == "categorical":
+    if (
+        name not in _outcomes(site)
+        and column_kind(series, name in site.categorical) == "categorical"
+    ):
         n_levels = int(as_level_strings(series).nunique(dropna=True))
         if n_levels > MAX_LEVELS:
             _data_error(
@@ -485,6 +492,65 @@ def _check_values(
                 f"drop_columns: [{local!r}] in {site.source}",
             )
     return series
+
+
+def _outcomes(site) -> list[str]:
+    """The site's outcome columns (the target, and a survival job's time column)."""
+    time = getattr(site, "time", None)
+    return [site.target] + ([time] if time is not None else [])
+
+
+#: What a survival job's event column may hold (read case-insensitively as text).
+EVENT_TEXT = {"1": 1, "0": 0, "1.0": 1, "0.0": 0, "true": 1, "false": 0}
+
+
+def _survival_outcome(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> pd.DataFrame:
+    """``job.task: survival``: the time column holds finite times >= 0 and the event column
+    1/0 or true/false on every row; the event column becomes integers 0/1, the time floats."""
+    time, event = frame[site.time], frame[site.target]
+    for key, name, y in (("time", site.time, time), ("event", site.target, event)):
+        missing = y.isna()
+        if missing.any():
+            _data_error(
+                site,
+                f"{key} column {name!r} has {int(missing.sum())} missing value(s) "
+                f"({_where(y, missing, lines)})",
+                f"a value on every row in a survival job (remove the rows without a {key})",
+            )
+    what = f"time column {site.time!r} (key 'time')"
+    if time.dtype == bool or not pd.api.types.is_numeric_dtype(time.dtype):
+        bad = pd.to_numeric(time, errors="coerce").isna() if time.dtype != bool else time.notna()
+        example = time[bad].iloc[0] if bad.any() else time.iloc[0]
+        _data_error(
+            site,
+            f"{what} holds {example!r} ({_where(time, pd.Series(bad, index=time.index), lines)}),"
+            " not a number",
+            "finite follow-up times >= 0 in a survival job",
+        )
+    t = time.to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(t) | (t < 0)
+    if bad.any():
+        _data_error(
+            site,
+            f"{what} holds {float(t[bad][0])!r} ({_where(time, pd.Series(bad, index=time.index), lines)})",
+            "finite follow-up times >= 0 in a survival job",
+        )
+    text = event.map(
+        lambda v: str(v).strip().lower() if not isinstance(v, bool) else str(v).lower()
+    )
+    codes = text.map(EVENT_TEXT)
+    bad = codes.isna()
+    if bad.any():
+        _data_error(
+            site,
+            f"event column {site.target!r} (key 'event') holds {event[bad].iloc[0]!r} "
+            f"({_where(event, bad, lines)})",
+            "1 (the event happened) or 0 (censored), or true/false, on every row of a survival job",
+        )
+    frame = frame.copy()
+    frame[site.time] = t
+    frame[site.target] = codes.to_numpy(dtype=np.int64)
+    return frame
 
 
 def _refuse_missing_target(site, y: pd.Series, lines, allowed: str) -> None:
@@ -535,6 +601,8 @@ def _apply_label_map(site, frame: pd.DataFrame, lines: Sequence[int] | None) -> 
     ``label_map``."""
     if getattr(site, "task", "classification") == "regression":
         return _numeric_target(site, frame, lines)
+    if getattr(site, "task", "classification") == "survival":
+        return _survival_outcome(site, frame, lines)
     c = ConfigChecker(site.source)
     y = frame[site.target]
     what = f"target column {site.target!r}"

@@ -51,6 +51,7 @@ from ..model.in_bag import InBagRecord, sample_counts, tagged_by_tree, tree_orig
 from ..model.surrogates import fit_surrogates
 from ..privacy.dp_forest import fit_dp_forest
 from ..privacy.policy import PrivacyPolicy, dp_budget
+from ..privacy.survival import enforce_min_leaf_events
 from ..privacy.transforms import enforce_min_leaf_rows, prepare_forest
 from ..vocabulary import POOLING_WEIGHTS, TASKS
 
@@ -96,6 +97,7 @@ def fit_site_models(
     privacy: PrivacyPolicy | None = None,
     classes: Sequence | None = None,
     task: str = "classification",
+    times: Sequence[float] | None = None,
 ) -> SiteModels:
     """Train a site's forest on ``own`` columns, with surrogates, imputers and std.
 
@@ -110,7 +112,13 @@ def fit_site_models(
     is what the site may send. ``classes`` (the global schema's) are the
     classes of DP trees (their leaves then cover every class of the job).
     ``task="regression"`` trains ``RandomForestRegressor`` forests (numeric
-    ``y_train``); everything else is the same.
+    ``y_train``); everything else is the same. ``task="survival"`` trains
+    scikit-survival's ``RandomSurvivalForest`` (``y_train``: the structured
+    array of :func:`fedforest.survival_metrics.survival_target`), whose trees
+    are read on the job's time grid ``times``
+    (:meth:`~fedforest.model.forest.PooledForest.from_sksurv`), and
+    ``min_leaf_rows`` then also counts each leaf's events
+    (:func:`~fedforest.privacy.survival.enforce_min_leaf_events`).
 
     The result keeps the in-bag records of the forests it returns
     (``in_bag``, ``intersection_in_bag``: which rows of ``X_train`` each
@@ -121,6 +129,11 @@ def fit_site_models(
     if task not in TASKS:
         raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
     Forest = RandomForestRegressor if task == "regression" else RandomForestClassifier
+    if task == "survival":
+        from sksurv.ensemble import RandomSurvivalForest as Forest  # the survival extra
+
+        if times is None:
+            raise ValueError("task='survival' needs the job's time grid (times=...)")
     policy = PrivacyPolicy() if privacy is None else privacy
     own, shared = list(own), [c for c in shared if c in own]
     cats = {c: list(categories[c]) for c in own if c in categories}
@@ -143,7 +156,7 @@ def fit_site_models(
     params = forest_params_for(policy, forest_params, len(X))
     rf = Forest(**params, random_state=random_state, n_jobs=1)
     rf.fit(X.to_numpy(dtype=np.float32), y_train)
-    forest = PooledForest.from_sklearn(rf, own, owner=site, X=X, categories=cats)
+    forest = _converted(rf, own, site, X, cats, times)
     imputers = ImputerSet([])
     if shared and private:
         if policy.share["surrogates"]:
@@ -171,12 +184,13 @@ def fit_site_models(
         Xc = X_train[common]
         rf_i = Forest(**params, random_state=random_state, n_jobs=1)
         rf_i.fit(Xc.to_numpy(dtype=np.float32), y_train)
-        inter = PooledForest.from_sklearn(
+        inter = _converted(
             rf_i,
             common,
-            owner=site,
-            X=Xc,
-            categories={c: list(categories[c]) for c in common if c in categories},
+            site,
+            Xc,
+            {c: list(categories[c]) for c in common if c in categories},
+            times,
         )
         inter, inter_record = _prepared(inter, rf_i, policy, site, Xc, y_train, sur_params)
     logger.info(
@@ -190,13 +204,31 @@ def fit_site_models(
     return SiteModels(forest, imputers, std, inter, record, inter_record)
 
 
+def _converted(rf, columns, site, X, categories, times) -> PooledForest:
+    """A fitted scikit-learn (or scikit-survival, read on ``times``) forest as a PooledForest."""
+    if times is not None:
+        return PooledForest.from_sksurv(
+            rf, list(columns), site, times=np.asarray(times), X=X, categories=categories
+        )
+    return PooledForest.from_sklearn(rf, list(columns), owner=site, X=X, categories=categories)
+
+
 def _prepared(forest, rf, policy, site, X, y, sur_params) -> tuple[PooledForest, InBagRecord]:
-    """The forest as the site sends it (:func:`prepare_forest`) and its in-bag record."""
+    """The forest as the site sends it (:func:`prepare_forest`; survival trees also
+    :func:`~fedforest.privacy.survival.enforce_min_leaf_events`) and its in-bag record."""
     counts = sample_counts(rf, len(X))
     if policy.is_default:
         return forest, InBagRecord.build(site, forest, counts)
     # one owner per tree while the transforms run: the trees that remain say where they came from
-    tagged = prepare_forest(tagged_by_tree(forest), policy, X, y, in_bag=counts, **sur_params)
+    tagged = tagged_by_tree(forest)
+    if forest.is_survival:  # before any tree is dropped, while counts[i] is tree i's sample
+        tagged = enforce_min_leaf_events(
+            tagged, X, np.asarray(y)["event"], policy.min_leaf_rows, in_bag=counts
+        )
+        # survival policies have no threshold grid nor count noise (check_task): no recount
+        tagged = prepare_forest(tagged, policy, X, None, **sur_params)
+    else:
+        tagged = prepare_forest(tagged, policy, X, y, in_bag=counts, **sur_params)
     forest, origin = tree_origin(tagged, site)
     return forest, InBagRecord.build(site, forest, counts[origin])
 

@@ -1,7 +1,7 @@
 """Portable pooled forests: trees in a global feature space, addressed by name.
 
-A :class:`PooledForest` holds any number of binary classification or regression
-trees as flat numpy arrays (one entry per node, trees stored one after the
+A :class:`PooledForest` holds any number of binary classification, regression or
+survival trees as flat numpy arrays (one entry per node, trees stored one after the
 other), together with the global feature names, the class labels (for
 classification), the site that trained each tree and, optionally, one
 surrogate split per node. It is what sites exchange: it
@@ -20,7 +20,15 @@ from .. import protocol
 from ..validation import PayloadReader
 from ..vocabulary import TASKS
 from . import forest_edit, forest_format, forest_v1
-from .payload_checks import MAX_CLASSES, MAX_FEATURES, MAX_LEVELS, MAX_TREES, plain_labels
+from .forest_sources import check_times, sklearn_fields, sksurv_fields
+from .payload_checks import (
+    MAX_CLASSES,
+    MAX_FEATURES,
+    MAX_LEVELS,
+    MAX_TIMES,
+    MAX_TREES,
+    plain_labels,
+)
 
 FORMAT = protocol.POOLED_FOREST
 VERSION = protocol.FORMATS[FORMAT]
@@ -28,6 +36,15 @@ VERSION = protocol.FORMATS[FORMAT]
 # The reader of version 1 lives apart (model/forest_v1.py); protocol.py imports nothing
 # from the package, so the model layer registers it.
 protocol.UPGRADES[(FORMAT, 1)] = forest_v1.upgrade
+
+
+def _upgrade_v3(payload: Mapping) -> dict:
+    """``fedforest/pooled-forest`` version 3 -> 4: no time grid (only classification and
+    regression trees existed)."""
+    return {**payload, "times": np.zeros(0)}
+
+
+protocol.UPGRADES[(FORMAT, 3)] = _upgrade_v3
 
 #: Per-node arrays of a forest besides ``value`` (one entry per node).
 NODE_FIELDS = (
@@ -83,18 +100,27 @@ class PooledForest:
         Learned direction of a missing value (used where ``saw_missing``).
     saw_missing : ndarray of shape (n_nodes,)
         Whether the node saw a missing value for its feature in training.
-    value : ndarray of shape (n_nodes, n_classes) or (n_nodes, 1)
+    value : ndarray of shape (n_nodes, n_classes), (n_nodes, 1) or (n_nodes, 2 * n_times)
         Class distribution at each node (rows sum to one); for regression
-        trees, the mean target of the node's training rows.
+        trees, the mean target of the node's training rows; for survival trees,
+        the node's cumulative hazard at each of ``times`` (Nelson-Aalen, the
+        first ``n_times`` columns) and its survival probability there
+        (Kaplan-Meier, the last ``n_times``), as scikit-survival's
+        ``SurvivalTree`` stores them.
     categories : mapping of str to list of str, optional
         Levels of the categorical features; level ``k`` is coded as ``k``.
     surrogate_feature, surrogate_threshold, surrogate_left_le, surrogate_agreement :
         ndarray of shape (n_nodes,), optional
         One surrogate split per node (``surrogate_feature == -1``: none). A row
         goes left when ``(x_s <= t_s) == surrogate_left_le``.
-    task : {"classification", "regression"}, default "classification"
-        What the trees predict: class distributions (``RandomForestClassifier``)
-        or means (``RandomForestRegressor``).
+    task : {"classification", "regression", "survival"}, default "classification"
+        What the trees predict: class distributions (``RandomForestClassifier``),
+        means (``RandomForestRegressor``) or curves over time (scikit-survival's
+        ``RandomSurvivalForest``).
+    times : array-like of shape (n_times,), optional
+        The time grid of survival trees (strictly increasing, finite, at least
+        0): the times at which every node's curves are given. Empty for the
+        other tasks.
 
     Examples
     --------
@@ -132,10 +158,12 @@ class PooledForest:
         surrogate_left_le=None,
         surrogate_agreement=None,
         task: str = "classification",
+        times=None,
     ):
         if task not in TASKS:
             raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
         self.task = task
+        self.times = np.zeros(0) if times is None else np.asarray(times, dtype=np.float64)
         self.feature_names = list(feature_names)
         self.classes = np.asarray(classes)
         self.owners = list(owners)
@@ -170,9 +198,10 @@ class PooledForest:
         lengths["value"] = self.value.shape[0]
         if len(set(lengths.values())) != 1:
             raise ValueError(f"node arrays differ in length: {lengths}")
-        width = 1 if task == "regression" else len(self.classes)
-        if task == "regression" and len(self.classes):
-            raise ValueError("regression trees have no classes (classes must be empty)")
+        check_times(self.times, task)
+        width = {"regression": 1, "survival": 2 * len(self.times)}.get(task, len(self.classes))
+        if task != "classification" and len(self.classes):
+            raise ValueError(f"{task} trees have no classes (classes must be empty)")
         if self.value.ndim != 2 or self.value.shape[1] != width:
             raise ValueError(f"value has shape {self.value.shape}, expected (n_nodes, {width})")
 
@@ -203,8 +232,23 @@ class PooledForest:
         return self.task == "regression"
 
     @property
+    def is_survival(self) -> bool:
+        """Whether the trees predict curves over :attr:`times` (``task == "survival"``)."""
+        return self.task == "survival"
+
+    @property
+    def is_distribution(self) -> bool:
+        """Whether each row of ``value`` is a class distribution (classification trees)."""
+        return self.task == "classification"
+
+    @property
+    def n_times(self) -> int:
+        """Points of the time grid (0 unless survival trees)."""
+        return int(self.times.shape[0])
+
+    @property
     def n_outputs(self) -> int:
-        """Columns of ``value``: the classes, or 1 (the mean) for regression trees."""
+        """Columns of ``value``: the classes, 1 (the mean), or two curves over :attr:`times`."""
         return int(self.value.shape[1])
 
     def _same_kind(self) -> dict:
@@ -215,6 +259,7 @@ class PooledForest:
             "owners": self.owners,
             "categories": self.categories,
             "task": self.task,
+            "times": self.times,
         }
 
     @property
@@ -313,77 +358,68 @@ class PooledForest:
         -------
         PooledForest
         """
-        if not hasattr(rf, "estimators_"):
-            raise ValueError("from_sklearn needs a fitted forest (no estimators_ found)")
-        if getattr(rf, "n_outputs_", 1) != 1:
-            raise ValueError("only single-output forests are supported")
-        feature_names = [str(f) for f in feature_names]
-        if len(feature_names) != rf.n_features_in_:
-            raise ValueError(
-                f"feature_names has {len(feature_names)} names but the forest was trained on "
-                f"{rf.n_features_in_} features"
-            )
-        if len(set(feature_names)) != len(feature_names):
-            raise ValueError("feature_names has duplicates")
-        seen_names = getattr(rf, "feature_names_in_", None)
-        if seen_names is not None and list(map(str, seen_names)) != feature_names:
-            raise ValueError(
-                f"feature_names {feature_names} differ from the columns the forest was "
-                f"trained on {list(seen_names)}"
-            )
-        categories = dict(categories or {})
-        unknown = sorted(set(categories) - set(feature_names))
-        if unknown:
-            raise ValueError(f"categories names features the forest does not have: {unknown}")
-        regression = not hasattr(rf, "classes_")
-        classes = np.zeros(0) if regression else rf.classes_
-        plain_labels(classes)
+        return cls(owners=[str(owner)], **sklearn_fields(rf, feature_names, X, categories))
 
-        starts = [0]
-        parts: dict[str, list[np.ndarray]] = {k: [] for k in ("l", "r", "f", "t", "n", "m", "v")}
-        for est in rf.estimators_:
-            t = est.tree_
-            leaf = t.children_left < 0
-            parts["l"].append(np.where(leaf, -1, t.children_left))
-            parts["r"].append(np.where(leaf, -1, t.children_right))
-            parts["f"].append(np.where(leaf, -1, t.feature))
-            parts["t"].append(np.where(leaf, 0.0, t.threshold))
-            parts["n"].append(t.n_node_samples)
-            mgl = getattr(t, "missing_go_to_left", None)
-            parts["m"].append(
-                np.zeros(t.node_count, bool) if mgl is None else np.asarray(mgl).astype(bool)
-            )
-            value = t.value[:, 0, :].astype(np.float64)
-            if not regression:
-                sums = value.sum(axis=1, keepdims=True)
-                if not np.allclose(sums, 1.0):
-                    value = value / np.where(sums > 0, sums, 1.0)
-            parts["v"].append(value)
-            starts.append(starts[-1] + t.node_count)
-        feature = np.concatenate(parts["f"])
-        threshold = np.concatenate(parts["t"])
-        saw = np.isposinf(threshold)
-        if X is not None:
-            saw |= _nodes_that_saw_missing(rf, X, starts)
-        n_nodes = starts[-1]
-        width = 1 if regression else len(classes)
-        return cls(
-            feature_names=feature_names,
-            classes=classes,
-            task="regression" if regression else "classification",
-            owners=[str(owner)],
-            categories=categories,
-            tree_start=np.asarray(starts),
-            tree_owner=np.zeros(len(rf.estimators_), np.int32),
-            children_left=np.concatenate(parts["l"]),
-            children_right=np.concatenate(parts["r"]),
-            feature=feature,
-            threshold=threshold,
-            n_node_samples=np.concatenate(parts["n"]),
-            missing_left=np.concatenate(parts["m"]),
-            saw_missing=saw,
-            value=np.concatenate(parts["v"]) if n_nodes else np.zeros((0, width)),
-        )
+    @classmethod
+    def from_sksurv(
+        cls,
+        rsf,
+        feature_names: Sequence[str],
+        owner: str,
+        *,
+        times,
+        X=None,
+        categories: Mapping[str, Sequence[str]] | None = None,
+    ) -> PooledForest:
+        """Convert a fitted scikit-survival ``RandomSurvivalForest`` on a time grid.
+
+        A survival tree holds, at every node, the cumulative hazard
+        (Nelson-Aalen) and the survival probability (Kaplan-Meier) of the
+        node's training rows at each of the forest's ``unique_times_``: step
+        functions, constant between those times. Each is read here at every
+        point of ``times`` (its value at the last of ``unique_times_`` at or
+        before the point; before the first, a hazard of 0 and a survival of 1),
+        so trees of sites with different event times share one grid and pool.
+        On the forest's own event times the curves are exactly
+        scikit-survival's.
+
+        Parameters
+        ----------
+        rsf : sksurv.ensemble.RandomSurvivalForest or ExtraSurvivalTrees
+            A fitted forest with ``low_memory=False`` (the default: its trees
+            keep their curves).
+        feature_names : sequence of str
+            Global name of each column ``rsf`` was trained on, in order.
+        owner : str
+            Name of the site that trained the forest.
+        times : array-like of shape (n_times,)
+            The grid: strictly increasing, finite, at least 0.
+        X : array-like, optional
+            The training rows, needed only when they contained missing values
+            (as for :meth:`from_sklearn`).
+        categories : mapping of str to list of str, optional
+            Levels of categorical features, coded ``0 .. K-1`` in the data.
+
+        Returns
+        -------
+        PooledForest
+            ``task="survival"``, ``value`` of shape ``(n_nodes, 2 * n_times)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sksurv.ensemble import RandomSurvivalForest
+        >>> from sksurv.util import Surv
+        >>> from fedforest import PooledForest
+        >>> rng = np.random.RandomState(0)
+        >>> X = rng.normal(size=(80, 2)); time = rng.exponential(np.exp(-X[:, 0]))
+        >>> y = Surv.from_arrays(event=rng.rand(80) < 0.7, time=time)
+        >>> rsf = RandomSurvivalForest(n_estimators=5, random_state=0).fit(X, y)
+        >>> forest = PooledForest.from_sksurv(rsf, ["a", "b"], "site-1", times=[0.5, 1.0, 2.0])
+        >>> forest.task, forest.n_times, forest.n_outputs
+        ('survival', 3, 6)
+        """
+        return cls(owners=[str(owner)], **sksurv_fields(rsf, feature_names, times, X, categories))
 
     @classmethod
     def concat(cls, forests: Sequence[PooledForest]) -> PooledForest:
@@ -406,8 +442,16 @@ class PooledForest:
         tasks = sorted({f.task for f in forests})
         if len(tasks) > 1:
             raise ValueError(
-                f"forests mix tasks {tasks}: classification and regression trees cannot be pooled"
+                f"forests mix tasks {tasks}: trees of different tasks cannot be pooled"
             )
+        times = forests[0].times
+        for f in forests[1:]:
+            if not np.array_equal(f.times, times):
+                raise ValueError(
+                    f"survival forests on different time grids ({len(times)} and "
+                    f"{len(f.times)} points) cannot be pooled: convert every site's forest on "
+                    "the grid the sites agreed (PooledForest.from_sksurv(..., times=grid))"
+                )
         names: list[str] = []
         for f in forests:
             names.extend(n for n in f.feature_names if n not in names)
@@ -447,7 +491,7 @@ class PooledForest:
                 if k in ("feature", "surrogate_feature"):
                     arr = fmap[arr]  # -1 maps to the trailing -1
                 fields[k].append(arr)
-            if f.is_regression:
+            if not f.is_distribution:
                 values.append(f.value)
             else:
                 cmap = np.searchsorted(classes, f.classes)
@@ -464,6 +508,7 @@ class PooledForest:
             owners=owners,
             categories=categories,
             task=tasks[0],
+            times=times,
             tree_start=np.concatenate(starts),
             tree_owner=np.concatenate(tree_owner),
             value=np.concatenate(values),
@@ -590,6 +635,10 @@ class PooledForest:
         the counts with :meth:`with_arrays`. The arguments are those of the
         constructor.
         """
+        if task == "survival":
+            raise ValueError(
+                "survival trees carry curves fitted on their rows: build them with from_sksurv"
+            )
         n_nodes = len(feature)
         k = len(classes)
         value = np.zeros((n_nodes, 1)) if task == "regression" else np.full((n_nodes, k), 1.0 / k)
@@ -634,6 +683,7 @@ class PooledForest:
             "format": FORMAT,
             "version": VERSION,
             "task": self.task,
+            "times": self.times.copy(),
             **forest_format.encode(
                 {
                     "feature_names": self.feature_names,
@@ -645,7 +695,7 @@ class PooledForest:
                     "value": self.value,
                     **fields,
                 },
-                counts=not self.is_regression,  # means are not ratios of counts
+                counts=self.is_distribution,  # means and curves are not ratios of counts
             ),
         }
 
@@ -680,17 +730,22 @@ class PooledForest:
             Nothing else is raised.
         """
         r = PayloadReader(payload, FORMAT, sender, where)
-        r.check_keys({*forest_format.PAYLOAD_FIELDS, "task"})
+        r.check_keys({*forest_format.PAYLOAD_FIELDS, "task", "times"})
         task = r.read_choice("task", TASKS)
+        times = r.read_array("times", "f", max_len=MAX_TIMES, lo=0, hi=forest_format.MAX_MEAN)
+        try:
+            check_times(times, task)
+        except ValueError as exc:
+            r.fail(f"field 'times': {exc}")
         names = r.read_str_list("feature_names", MAX_FEATURES)
         owners = r.read_str_list("owners", MAX_TREES)
         for key, given in (("feature_names", names), ("owners", owners)):
             if not given:  # trees split on features and come from a site
                 r.refuse(key, given, "a non-empty list of distinct strings")
-        if task == "regression":
+        if task != "classification":
             given = r.get("classes")
             if not isinstance(given, (list, tuple)) or given:
-                r.refuse("classes", given, "an empty list (regression trees have no classes)")
+                r.refuse("classes", given, f"an empty list ({task} trees have no classes)")
             classes = []
         else:
             classes = r.read_labels("classes", MAX_CLASSES)
@@ -712,12 +767,14 @@ class PooledForest:
             n_classes=len(classes),
             n_owners=len(owners),
             n_levels=levels,
-            regression=task == "regression",
+            task=task,
+            n_times=times.shape[0],
         )
         return cls(
             task=task,
+            times=times,
             feature_names=names,
-            classes=np.zeros(0) if task == "regression" else np.asarray(classes),
+            classes=np.zeros(0) if task != "classification" else np.asarray(classes),
             owners=owners,
             categories=cats,
             **arrays,
@@ -727,7 +784,8 @@ class PooledForest:
         return (
             f"PooledForest(n_trees={self.n_trees}, n_nodes={self.n_nodes}, "
             f"n_features={self.n_features}, "
-            + ("task='regression', " if self.is_regression else "")
+            + (f"task={self.task!r}, " if not self.is_distribution else "")
+            + (f"n_times={self.n_times}, " if self.is_survival else "")
             + f"classes={plain_labels(self.classes)}, "
             f"owners={self.owners})"
         )
@@ -735,31 +793,3 @@ class PooledForest:
 
 def _kind(levels) -> str:
     return "numeric" if levels is None else f"categorical with levels {list(levels)}"
-
-
-def _nodes_that_saw_missing(rf, X, starts) -> np.ndarray:
-    """Mark nodes reached in training by an in-bag row missing the node's feature."""
-    X = np.asarray(X, dtype=np.float32)
-    if X.ndim != 2 or X.shape[1] != rf.n_features_in_:
-        raise ValueError(
-            f"X has shape {X.shape}; expected the training rows with {rf.n_features_in_} columns"
-        )
-    saw = np.zeros(starts[-1], dtype=bool)
-    nan_rows = np.flatnonzero(np.isnan(X).any(axis=1))
-    if nan_rows.size == 0:
-        return saw
-    if getattr(rf, "bootstrap", False):
-        in_bag = rf.estimators_samples_
-    else:
-        in_bag = [np.arange(X.shape[0])] * len(rf.estimators_)
-    for i, est in enumerate(rf.estimators_):
-        rows = np.intersect1d(np.asarray(in_bag[i]), nan_rows)
-        if rows.size == 0:
-            continue
-        path = est.decision_path(X[rows]).tocoo()
-        feat = est.tree_.feature[path.col]
-        internal = feat >= 0
-        r, c, f = path.row[internal], path.col[internal], feat[internal]
-        hit = np.isnan(X[rows][r, f])
-        saw[starts[i] + c[hit]] = True
-    return saw

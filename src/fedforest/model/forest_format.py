@@ -1,9 +1,12 @@
-"""The pooled-forest payload, versions 2 and 3: compact, and lossless for predictions.
+"""The pooled-forest payload, versions 2 to 4: compact, and lossless for predictions.
 
 Version 3 is version 2 with a ``task`` field: ``classification`` (every
 version 2 payload) or ``regression``, whose trees carry one ``value`` column,
 the node means, sent as float64 for every tree (``value_trees`` lists them all;
-there are no leaf counts).
+there are no leaf counts). Version 4 adds ``times``, the time grid of
+``survival`` trees (empty for the other tasks), whose ``value`` rows are two
+curves over it (cumulative hazard, then survival probability), sent as float64
+for every tree like means and checked to be curves (:func:`check_curves`).
 
 Version 1 sent every in-memory node array as it is (about 63 bytes per node
 with surrogates). Version 2 sends the same trees in about 8 bytes per node
@@ -508,7 +511,8 @@ def decode(
     n_classes: int,
     n_owners: int,
     n_levels: np.ndarray,
-    regression: bool = False,
+    task: str = "classification",
+    n_times: int = 0,
 ) -> dict:
     """Read and check the trees of a version 2 or 3 payload; return the in-memory arrays.
 
@@ -520,10 +524,13 @@ def decode(
         Lengths of those lists.
     n_levels : ndarray of int
         Levels of each feature (0 for a numeric one).
-    regression : bool, default False
-        Regression trees (version 3, ``task: regression``): one ``value``
-        column, the node means, sent as float64 for every tree (finite, within
-        float32's range), and no leaf counts.
+    task : {"classification", "regression", "survival"}, default "classification"
+        Regression trees (version 3): one ``value`` column, the node means,
+        sent as float64 for every tree (finite, within float32's range), and
+        no leaf counts; survival trees (version 4): ``2 * n_times`` columns,
+        sent the same way, that must be curves (:func:`check_curves`).
+    n_times : int, default 0
+        Points of the survival trees' time grid.
 
     Returns
     -------
@@ -568,12 +575,17 @@ def decode(
     explicit_tree[value_trees] = True
     explicit = np.repeat(explicit_tree, sizes)
     counted_leaf = is_leaf & ~explicit
-    if regression and not explicit.all():
-        r.fail("field 'value_trees' must list every tree: regression trees send their means")
-    width = 1 if regression else n_classes
-    bound = MAX_MEAN if regression else 1
+    counts = task == "classification"
+    if not counts and not explicit.all():
+        r.fail(
+            f"field 'value_trees' must list every tree: {task} trees send their values "
+            "(means, curves), not class counts"
+        )
+    width = {"regression": 1, "survival": 2 * n_times}.get(task, n_classes)
+    lowest = {"regression": -MAX_MEAN, "survival": 0.0}.get(task, 0.0)
+    bound = 1 if counts else MAX_MEAN
     value_rows = r.read_array(
-        "value", "f", 2, int(explicit.sum()), width=width, lo=-bound if regression else 0, hi=bound
+        "value", "f", 2, int(explicit.sum()), width=width, lo=lowest, hi=bound
     )
     leaf_count = r.read_array(
         "leaf_counts", "i", 2, int(counted_leaf.sum()), width=width, lo=0, hi=MAX_LEAF_COUNT
@@ -635,12 +647,30 @@ def decode(
         "surrogate_left_le": surrogate_left_le,
         "surrogate_agreement": surrogate_agreement,
     }
-    check_tree_arrays(r, tree_start, arrays, n_levels, regression=regression)
+    check_tree_arrays(r, tree_start, arrays, n_levels, task=task)
     return {"tree_start": tree_start, "tree_owner": tree_owner, **arrays}
 
 
+def check_curves(r: PayloadReader, value: np.ndarray) -> None:
+    """Refuse survival curves that are not curves: every node's cumulative hazard (the first
+    half of its ``value`` row) finite, at least 0 and non-decreasing over the grid, its
+    survival probability (the second half) in [0, 1] and non-increasing."""
+    n_times = value.shape[1] // 2
+    chf, surv = value[:, :n_times], value[:, n_times:]
+    if not (np.isfinite(chf).all() and np.all(chf >= 0) and np.all(np.diff(chf, axis=1) >= 0)):
+        r.fail(
+            "field 'value' must hold, at every node, a cumulative hazard that is finite, at "
+            "least 0 and non-decreasing over 'times' (its first half)"
+        )
+    if not (np.all((surv >= 0) & (surv <= 1)) and np.all(np.diff(surv, axis=1) <= 0)):
+        r.fail(
+            "field 'value' must hold, at every node, a survival probability in [0, 1] that "
+            "does not increase over 'times' (its second half)"
+        )
+
+
 def check_tree_arrays(
-    r: PayloadReader, tree_start, a: Mapping, n_levels: np.ndarray, regression: bool = False
+    r: PayloadReader, tree_start, a: Mapping, n_levels: np.ndarray, task: str = "classification"
 ) -> None:
     """Refuse trees that are not well-formed binary trees in depth-first order.
 
@@ -698,9 +728,11 @@ def check_tree_arrays(
         r.fail("field 'n_node_samples' has a child with more training rows than its parent")
     value = a["value"]
     # every node's row, not only the leaves': the node strategy predicts with internal ones
-    if regression:
+    if task == "regression":
         if not np.all(np.abs(value) <= MAX_MEAN):
             r.fail(f"field 'value' must hold finite node means within +-{MAX_MEAN:g}")
+    elif task == "survival":
+        check_curves(r, value)
     elif np.any(np.abs(value.sum(axis=1) - 1.0) > 1e-6):
         r.fail(
             "field 'value' must hold a class distribution (non-negative, summing to 1) at "

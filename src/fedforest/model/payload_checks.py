@@ -14,6 +14,8 @@ MAX_NODES = 50_000_000
 MAX_FEATURES = 100_000
 MAX_CLASSES = 10_000
 MAX_LEVELS = 10_000
+#: Points of a survival forest's time grid.
+MAX_TIMES = 10_000
 #: ``n_node_samples`` travels as int32.
 MAX_NODE_SAMPLES = 2**31 - 1
 #: Training rows a site may report (``n_rows``, ``n_train``).

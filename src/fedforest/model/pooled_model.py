@@ -295,9 +295,9 @@ class Deployment:
                 f"field 'strategy' is {strategy!r} but site {site!r} trained no tree of the "
                 f"forest; expected a site among the forest's sites {forest.owners}"
             )
-        if forest.is_regression:  # a number is not calibrated
+        if forest.is_regression or forest.is_survival:  # a number or a curve: no calibration
             if d.get("calibrator") is not None:
-                d.fail("field 'calibrator' must be null for regression trees")
+                d.fail(f"field 'calibrator' must be null for {forest.task} trees")
             calibrator = None
         else:
             try:

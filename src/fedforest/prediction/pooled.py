@@ -27,10 +27,12 @@ from ..model.inputs import model_columns, names_text, to_global_matrix
 from ..model.pooled_model import PooledModel, check_strategy
 from ..vocabulary import ENGINES, VOTING
 from .cache import PredictionMemo
+from .calibration import choose_variant
 from .diagnostics import PredictionDiagnostics
 from .engines import kernels_for
 from .out_of_bag import InBag, check_in_bag, memo_key
 from .pipeline import Settings, predict_rule
+from .selection import candidate_preference, check_candidates, default_candidates
 from .weighting import check_guess_weight, tree_weights, weighted_marginal
 
 logger = logging.getLogger(__name__)
@@ -178,11 +180,10 @@ class PooledForestBase(BaseEstimator):
             raise ValueError(
                 f"{type(self).__name__} predicts with {self.task} trees, but the forest holds "
                 f"{self.forest.task} trees; use "
-                + (
-                    "PooledForestRegressor"
-                    if self.forest.is_regression
-                    else "PooledForestClassifier"
-                )
+                + {
+                    "regression": "PooledForestRegressor",
+                    "survival": "PooledForestSurvival",
+                }.get(self.forest.task, "PooledForestClassifier")
             )
 
     def _validate_intersection(self) -> None:
@@ -283,6 +284,30 @@ class PooledForestBase(BaseEstimator):
         )
         X = X.iloc[np.flatnonzero(keep)] if isinstance(X, pd.DataFrame) else np.asarray(X)[keep]
         return X, np.asarray(y)[keep], None, in_bag.rows(keep)
+
+    def _fit_choice(self, X, metric: str, score_candidates, memo=None, in_bag=None):
+        """``auto``'s choice on rows ``X``: every candidate's values scored, the best kept.
+
+        ``score_candidates(values)`` maps each candidate's predicted values to
+        ``(scores, losses)``: its ``metric`` and, where the metric is a mean of
+        per-row losses, those losses (:func:`~.calibration.choose_variant`'s
+        ties within one standard error), else ``None``.
+        """
+        candidates = self.auto_candidates
+        if candidates is None:
+            candidates = default_candidates(
+                self.forest.owners, self.site, self.intersection is not None
+            )
+        values = {
+            name: self._predict_values(X, name, memo=memo, in_bag=in_bag)[0]
+            for name in check_candidates(candidates)
+        }
+        scores, losses = score_candidates(values)
+        for name, value in scores.items():
+            logger.info("candidate %s: validation %s = %.4f", name, metric, value)
+        best, runner_up = choose_variant(scores, metric, candidate_preference(), losses)
+        self.strategy_, self.runner_up_, self.selection_scores_ = best, runner_up, scores
+        return self
 
     def _wmp_parts(self, X, strategy: str, memo: PredictionMemo | None = None, in_bag=None):
         """The predictions of ``X`` a weighted rule combines: its ``certain`` rule's (soft
@@ -411,7 +436,7 @@ class PooledForestBase(BaseEstimator):
             X, rule.name, memo, in_bag
         )
         proba = weighted_marginal(
-            p_certain, n_certain, p_mp, n_trees, weight, not self.forest.is_regression
+            p_certain, n_certain, p_mp, n_trees, weight, self.forest.is_distribution
         )
         # with weight 0 a row without a certain tree takes its mp prediction, as fpv's rows do
         fallback = certain.fallback_rows if weight == 0 else np.zeros(len(proba), dtype=bool)

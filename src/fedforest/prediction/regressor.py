@@ -13,9 +13,7 @@ from ..metrics import score_values, squared_errors
 from ..model.forest import PooledForest
 from ..vocabulary import REGRESSION_AUTO_METRIC
 from .cache import PredictionMemo
-from .calibration import choose_variant
 from .pooled import PooledForestBase
-from .selection import candidate_preference, check_candidates, default_candidates
 from .weighting import check_guess_weight, fit_guess_weight
 
 logger = logging.getLogger(__name__)
@@ -178,24 +176,15 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
         rule = rules.find(self.strategy)
         if rule is not None and rule.family == rules.CHOICE:
             y = self._targets(X, y, f'strategy="{self.strategy}"')
-            candidates = self.auto_candidates
-            if candidates is None:
-                candidates = default_candidates(
-                    self.forest.owners, self.site, self.intersection is not None
-                )
-            predictions = {
-                name: self._predict_values(X, name, memo=memo, in_bag=in_bag)[0][:, 0]
-                for name in check_candidates(candidates)
-            }
-            scores = {n: score_values(REGRESSION_AUTO_METRIC, y, p) for n, p in predictions.items()}
-            losses = {n: squared_errors(y, p) for n, p in predictions.items()}
-            for name, value in scores.items():
-                logger.info("candidate %s: validation rmse = %.4f", name, value)
-            best, runner_up = choose_variant(
-                scores, REGRESSION_AUTO_METRIC, candidate_preference(), losses
-            )
-            self.strategy_, self.runner_up_, self.selection_scores_ = best, runner_up, scores
-            return self
+
+            def score_candidates(values):
+                predicted = {name: v[:, 0] for name, v in values.items()}
+                scores = {
+                    n: score_values(REGRESSION_AUTO_METRIC, y, p) for n, p in predicted.items()
+                }
+                return scores, {n: squared_errors(y, p) for n, p in predicted.items()}
+
+            return self._fit_choice(X, REGRESSION_AUTO_METRIC, score_candidates, memo, in_bag)
         self._validate(self.strategy)
         if rule.family == rules.WEIGHTED:
             weight = check_guess_weight(self.guess_weight)

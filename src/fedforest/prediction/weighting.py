@@ -142,6 +142,7 @@ def fit_guess_weight(
     y,
     classes,
     candidates: Sequence[float] = GUESS_WEIGHTS,
+    loss=None,
 ) -> tuple[float, dict[float, float]]:
     """The guess weight with the lowest Brier score (regression: squared error) on validation rows.
 
@@ -155,6 +156,10 @@ def fit_guess_weight(
         Column order of the probabilities; ``None`` for regression (one
         column, the prediction), scored by the mean squared error.
     candidates : sequence of float, default=GUESS_WEIGHTS
+    loss : callable, optional
+        ``loss(values) -> float``, the mean loss of combined values (rows of
+        any width, taken as they are): survival curves are scored by their
+        integrated Brier score. Replaces the Brier score and squared error.
 
     Returns
     -------
@@ -183,6 +188,8 @@ def fit_guess_weight(
         predicted = weighted_marginal(
             p_certain, n_certain, p_mp, n_trees, w, distribution=classes is not None
         )
+        if loss is not None:
+            return float(loss(predicted))
         if classes is None:  # regression: the mean squared error
             return float(np.mean(squared_errors(y, predicted)))
         return brier_score(y, predicted, classes)
@@ -192,7 +199,7 @@ def fit_guess_weight(
     logger.info(
         "wmp: guess weight %g (validation %s %s)",
         best,
-        "Brier" if classes is not None else "squared error",
+        "loss" if loss is not None else "Brier" if classes is not None else "squared error",
         ", ".join(f"{w:g}: {s:.4f}" for w, s in scores.items()),
     )
     return best, scores

@@ -34,6 +34,12 @@ a step of 0.5. The keys that do not change the guarantee (``dp_trees``,
 ``dp_max_depth``, ``feature_ranges``, ``target_range``) come from the job when
 it sets them, otherwise from the site.
 
+**Survival jobs.** DP mode (``dp_epsilon``), ``threshold_grid`` and
+``count_noise_epsilon`` are refused (:meth:`PrivacyPolicy.check_task`): each
+recomputes leaves from counts, and a survival leaf's curves are not counts;
+``min_leaf_rows`` counts a survival leaf's rows and its events alike
+(:mod:`fedforest.privacy.survival`).
+
 **Regression jobs.** ``target_range`` may only be set in a block that sets
 ``dp_epsilon`` (nothing else uses it), and DP mode of a regression job
 requires it: :meth:`PrivacyPolicy.check_task` refuses a policy that does not
@@ -643,7 +649,9 @@ class PrivacyPolicy:
 
         DP mode of a regression job needs ``target_range`` (the noise on the
         leaf sums is calibrated to it, and a range taken from the rows would
-        void the guarantee); a classification job may not set one. Raises a
+        void the guarantee); a classification job may not set one. DP mode is
+        refused for a survival job: a survival leaf's curves come from its
+        rows' exact event times, which no noise of DP mode covers. Raises a
         :class:`~fedforest.errors.ConfigError` naming :attr:`source` and the
         key; a ``task`` that is not one of :data:`~fedforest.vocabulary.TASKS`
         is a ``ValueError``. (:func:`~fedforest.privacy.dp_forest.fit_dp_forest`
@@ -662,6 +670,28 @@ class PrivacyPolicy:
         if task not in TASKS:
             raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
         c = ConfigChecker(self.source)
+        if task == "survival":
+            for key, value in (
+                ("threshold_grid", self.threshold_grid),
+                ("count_noise_epsilon", self.count_noise_epsilon),
+            ):
+                if value is not None:
+                    c.refuse(
+                        f"privacy.{key}",
+                        value.to_dict() if key == "threshold_grid" else value,
+                        f"null for job.task: survival: {key} recounts the leaves from the "
+                        "site's rows, and a survival leaf's curves are not counts (use "
+                        "min_leaf_rows, which counts events in a survival job)",
+                    )
+        if task == "survival" and self.dp:
+            c.refuse(
+                "privacy.dp_epsilon",
+                self.dp_epsilon,
+                "null for job.task: survival: DP mode grows random trees with noisy class "
+                "counts or leaf sums; a survival leaf's curve is computed from its rows' exact "
+                "event times, which no noise covers here (use min_leaf_rows, which counts "
+                "events in a survival job, and a coarse time_resolution)",
+            )
         if task == "regression" and self.dp and self.target_range is None:
             c.refuse(
                 "privacy.target_range",

@@ -1,0 +1,183 @@
+"""What ``job.task: survival`` adds to the job's and the sites' files.
+
+The job file's ``survival:`` section (read only in a survival job)::
+
+    survival:
+      times: null          # a public time grid (strictly increasing, >= 0);
+                           # null: agreed from the sites' coarse event-time quantiles
+      grid_points: 30      # the most points of an agreed grid
+
+A survival site names two outcome columns instead of ``target``::
+
+    time: months           # follow-up time: finite, >= 0
+    event: died            # 1/0 or true/false: the event happened, or the row is censored
+    time_resolution: 6     # its event-time quantiles are rounded to multiples of 6
+                           # (null: 2 significant digits; fedforest.federation.time_grid)
+
+The event column then plays the part of the target where the job needs one
+class per row (the splits are stratified by event; ``SiteConfig.target`` is
+the event column) and the time column is never a feature
+(``SiteConfig.outcomes``). The defaults and refusals of a survival job are
+:func:`survival_defaults`'s; every error names the file, the key, the bad
+value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..validation import ConfigChecker
+from ..vocabulary import (
+    AUTO_METRICS,
+    METRICS,
+    RANKING_METRICS,
+    REGRESSION_AUTO_METRIC,
+    REGRESSION_METRICS,
+    SURVIVAL_AUTO_METRIC,
+    SURVIVAL_AUTO_METRICS,
+    SURVIVAL_METRICS,
+)
+from .time_grid import MAX_GRID_POINTS, check_grid
+
+#: Per ``job.task``: the allowed ``evaluation.metrics``, ``evaluation.auto_metric`` and
+#: ``election.metric``.
+TASK_METRICS = {
+    "classification": (METRICS, AUTO_METRICS, RANKING_METRICS),
+    "regression": (REGRESSION_METRICS, (REGRESSION_AUTO_METRIC,), REGRESSION_METRICS),
+    "survival": (SURVIVAL_METRICS, SURVIVAL_AUTO_METRICS, SURVIVAL_AUTO_METRICS),
+}
+#: A site's survival keys and their defaults (``SITE_DEFAULTS`` holds them too).
+SURVIVAL_SITE_DEFAULTS: dict[str, Any] = {"time": None, "event": None, "time_resolution": None}
+
+
+def survival_defaults(c: ConfigChecker, data: Any, ev: dict, el: dict) -> None:
+    """``job.task: survival``: the defaults a survival job needs, and what it refuses.
+
+    The keys a file leaves out get the survival defaults (every survival
+    metric; ``auto`` by the integrated Brier score; no calibration; no
+    feature election: every site's columns are used). ``auto_metric`` may be
+    any survival metric (``ibs`` is minimised, the others maximised). Keys set
+    to what only classification has are refused, naming the task, and so is
+    ``election.enabled: true``: the election's selectors and tuning score
+    class or regression targets, not times to an event.
+    """
+    given = data if isinstance(data, Mapping) else {}
+    ev_given = given.get("evaluation") if isinstance(given.get("evaluation"), Mapping) else {}
+    el_given = given.get("election") if isinstance(given.get("election"), Mapping) else {}
+    why = "for job.task: survival"
+    if "metrics" not in ev_given:
+        ev["metrics"] = list(SURVIVAL_METRICS)
+    if "auto_metric" not in ev_given:
+        ev["auto_metric"] = SURVIVAL_AUTO_METRIC
+    if "metric" not in el_given:
+        el["metric"] = SURVIVAL_AUTO_METRIC
+    if "enabled" not in el_given:
+        el["enabled"] = False
+    elif el["enabled"] is not False:
+        c.fail(
+            "election.enabled",
+            el["enabled"],
+            f"false {why} (the feature election's selectors and tuning score class labels "
+            "or numbers, not times to an event: every site uses its own columns)",
+        )
+    if "calibration" not in ev_given:
+        ev["calibration"] = "none"
+    elif ev["calibration"] != "none":
+        c.fail(
+            "evaluation.calibration",
+            ev["calibration"],
+            f"none {why} (calibration maps class probabilities; a survival curve is not one)",
+        )
+    if ev.get("voting") == "hard":
+        c.fail(
+            "evaluation.voting",
+            "hard",
+            f"soft {why} (the trees' survival curves are averaged; there are no votes)",
+        )
+    bad = [m for m in ev["metrics"] if isinstance(m, str) and m not in SURVIVAL_METRICS]
+    if bad:
+        c.fail(
+            "evaluation.metrics",
+            ev["metrics"],
+            f"survival metrics {', '.join(SURVIVAL_METRICS)} {why} ({bad} are not)",
+        )
+
+
+def survival_site_keys(c: ConfigChecker, d: dict, task: str) -> None:
+    """A site's outcome keys for ``task``: a survival site names ``time`` and ``event``
+    (required, two columns), no ``target`` (the event column becomes it), an optional
+    ``time_resolution`` > 0; any other site sets none of the three."""
+    if task != "survival":
+        for key in SURVIVAL_SITE_DEFAULTS:
+            if d[key] is not None:
+                c.fail(
+                    key,
+                    d[key],
+                    "null or absent unless job.task is survival (this job's task is "
+                    f"{task}: name the outcome with target)",
+                )
+        return
+    if d["target"] is not None:
+        c.fail(
+            "target",
+            d["target"],
+            "absent in a survival job (job.task: survival): name the outcome with time (the "
+            "follow-up time column) and event (the 1/0 or true/false event column)",
+        )
+    for key in ("time", "event"):
+        if d[key] is None:
+            c.fail(key, None, "a column name (this key is required in a survival job)")
+        c.string(key, d[key])
+    if d["time"] == d["event"]:
+        c.fail("event", d["event"], f"a column other than the time column {d['time']!r}")
+    renames = d["renames"] if isinstance(d["renames"], Mapping) else {}
+    if isinstance(d["drop_columns"], list) and d["time"] in d["drop_columns"]:
+        if d["time"] not in renames.values():
+            c.fail("drop_columns", d["time"], f"columns other than the time column {d['time']!r}")
+    if d["time_resolution"] is not None:
+        c.number("time_resolution", d["time_resolution"], 0, open_lo=True)
+    d["target"] = d["event"]
+
+
+def survival_site_checks(c: ConfigChecker, d: dict, label_map: Mapping, task: str) -> None:
+    """A survival site's keys that only classification uses: ``calibration`` none or null,
+    ``label_map`` empty."""
+    if task != "survival":
+        return
+    if d["calibration"] not in (None, "none"):
+        c.fail(
+            "calibration",
+            d["calibration"],
+            "none or null in a survival job (job.task: survival predicts survival "
+            "curves, which are not calibrated)",
+        )
+    if label_map:
+        c.fail(
+            "label_map",
+            d["label_map"],
+            "{} in a survival job (the event column holds 1/0 or true/false)",
+        )
+
+
+def survival_grid(c: ConfigChecker, surv: dict, survival: bool) -> tuple[float, ...] | None:
+    """The ``survival:`` section: a public grid (``times``) or the agreed grid's size."""
+    c.integer("survival.grid_points", surv["grid_points"], 2, MAX_GRID_POINTS)
+    times = surv["times"]
+    if times is None:
+        return None
+    if not survival:
+        c.fail("survival.times", times, "null unless job.task is survival")
+    if not isinstance(times, list) or any(
+        isinstance(t, bool) or not isinstance(t, (int, float)) for t in times
+    ):
+        c.fail("survival.times", times, "null or a list of numbers (a public time grid)")
+    try:
+        grid = check_grid(times, "survival.times")
+    except ValueError as err:
+        c.fail(
+            "survival.times",
+            times,
+            f"2 to {MAX_GRID_POINTS} finite times >= 0, strictly increasing ({err})",
+        )
+    return tuple(float(t) for t in grid)

@@ -73,7 +73,9 @@ def survival_target(time, event) -> np.ndarray:
         raise ValueError(f"time has {time.shape[0]} rows but event has {raw.shape[0]}")
     bad_time = ~np.isfinite(time) | (time < 0)
     if bad_time.any():
-        raise ValueError(f"times must be finite and at least 0; found {time[bad_time][:3].tolist()}")
+        raise ValueError(
+            f"times must be finite and at least 0; found {time[bad_time][:3].tolist()}"
+        )
     y = np.empty(time.shape[0], dtype=[("event", bool), ("time", np.float64)])
     y["event"] = raw
     y["time"] = time
@@ -112,7 +114,9 @@ def check_survival_target(y, name: str = "y") -> tuple[np.ndarray, np.ndarray]:
     try:
         checked = survival_target(arr[names[1]], arr[names[0]])
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} (event field {names[0]!r}, time field {names[1]!r}): {exc}") from None
+        raise ValueError(
+            f"{name} (event field {names[0]!r}, time field {names[1]!r}): {exc}"
+        ) from None
     return checked["event"], checked["time"]
 
 

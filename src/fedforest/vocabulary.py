@@ -76,6 +76,9 @@ SURVIVAL_AUTO_METRIC = "ibs"
 #: What ``auto`` can optimise for survival: a proper scoring rule (the integrated Brier
 #: score) or a concordance index.
 SURVIVAL_AUTO_METRICS = ("ibs", "cindex", "uno_cindex")
+#: What the election's tuning can score a survival mask by (``election.metric``): the
+#: integrated Brier score and Harrell's C.
+SURVIVAL_TUNING_METRICS = ("ibs", "cindex")
 #: Metrics ``auto`` (strategy and calibration choice) can optimise.
 AUTO_METRICS = ("log_loss", "brier", *RANKING_METRICS)
 #: What ``auto`` optimises by default: a proper scoring rule, so that it sees calibration.

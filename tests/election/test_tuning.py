@@ -434,7 +434,7 @@ def test_a_scoring_row_followed_beyond_the_training_rows_is_scored():
     [
         (
             dict(metric="auprc"),
-            r"metric='auprc' cannot score a survival mask; .*\['cindex', 'ibs'\]",
+            r"metric='auprc' cannot score a survival mask; .*\['ibs', 'cindex'\]",
         ),
         (dict(metric="rmse"), r"metric='rmse' cannot score a survival mask"),
         (dict(y_val="plain"), r"y_val must be a survival target: a structured array"),

@@ -123,7 +123,11 @@ def test_survival_sites_need_events_in_every_part():
     broken = load_table("veterans")
     broken.y = broken.y.copy()
     broken.y["time"][4] = -1.0
-    with pytest.raises(ValueError, match="dataset veterans: times must be finite and at least 0"):
+    with pytest.raises(
+        ValueError,
+        match=r"dataset veterans: the target \(event field .event., time field .time.\): "
+        r"times must be finite and at least 0; found \[-1.0\]",
+    ):
         check_dataset(broken, [2])
 
 

@@ -15,8 +15,7 @@ from fedforest.errors import ConfigError
 from fedforest.federation.config import JobConfig, SiteConfig
 from fedforest.federation.config_docs import Key, render, tables
 from fedforest.privacy.policy import PrivacyPolicy
-
-TASKS = ("classification", "regression")
+from fedforest.vocabulary import TASKS
 
 
 def test_every_key_of_the_schema_is_documented_and_every_documented_key_exists():
@@ -52,7 +51,8 @@ def _accepts(table: str, key: str, value, tmp_path) -> bool:
                 base = {"job": {"sites": ["a", "b"], "task": task}}
                 JobConfig.from_dict(_merge(base, _nested(key, value)))
             elif table == "site":
-                data = {"site": "a", "data_path": "a.csv", "target": "y", key: value}
+                outcome = {"time": "t", "event": "e"} if task == "survival" else {"target": "y"}
+                data = {"site": "a", "data_path": "a.csv", **outcome, key: value}
                 SiteConfig.from_dict(data, task=task)
             elif table == "privacy":
                 PrivacyPolicy.from_dict(_nested(key, value))

@@ -21,16 +21,19 @@ def test_the_shipped_survival_job_loads_with_survival_defaults():
     job = JobConfig.load(ROOT / "site_configs" / "survival" / "job.yaml")
     assert job.task == "survival" and job.survival
     assert job.auto_metric == "ibs" and job.calibration == "none"
-    assert not job.election.enabled and job.survival_times is None
+    assert job.election.enabled and job.survival_times is None
     bare = JobConfig.from_dict({"job": {"sites": ["a", "b"], "task": "survival"}}, "j.yaml")
     assert bare.metrics == ["cindex", "uno_cindex", "ibs", "td_auc"]
-    assert bare.election.metric == "ibs" and bare.grid_points == 30
+    assert bare.election.enabled and bare.election.metric == "ibs" and bare.grid_points == 30
+    tuned = {"job": {"sites": ["a", "b"], "task": "survival"}, "election": {"metric": "cindex"}}
+    assert JobConfig.from_dict(tuned, "j.yaml").election.metric == "cindex"
 
 
 @pytest.mark.parametrize(
     "extra, key, shown, allowed",
     [
-        ({"election": {"enabled": True}}, "election.enabled", True, "false for job.task: survival"),
+        ({"election": {"metric": "uno_cindex"}}, "election.metric", "uno_cindex", "ibs, cindex"),
+        ({"election": {"metric": "auprc"}}, "election.metric", "auprc", "ibs, cindex"),
         ({"evaluation": {"metrics": ["auc"]}}, "evaluation.metrics", ["auc"], "survival metrics"),
         (
             {"evaluation": {"calibration": "sigmoid"}},
@@ -82,6 +85,28 @@ def test_a_survival_site_refuses_bad_outcome_keys(changes, key, shown, allowed):
     with pytest.raises(ConfigError) as err:
         SiteConfig.from_dict(survival_site(**changes), "s.yaml", task="survival")
     assert_precise(err.value, "s.yaml", key, shown, allowed)
+
+
+@pytest.mark.parametrize("selector", ["random_forest", "coxnet", "cox_univariate", "none"])
+def test_a_survival_site_takes_the_selectors_that_read_a_time_to_an_event(selector):
+    site = survival_site(selector=selector)
+    assert SiteConfig.from_dict(site, "s.yaml", task="survival").selector == selector
+
+
+@pytest.mark.parametrize(
+    "selector, task, allowed",
+    [
+        ("lasso", "survival", "one of random_forest, coxnet, cox_univariate, none for job.task"),
+        ("f_classif", "survival", "one of random_forest, coxnet, cox_univariate, none for job"),
+        ("coxnet", "classification", "one of lasso, elastic_net, mutual_info, random_forest, "),
+        ("cox_univariate", "regression", "one of lasso, elastic_net, mutual_info, random_for"),
+    ],
+)
+def test_a_selector_of_another_task_is_refused_naming_the_ones_allowed(selector, task, allowed):
+    site = survival_site(selector=selector) if task == "survival" else site_dict(selector=selector)
+    with pytest.raises(ConfigError) as err:
+        SiteConfig.from_dict(site, "s.yaml", task=task)
+    assert_precise(err.value, "s.yaml", "selector", selector, allowed)
 
 
 @pytest.mark.parametrize("key", ["time", "event", "time_resolution"])

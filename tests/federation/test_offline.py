@@ -206,12 +206,23 @@ def test_a_survival_job_runs_in_process_on_one_agreed_time_grid(survival_job):
     assert results.finished and not results.dropped_sites
     grid = job.server.schema.times
     assert 2 <= len(grid) <= 30 and all(t % 30 == 0 for t in grid)
+    # the sites voted with coxnet, cox_univariate and a survival forest's importance, and
+    # the freedom degree was tuned on each mask's integrated Brier score (lower is better)
+    elected = results.election["selected"]
+    assert 0 < len(elected) < len(results.election["votes"])
+    assert {s for by in results.election["selected_by"].values() for s in by} == set(
+        results.metrics
+    )
+    history = results.tuning["history"]
+    assert len(history) >= 2 and all(0 < step["score"] < 0.25 for step in history)
+    assert results.tuning["score"] == min(step["score"] for step in history)
     # every site read its trees on that grid, and local trees beat chance at every site
     for site, per in results.metrics.items():
         assert per["local"]["cindex"] > 0.55 and per["mp"]["ibs"] < 0.25, (site, per["mp"])
         assert per["auto"]["chosen"] in per and per["auto"]["calibration"] == "none"
         model = load_model(folder / "saved" / site / "pooled_model.npz")
         assert model.forest.times.tolist() == grid and model.forest.n_trees == 30
+        assert set(model.forest.feature_names) <= set(elected), site
     # results.json reads back with its survival rows
     again = JobResults.from_dict(results.to_dict())
     assert again.metrics == results.metrics

@@ -230,9 +230,9 @@ def test_a_regression_job_runs_in_the_simulator(tmp_path):
 
 def test_a_survival_job_runs_in_the_simulator(tmp_path):
     """``job.task: survival``: the survival demo's configs (GBSG2's three hospitals), small:
-    the sites agree a time grid from their coarse event-time quantiles, every strategy is
-    scored by the survival metrics at every site, and each site keeps a survival model on
-    that grid."""
+    the sites agree a time grid from their coarse event-time quantiles, elect the features
+    with survival selectors, every strategy is scored by the survival metrics at every
+    site, and each site keeps a survival model on that grid."""
     configs = write_configs(tmp_path, task="survival", forest={"n_estimators": 10})
     results, run_dir, ws = run(configs, tmp_path)
     assert results["status"] == "finished", results.get("error")
@@ -240,7 +240,13 @@ def test_a_survival_job_runs_in_the_simulator(tmp_path):
     times = results["schema"]["times"]
     assert 2 <= len(times) <= 30 and times == sorted(set(times))
     assert all(t % 30 == 0 for t in times)  # the sites' 30-day resolution
-    assert results["schema"]["classes"] == [] and results["election"] is None
+    assert results["schema"]["classes"] == []
+    # the sites voted with coxnet, cox_univariate and a survival forest's importance, and
+    # tuned the freedom degree on each mask's integrated Brier score
+    elected = results["election"]["selected"]
+    assert 0 < len(elected) < len(results["election"]["votes"])
+    history = results["tuning"]["history"]
+    assert history and all(0.0 < step["score"] < 0.25 for step in history)
     for site in SITES:
         per = results["metrics"][site]
         assert set(per) == set(JOB_STRATEGIES)
@@ -252,6 +258,7 @@ def test_a_survival_job_runs_in_the_simulator(tmp_path):
         assert per["auto"]["chosen"] in per
         saved = load_model(ws / site / "simulate_job" / "pooled_model.npz")
         assert saved.forest.is_survival and saved.forest.times.tolist() == times
+        assert set(saved.forest.feature_names) <= set(elected)
         assert saved.deployment.strategy == per["auto"]["chosen"]
     report = (run_dir / "report.md").read_text()
     assert "| strategy | Harrell's C | Uno's C | IBS |" in report

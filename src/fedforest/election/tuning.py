@@ -55,7 +55,14 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from ..metrics import best_first, is_better, score_values
 from ..metrics import score as metric_score
 from ..model.in_bag import sample_counts
-from ..vocabulary import LOWER_IS_BETTER, METRICS, REGRESSION_METRICS, SURVIVAL_METRICS, TASKS
+from ..survival_metrics import brier_losses
+from ..vocabulary import (
+    LOWER_IS_BETTER,
+    METRICS,
+    REGRESSION_METRICS,
+    SURVIVAL_TUNING_METRICS,
+    TASKS,
+)
 from .ballot import Ballot, ElectionResult, check_freedom_degree
 from .selector_inputs import _numeric_target, _survival_array
 
@@ -63,8 +70,6 @@ logger = logging.getLogger(__name__)
 
 #: What :func:`score_mask` reports when no metric is given, per task.
 DEFAULT_METRICS = {"classification": "auprc", "regression": "rmse", "survival": "ibs"}
-#: What a survival mask can be scored by: the integrated Brier score and Harrell's C.
-SURVIVAL_TUNING_METRICS = tuple(m for m in SURVIVAL_METRICS if m in ("ibs", "cindex"))
 #: Every metric a mask can be scored by (classification, regression, then survival).
 TUNING_METRICS = (*METRICS, *REGRESSION_METRICS, *SURVIVAL_TUNING_METRICS)
 #: The quantiles of the training rows' event times that make :func:`survival_grid`.
@@ -544,7 +549,7 @@ def _score_mask_survival(
     random_state,
 ) -> float:
     from sksurv.ensemble import RandomSurvivalForest
-    from sksurv.metrics import concordance_index_censored, integrated_brier_score
+    from sksurv.metrics import concordance_index_censored
     from sksurv.nonparametric import kaplan_meier_estimator
 
     if metric is None:
@@ -599,15 +604,11 @@ def _score_mask_survival(
             logger.warning("scoring rows without an event: Harrell's C undefined, scored 0.5")
             return 0.5
         return float(concordance_index_censored(y_sc["event"], y_sc["time"], risk)[0])
-    # A scoring row followed beyond the training rows' last time is at risk at every grid
-    # time (the grid ends before it), so its weight never needs the censoring distribution
-    # there: its time is capped at the training rows' last time, which changes no term.
-    capped = y_sc.copy()
-    capped["time"] = np.minimum(capped["time"], y_tr["time"].max())
-    value = integrated_brier_score(y_tr, capped, survival, grid)
+    # scikit-survival's integrated Brier score, the censoring weights from the training rows
+    value = float(brier_losses(y_sc, survival, grid, y_ref=y_tr).mean())
     if not math.isfinite(value):
         raise ValueError(f"the integrated Brier score of the mask is not finite ({value})")
-    return float(value)
+    return value
 
 
 def _oob_survival(model, X: np.ndarray, grid: np.ndarray) -> np.ndarray:

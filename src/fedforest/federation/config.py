@@ -512,7 +512,6 @@ class SiteConfig:
         d = c.merge(data, SITE_DEFAULTS)
         if task not in TASKS:
             raise ValueError(f"task={task!r} is not one of {list(TASKS)}")
-        survival = task == "survival"
         cs.survival_site_keys(c, d, task)
         for key in ("site", "data_path", "target"):
             if d[key] is None:
@@ -541,8 +540,7 @@ class SiteConfig:
         c.choice("selector", d["selector"], SELECTORS)
         if not isinstance(d["selector_params"], Mapping):
             c.fail("selector_params", d["selector_params"], "a mapping of parameter to value")
-        if not survival:  # a survival job runs no election (config_values._survival_defaults)
-            _check_selector_params(c, d["selector"], d["selector_params"], task)
+        _check_selector_params(c, d["selector"], d["selector_params"], task)
         val = c.number(
             "validation_fraction", d["validation_fraction"], 0, 1, open_lo=True, open_hi=True
         )

@@ -56,6 +56,7 @@ from ..vocabulary import (
     SURVIVAL_AUTO_METRIC,
     SURVIVAL_AUTO_METRICS,
     SURVIVAL_METRICS,
+    SURVIVAL_TUNING_METRICS,
     TASKS,
     TRACKING,
     VALIDATIONS,
@@ -213,8 +214,8 @@ JOB_KEYS: dict[str, Key] = {
         "forests; each site names `time` and `event` columns instead of `target`, "
         "[running.md](running.md#survival-jobs)); its defaults: `evaluation.metrics` "
         + ", ".join(SURVIVAL_METRICS)
-        + f"; `evaluation.auto_metric` {SURVIVAL_AUTO_METRIC}; `evaluation.calibration` none; "
-        "`election.enabled` false (required).",
+        + f"; `evaluation.auto_metric` and `election.metric` {SURVIVAL_AUTO_METRIC}; "
+        "`evaluation.calibration` none.",
         choices=TASKS,
     ),
     "evaluation.strategies": Key(
@@ -364,7 +365,8 @@ JOB_KEYS: dict[str, Key] = {
         "a regression job: "
         + ", ".join(f"`{m}`" for m in REGRESSION_METRICS)
         + "; a survival job: "
-        + ", ".join(f"`{m}`" for m in SURVIVAL_AUTO_METRICS),
+        + ", ".join(f"`{m}`" for m in SURVIVAL_TUNING_METRICS)
+        + f" (default `{SURVIVAL_AUTO_METRIC}`)",
         choices=RANKING_METRICS,
     ),
     "survival.times": Key(

@@ -37,6 +37,7 @@ from ..vocabulary import (
     SURVIVAL_AUTO_METRIC,
     SURVIVAL_AUTO_METRICS,
     SURVIVAL_METRICS,
+    SURVIVAL_TUNING_METRICS,
 )
 from .time_grid import MAX_GRID_POINTS, check_grid
 
@@ -45,7 +46,7 @@ from .time_grid import MAX_GRID_POINTS, check_grid
 TASK_METRICS = {
     "classification": (METRICS, AUTO_METRICS, RANKING_METRICS),
     "regression": (REGRESSION_METRICS, (REGRESSION_AUTO_METRIC,), REGRESSION_METRICS),
-    "survival": (SURVIVAL_METRICS, SURVIVAL_AUTO_METRICS, SURVIVAL_AUTO_METRICS),
+    "survival": (SURVIVAL_METRICS, SURVIVAL_AUTO_METRICS, SURVIVAL_TUNING_METRICS),
 }
 #: A site's survival keys and their defaults (``SITE_DEFAULTS`` holds them too).
 SURVIVAL_SITE_DEFAULTS: dict[str, Any] = {"time": None, "event": None, "time_resolution": None}
@@ -55,12 +56,10 @@ def survival_defaults(c: ConfigChecker, data: Any, ev: dict, el: dict) -> None:
     """``job.task: survival``: the defaults a survival job needs, and what it refuses.
 
     The keys a file leaves out get the survival defaults (every survival
-    metric; ``auto`` by the integrated Brier score; no calibration; no
-    feature election: every site's columns are used). ``auto_metric`` may be
-    any survival metric (``ibs`` is minimised, the others maximised). Keys set
-    to what only classification has are refused, naming the task, and so is
-    ``election.enabled: true``: the election's selectors and tuning score
-    class or regression targets, not times to an event.
+    metric; ``auto`` and the election's tuning by the integrated Brier score;
+    no calibration). ``auto_metric`` may be ``ibs`` (minimised), ``cindex`` or
+    ``uno_cindex``; ``election.metric`` ``ibs`` or ``cindex``. Keys set to
+    what only classification has are refused, naming the task.
     """
     given = data if isinstance(data, Mapping) else {}
     ev_given = given.get("evaluation") if isinstance(given.get("evaluation"), Mapping) else {}
@@ -72,15 +71,6 @@ def survival_defaults(c: ConfigChecker, data: Any, ev: dict, el: dict) -> None:
         ev["auto_metric"] = SURVIVAL_AUTO_METRIC
     if "metric" not in el_given:
         el["metric"] = SURVIVAL_AUTO_METRIC
-    if "enabled" not in el_given:
-        el["enabled"] = False
-    elif el["enabled"] is not False:
-        c.fail(
-            "election.enabled",
-            el["enabled"],
-            f"false {why} (the feature election's selectors and tuning score class labels "
-            "or numbers, not times to an event: every site uses its own columns)",
-        )
     if "calibration" not in ev_given:
         ev["calibration"] = "none"
     elif ev["calibration"] != "none":

@@ -91,14 +91,12 @@ def site_vote(
     task: str = "classification",
 ) -> SiteVote:
     """Run a site's selector on its encoded training rows and wrap the result."""
-    distinct = pd.Series(y).nunique()
-    if distinct < 2:
+    if task != "survival" and pd.Series(y).nunique() < 2:
         what = "value" if task == "regression" else "class"
         raise ValueError(
             f"site {site!r}: the target has a single {what} ({pd.Series(y).iloc[0]!r}); a site "
             f"needs at least two {what}s to select features"
         )
-    extra = {"task": task} if task == "regression" else {}
     sel = select_features(
         X,
         y,
@@ -106,7 +104,7 @@ def site_vote(
         categorical=[c for c in categorical if c in X.columns],
         params=params,
         random_state=random_state,
-        **extra,
+        task=task,
     )
     logger.info(
         "site %s: %s kept %d of %d columns", site, method, int(sel.mask.sum()), len(sel.features)
@@ -495,7 +493,7 @@ class SiteRunner:
                 self.schema.classes,
                 metric,
                 random_state=self.random_state,
-                **({"task": "regression"} if self.regression else {}),
+                task=self.task,
             )
         return {
             "format": protocol.MASK_SCORE,

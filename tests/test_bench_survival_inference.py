@@ -28,7 +28,9 @@ def test_a_tiny_run_writes_its_ratios(tmp_path, monkeypatch):
         ratio = row["survival"]["ratio"] / row["classification"]["ratio"]
         assert row["ratio_of_ratios"] == pytest.approx(ratio)
         assert row["met"] == (row["ratio_of_ratios"] <= bench.TARGET)
+        for task in ("survival", "classification"):
+            assert 0 <= row[task]["fallback_rows"] <= 200
     saved = json.loads((tmp_path / "inference_survival.json").read_text())
     assert saved["strategies"].keys() == results["strategies"].keys()
     text = (tmp_path / "inference_survival.md").read_text()
-    assert "| mp |" in text and "Target met for" in text
+    assert "| mp |" in text and "Target met for" in text and "falls back to `mp`" in text

@@ -284,9 +284,14 @@ def average_leaves(
     for t in range(n_trees):
         if all_kept:
             proba += table[leaves[t]]
-        else:
-            ok = kept_mask[t]
-            proba += table[np.where(ok, leaves[t], 0)] * ok[:, None]
+            continue
+        # only the rows that keep the tree gather its leaves (a discarded tree adds nothing:
+        # fpv and pr discard most trees of most rows, and survival leaves are wide)
+        rows = np.flatnonzero(kept_mask[t])
+        if rows.size == n_rows:
+            proba += table[leaves[t]]
+        elif rows.size:
+            proba[rows] += table[leaves[t, rows]]
     has = kept > 0
     proba[has] /= kept[has, None]
     return proba, kept
@@ -299,9 +304,10 @@ def _weighted_average(table: np.ndarray, leaves: np.ndarray, weights: np.ndarray
     total = np.zeros(n_rows)
     kept_mask = leaves >= 0
     for t in range(n_trees):
-        ok = kept_mask[t]
-        proba += table[np.where(ok, leaves[t], 0)] * (weights[t] * ok)[:, None]
-        total += weights[t] * ok
+        rows = np.flatnonzero(kept_mask[t])
+        if rows.size:
+            proba[rows] += table[leaves[t, rows]] * weights[t]
+            total[rows] += weights[t]
     has = total > 0
     proba[has] /= total[has, None]
     return proba, kept_mask.sum(axis=0)

@@ -205,7 +205,7 @@ def test_every_older_version_has_an_upgrade():
     for fmt, current in protocol.FORMATS.items():
         for version in range(1, current):
             assert (fmt, version) in protocol.UPGRADES, (fmt, version)
-    assert protocol.FORMATS[protocol.SITE_METRICS] == 7
+    assert protocol.FORMATS[protocol.SITE_METRICS] == 8
     assert protocol.FORMATS[protocol.SITE_SCHEMA] == protocol.FORMATS[protocol.GLOBAL_SCHEMA] == 2
     assert protocol.FORMATS[protocol.POOLED_FOREST] == 4
     assert protocol.FORMATS[protocol.MODEL] == 3
@@ -312,18 +312,19 @@ def _as_version_2(payload: dict) -> dict:
     return {**payload, "version": 2, "strategies": rows}
 
 
-@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7, 8])
 def test_a_site_metrics_reply_from_version_2_on_must_carry_the_policy(job, version):
     site = "site-1"
     payload = copy.deepcopy(job.metrics[site])
     default = job_default_policy().to_dict()  # a job's default
-    assert payload["version"] == 7 and payload["privacy"] == default
+    assert payload["version"] == 8 and payload["privacy"] == default
     payload = {
         2: _as_version_2,
         3: _as_version_3,
         4: _as_version_4,
         5: _as_version_5,
         6: _as_version_6,
+        7: lambda p: {**p, "version": 7},  # a classification row is version 8's
     }.get(version, dict)(payload)
     strategies, metrics = job.config.strategies, job.config.metrics
     read = read_site_metrics(payload, site, strategies, metrics)

@@ -136,3 +136,20 @@ def test_rows_followed_beyond_the_reference_keep_their_brier_score(rows):
     train, test = y[order[:150]], y[order[100:]]  # the test rows outlive the training rows
     value = score_survival("ibs", test, survival=survival[order[100:]], grid=grid, y_ref=train)
     assert np.isfinite(value) and 0 <= value < 1
+
+
+def test_auc_at_one_horizon_is_scikit_survivals_and_undefined_outside_the_follow_up():
+    from sksurv.metrics import cumulative_dynamic_auc
+
+    from fedforest.survival_metrics import auc_at
+
+    rng = np.random.default_rng(3)
+    time = rng.exponential(10, size=300)
+    event = rng.random(300) < 0.7
+    risk = -time + rng.normal(scale=5, size=300)
+    y, ref = survival_target(time[:150], event[:150]), survival_target(time[150:], event[150:])
+    for horizon in (2.0, 5.0, 10.0):
+        expected = cumulative_dynamic_auc(ref, y, risk[:150], [horizon])[0][0]
+        assert auc_at(y, risk[:150], horizon, y_ref=ref) == pytest.approx(expected, abs=1e-12)
+    assert np.isnan(auc_at(y, risk[:150], 1e6, y_ref=ref))  # beyond every row's follow-up
+    assert np.isnan(auc_at(y, risk[:150], 0.0, y_ref=ref))  # no case yet

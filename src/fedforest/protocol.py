@@ -69,7 +69,9 @@ FORMATS: dict[str, int] = {
     # 6: the site's validation mode (field ``validation``: oob or holdout)
     # 7: a survival job's rows hold the survival metrics (cindex, uno_cindex, ibs, td_auc)
     #    and their risk groups' and horizon's curves (``survival_curves``)
-    SITE_METRICS: 7,
+    # 8: a survival row's time-dependent AUC and calibration at each of the job's horizons
+    #    (``survival_curves.horizons``, in place of one ``calibration``)
+    SITE_METRICS: 8,
     SWARM_MESSAGE: 1,
     SWARM_STATUS: 1,
 }
@@ -159,6 +161,29 @@ def _site_metrics_v6(payload: Mapping) -> dict:
     return dict(payload)
 
 
+def _site_metrics_v7(payload: Mapping) -> dict:
+    """``fedforest/site-metrics`` version 7 -> 8: a survival row's one ``calibration`` (at
+    the grid's middle time) becomes its only horizon, without a time-dependent AUC there."""
+    per = payload.get("strategies")
+    if not isinstance(per, Mapping):
+        return dict(payload)
+    rows = {}
+    for name, row in per.items():
+        curves = row.get("survival_curves") if isinstance(row, Mapping) else None
+        if isinstance(curves, Mapping) and "horizons" in curves:
+            raise ValueError(
+                f"field 'strategies[{name!r}].survival_curves.horizons' belongs to version 8 "
+                f"and later of {SITE_METRICS!r}; allowed: the fields of version 7 only"
+            )
+        if isinstance(curves, Mapping) and "calibration" in curves:
+            curves = dict(curves)
+            calibration = curves.pop("calibration")
+            at = {**calibration, "td_auc": None} if isinstance(calibration, Mapping) else None
+            row = {**row, "survival_curves": {**curves, "horizons": [at]}}
+        rows[name] = row
+    return {**payload, "strategies": rows}
+
+
 def _model_v1(payload: Mapping) -> dict:
     """``fedforest/model`` version 1 -> 2: equal pooling weights, no deployment chosen."""
     return {**payload, "deployment": None}
@@ -185,6 +210,7 @@ UPGRADES: dict[tuple[str, int], Callable[[Mapping], dict]] = {
     (SITE_METRICS, 4): _site_metrics_v4,
     (SITE_METRICS, 5): _site_metrics_v5,
     (SITE_METRICS, 6): _site_metrics_v6,
+    (SITE_METRICS, 7): _site_metrics_v7,
     (MODEL, 1): _model_v1,
     (SITE_SCHEMA, 1): _site_schema_v1,
     (GLOBAL_SCHEMA, 1): _global_schema_v1,
@@ -214,6 +240,7 @@ TASK_DATA: dict[str, tuple[str, ...]] = {
         "metrics",
         "auto_metric",
         "calibration",
+        "horizons",
     ),
 }
 

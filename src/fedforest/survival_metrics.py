@@ -17,6 +17,9 @@ forest's grid that the scored rows' follow-up covers:
                a control (event-free then)
 ============== ==========================================================
 
+At one chosen horizon, :func:`auc_at` gives the cumulative/dynamic AUC and
+:func:`horizon_calibration` the calibration of the survival curves.
+
 The censoring distribution of the censoring-weighted metrics is the
 Kaplan-Meier estimate of ``y_ref`` (the training rows where they are known;
 else the scored rows themselves). :func:`brier_losses` gives each row's own
@@ -358,6 +361,42 @@ def risk_groups(y, risk, survival, grid, n_groups: int = 3) -> list[dict]:
             }
         )
     return groups
+
+
+def auc_at(y, risk, horizon: float, y_ref=None) -> float:
+    """The cumulative/dynamic AUC of the risk score at one horizon.
+
+    scikit-survival's ``cumulative_dynamic_auc`` at ``horizon``: how well the
+    risk score ranks the rows with an event by then (cases) above the rows
+    still event-free then (controls), censoring-weighted by ``y_ref``'s
+    censoring distribution (default ``y``).
+
+    Returns
+    -------
+    float
+        NaN when ``horizon`` lies outside the rows' follow-up
+        (:func:`usable_times`) or no row is a case, or none a control, then.
+
+    Examples
+    --------
+    >>> y = survival_target([1.0, 2.0, 3.0, 4.0, 5.0], [1, 1, 0, 1, 0])
+    >>> auc_at(y, np.array([5.0, 4.0, 3.0, 2.0, 1.0]), 2.5)
+    1.0
+    """
+    from sksurv.metrics import cumulative_dynamic_auc
+
+    event, time = check_survival_target(y)
+    ref = y if y_ref is None else y_ref
+    if usable_times([horizon], y, ref).size == 0:
+        return float("nan")
+    if not ((time <= horizon) & event).any() or not (time > horizon).any():
+        return float("nan")
+    risk = np.asarray(risk, np.float64)
+    try:
+        auc, _ = cumulative_dynamic_auc(_sksurv_target(ref), _sksurv_target(y), risk, [horizon])
+    except (ValueError, ZeroDivisionError):
+        return float("nan")
+    return float(auc[0])
 
 
 def horizon_calibration(y, survival, grid, horizon: float, n_bins: int = 5) -> dict:

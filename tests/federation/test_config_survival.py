@@ -45,6 +45,16 @@ def test_the_shipped_survival_job_loads_with_survival_defaults():
         ({"survival": {"times": [5, 3]}}, "survival.times", [5, 3], "2 to 200 finite times"),
         ({"survival": {"times": "all"}}, "survival.times", "all", "null or a list of numbers"),
         ({"survival": {"grid_points": 1}}, "survival.grid_points", 1, "an integer in [2, 200]"),
+        ({"survival": {"horizons": []}}, "survival.horizons", [], "1 to 10 finite times"),
+        ({"survival": {"horizons": [730, 365]}}, "survival.horizons", [730, 365], "1 to 10"),
+        ({"survival": {"horizons": [True]}}, "survival.horizons", [True], "null or a list of"),
+        ({"survival": {"horizons": "1y"}}, "survival.horizons", "1y", "null or a list of"),
+        (
+            {"survival": {"times": [0, 365], "horizons": [730]}},
+            "survival.horizons",
+            [730],
+            "times within survival.times, [0, 365]",
+        ),
     ],
 )
 def test_a_survival_job_refuses_what_it_cannot_use(extra, key, shown, allowed):
@@ -52,6 +62,21 @@ def test_a_survival_job_refuses_what_it_cannot_use(extra, key, shown, allowed):
     with pytest.raises(ConfigError) as err:
         JobConfig.from_dict(data, "j.yaml")
     assert_precise(err.value, "j.yaml", key, shown, allowed)
+
+
+def test_horizons_are_read_and_only_a_survival_job_may_set_them(survival_job):
+    data = {"job": {"sites": ["a", "b"], "task": "survival"}, "survival": {"horizons": [365]}}
+    assert JobConfig.from_dict(data, "j.yaml").survival_horizons == (365.0,)
+    assert JobConfig.load(ROOT / "site_configs" / "survival" / "job.yaml").survival_horizons
+    data["job"]["task"] = "regression"
+    with pytest.raises(ConfigError) as err:
+        JobConfig.from_dict(data, "j.yaml")
+    assert_precise(err.value, "j.yaml", "survival.horizons", [365], "null unless job.task")
+    # the evaluate task's horizons are checked where they enter a site
+    runner = survival_job[0].runners["site-1"]
+    assert runner._horizons(None) is None and runner._horizons([30, 60]) == [30.0, 60.0]
+    with pytest.raises(ValueError, match="site 'site-1': the evaluate task's horizons must be"):
+        runner._horizons([60, 30])
 
 
 def test_a_public_time_grid_is_read_and_only_a_survival_job_may_set_one():

@@ -323,7 +323,12 @@ def test_a_survival_rows_curves_are_read_and_bad_ones_refused(survival_job):
         (lambda c: c["groups"][0].__setitem__("rows", 40), "holds .* rows, not"),
         (lambda c: c["groups"][0].__setitem__("events", 30), "field 'events' is 30"),
         (lambda c: c.__setitem__("times", [5.0, 5.0]), "strictly increasing"),
-        (lambda c: c["calibration"].__setitem__("ici", -0.1), "ici"),
+        (lambda c: c["horizons"][0].__setitem__("ici", -0.1), "ici"),
+        (lambda c: c["horizons"][0].__setitem__("td_auc", 1.2), "td_auc"),
+        (lambda c: c["horizons"].reverse(), "strictly increasing order"),
+        (lambda c: c["horizons"][-1].__setitem__("horizon", 1e6), "within the grid"),
+        (lambda c: c.__setitem__("horizons", c["horizons"] * 4), "a list of 1 to 10 horizons"),
+        (lambda c: c.__setitem__("horizons", []), "a list of 1 to 10 horizons"),
         (lambda c: c["groups"][1].__setitem__("risk", [0, 1]), "unknown fields"),
     ]:
         bad = copy.deepcopy(reply)
@@ -334,4 +339,14 @@ def test_a_survival_rows_curves_are_read_and_bad_ones_refused(survival_job):
     old = {**copy.deepcopy(reply), "version": 6}
     with pytest.raises(PayloadError, match="survival_curves' belongs to version 7"):
         read_site_metrics(old, site, config.strategies, config.metrics)
+    # a version 7 reply held one calibration (at the grid's middle time) and no horizon's AUC
+    v7 = {**copy.deepcopy(reply), "version": 7}
+    for row in v7["strategies"].values():
+        first = row["survival_curves"].pop("horizons")[0]
+        row["survival_curves"]["calibration"] = {k: v for k, v in first.items() if k != "td_auc"}
+    upgraded = read_site_metrics(v7, site, config.strategies, config.metrics)
+    at = upgraded["strategies"]["mp"]["survival_curves"]["horizons"]
+    assert at == [{**curves["horizons"][0], "td_auc": None}]
+    with pytest.raises(PayloadError, match="horizons' belongs to version 8"):
+        read_site_metrics({**reply, "version": 7}, site, config.strategies, config.metrics)
     assert curves["times"] == job.server.schema.times

@@ -244,7 +244,7 @@ def version_4() -> dict:
 
 def test_version_4_counts_warns_and_round_trips():
     data = version_4()
-    assert data["version"] == RESULTS_VERSION == 7
+    assert data["version"] == RESULTS_VERSION == 8
     assert data["test_events"] == {"site-1": 20, "site-2": 6}
     assert list(data["sample_warnings"]) == ["site-2"]  # 30 rows and 6 events
     assert (
@@ -325,3 +325,25 @@ def test_each_sites_validation_mode_is_read_and_refused_naming_the_field():
     data["validation"] = {"site-1": "cross"}
     with pytest.raises(ValueError, match="field 'validation.site-1' is 'cross'"):
         JobResults.from_dict(data, "run/results.json")
+
+
+def test_a_version_7_survival_file_reads_its_one_calibration_as_its_only_horizon(survival_job):
+    """Before version 8 a survival row held one calibration (at the grid's middle time) and
+    no time-dependent AUC at a horizon: it reads as one horizon without an AUC."""
+    job, _ = survival_job
+    data = copy.deepcopy(job.results.to_dict())
+    assert data["version"] == RESULTS_VERSION == 8
+    data["version"] = 7
+    for per in data["metrics"].values():
+        for row in per.values():
+            curves = row["survival_curves"]
+            first = curves.pop("horizons")[0]
+            curves["calibration"] = {k: v for k, v in first.items() if k != "td_auc"}
+    read = JobResults.from_dict(data, "old/results.json")
+    for site, per in read.metrics.items():
+        now = job.results.metrics[site]["mp"]["survival_curves"]["horizons"][0]
+        assert per["mp"]["survival_curves"]["horizons"] == [{**now, "td_auc": None}]
+    # a version 8 layout in a file that says version 7 is refused, naming the field
+    mixed = {**copy.deepcopy(job.results.to_dict()), "version": 7}
+    with pytest.raises(ValueError, match="horizons' belongs to version 8"):
+        JobResults.from_dict(mixed, "mixed/results.json")

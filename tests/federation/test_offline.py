@@ -229,11 +229,15 @@ def test_a_survival_job_runs_in_process_on_one_agreed_time_grid(survival_job):
     report = (folder / "run" / "report.md").read_text()
     assert "| strategy | Harrell's C | Uno's C | IBS | trees kept | fallback rows |" in report
     assert "## Survival by risk group and calibration" in report
+    assert "- At 365: time-dependent AUC 0." in report and "- At 1095:" in report
     for per in results.metrics.values():
         curves = per["mp"]["survival_curves"]
         assert curves["times"] == grid and len(curves["groups"]) == 3
         assert sum(g["rows"] for g in curves["groups"]) == per["mp"]["rows"]
-        assert 0 <= curves["calibration"]["ici"] <= 1
+        # the job's horizons (1, 2 and 3 years): the time-dependent AUC and calibration there
+        assert [at["horizon"] for at in curves["horizons"]] == [365.0, 730.0, 1095.0]
+        for at in curves["horizons"]:
+            assert 0.5 < at["td_auc"] <= 1 and 0 <= at["ici"] <= 1, (at, per["mp"])
     # the console's summary: Harrell's C and the integrated Brier score per site
     console = results_table(results)
     assert "Harrell's C on each site's test rows" in console

@@ -175,6 +175,7 @@ def run_job(config: JobConfig, runners: dict, run_dir: Path) -> Job:
                     metrics=config.metrics,
                     auto_metric=config.auto_metric,
                     calibration=config.calibration,
+                    horizons=None,
                 ),
                 save_dir=run_dir / s,
             )
@@ -755,7 +756,7 @@ def test_a_job_with_privacy_policies_completes_and_records_them(policy_job):
     assert "- `site-3`: withholds imputers, feature_std, surrogates; dp_epsilon 8" in report
     for site in SITES:
         metrics = policy_job.metrics[site]
-        assert metrics["version"] == 7 and metrics["privacy"] == policies[site]
+        assert metrics["version"] == 8 and metrics["privacy"] == policies[site]
         assert metrics["validation"] == "holdout"
         for row in metrics["strategies"].values():
             assert row["auc"] is None or 0.0 <= row["auc"] <= 1.0

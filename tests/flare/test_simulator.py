@@ -255,6 +255,9 @@ def test_a_survival_job_runs_in_the_simulator(tmp_path):
             assert 0.0 < row["ibs"] < 0.25, (site, strategy, row)
             assert row["calibration"] == "none" and row["bins"] is None
         assert results["test_events"][site] == per["mp"]["events"] > 0
+        at = per["mp"]["survival_curves"]["horizons"]  # the job's 1, 2 and 3 years
+        assert [h["horizon"] for h in at] == [365.0, 730.0, 1095.0]
+        assert all(h["td_auc"] is None or 0.0 <= h["td_auc"] <= 1.0 for h in at)
         assert per["auto"]["chosen"] in per
         saved = load_model(ws / site / "simulate_job" / "pooled_model.npz")
         assert saved.forest.is_survival and saved.forest.times.tolist() == times

@@ -50,7 +50,7 @@ The job file (``site_configs/job.yaml``)::
                                         # selected: NVIDIA FLARE 2.9's feature_election rule
       always_keep: []
       metric: auprc
-    survival: {times: null, grid_points: 30}   # job.task: survival (config_survival)
+    survival: {times: null, grid_points: 30, horizons: null}  # job.task: survival
 
 A site file (``site_configs/site-1.yaml``)::
 
@@ -203,7 +203,7 @@ JOB_DEFAULTS: dict[str, Any] = {
     "forest": ForestParams().to_dict(),
     "surrogates": SurrogateParams().to_dict(),
     "election": ElectionSettings().to_dict(),
-    "survival": {"times": None, "grid_points": DEFAULT_GRID_POINTS},
+    "survival": {"times": None, "grid_points": DEFAULT_GRID_POINTS, "horizons": None},
 }
 
 SITE_DEFAULTS: dict[str, Any] = {
@@ -315,6 +315,9 @@ class JobConfig:
     #: ``survival.times`` (``None``: agreed from the sites) and ``survival.grid_points``.
     survival_times: tuple[float, ...] | None = None
     grid_points: int = DEFAULT_GRID_POINTS
+    #: ``survival.horizons``: where each site's time-dependent AUC and calibration are
+    #: reported (``None``: the time grid's middle time).
+    survival_horizons: tuple[float, ...] | None = None
     source: str = "job.yaml"
 
     @classmethod
@@ -363,6 +366,7 @@ class JobConfig:
         if survival:
             cs.survival_defaults(c, data, ev, el)
         survival_times = cs.survival_grid(c, surv, survival)
+        survival_horizons = cs.survival_horizons(c, surv, survival, survival_times)
         allowed_metrics, auto_metrics, election_metrics = cs.TASK_METRICS[job["task"]]
         known = strategy_names()
         strategies = c.str_list("evaluation.strategies", ev["strategies"], known)
@@ -433,6 +437,7 @@ class JobConfig:
             validation=ev["validation"],
             survival_times=survival_times,
             grid_points=int(surv["grid_points"]),
+            survival_horizons=survival_horizons,
             source=source,
         )
 

@@ -71,7 +71,7 @@ from .config import (
     SITE_DEFAULTS,
 )
 from .site_rules import MIN_PART_EVENTS
-from .time_grid import MAX_GRID_POINTS, MIN_QUANTILE_EVENTS
+from .time_grid import MAX_GRID_POINTS, MAX_HORIZONS, MIN_QUANTILE_EVENTS
 
 #: Keys of a site's file whose value is one mapping, never a section of keys.
 MAPPING_KEYS = ("renames", "label_map", "selector_params", "privacy")
@@ -383,6 +383,16 @@ JOB_KEYS: dict[str, Key] = {
         lo=2,
         hi=MAX_GRID_POINTS,
         integer=True,
+    ),
+    "survival.horizons": Key(
+        "The times at which each site reports the time-dependent AUC of its test rows and "
+        "the calibration of their survival curves ([running.md](running.md#survival-jobs)). "
+        "`null`: the time grid's middle time. A horizon outside an agreed grid's range is "
+        "left out of the report, with the reason in the site's log.",
+        f"`null` or a list of 1 to {MAX_HORIZONS} finite times ≥ 0, strictly increasing, in "
+        "the unit of the sites' time columns; within `survival.times` when the job gives "
+        "it; only in a survival job",
+        nullable=True,
     ),
 }
 

@@ -6,6 +6,8 @@ The job file's ``survival:`` section (read only in a survival job)::
       times: null          # a public time grid (strictly increasing, >= 0);
                            # null: agreed from the sites' coarse event-time quantiles
       grid_points: 30      # the most points of an agreed grid
+      horizons: null       # times the test rows' time-dependent AUC and calibration are
+                           # reported at; null: the grid's middle time
 
 A survival site names two outcome columns instead of ``target``::
 
@@ -39,7 +41,7 @@ from ..vocabulary import (
     SURVIVAL_METRICS,
     SURVIVAL_TUNING_METRICS,
 )
-from .time_grid import MAX_GRID_POINTS, check_grid
+from .time_grid import MAX_GRID_POINTS, MAX_HORIZONS, check_grid
 
 #: Per ``job.task``: the allowed ``evaluation.metrics``, ``evaluation.auto_metric`` and
 #: ``election.metric``.
@@ -171,3 +173,32 @@ def survival_grid(c: ConfigChecker, surv: dict, survival: bool) -> tuple[float, 
             f"2 to {MAX_GRID_POINTS} finite times >= 0, strictly increasing ({err})",
         )
     return tuple(float(t) for t in grid)
+
+
+def survival_horizons(
+    c: ConfigChecker, surv: dict, survival: bool, times: tuple[float, ...] | None
+) -> tuple[float, ...] | None:
+    """``survival.horizons``: the times a survival job reports each site's time-dependent
+    AUC and calibration at (within a public grid's range when the job gives one)."""
+    horizons = surv["horizons"]
+    if horizons is None:
+        return None
+    if not survival:
+        c.fail("survival.horizons", horizons, "null unless job.task is survival")
+    rule = f"1 to {MAX_HORIZONS} finite times >= 0, strictly increasing"
+    if not isinstance(horizons, list) or any(
+        isinstance(t, bool) or not isinstance(t, (int, float)) for t in horizons
+    ):
+        c.fail("survival.horizons", horizons, f"null or a list of numbers ({rule})")
+    try:
+        out = check_grid(horizons, "survival.horizons", 1, MAX_HORIZONS)
+    except ValueError as err:
+        c.fail("survival.horizons", horizons, f"{rule} ({err})")
+    if times is not None and (out[0] < times[0] or out[-1] > times[-1]):
+        c.fail(
+            "survival.horizons",
+            horizons,
+            f"times within survival.times, [{times[0]:g}, {times[-1]:g}] (the curves are "
+            "known on the grid only)",
+        )
+    return tuple(float(t) for t in out)

@@ -334,6 +334,7 @@ class JobDriver:
             metrics=config.metrics,
             auto_metric=config.auto_metric,
             calibration=config.calibration,
+            horizons=None if config.survival_horizons is None else list(config.survival_horizons),
         )
         # with evaluation.trees_per_site each site gets a model of its own (site_trees)
         # (swarm mode: this site's own only; the others make theirs)

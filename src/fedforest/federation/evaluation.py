@@ -87,6 +87,7 @@ def evaluate_strategies(
     resamples: int = BOOTSTRAP_RESAMPLES,
     in_bag: InBag | None = None,
     y_train=None,
+    horizons: Sequence[float] | None = None,
 ) -> dict[str, dict]:
     """Score strategies of ``model`` on a site's test rows.
 
@@ -157,7 +158,9 @@ def evaluate_strategies(
     training rows' survival target, for the censoring distribution of Uno's C
     and the Brier score) is then required, ``auto`` and ``wmp`` choose by
     ``auto_metric`` on the validation rows, ``events`` counts the test rows'
-    events, and a row has neither calibration bins nor intervals.
+    events, and a row has neither calibration bins nor intervals; its
+    ``survival_curves`` give the time-dependent AUC and the calibration at each
+    of ``horizons`` within the grid (:func:`survival_horizons`).
     """
     forest = model.forest
     survival = forest.is_survival
@@ -240,7 +243,7 @@ def evaluate_strategies(
             models[strategy] = clf
         # auto predicts with its chosen strategy: the memo gives that strategy's own prediction
         if survival:
-            row = _survival_row(clf, X_use, y_train, y_test, metrics, memo)
+            row = _survival_row(clf, X_use, y_train, y_test, metrics, memo, horizons, site)
             shape = {}
         elif regression:
             predicted = clf.predict(X_use, memo=memo)
@@ -290,7 +293,8 @@ HORIZON_BINS = 5
 
 
 def survival_horizon(times) -> float:
-    """The horizon a survival row's calibration is read at: the time grid's middle point.
+    """The horizon a survival row's calibration is read at when the job names none: the
+    time grid's middle point.
 
     Examples
     --------
@@ -300,14 +304,42 @@ def survival_horizon(times) -> float:
     return float(np.asarray(times)[len(times) // 2])
 
 
-def _survival_row(clf, X, y_train, y_test, metrics, memo) -> dict:
+def survival_horizons(times, horizons=None, site=None) -> list[float]:
+    """The horizons a survival row is reported at: the job's ``survival.horizons`` within
+    the time grid (the curves are known there only; one outside is left out, logged), or,
+    without one inside, :func:`survival_horizon`.
+
+    Examples
+    --------
+    >>> survival_horizons([30.0, 60.0, 90.0], [45.0, 365.0])
+    [45.0]
+    >>> survival_horizons([30.0, 60.0, 90.0])
+    [60.0]
+    """
+    times = np.asarray(times, np.float64)
+    given = [float(h) for h in horizons or ()]
+    inside = [h for h in given if times[0] <= h <= times[-1]]
+    if len(inside) < len(given):
+        logger.warning(
+            "site %s: survival.horizons %s lie outside the time grid [%g, %g]; not reported",
+            site,
+            [h for h in given if h not in inside],
+            times[0],
+            times[-1],
+        )
+    return inside or [survival_horizon(times)]
+
+
+def _survival_row(clf, X, y_train, y_test, metrics, memo, horizons=None, site=None) -> dict:
     """A survival strategy's metrics on the test rows: risk scores and survival curves on
     the forest's time grid (:func:`~fedforest.survival_metrics.score_survival`), and its
     ``survival_curves``: the mean predicted curve against Kaplan-Meier in
     :data:`RISK_GROUPS` groups of test rows by risk
-    (:func:`~fedforest.survival_metrics.risk_groups`), and the calibration at
-    :func:`survival_horizon` (:func:`~fedforest.survival_metrics.horizon_calibration`)."""
-    from ..survival_metrics import horizon_calibration, risk_groups, score_survival
+    (:func:`~fedforest.survival_metrics.risk_groups`), and at each of
+    :func:`survival_horizons` the time-dependent AUC
+    (:func:`~fedforest.survival_metrics.auc_at`) and the calibration
+    (:func:`~fedforest.survival_metrics.horizon_calibration`)."""
+    from ..survival_metrics import auc_at, horizon_calibration, risk_groups, score_survival
 
     risk = clf.predict(X, memo=memo)
     curves = clf.predict_survival_function(X, return_array=True)
@@ -319,14 +351,14 @@ def _survival_row(clf, X, y_train, y_test, metrics, memo) -> dict:
     groups = risk_groups(y_test, risk, curves, times, n_groups=min(RISK_GROUPS, n))
     for group in groups:
         del group["risk"]  # risk scores are the model's, not needed to read the curves
-    calibration = horizon_calibration(
-        y_test, curves, times, survival_horizon(times), n_bins=min(HORIZON_BINS, n)
-    )
-    row["survival_curves"] = {
-        "times": times.tolist(),
-        "groups": groups,
-        "calibration": calibration,
-    }
+    at = []
+    for horizon in survival_horizons(times, horizons, site):
+        calibration = horizon_calibration(
+            y_test, curves, times, horizon, n_bins=min(HORIZON_BINS, n)
+        )
+        td_auc = _finite(auc_at(y_test, risk, horizon, y_ref=y_train))
+        at.append({**calibration, "td_auc": td_auc})
+    row["survival_curves"] = {"times": times.tolist(), "groups": groups, "horizons": at}
     return row
 
 
@@ -611,13 +643,15 @@ def _read_bins(row: PayloadReader, rows: int) -> dict | None:
 
 
 def _read_survival_curves(row: PayloadReader, rows: int) -> dict:
-    """A survival row's ``survival_curves`` (version 7): the time grid, the risk groups'
-    predicted and Kaplan-Meier curves on it, and the calibration at one horizon; every
-    probability in [0, 1], every count within the row's test rows."""
-    from .time_grid import check_grid
+    """A survival row's ``survival_curves``: the time grid, the risk groups' predicted and
+    Kaplan-Meier curves on it (version 7), and at each horizon within the grid the
+    time-dependent AUC and the calibration (version 8; a version 7 row's one calibration
+    reads as its only horizon); every probability in [0, 1], every count within the row's
+    test rows."""
+    from .time_grid import MAX_HORIZONS, check_grid
 
     curves = row.entry(row.get("survival_curves"), "survival_curves")
-    curves.check_keys({"times", "groups", "calibration"})
+    curves.check_keys({"times", "groups", "horizons"})
     try:
         times = check_grid(curves.get("times"), "field 'times'").tolist()
     except ValueError as err:
@@ -640,9 +674,25 @@ def _read_survival_curves(row: PayloadReader, rows: int) -> dict:
         out_groups.append(group)
     if sum(g["rows"] for g in out_groups) != rows:
         curves.fail(f"field 'groups' holds {sum(g['rows'] for g in out_groups)} rows, not {rows}")
-    c = curves.entry(curves.get("calibration"), "calibration")
-    c.check_keys({"horizon", "predicted", "observed", "rows", "ici"})
+    at = curves.get("horizons")
+    if not isinstance(at, (list, tuple)) or not 1 <= len(at) <= MAX_HORIZONS:
+        curves.refuse("horizons", at, f"a list of 1 to {MAX_HORIZONS} horizons")
+    horizons = [_read_horizon(curves.entry(v, f"horizons[{i}]"), rows) for i, v in enumerate(at)]
+    order = [h["horizon"] for h in horizons]
+    if any(b <= a for a, b in zip(order[:-1], order[1:], strict=True)):
+        curves.refuse("horizons", order, "horizons in strictly increasing order")
+    if order[0] < times[0] or order[-1] > times[-1]:
+        curves.refuse("horizons", order, f"horizons within the grid [{times[0]:g}, {times[-1]:g}]")
+    return {"times": times, "groups": out_groups, "horizons": horizons}
+
+
+def _read_horizon(c: PayloadReader, rows: int) -> dict:
+    """One horizon of a survival row (version 8): its time-dependent AUC (null when the
+    test rows cannot give it) and the calibration of the curves there, in bins of rows."""
+    c.check_keys({"horizon", "td_auc", "predicted", "observed", "rows", "ici"})
     horizon = c.number("horizon", c.get("horizon"), 0.0)
+    td_auc = c.get("td_auc")
+    td_auc = None if td_auc is None else c.number("td_auc", td_auc, 0.0, 1.0)
     counts = c.get("rows")
     if not isinstance(counts, (list, tuple)) or not 1 <= len(counts) <= HORIZON_BINS:
         c.refuse("rows", counts, f"a list of 1 to {HORIZON_BINS} bins' rows")
@@ -654,8 +704,8 @@ def _read_survival_curves(row: PayloadReader, rows: int) -> dict:
         if not isinstance(values, (list, tuple)) or len(values) != len(counts):
             c.refuse(key, values, f"a list of {len(counts)} probabilities (one per bin)")
         bins[key] = [c.number(f"{key}[{j}]", v, 0.0, 1.0) for j, v in enumerate(values)]
-    calibration = {"horizon": horizon, **bins, "ici": c.number("ici", c.get("ici"), 0.0, 1.0)}
-    return {"times": times, "groups": out_groups, "calibration": calibration}
+    ici = c.number("ici", c.get("ici"), 0.0, 1.0)
+    return {"horizon": horizon, "td_auc": td_auc, **bins, "ici": ici}
 
 
 def _read_policy(r: PayloadReader) -> dict | None:

@@ -60,8 +60,10 @@ RESULTS_FORMAT = "fedforest/results"
 #: 6: ``validation``, each site's validation mode, as site-metrics version 6 reports it; a
 #: version 5 file reads as every site with metrics holding out validation rows;
 #: 7: a survival job's rows hold the survival metrics, as site-metrics version 7 reports them,
-#: and the schema may carry a time grid; a version 6 file has neither).
-RESULTS_VERSION = 7
+#: and the schema may carry a time grid; a version 6 file has neither;
+#: 8: a survival row's time-dependent AUC and calibration at each horizon, as site-metrics
+#: version 8 reports them; a version 7 row's one calibration reads as its only horizon).
+RESULTS_VERSION = 8
 #: The version that added ``validation``.
 VALIDATION_VERSION = 6
 #: The status of a job.

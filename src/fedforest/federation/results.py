@@ -382,7 +382,8 @@ def _metric_tables(r: JobResults) -> list[str]:
 def _survival_curves(r: JobResults) -> list[str]:
     """A survival job's curves at each site, for the strategy it deploys (``auto``'s choice,
     else the first strategy): predicted survival against Kaplan-Meier in risk groups of
-    the test rows at three times of the grid, and the calibration at the horizon."""
+    the test rows at three times of the grid, and the time-dependent AUC and calibration at
+    each horizon."""
     sites = [
         (site, per)
         for site, per in r.metrics.items()
@@ -394,10 +395,11 @@ def _survival_curves(r: JobResults) -> list[str]:
         "## Survival by risk group and calibration",
         "",
         "Each site's test rows in groups by predicted risk (lowest first): the mean predicted "
-        "survival beside the Kaplan-Meier estimate of the group's rows; then, in bins of "
-        "predicted survival at the horizon, the mean prediction beside Kaplan-Meier (ICI: "
-        "their mean absolute difference, weighted by rows). The strategy is the one the site "
-        "deploys.",
+        "survival beside the Kaplan-Meier estimate of the group's rows; then, at each horizon "
+        "(`survival.horizons`; by default the time grid's middle time), the time-dependent AUC "
+        "of the risk score and, in bins of predicted survival there, the mean prediction "
+        "beside Kaplan-Meier (ICI: their mean absolute difference, weighted by rows). The "
+        "strategy is the one the site deploys.",
         "",
     ]
     for site, per in sites:
@@ -417,18 +419,19 @@ def _survival_curves(r: JobResults) -> list[str]:
             cells = [str(k), str(group["rows"]), str(group["events"])]
             cells += [f"{group['predicted'][i]:.3f} / {group['observed'][i]:.3f}" for i in picks]
             lines.append("| " + " | ".join(cells) + " |")
-        cal = curves["calibration"]
-        lines += [
-            "",
-            f"Calibration at {cal['horizon']:g} (ICI {cal['ici']:.3f}): predicted / "
-            "Kaplan-Meier survival per bin, "
-            + ", ".join(
-                f"{p:.3f} / {o:.3f} ({n} rows)"
-                for p, o, n in zip(cal["predicted"], cal["observed"], cal["rows"], strict=True)
+        lines.append("")
+        for at in curves["horizons"]:
+            auc = "undefined" if at["td_auc"] is None else f"{at['td_auc']:.3f}"
+            lines.append(
+                f"- At {at['horizon']:g}: time-dependent AUC {auc}; calibration (ICI "
+                f"{at['ici']:.3f}), predicted / Kaplan-Meier survival per bin, "
+                + ", ".join(
+                    f"{p:.3f} / {o:.3f} ({n} rows)"
+                    for p, o, n in zip(at["predicted"], at["observed"], at["rows"], strict=True)
+                )
+                + "."
             )
-            + ".",
-            "",
-        ]
+        lines.append("")
     return lines
 
 

@@ -59,7 +59,7 @@ MAX_ENTRIES = 100_000
 #: before version 5 is read as site-metrics version 2 rows (version 1 when the site's policy
 #: is unknown), whose upgrades fill in what the file's rows may lack (calibration, bins,
 #: events, intervals) and keep what they hold; version 5 rows are read as version 5's.
-METRICS_VERSION = {1: 2, 2: 2, 3: 2, 4: 2, 5: 5, 6: 6, 7: 7}
+METRICS_VERSION = {1: 2, 2: 2, 3: 2, 4: 2, 5: 5, 6: 6, 7: 7, 8: 8}
 #: The states a swarm site reports.
 SWARM_STATES = protocol.SWARM_STATES
 _DIGEST = re.compile(r"[0-9a-f]{64}")

@@ -74,7 +74,7 @@ from .schema import GlobalSchema, SiteSchema
 from .site_rules import check_site_table
 from .splits import split_site_rows
 from .tables import TableSummary, check_table, read_table
-from .time_grid import site_time_quantiles
+from .time_grid import MAX_HORIZONS, check_grid, site_time_quantiles
 from .training import fit_site_models
 
 logger = logging.getLogger(__name__)
@@ -230,6 +230,7 @@ class SiteRunner:
                 data["auto_metric"],
                 calibration=data["calibration"],
                 save_dir=save_dir,
+                horizons=data["horizons"],
             ),
         )
 
@@ -583,6 +584,7 @@ class SiteRunner:
         auto_metric: str = DEFAULT_AUTO_METRIC,
         calibration: str = "none",
         save_dir: str | Path | None = None,
+        horizons: Sequence[float] | None = None,
     ) -> dict:
         """Phase 4: score every requested strategy on the held-out test rows.
 
@@ -630,6 +632,7 @@ class SiteRunner:
             outcome=self.config.target,
             in_bag=in_bag,
             y_train=self.y_train if self.survival else None,
+            horizons=self._horizons(horizons),
         )
         out = {
             "format": protocol.SITE_METRICS,
@@ -647,6 +650,20 @@ class SiteRunner:
             (save_dir / "metrics.json").write_text(json.dumps(out, indent=2) + "\n")
             logger.info("site %s: saved the pooled model and metrics in %s", self.site, save_dir)
         return out
+
+    def _horizons(self, horizons) -> list[float] | None:
+        """The ``horizons`` of the evaluate task (the job's ``survival.horizons``), checked."""
+        if horizons is None:
+            return None
+        if not self.survival:
+            raise ValueError(
+                f"site {self.site!r}: the evaluate task's horizons are {horizons!r}; allowed: "
+                f"null in a {self.task} job (horizons are a survival job's)"
+            )
+        try:
+            return check_grid(horizons, "the evaluate task's horizons", 1, MAX_HORIZONS).tolist()
+        except ValueError as err:
+            raise ValueError(f"site {self.site!r}: {err}") from None
 
     def _out_of_bag(self, pooled: PooledModel) -> InBag:
         """Which trees of ``pooled`` trained on which of this site's training rows."""

@@ -43,6 +43,9 @@ DEFAULT_DIGITS = 2
 MIN_QUANTILE_EVENTS = 10
 #: The most points of a grid (the leaf values of a survival tree are ``2 * points`` wide).
 MAX_GRID_POINTS = 200
+#: The most horizons a survival job reports its time-dependent AUC and calibration at
+#: (``survival.horizons``).
+MAX_HORIZONS = 10
 #: Points of an agreed grid when the job sets none (``survival.grid_points``).
 DEFAULT_GRID_POINTS = 30
 
@@ -119,9 +122,12 @@ def site_time_quantiles(
     return [float(x) for x in rounded if x >= 0]
 
 
-def check_grid(times, where: str = "time grid") -> np.ndarray:
+def check_grid(
+    times, where: str = "time grid", min_points: int = 2, max_points: int = MAX_GRID_POINTS
+) -> np.ndarray:
     """A time grid as float64, refused unless strictly increasing, finite and >= 0, with
-    2 to :data:`MAX_GRID_POINTS` points.
+    ``min_points`` to ``max_points`` points (2 to :data:`MAX_GRID_POINTS`; a job's
+    ``survival.horizons``: 1 to :data:`MAX_HORIZONS`).
 
     Examples
     --------
@@ -136,9 +142,10 @@ def check_grid(times, where: str = "time grid") -> np.ndarray:
         t = np.asarray(times, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"{where} must be a list of numbers, got {times!r}") from None
-    if t.ndim != 1 or not 2 <= t.size <= MAX_GRID_POINTS:
+    if t.ndim != 1 or not min_points <= t.size <= max_points:
         raise ValueError(
-            f"{where} must be a list of 2 to {MAX_GRID_POINTS} times, got {np.size(t)} value(s)"
+            f"{where} must be a list of {min_points} to {max_points} times, got {np.size(t)} "
+            "value(s)"
         )
     if not np.isfinite(t).all() or (t < 0).any():
         raise ValueError(f"{where} must hold finite times >= 0, got {t.tolist()}")

@@ -203,7 +203,7 @@ def test_permutation_importance_is_held_out_and_never_negative(table, caplog):
     odd = data(table.X, y, is_cat=table.is_cat)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert np.all(sm._random_forest(odd, params, random_state=0) >= 0)
-    assert "stratified held-out split impossible" in caplog.text
+    assert "held-out split stratified impossible" in caplog.text
 
 
 def test_mutual_information_leaves_a_constant_column_at_zero(table):

@@ -366,29 +366,10 @@ def _random_forest(data: _Data, params: dict[str, Any], random_state: Any) -> np
         model.fit(data.X, data.y)
         return np.asarray(model.feature_importances_, dtype=np.float64)
 
-    if data.regression:
-        # No classes to stratify on; the held-out rows are scored by R² (the regressor's score).
-        X_tr, X_te, y_tr, y_te = train_test_split(
-            data.X, data.y, test_size=params["test_size"], random_state=random_state
-        )
-        return _permutation_scores(model, X_tr, X_te, y_tr, y_te, params, random_state)
-    try:
-        X_tr, X_te, y_tr, y_te = train_test_split(
-            data.X,
-            data.y,
-            test_size=params["test_size"],
-            stratify=data.y,
-            random_state=random_state,
-        )
-    except ValueError as exc:
-        logger.warning(
-            "selector 'random_forest': stratified held-out split impossible (%s); "
-            "using a plain random split",
-            exc,
-        )
-        X_tr, X_te, y_tr, y_te = train_test_split(
-            data.X, data.y, test_size=params["test_size"], random_state=random_state
-        )
+    # regression: no classes to stratify on; the held-out rows are scored by R² (the
+    # regressor's score)
+    strata = None if data.regression else data.y
+    X_tr, X_te, y_tr, y_te = _held_out_split(data, strata, "", params, random_state)
     return _permutation_scores(model, X_tr, X_te, y_tr, y_te, params, random_state)
 
 
@@ -407,23 +388,9 @@ def _random_survival_forest(data: _Data, params: dict[str, Any], random_state: A
         random_state=random_state,
         n_jobs=1,
     )
-    try:
-        X_tr, X_te, y_tr, y_te = train_test_split(
-            data.X,
-            data.y,
-            test_size=params["test_size"],
-            stratify=data.y["event"],
-            random_state=random_state,
-        )
-    except ValueError as exc:
-        logger.warning(
-            "selector 'random_forest': held-out split stratified by event impossible (%s); "
-            "using a plain random split",
-            exc,
-        )
-        X_tr, X_te, y_tr, y_te = train_test_split(
-            data.X, data.y, test_size=params["test_size"], random_state=random_state
-        )
+    X_tr, X_te, y_tr, y_te = _held_out_split(
+        data, data.y["event"], " by event", params, random_state
+    )
     if not y_tr["event"].any() or not y_te["event"].any():
         logger.warning(
             "selector 'random_forest': a part of the held-out split has no event; every "
@@ -431,6 +398,29 @@ def _random_survival_forest(data: _Data, params: dict[str, Any], random_state: A
         )
         return np.zeros(data.n_features)
     return _permutation_scores(model, X_tr, X_te, y_tr, y_te, params, random_state)
+
+
+def _held_out_split(data: _Data, strata, by: str, params: dict[str, Any], random_state: Any):
+    """The rows split into training and held-out rows for permutation importance, stratified
+    by ``strata`` (a plain random split, logged, when a part would lack a stratum)."""
+    try:
+        return train_test_split(
+            data.X,
+            data.y,
+            test_size=params["test_size"],
+            stratify=strata,
+            random_state=random_state,
+        )
+    except ValueError as exc:
+        logger.warning(
+            "selector 'random_forest': held-out split stratified%s impossible (%s); using a "
+            "plain random split",
+            by,
+            exc,
+        )
+        return train_test_split(
+            data.X, data.y, test_size=params["test_size"], random_state=random_state
+        )
 
 
 def _permutation_scores(

@@ -194,33 +194,19 @@ def _linear(
         model.fit(design, target)
     coef = np.abs(np.atleast_2d(model.coef_)).max(axis=0)
     scores = _max_by_owner(coef, owner, data.n_features)
-    mask = scores > params["threshold"]
-    if not mask.any():
-        if scores.max() > 0:
-            best = int(np.argmax(scores))
-            how = "largest |coef|"
+
+    def gradient() -> np.ndarray:
+        # Gradient of the log-likelihood (regression: of the squared error) at the
+        # intercept-only model: the column with the largest one is the first to enter
+        # the L1 path.
+        if data.regression:
+            residual = target[:, None]  # standardized: the intercept-only residual
         else:
-            # Gradient of the log-likelihood (regression: of the squared error) at the
-            # intercept-only model: the column with the largest one is the first to enter
-            # the L1 path.
-            if data.regression:
-                residual = target[:, None]  # standardized: the intercept-only residual
-            else:
-                onehot = (data.y[:, None] == np.arange(len(data.classes))[None, :]).astype(float)
-                residual = onehot - onehot.mean(axis=0)
-            grad = np.abs(design.T @ residual).max(axis=1)
-            best = int(np.argmax(_max_by_owner(grad, owner, data.n_features)))
-            how = "all coefficients are 0; first to enter the regularisation path"
-        mask[best] = True
-        logger.warning(
-            "selector %r selected no feature (C=%g, threshold=%g); keeping the single best "
-            "one, %r (%s)",
-            method,
-            params["C"],
-            params["threshold"],
-            data.names[best],
-            how,
-        )
+            onehot = (data.y[:, None] == np.arange(len(data.classes))[None, :]).astype(float)
+            residual = onehot - onehot.mean(axis=0)
+        return np.abs(design.T @ residual).max(axis=1)
+
+    mask = _threshold_or_best(method, scores, gradient, owner, data, params)
     return scores, mask
 
 
@@ -250,27 +236,40 @@ def _coxnet(data: _Data, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray
         model.fit(design, data.y)
     coef = np.abs(np.asarray(model.coef_, dtype=np.float64)[:, -1])
     scores = _max_by_owner(coef, owner, data.n_features)
-    mask = scores > params["threshold"]
-    if not mask.any():
-        if scores.max() > 0:
-            best = int(np.argmax(scores))
-            how = "largest |coef|"
-        else:
-            # The gradient of the log partial likelihood at w = 0 (the Cox score): the
-            # column with the largest one is the first to enter the L1 path.
-            grad = np.abs(_cox_score(data.y["time"], data.y["event"], design)[0])
-            best = int(np.argmax(_max_by_owner(grad, owner, data.n_features)))
-            how = "all coefficients are 0; first to enter the regularisation path"
-        mask[best] = True
-        logger.warning(
-            "selector 'coxnet' selected no feature (C=%g, threshold=%g); keeping the single "
-            "best one, %r (%s)",
-            params["C"],
-            params["threshold"],
-            data.names[best],
-            how,
-        )
+
+    def gradient() -> np.ndarray:
+        # The gradient of the log partial likelihood at w = 0 (the Cox score): the column
+        # with the largest one is the first to enter the L1 path.
+        return np.abs(_cox_score(data.y["time"], data.y["event"], design)[0])
+
+    mask = _threshold_or_best("coxnet", scores, gradient, owner, data, params)
     return scores, mask
+
+
+def _threshold_or_best(method, scores, gradient, owner, data, params) -> np.ndarray:
+    """The columns whose |coef| score passes ``params["threshold"]``; when none does, the
+    single best one (logged): the largest |coef|, or, with every coefficient 0, the
+    largest ``gradient()`` at the null model (the first column to enter the L1 path)."""
+    mask = scores > params["threshold"]
+    if mask.any():
+        return mask
+    if scores.max() > 0:
+        best = int(np.argmax(scores))
+        how = "largest |coef|"
+    else:
+        best = int(np.argmax(_max_by_owner(gradient(), owner, data.n_features)))
+        how = "all coefficients are 0; first to enter the regularisation path"
+    mask[best] = True
+    logger.warning(
+        "selector %r selected no feature (C=%g, threshold=%g); keeping the single best one, "
+        "%r (%s)",
+        method,
+        params["C"],
+        params["threshold"],
+        data.names[best],
+        how,
+    )
+    return mask
 
 
 def _cox_score(

@@ -189,6 +189,8 @@ def evaluate_strategies(
     if in_bag is not None and X_val_use is not None:
         X_val_use, y_val, in_bag = _out_of_bag_rows(model, X_val_use, y_val, in_bag, site)
     needs_val = calibration != "none"
+    # the horizons every survival row is reported at (one outside the grid logged once)
+    reported_at = survival_horizons(forest.times, horizons, site) if survival else None
     for strategy in strategies:
         extra: dict[str, Any] = {}
         rule = rules.get(strategy)
@@ -243,7 +245,7 @@ def evaluate_strategies(
             models[strategy] = clf
         # auto predicts with its chosen strategy: the memo gives that strategy's own prediction
         if survival:
-            row = _survival_row(clf, X_use, y_train, y_test, metrics, memo, horizons, site)
+            row = _survival_row(clf, X_use, y_train, y_test, metrics, memo, reported_at)
             shape = {}
         elif regression:
             predicted = clf.predict(X_use, memo=memo)
@@ -330,13 +332,13 @@ def survival_horizons(times, horizons=None, site=None) -> list[float]:
     return inside or [survival_horizon(times)]
 
 
-def _survival_row(clf, X, y_train, y_test, metrics, memo, horizons=None, site=None) -> dict:
+def _survival_row(clf, X, y_train, y_test, metrics, memo, horizons) -> dict:
     """A survival strategy's metrics on the test rows: risk scores and survival curves on
     the forest's time grid (:func:`~fedforest.survival_metrics.score_survival`), and its
     ``survival_curves``: the mean predicted curve against Kaplan-Meier in
     :data:`RISK_GROUPS` groups of test rows by risk
-    (:func:`~fedforest.survival_metrics.risk_groups`), and at each of
-    :func:`survival_horizons` the time-dependent AUC
+    (:func:`~fedforest.survival_metrics.risk_groups`), and at each of ``horizons``
+    (:func:`survival_horizons`) the time-dependent AUC
     (:func:`~fedforest.survival_metrics.auc_at`) and the calibration
     (:func:`~fedforest.survival_metrics.horizon_calibration`)."""
     from ..survival_metrics import auc_at, horizon_calibration, risk_groups, score_survival
@@ -352,7 +354,7 @@ def _survival_row(clf, X, y_train, y_test, metrics, memo, horizons=None, site=No
     for group in groups:
         del group["risk"]  # risk scores are the model's, not needed to read the curves
     at = []
-    for horizon in survival_horizons(times, horizons, site):
+    for horizon in horizons:
         calibration = horizon_calibration(
             y_test, curves, times, horizon, n_bins=min(HORIZON_BINS, n)
         )

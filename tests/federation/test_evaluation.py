@@ -171,9 +171,9 @@ def test_each_table_is_predicted_once_per_strategy_and_the_rows_are_unchanged(si
     calls = []
     original = PooledForestClassifier._predict_strategy
 
-    def counted(self, X, strategy, voting, known_mp=None):
+    def counted(self, X, strategy, voting, known_mp=None, *rest):
         calls.append((X.index[0], strategy, voting))  # which table, by its first row
-        return original(self, X, strategy, voting, known_mp)
+        return original(self, X, strategy, voting, known_mp, *rest)
 
     monkeypatch.setattr(PooledForestClassifier, "_predict_strategy", counted)
     shared = evaluate(forest, X_val, y_val, X_te, y_te, ["fpv", "mp", "wmp", "auto"])

@@ -22,7 +22,6 @@ def plain_treeset(forest, trees, n_columns=None, random_depths=None):
         threshold=forest.threshold,
         n_node_samples=forest.n_node_samples,
         missing_left=forest.missing_left,
-        value=forest.value,
         n_columns=2 * forest.n_features if n_columns is None else n_columns,
         random_depths=random_depths or [np.zeros(0, np.int64)] * forest.n_trees,
     )
@@ -52,8 +51,11 @@ def test_the_trees_reach_scikit_learns_leaves_with_their_missing_directions(with
     for i, t in enumerate(trees):
         assert np.array_equal(leaves[i], rf.estimators_[t].apply(rows) + forest.tree_start[t])
     # the leaves' values are the forest's: the same probabilities as scikit-learn
-    proba = forest.value[plain_treeset(forest, np.arange(5)).apply(X_aug, 3, None)].mean(axis=0)
+    treeset = plain_treeset(forest, np.arange(5))
+    proba = forest.value[treeset.apply(X_aug, 3, None)].mean(axis=0)
     assert np.allclose(proba, rf.predict_proba(X))
+    # the trees only route: they hold one zero per node, not a copy of the value table
+    assert all(t.value.shape[1:] == (1, 1) and not t.value.any() for t in treeset._trees)
 
 
 def test_rows_are_traversed_in_chunks_with_the_same_result(with_nan, monkeypatch):
@@ -88,7 +90,6 @@ def test_a_split_on_a_column_of_draws_goes_right_below_the_fraction():
         threshold=np.array([-fraction, 0.0, 0.0]),
         n_node_samples=np.array([10, 7, 3]),
         missing_left=forest.missing_left,
-        value=np.array([[0.5, 0.5], [1.0, 0.0], [0.0, 1.0]]),
         n_columns=3,
         random_depths=[np.array([0])],
     )

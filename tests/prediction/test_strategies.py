@@ -135,7 +135,6 @@ def test_the_rewritten_trees_route_as_the_resolver(pooled_site, name):
         forest.tree_start,
         trees,
         n_node_samples=forest.n_node_samples,
-        value=forest.value,
         n_columns=n_columns,
         random_depths=random_depths,
         **arrays,

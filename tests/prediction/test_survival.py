@@ -17,6 +17,7 @@ from fedforest import (
     PooledForestSurvival,
 )
 from fedforest.prediction import pipeline as pooled
+from fedforest.prediction.cache import PredictionMemo, forest_cache
 from fedforest.survival_metrics import brier_losses, survival_target
 from fedforest.vocabulary import STRATEGIES
 
@@ -131,6 +132,58 @@ def test_the_engines_agree_with_half_the_features_absent(data, fitted, monkeypat
     dynamic = PooledForestSurvival(forest, engine="numba", **params).predict(rows)
     dynamic_np = PooledForestSurvival(forest, engine="numpy", **params).predict(rows)
     np.testing.assert_array_equal(dynamic, dynamic_np)
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+@pytest.mark.parametrize("strategy", [*STRATEGIES, "intersection"])
+def test_each_curve_alone_is_that_half_of_both_bit_for_bit(data, fitted, strategy, engine):
+    """A call that needs the cumulative hazard (or the survival curve) averages only it."""
+    X, _ = data
+    _, forest = fitted
+    imputers, std = imputers_and_std(data)
+    rows = X[300:][["a", "b", "d"]].copy()  # c absent
+    rows.iloc[::5, 1] = np.nan
+    est = PooledForestSurvival(
+        forest,
+        strategy=strategy,
+        site="s1",
+        imputers=imputers,
+        feature_std=std,
+        engine=engine,
+        guess_weight=0.3,
+        random_state=2,
+        intersection=forest,
+    )
+    both = est._curves(rows)
+    n = forest.n_times
+    hazard = est.predict_cumulative_hazard_function(rows, return_array=True)
+    survival = est.predict_survival_function(rows, return_array=True)
+    assert hazard.shape == survival.shape == (len(rows), n)
+    np.testing.assert_array_equal(hazard, both[:, :n])
+    np.testing.assert_array_equal(survival, both[:, n:])
+    np.testing.assert_array_equal(est.predict(rows), both[:, :n].sum(axis=1))
+    # with a memo both curves are predicted once and shared by the calls
+    memo = PredictionMemo()
+    np.testing.assert_array_equal(est.predict(rows, memo=memo), est.predict(rows))
+    np.testing.assert_array_equal(
+        est.predict_survival_function(rows, return_array=True, memo=memo), survival
+    )
+    assert len(memo) >= 1 and not any("outputs" in key for key in memo._entries)
+
+
+def test_a_range_of_value_columns_is_checked(fitted):
+    _, forest = fitted
+    cache = forest_cache(forest)
+    whole = cache.compiled(forest)
+    assert whole.vote.shape == (forest.n_nodes, 0)  # curves have no hard vote
+    assert cache.compiled(forest, (0, whole.value.shape[1])) is whole
+    part = cache.compiled(forest, (0, forest.n_times))
+    assert part.value.shape == (forest.n_nodes, forest.n_times) and part.vote.shape[1] == 0
+    assert part.children is whole.children  # the layout is shared; only the values are cut
+    assert cache.compiled(forest, (0, forest.n_times)) is part
+    for bad in [(0, 0), (-1, 3), (0, whole.value.shape[1] + 1)]:
+        with pytest.raises(ValueError, match="is not a range of the forest's"):
+            cache.compiled(forest, bad)
 
 
 def test_mp_averages_the_reachable_leaves_curves(data, fitted):

@@ -265,8 +265,8 @@ def test_with_every_feature_present_wmp_is_mp_and_predicts_once(pooled, table, w
     monkeypatch.setattr(
         type(clf),
         "_predict_strategy",
-        lambda self, X, strategy, voting, known_mp=None: (
-            calls.append(strategy) or original(self, X, strategy, voting, known_mp)
+        lambda self, X, strategy, voting, known_mp=None, *rest: (
+            calls.append(strategy) or original(self, X, strategy, voting, known_mp, *rest)
         ),
     )
     assert np.array_equal(clf.predict_proba(X), mp)

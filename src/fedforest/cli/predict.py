@@ -276,9 +276,13 @@ def survival_columns(clf, X, horizons, index):
     import numpy as np
     import pandas as pd
 
-    out = pd.DataFrame({"risk": clf.predict(X)}, index=index)
+    from ..prediction.cache import PredictionMemo
+
+    # with horizons both curves are needed: predicted once, shared by the two calls
+    memo = PredictionMemo() if horizons else None
+    out = pd.DataFrame({"risk": clf.predict(X, memo=memo)}, index=index)
     if horizons:
-        curves = clf.predict_survival_function(X, return_array=True)
+        curves = clf.predict_survival_function(X, return_array=True, memo=memo)
         grid = np.asarray(clf.times_)
         for t in horizons:
             step = int(np.searchsorted(grid, t, side="right")) - 1

@@ -344,7 +344,7 @@ def _survival_row(clf, X, y_train, y_test, metrics, memo, horizons) -> dict:
     from ..survival_metrics import auc_at, horizon_calibration, risk_groups, score_survival
 
     risk = clf.predict(X, memo=memo)
-    curves = clf.predict_survival_function(X, return_array=True)
+    curves = clf.predict_survival_function(X, return_array=True, memo=memo)
     times = np.asarray(clf.times_)
     row: dict[str, Any] = {
         m: _finite(score_survival(m, y_test, risk, curves, times, y_ref=y_train)) for m in metrics

@@ -67,7 +67,7 @@ class CompiledForest(NamedTuple):
     depth: np.ndarray  # int64
     right_fraction: np.ndarray  # float64 N_right / N_node
     value: np.ndarray  # float64 (n_nodes, n_classes)
-    vote: np.ndarray  # float64 (n_nodes, n_classes): one-hot of argmax(value)
+    vote: np.ndarray  # float64 one-hot of argmax(value); (n_nodes, 0) unless classification
     surrogate_feature: np.ndarray  # int64, -1: none
     surrogate_threshold: np.ndarray  # float64
     surrogate_left_le: np.ndarray  # bool
@@ -83,8 +83,9 @@ class CompiledForest(NamedTuple):
         children[1::2] = np.where(internal, right, 0)
         n = forest.n_node_samples.astype(np.float64)
         n_right = np.where(internal, n[np.where(internal, right, 0)], 0.0)
-        vote = np.zeros(forest.value.shape)
-        if forest.n_nodes:
+        # hard voting counts classes: a mean or a curve has no vote (no column)
+        vote = np.zeros((forest.n_nodes, forest.value.shape[1] if forest.is_distribution else 0))
+        if forest.n_nodes and forest.is_distribution:
             vote[np.arange(forest.n_nodes), forest.value.argmax(axis=1)] = 1.0
 
         def flat(a, dtype):

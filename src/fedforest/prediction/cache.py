@@ -19,6 +19,8 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import numpy as np
+
 from ..model.traversal import CompiledForest
 
 
@@ -59,6 +61,9 @@ class ForestCache:
         Whether a pattern's rewritten trees split on columns of draws, at most 64.
     node_factors : BoundedCache
         The per-node factors of p_R, per set of standard deviations, at most 16.
+    parts : BoundedCache
+        Node layouts whose value table holds a range of the forest's value
+        columns only (:meth:`compiled` with ``outputs``), at most 4.
 
     Examples
     --------
@@ -78,12 +83,36 @@ class ForestCache:
         self.static = BoundedCache(64)
         self.guesses = BoundedCache(64)
         self.node_factors = BoundedCache(16)
+        self.parts = BoundedCache(4)
 
-    def compiled(self, forest) -> CompiledForest:
-        """The node layout of ``forest`` (the forest this cache belongs to)."""
+    def compiled(self, forest, outputs: tuple[int, int] | None = None) -> CompiledForest:
+        """The node layout of ``forest`` (the forest this cache belongs to).
+
+        ``outputs`` (``(start, stop)``, optional): a layout whose ``value``
+        holds the value columns ``start:stop`` only (a survival forest's
+        cumulative hazards, or its survival curves), the other arrays shared
+        with the whole layout's. Averaging fewer columns gives the same
+        numbers in them, in less time.
+        """
         if self._compiled is None:
             self._compiled = CompiledForest.build(forest)
-        return self._compiled
+        whole = self._compiled
+        if outputs is None or tuple(outputs) == (0, whole.value.shape[1]):
+            return whole
+        start, stop = (int(i) for i in outputs)
+        if not 0 <= start < stop <= whole.value.shape[1]:
+            raise ValueError(
+                f"outputs={outputs!r} is not a range of the forest's "
+                f"{whole.value.shape[1]} value columns"
+            )
+
+        def part() -> CompiledForest:
+            return whole._replace(
+                value=np.ascontiguousarray(whole.value[:, start:stop]),
+                vote=np.ascontiguousarray(whole.vote[:, start:stop]),
+            )
+
+        return self.parts.get_or_build((start, stop), part)
 
 
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -71,8 +71,10 @@ class TreeSet:
     left, right, feature : ndarray of int
         Local children (``-1`` at leaves) and split column (``-1`` at leaves);
         the column may index the augmented matrix.
-    threshold, n_node_samples, missing_left, value : ndarray
-        As in :class:`~fedforest.PooledForest`.
+    threshold, n_node_samples, missing_left : ndarray
+        As in :class:`~fedforest.PooledForest`. The trees only route rows
+        (:meth:`apply`): they hold no leaf values (one zero per node), however
+        wide the forest's value table.
     n_columns : int
         Width of the augmented matrix.
     random_depths : list of ndarray of int, one per forest tree
@@ -89,7 +91,6 @@ class TreeSet:
         threshold,
         n_node_samples,
         missing_left,
-        value,
         n_columns,
         random_depths,
     ):
@@ -97,7 +98,7 @@ class TreeSet:
         self.offsets = tree_start[self.trees]
         self.n_columns = int(n_columns)
         self.random_depths = [np.asarray(random_depths[t], dtype=np.int64) for t in self.trees]
-        n_classes = np.array([value.shape[1]], dtype=np.intp)
+        n_classes = np.array([1], dtype=np.intp)
         leaf = feature < 0
         nodes = np.zeros(left.shape[0], dtype=NODE_DTYPE)
         nodes["left_child"] = np.where(leaf, -1, left)
@@ -107,7 +108,7 @@ class TreeSet:
         nodes["n_node_samples"] = n_node_samples
         nodes["weighted_n_node_samples"] = n_node_samples
         nodes["missing_go_to_left"] = missing_left
-        values = np.ascontiguousarray(value[:, None, :], dtype=np.float64)
+        values = np.zeros((left.shape[0], 1, 1), dtype=np.float64)
         self._trees = []
         for t in self.trees:
             lo, hi = int(tree_start[t]), int(tree_start[t + 1])

@@ -76,6 +76,9 @@ class Settings:
     random_state: object
     engine: str
     owner_weights: object
+    #: ``(start, stop)``: predict the forest's value columns ``start:stop`` only
+    #: (:meth:`~.cache.ForestCache.compiled`); ``None``: every column.
+    outputs: tuple[int, int] | None = None
 
     def kernels(self, n_pairs: int | None = None):
         """The numba kernels for ``n_pairs`` (row, tree) pairs, or ``None`` for numpy."""
@@ -120,7 +123,7 @@ def prepare(settings: Settings, X, rule: Rule) -> Call:
     forest = settings.forest
     cache = forest_cache(forest)
     Xg, present = to_global_matrix(X, forest.feature_names, forest.categories)
-    cf = cache.compiled(forest)
+    cf = cache.compiled(forest, settings.outputs)
     draws = Draws(settings.random_state, Xg, forest.tree_of_node, cf.depth)
     call = Call(settings, rule, cache, cf, Xg, present, draws)
     call.trees = select_trees(rule, forest, settings.site, present)
@@ -222,7 +225,6 @@ def _tree_set(forest, s: Strategy, absent, trees, plain: bool):
         forest.tree_start,
         trees,
         n_node_samples=forest.n_node_samples,
-        value=forest.value,
         n_columns=n_columns,
         random_depths=random_depths,
         **arrays,
@@ -250,7 +252,7 @@ def aggregate(call: Call, fast: np.ndarray, voting: str, weights, in_bag=None) -
     if call.rule.family == MARGINAL:  # both children of an unresolvable node
         if in_bag is not None:
             return _marginal_out_of_bag(call, fast, leaves, weights, in_bag, kernels, used)
-        values = np.empty((call.n_rows, call.settings.forest.n_outputs))
+        values = np.empty((call.n_rows, call.cf.value.shape[1]))
         if fast.any():
             values[fast] = average_leaves(cf, leaves[:, fast], "soft", weights)[0]
         if n_rest:
@@ -270,7 +272,7 @@ def aggregate(call: Call, fast: np.ndarray, voting: str, weights, in_bag=None) -
 def _marginal_out_of_bag(call: Call, fast, leaves, weights, in_bag, kernels, used) -> Routed:
     """``mp`` of every row over its out-of-bag trees (:func:`aggregate` with ``in_bag``)."""
     rest = ~fast
-    values = np.empty((call.n_rows, call.settings.forest.n_outputs))
+    values = np.empty((call.n_rows, call.cf.value.shape[1]))
     if fast.any():
         masked = np.where(in_bag[:, fast], -1, leaves[:, fast])
         values[fast] = average_leaves(call.cf, masked, "soft", weights)[0]

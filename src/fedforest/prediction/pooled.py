@@ -309,26 +309,36 @@ class PooledForestBase(BaseEstimator):
         self.strategy_, self.runner_up_, self.selection_scores_ = best, runner_up, scores
         return self
 
-    def _wmp_parts(self, X, strategy: str, memo: PredictionMemo | None = None, in_bag=None):
+    def _wmp_parts(
+        self, X, strategy: str, memo: PredictionMemo | None = None, in_bag=None, outputs=None
+    ):
         """The predictions of ``X`` a weighted rule combines: its ``certain`` rule's (soft
         voting) and its ``marginal`` rule's.
 
         With ``in_bag`` (:class:`~.out_of_bag.InBag`) both over each row's
         out-of-bag trees, and the number of trees (or their summed weight) is
-        each row's out-of-bag trees'.
+        each row's out-of-bag trees'. ``outputs``: as for :meth:`_predict_values`.
         """
         rule = rules.get(strategy)
         if self._nothing_missing(X):
             # every row takes every tree's own path: mp's prediction is fpv's, bit for bit
             p_certain, certain = self._predict_values(
-                X, rule.certain, "soft", memo=memo, in_bag=in_bag
+                X, rule.certain, "soft", memo=memo, in_bag=in_bag, outputs=outputs
             )
             p_mp, marginal = p_certain, certain
         else:
-            p_mp, marginal = self._predict_values(X, rule.marginal, memo=memo, in_bag=in_bag)
+            p_mp, marginal = self._predict_values(
+                X, rule.marginal, memo=memo, in_bag=in_bag, outputs=outputs
+            )
             # fpv's rows whose every tree was discarded take mp: the rows just predicted
             p_certain, certain = self._predict_values(
-                X, rule.certain, "soft", known_mp=(p_mp, marginal), memo=memo, in_bag=in_bag
+                X,
+                rule.certain,
+                "soft",
+                known_mp=(p_mp, marginal),
+                memo=memo,
+                in_bag=in_bag,
+                outputs=outputs,
             )
         weights = tree_weights(self.forest, self.owner_weights)
         if weights is not None:  # the counts of weighted_marginal become summed weights
@@ -346,7 +356,14 @@ class PooledForestBase(BaseEstimator):
         return bool(present.all()) and not np.isnan(Xg).any()
 
     def _predict_values(
-        self, X, strategy: str, voting: str | None = None, known_mp=None, memo=None, in_bag=None
+        self,
+        X,
+        strategy: str,
+        voting: str | None = None,
+        known_mp=None,
+        memo=None,
+        in_bag=None,
+        outputs: tuple[int, int] | None = None,
     ) -> tuple[np.ndarray, PredictionDiagnostics]:
         """Predictions and diagnostics of ``X`` with one strategy (memoised in ``memo``).
 
@@ -358,7 +375,10 @@ class PooledForestBase(BaseEstimator):
         same forest and settings (:func:`~fedforest.federation.evaluation.evaluate_strategies`):
         ``auto``'s candidates and ``wmp``'s parts are then predicted once per table.
         ``in_bag`` (:class:`~.out_of_bag.InBag`), when given, predicts each row
-        out of bag (:mod:`.out_of_bag`).
+        out of bag (:mod:`.out_of_bag`). ``outputs`` (``(start, stop)``,
+        optional): only the value columns ``start:stop`` are predicted (a
+        survival forest's cumulative hazards or its survival curves), the same
+        numbers as those columns of the whole prediction.
         """
         rule = rules.get(strategy)
         voting = voting or self.voting
@@ -366,20 +386,20 @@ class PooledForestBase(BaseEstimator):
 
         def compute():
             if rule.family == rules.WEIGHTED:
-                return self._predict_weighted(X, rule, memo, in_bag)
+                return self._predict_weighted(X, rule, memo, in_bag, outputs)
             if rule.needs_intersection:
-                return self._predict_intersection(X, rule, in_bag)
-            if in_bag is None:
-                return self._predict_strategy(X, strategy, voting, known_mp)
-            return self._predict_strategy(X, strategy, voting, known_mp, in_bag=in_bag)
+                return self._predict_intersection(X, rule, in_bag, outputs)
+            return self._predict_strategy(X, strategy, voting, known_mp, in_bag, outputs)
 
         if memo is None:
             return compute()
         key = (id(X), strategy, voting) + memo_key(in_bag)
+        if outputs is not None:
+            key += ("outputs", *outputs)
         return memo.get_or_compute(key, compute)
 
     def _predict_intersection(
-        self, X, rule, in_bag=None
+        self, X, rule, in_bag=None, outputs=None
     ) -> tuple[np.ndarray, PredictionDiagnostics]:
         """The intersection forest alone, by ``rule.through``, on its own columns of ``X``."""
         self._validate(rule.name)
@@ -390,7 +410,9 @@ class PooledForestBase(BaseEstimator):
         inter_bag = None
         if in_bag is not None:
             inter_bag = InBag(in_bag.check(self.intersection, len(X), intersection=True))
-        values, diagnostics = inter._predict_values(X[cols], rule.through, in_bag=inter_bag)
+        values, diagnostics = inter._predict_values(
+            X[cols], rule.through, in_bag=inter_bag, outputs=outputs
+        )
         diagnostics.strategy = rule.name
         values = self._on_outputs(values, inter)
         if diagnostics.unscored_rows is not None:
@@ -405,17 +427,23 @@ class PooledForestBase(BaseEstimator):
         return X[[c for c in X.columns if c not in extra]] if extra & set(X.columns) else X
 
     def _predict_strategy(
-        self, X, strategy: str, voting: str, known_mp=None, in_bag=None
+        self, X, strategy: str, voting: str, known_mp=None, in_bag=None, outputs=None
     ) -> tuple[np.ndarray, PredictionDiagnostics]:
         """One run of the prediction pipeline (:func:`~.pipeline.predict_rule`)."""
         self._validate(strategy)
         matrix = None if in_bag is None else in_bag.check(self.forest, _n_rows(X))
         return predict_rule(
-            self._settings(), self._forest_columns(X), rules.get(strategy), voting, known_mp, matrix
+            self._settings(outputs),
+            self._forest_columns(X),
+            rules.get(strategy),
+            voting,
+            known_mp,
+            matrix,
         )
 
-    def _settings(self) -> Settings:
-        """The parameters a prediction call reads (validated)."""
+    def _settings(self, outputs: tuple[int, int] | None = None) -> Settings:
+        """The parameters a prediction call reads (validated), for the value columns
+        ``outputs`` (``(start, stop)``; ``None``: all)."""
         return Settings(
             forest=self.forest,
             imputers=self.imputers,
@@ -425,15 +453,16 @@ class PooledForestBase(BaseEstimator):
             random_state=self.random_state,
             engine=self.engine,
             owner_weights=self.owner_weights,
+            outputs=outputs,
         )
 
     def _predict_weighted(
-        self, X, rule, memo=None, in_bag=None
+        self, X, rule, memo=None, in_bag=None, outputs=None
     ) -> tuple[np.ndarray, PredictionDiagnostics]:
         self._validate(rule.name)
         weight = self._guess_weight_in_use(rule.name)
         p_certain, n_certain, p_mp, n_trees, certain, marginal = self._wmp_parts(
-            X, rule.name, memo, in_bag
+            X, rule.name, memo, in_bag, outputs
         )
         proba = weighted_marginal(
             p_certain, n_certain, p_mp, n_trees, weight, self.forest.is_distribution

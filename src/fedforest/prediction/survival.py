@@ -247,12 +247,25 @@ class PooledForestSurvival(PooledForestBase):
         return survival_target(time, event)
 
     # ------------------------------------------------------------ outputs
-    def _curves(self, X, memo=None, in_bag=None) -> np.ndarray:
+    def _curves(self, X, memo=None, in_bag=None, outputs=None) -> np.ndarray:
         X = self._input(X)
         values, self.diagnostics_ = self._predict_values(
-            X, self._strategy_in_use(), memo=memo, in_bag=in_bag
+            X, self._strategy_in_use(), memo=memo, in_bag=in_bag, outputs=outputs
         )
         return values
+
+    def _half(self, X, which: str, memo=None, in_bag=None) -> np.ndarray:
+        """Every row's cumulative hazard (``which="hazard"``) or survival curve.
+
+        Alone, only that half of the leaves' curves is averaged (the same
+        numbers, in about half the arithmetic); with a ``memo`` both curves
+        are predicted once and shared with the other calls on the same table.
+        """
+        n = self.forest.n_times
+        if memo is not None:
+            values = self._curves(X, memo, in_bag)
+            return self._hazard(values) if which == "hazard" else self._survival(values)
+        return self._curves(X, None, in_bag, (0, n) if which == "hazard" else (n, 2 * n))
 
     def _hazard(self, values: np.ndarray) -> np.ndarray:
         return values[:, : self.forest.n_times]
@@ -283,9 +296,11 @@ class PooledForestSurvival(PooledForestBase):
         -------
         ndarray of shape (n_rows,)
         """
-        return self._risk(self._curves(X, memo, in_bag))
+        return self._half(X, "hazard", memo, in_bag).sum(axis=1)
 
-    def predict_cumulative_hazard_function(self, X, return_array: bool = False):
+    def predict_cumulative_hazard_function(
+        self, X, return_array: bool = False, memo: PredictionMemo | None = None
+    ):
         """Every row's cumulative hazard on the time grid.
 
         Parameters
@@ -295,14 +310,19 @@ class PooledForestSurvival(PooledForestBase):
             An array of shape ``(n_rows, n_times)`` (the curve at :attr:`times_`),
             or, as scikit-survival returns by default, one
             ``sksurv.functions.StepFunction`` per row.
+        memo : PredictionMemo, optional
+            Predictions of ``X`` shared with other calls (both curves predicted
+            once).
 
         Returns
         -------
         ndarray
         """
-        return self._as_functions(self._hazard(self._curves(X)), return_array)
+        return self._as_functions(self._half(X, "hazard", memo), return_array)
 
-    def predict_survival_function(self, X, return_array: bool = False):
+    def predict_survival_function(
+        self, X, return_array: bool = False, memo: PredictionMemo | None = None
+    ):
         """Every row's survival probability on the time grid.
 
         Parameters
@@ -310,12 +330,14 @@ class PooledForestSurvival(PooledForestBase):
         X : DataFrame or ndarray
         return_array : bool, default=False
             As for :meth:`predict_cumulative_hazard_function`.
+        memo : PredictionMemo, optional
+            As for :meth:`predict_cumulative_hazard_function`.
 
         Returns
         -------
         ndarray
         """
-        return self._as_functions(self._survival(self._curves(X)), return_array)
+        return self._as_functions(self._half(X, "survival", memo), return_array)
 
     def _as_functions(self, curves: np.ndarray, return_array: bool):
         if return_array:

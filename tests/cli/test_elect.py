@@ -116,7 +116,7 @@ def test_the_tuning_scores_what_validation_names(tmp_path, capsys, validation):
     )
     text = capsys.readouterr().out
     where = "training rows out of bag" if validation == "oob" else "validation rows"
-    assert f"score, scored on each site's {where}):" in text
+    assert f"auprc (higher is better), scored on each site's {where}):" in text
     tables = {p.stem: pd.read_csv(p) for p in paths}
     same = run_election(tables, "y", "f_classif", auto_tune=True, tuning_rounds=2,
                         validation=validation)  # fmt: skip
@@ -132,3 +132,111 @@ def test_an_unknown_validation_mode_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["elect", str(one), str(other), "--target", "y", "--validation", "bootstrap"])
     assert "argument --validation: invalid choice: 'bootstrap'" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def survival_tables(tmp_path_factory):
+    """Two hospitals of GBSG2 (time to recurrence), each lacking one column."""
+    from sksurv.datasets import load_gbsg2
+
+    folder = tmp_path_factory.mktemp("survival_elect")
+    X, y = load_gbsg2()
+    frame = X.copy()
+    for column in ("horTh", "menostat", "tgrade"):
+        frame[column] = frame[column].cat.codes
+    frame["days"], frame["recurrence"] = y["time"], y["cens"].astype(int)
+    north, south = folder / "north.csv", folder / "south.csv"
+    frame.iloc[:340].drop(columns=["pnodes"]).to_csv(north, index=False)
+    frame.iloc[340:].drop(columns=["progrec"]).to_csv(south, index=False)
+    return str(north), str(south)
+
+
+def test_a_survival_election_votes_with_survival_selectors_and_tunes_by_ibs(
+    survival_tables, tmp_path, capsys
+):
+    out = tmp_path / "election.json"
+    argv = ["elect", *survival_tables, "--task", "survival", "--time", "days"]
+    argv += ["--event", "recurrence", "--selectors", "coxnet,cox_univariate", "--auto-tune"]
+    argv += ["--tuning-rounds", "2", "--categorical", "horTh,menostat,tgrade", "-q"]
+    assert main([*argv, "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "ibs (lower is better), scored on each site's training rows out of bag" in text
+    saved = json.loads(out.read_text())
+    assert saved["task"] == "survival" and saved["metric"] == "ibs"
+    history = saved["tuning"]["history"]
+    assert len(history) >= 2 and all(0 < h["score"] < 1 for h in history)  # Brier scores
+    features = set(saved["election"]["votes"])
+    assert {"days", "recurrence"}.isdisjoint(features) and {"pnodes", "progrec"} <= features
+    # the same election in process
+    from fedforest.federation.offline import run_election
+
+    tables = {
+        name: pd.read_csv(path)
+        for name, path in zip(("north", "south"), survival_tables, strict=True)
+    }
+    again = run_election(
+        tables,
+        None,
+        {"north": "coxnet", "south": "cox_univariate"},
+        categorical=["horTh", "menostat", "tgrade"],
+        auto_tune=True,
+        tuning_rounds=2,
+        task="survival",
+        time="days",
+        event="recurrence",
+    )
+    assert again.election.selected == saved["election"]["selected"] and again.metric == "ibs"
+    assert main([*argv, "--metric", "cindex"]) == 0
+    assert "cindex (higher is better)" in capsys.readouterr().out
+
+
+def test_a_regression_election_tunes_by_rmse(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    paths = []
+    for name in ("east", "west"):
+        frame = pd.DataFrame(rng.normal(size=(120, 3)), columns=["a", "b", "c"])
+        frame["y"] = 2 * frame["a"] + rng.normal(size=120)
+        frame.to_csv(tmp_path / f"{name}.csv", index=False)
+        paths.append(str(tmp_path / f"{name}.csv"))
+    argv = ["elect", *paths, "--task", "regression", "--target", "y", "--auto-tune", "-q"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "rmse (lower is better)" in text and "elected: a" in text
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--target", "days"], "--target 'days' with --task survival; allowed: name the outcome"),
+        (["--time", "days"], "--task survival needs --event"),
+        ([], "--task survival needs --time and --event"),
+        (["--time", "days", "--event", "days"], "--time and --event both name 'days'"),
+        (["--time", "day", "--event", "recurrence"], "--time 'day' is not a column of"),
+        (
+            ["--time", "days", "--event", "recurrence", "--metric", "auprc"],
+            "--metric 'auprc' does not score a survival model; allowed for --task survival: ibs",
+        ),
+        (
+            ["--time", "days", "--event", "recurrence", "--categorical", "recurrence"],
+            "--categorical names the event column 'recurrence' (--event)",
+        ),
+        (
+            ["--time", "days", "--event", "recurrence", "--selector", "lasso"],
+            "key 'selector' is 'lasso'; allowed: one of random_forest, coxnet, cox_univariate",
+        ),
+    ],
+)
+def test_a_survival_election_refuses_what_it_cannot_use(survival_tables, capsys, options, message):
+    assert main(["elect", *survival_tables, "--task", "survival", *options]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_survival_options_are_refused_for_another_task(tmp_path, capsys):
+    one, other = write(tmp_path / "north.csv"), write(tmp_path / "south.csv", seed=1)
+    assert main(["elect", one.as_posix(), other.as_posix(), "--time", "age"]) == 1
+    assert "--time with --task classification; allowed: --time and --event with --task " in (
+        capsys.readouterr().err
+    )
+    assert main(["elect", one.as_posix(), other.as_posix()]) == 1
+    assert "--task classification needs --target" in capsys.readouterr().err

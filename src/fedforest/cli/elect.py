@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from ..federation.config_survival import TASK_METRICS
 from ..model.payload_checks import MAX_SEED
 from ..vocabulary import (
     AGGREGATIONS,
     DEFAULT_VALIDATION,
-    RANKING_METRICS,
+    LOWER_IS_BETTER,
     SELECTORS,
+    TASKS,
     VALIDATIONS,
 )
 from .options import (
@@ -40,8 +42,9 @@ def _elect(args: argparse.Namespace) -> int:
         [("site table", path) for path in args.tables],
         "give each site's own CSV file once",
     )
+    outcome = _outcome_columns(args)
     tables, files = {}, {}
-    exempt = [args.target, *(args.categorical or [])]
+    exempt = [*outcome, *(args.categorical or [])]
     for path in args.tables:
         path = Path(path)
         site = path.stem
@@ -52,17 +55,20 @@ def _elect(args: argparse.Namespace) -> int:
             )
         tables[site] = frame = read_csv(path, "site table", exempt=exempt)
         files[site] = str(path)
-        if args.target not in frame.columns:
+        for option, column in outcome.items():
+            if column not in frame.columns:
+                raise ValueError(
+                    f"{option} {column!r} is not a column of {path}"
+                    f"{look_alike_note(column, frame.columns)}; columns: "
+                    + columns_text(frame)
+                    + f"; allowed: the {OUTCOME_NAMES[option]} column, in every file"
+                )
+        if frame.shape[1] <= len(outcome):
+            named = " and ".join(repr(c) for c in outcome.values())
+            what = "target" if len(outcome) == 1 else "outcome"
             raise ValueError(
-                f"--target {args.target!r} is not a column of {path}"
-                f"{look_alike_note(args.target, frame.columns)}; columns: "
-                + columns_text(frame)
-                + "; allowed: the target column, in every file"
-            )
-        if frame.shape[1] < 2:
-            raise ValueError(
-                f"site table {path}: no feature column besides the target {args.target!r}; "
-                "allowed: a table with the target and at least one feature column"
+                f"site table {path}: no feature column besides the {what} {named}; "
+                f"allowed: a table with the {what} and at least one feature column"
             )
     if len(tables) < 2:
         raise ValueError("an election needs at least two sites' CSV files")
@@ -75,8 +81,12 @@ def _elect(args: argparse.Namespace) -> int:
                 f"{option}: {', '.join(map(repr, unknown))} is not a column of any file"
                 f"{look_alike_note(unknown[0], every)}; allowed: columns of at least one file"
             )
-    if args.target in categorical:
-        raise ValueError(f"--categorical names the target {args.target!r}")
+    for option, column in outcome.items():
+        if column in categorical:
+            raise ValueError(
+                f"--categorical names the {OUTCOME_NAMES[option]} column {column!r} ({option}); "
+                "allowed: feature columns"
+            )
     selectors: dict[str, str] | str = args.selector
     if args.selectors:
         names = args.selectors
@@ -102,6 +112,8 @@ def _elect(args: argparse.Namespace) -> int:
         payload = {
             "election": out.election.to_dict(),
             "tuning": out.tuning.to_dict() if out.tuning else None,
+            "metric": out.metric,
+            "task": args.task,
             "validation": args.validation,
         }
         text = json.dumps(payload, indent=2) + "\n"
@@ -128,7 +140,57 @@ def _run(run_election, tables, files, args, selectors, categorical):
         metric=args.metric,
         random_state=args.seed,
         validation=args.validation,
+        task=args.task,
+        time=args.time,
+        event=args.event,
     )
+
+
+#: What each outcome option names, in messages.
+OUTCOME_NAMES = {"--target": "target", "--time": "follow-up time", "--event": "event"}
+#: Per ``--task``: the tuning metrics ``--metric`` may name (a job's ``election.metric``).
+TASK_TUNING_METRICS = {task: metrics[2] for task, metrics in TASK_METRICS.items()}
+
+
+def _outcome_columns(args: argparse.Namespace) -> dict[str, str]:
+    """The outcome's options and columns for ``--task``: ``--target``, or a survival
+    outcome's ``--time`` and ``--event``; the options the task does not take are refused,
+    and so is a ``--metric`` of another task."""
+    if args.task == "survival":
+        if args.target is not None:
+            raise ValueError(
+                f"--target {args.target!r} with --task survival; allowed: name the outcome with "
+                "--time (the follow-up time column) and --event (the 1/0 or true/false event "
+                "column), as a survival site's YAML does"
+            )
+        missing = [o for o in ("--time", "--event") if getattr(args, o[2:]) is None]
+        if missing:
+            raise ValueError(
+                f"--task survival needs {' and '.join(missing)}: the follow-up time column "
+                "(--time) and the 1/0 or true/false event column (--event)"
+            )
+        outcome = {"--time": args.time, "--event": args.event}
+        if args.time == args.event:
+            raise ValueError(
+                f"--time and --event both name {args.time!r}; allowed: two different columns"
+            )
+    else:
+        given = [o for o in ("--time", "--event") if getattr(args, o[2:]) is not None]
+        if given:
+            raise ValueError(
+                f"{' and '.join(given)} with --task {args.task}; allowed: --time and --event "
+                "with --task survival only (name this task's outcome with --target)"
+            )
+        if args.target is None:
+            raise ValueError(f"--task {args.task} needs --target: the outcome column")
+        outcome = {"--target": args.target}
+    allowed = TASK_TUNING_METRICS[args.task]
+    if args.metric is not None and args.metric not in allowed:
+        raise ValueError(
+            f"--metric {args.metric!r} does not score a {args.task} model; allowed for "
+            f"--task {args.task}: {', '.join(allowed)}"
+        )
+    return outcome
 
 
 #: What each site scored the tuning's masks on, per validation mode.
@@ -136,6 +198,11 @@ SCORED_ON = {
     "oob": "each site's training rows out of bag",
     "holdout": "each site's validation rows",
 }
+
+
+def _better(metric: str) -> str:
+    """Which way a tuning metric is better, as the tuning reads it."""
+    return "lower is better" if metric in LOWER_IS_BETTER else "higher is better"
 
 
 def format_election(out, validation: str | None = None) -> str:
@@ -175,7 +242,8 @@ def format_election(out, validation: str | None = None) -> str:
     ]
     if out.tuning is not None:
         scored = f", scored on {SCORED_ON[validation]}" if validation else ""
-        lines.append(f"tuning history (freedom degree, features kept, score{scored}):")
+        score = "score" if out.metric is None else f"{out.metric} ({_better(out.metric)})"
+        lines.append(f"tuning history (freedom degree, features kept, {score}{scored}):")
         for h in out.tuning.history:
             note = "  same mask as before" if h.reused else ""
             lines.append(f"  {h.freedom_degree:.4f}  {h.n_features:4d}  {h.score:.4f}{note}")
@@ -192,7 +260,15 @@ def add_parser(sub) -> None:
         "the site name) and print the table of votes and the elected features.",
     )
     p.add_argument("tables", nargs="+", help="one CSV file per site")
-    p.add_argument("--target", required=True, help="the target column")
+    p.add_argument(
+        "--task",
+        default="classification",
+        choices=TASKS,
+        help="what the sites predict, as a job's job.task (default: classification)",
+    )
+    p.add_argument("--target", help="the target column (classification, regression)")
+    p.add_argument("--time", help="--task survival: the follow-up time column")
+    p.add_argument("--event", help="--task survival: the 1/0 or true/false event column")
     p.add_argument(
         "--selector",
         default="random_forest",
@@ -239,7 +315,12 @@ def add_parser(sub) -> None:
         default=0.0,
         help="scores within this of the best count as equal (smallest mask wins)",
     )
-    p.add_argument("--metric", default="auprc", choices=RANKING_METRICS)
+    p.add_argument(
+        "--metric",
+        choices=list(dict.fromkeys(m for ms in TASK_TUNING_METRICS.values() for m in ms)),
+        help="what the tuning scores each mask by (default: the task's, as in a job: auprc, "
+        "rmse, ibs)",
+    )
     p.add_argument(
         "--validation",
         default=DEFAULT_VALIDATION,

@@ -137,11 +137,13 @@ class OfflineElection:
     votes: list[SiteVote]
     election: ElectionResult
     tuning: TuningResult | None
+    #: What the tuning scored each mask by (the job's ``election.metric``).
+    metric: str | None = None
 
 
 def run_election(
     tables: Mapping[str, pd.DataFrame],
-    target: str,
+    target: str | None,
     selectors: Mapping[str, str] | str = "random_forest",
     categorical: Sequence[str] = (),
     freedom_degree: float = 0.5,
@@ -151,12 +153,15 @@ def run_election(
     auto_tune: bool = False,
     tuning_rounds: int = 5,
     tolerance: float = 0.0,
-    metric: str = "auprc",
+    metric: str | None = None,
     validation_fraction: float = 0.2,
     test_fraction: float = 0.25,
     random_state: int = 0,
     files: Mapping[str, str] | None = None,
     validation: str = DEFAULT_VALIDATION,
+    task: str = "classification",
+    time: str | None = None,
+    event: str | None = None,
 ) -> OfflineElection:
     """Elect features over several sites' tables with the job's site and server logic.
 
@@ -165,8 +170,9 @@ def run_election(
     tables : mapping of site name to DataFrame
         Each site's table, with global column names and the target column
         (at least two sites).
-    target : str
-        The target column.
+    target : str or None
+        The target column (``None`` for ``task="survival"``, whose outcome is
+        ``time`` and ``event``).
     selectors : str or mapping of site name to str
         Local selector of every site (see :data:`fedforest.vocabulary.SELECTORS`).
     categorical : sequence of str
@@ -180,7 +186,8 @@ def run_election(
         Tune the freedom degree by hill-climbing, each site scoring proposed
         masks on its validation rows (:func:`fedforest.election.tuning.hill_climb`).
     tuning_rounds, tolerance, metric
-        Tuning settings.
+        Tuning settings (``metric=None``: the task's default, as in a job:
+        ``auprc``, ``rmse`` or ``ibs``).
     validation_fraction, test_fraction : float
         Each site's held-out shares, as in a site's YAML (the job's defaults).
     random_state : int
@@ -192,6 +199,11 @@ def run_election(
         What the sites score tuning masks on, as ``evaluation.validation``:
         their training rows out of bag, or ``validation_fraction`` of their
         rows held out.
+    task : {"classification", "regression", "survival"}
+        The job's ``job.task``: what the selectors and the tuning's models fit.
+    time, event : str, optional
+        A survival job's outcome columns (the follow-up time and the 1/0 or
+        true/false event), as a survival site's YAML names them.
 
     Returns
     -------
@@ -223,6 +235,17 @@ def run_election(
     missing = [s for s in sites if s not in selectors]
     if missing:
         raise ValueError(f"no selector given for sites {missing}; allowed: {list(SELECTORS)}")
+    election = {
+        "freedom_degree": freedom_degree,
+        "aggregation": aggregation,
+        "always_keep": list(always_keep),
+        "normalization": normalization,
+        "auto_tune": auto_tune,
+        "tuning_rounds": tuning_rounds,
+        "tolerance": tolerance,
+    }
+    if metric is not None:
+        election["metric"] = metric
     job = JobConfig.from_dict(
         {
             "job": {
@@ -230,28 +253,21 @@ def run_election(
                 "sites": sites,
                 "min_sites": 1,
                 "seed": random_state,
+                "task": task,
             },
             "evaluation": {"validation": validation},
-            "election": {
-                "freedom_degree": freedom_degree,
-                "aggregation": aggregation,
-                "always_keep": list(always_keep),
-                "normalization": normalization,
-                "auto_tune": auto_tune,
-                "tuning_rounds": tuning_rounds,
-                "tolerance": tolerance,
-                "metric": metric,
-            },
+            "election": election,
         },
         source="election settings",
     )
+    outcome = {"time": time, "event": event} if task == "survival" else {"target": target}
     runners = {}
     for site, frame in tables.items():
         config = SiteConfig.from_dict(
             {
                 "site": site,
                 "data_path": (files or {}).get(site, f"{site} (in memory)"),
-                "target": target,
+                **outcome,
                 "categorical": [c for c in categorical if c in frame.columns],
                 "selector": selectors[site],
                 "validation_fraction": validation_fraction,
@@ -259,10 +275,13 @@ def run_election(
             },
             source=f"site {site!r}",
             validation=job.validation,
+            task=job.task,
         )
         runners[site] = SiteRunner(config, random_state).load(frame, job=job)
     server = JobServer(job)
     # offline, a site that cannot take part is an error to fix, not a site to drop
     JobDriver(server, InProcessExchange(runners, raise_errors=True), strict=True).elect()
     logger.info("offline election: kept %s", server.election.selected)
-    return OfflineElection(server.schema, list(server.votes), server.election, server.tuning)
+    return OfflineElection(
+        server.schema, list(server.votes), server.election, server.tuning, job.election.metric
+    )

@@ -389,7 +389,7 @@ JOB_KEYS: dict[str, Key] = {
         "the calibration of their survival curves ([running.md](running.md#survival-jobs)). "
         "`null`: the time grid's middle time. A horizon outside an agreed grid's range is "
         "left out of the report, with the reason in the site's log.",
-        f"`null` or a list of 1 to {MAX_HORIZONS} finite times ≥ 0, strictly increasing, in "
+        f"a list of 1 to {MAX_HORIZONS} finite times ≥ 0, strictly increasing, in "
         "the unit of the sites' time columns; within `survival.times` when the job gives "
         "it; only in a survival job",
         nullable=True,

@@ -140,3 +140,31 @@ def test_an_acknowledgement_carries_a_refusal_text_at_most():
         acknowledgement(protocol.SWARM_CONFIG, ["rows"], None)
     with pytest.raises(Refusal, match="'fedforest_error' is a dict, not a text"):
         acknowledgement(protocol.SWARM_SHARE, [], {"rows": [1]})
+
+
+def test_a_survival_schema_leaves_with_its_event_times_on_the_policys_resolution():
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "died": [0, 1, 1], "months": [3.0, 9.0, 14.0]})
+    times = [12.0, 190.0, 200.0, 1500.0]
+    schema = SiteSchema.from_frame(
+        "site-2", frame, "died", task="survival", time="months", event_times=times
+    )
+    payload = schema.to_payload()
+    policy = PrivacyPolicy.from_dict({"time_resolution": 30}, "local/fedforest.yaml")
+    out, notes = filter_payload(policy, payload, "site-2", protocol.SCHEMA)
+    assert out["event_times"] == [0.0, 180.0, 210.0, 1500.0]
+    assert notes == [
+        "4 event-time quantile(s) rounded to multiples of privacy.time_resolution 30 (4 distinct)"
+    ]
+    assert payload["event_times"] == times  # the site's own payload is not changed
+    again, notes = filter_payload(policy, out, "site-2", protocol.SCHEMA)
+    assert again is out and notes == []  # already on the resolution: leaves as it is
+    coarse = PrivacyPolicy.from_dict({"time_resolution": 1000})
+    # 12, 190 and 200 all round to 0 and 1500 to 2000 (half to even): two distinct times
+    assert filter_payload(coarse, payload, "site-2", protocol.SCHEMA)[0]["event_times"] == [
+        0.0,
+        2000.0,
+    ]
+    # without a resolution, or without event times, the schema leaves untouched
+    assert filter_payload(PrivacyPolicy(), payload, "site-2", protocol.SCHEMA)[0] is payload
+    plain = schema_payload()
+    assert filter_payload(policy, plain, "site-2", protocol.SCHEMA)[0] is plain

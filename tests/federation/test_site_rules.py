@@ -284,3 +284,23 @@ def test_the_time_column_of_a_survival_site_is_never_a_feature(tmp_path):
     # 30 events: the deciles of their times, rounded to 2 significant digits
     assert 2 <= len(payload["event_times"]) <= 9
     assert runner.describe()["event_times"] == []  # a job with a public grid asks for none
+
+
+def test_the_coarser_of_the_sites_and_the_policys_time_resolution_rounds_its_quantiles(tmp_path):
+    def quantiles(**keys):
+        config = _survival_site(tmp_path, events=30)
+        data = {"site": "site-1", "data_path": config.data_path, "time": "months"}
+        data.update(event="died", **keys)
+        config = SiteConfig.from_dict(data, "s.yaml", task="survival")
+        return SiteRunner(config).load().describe(time_quantiles=True)["event_times"]
+
+    for keys in ({"time_resolution": 5}, {"privacy": {"time_resolution": 5}}):
+        assert all(t % 5 == 0 for t in quantiles(**keys)), keys
+    both = quantiles(time_resolution=5, privacy={"time_resolution": 20})
+    assert both and all(t % 20 == 0 for t in both)
+    assert quantiles(time_resolution=20, privacy={"time_resolution": 5}) == both
+    with pytest.raises(ConfigError) as err:  # neither a multiple of the other: refused at start
+        quantiles(time_resolution=6, privacy={"time_resolution": 4})
+    msg = str(err.value)
+    assert "key 'time_resolution' is 6 (s.yaml) and key 'privacy.time_resolution' is 4" in msg
+    assert "allowed: equal resolutions, or one an integer multiple of the other" in msg

@@ -377,6 +377,26 @@ def test_the_other_replies_pass_when_they_comply(table):
     assert "(test rows) describes 9 rows" in refused(flt.process(reply(few), ctx("evaluate")))
 
 
+def test_a_survival_schema_leaves_with_event_times_on_the_filters_resolution(tmp_path):
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "died": [0, 1, 1], "months": [3.0, 9.0, 14.0]})
+    schema = SiteSchema.from_frame(
+        "site-2", frame, "died", task="survival", time="months", event_times=[12.0, 190.0, 1500.0]
+    ).to_payload()
+    out = PrivacyPolicyFilter(time_resolution=30).process(reply(schema), ctx("schema"))
+    assert out.get_return_code() == ReturnCode.OK
+    assert out[protocol.PAYLOAD]["event_times"] == [0.0, 180.0, 1500.0]
+    # a hospital's own file gives it too; of the file's and the argument's, the coarser
+    path = tmp_path / "fedforest.yaml"
+    path.write_text(yaml.safe_dump({"data_path": "x.csv", "privacy": {"time_resolution": 90}}))
+    both = PrivacyPolicyFilter(policy_file=str(path), time_resolution=30)
+    assert both.policy.time_resolution == 90
+    assert both.process(reply(schema), ctx("schema"))[protocol.PAYLOAD]["event_times"] == [
+        0.0,
+        180.0,
+        1530.0,
+    ]
+
+
 def test_dp_mode_refuses_replies_computed_on_the_rows(tmp_path):
     path = tmp_path / "fedforest.yaml"
     path.write_text(
@@ -411,6 +431,8 @@ def test_an_error_reply_leaves_with_its_message_only():
         ({"share": {"trees": False}}, "argument 'share.trees'"),
         ({"share": {"imputers": "no"}}, "argument 'share.imputers' is 'no'"),
         ({"policy_file": "/nonexistent/fedforest.yaml"}, "argument 'policy_file'"),
+        ({"time_resolution": 0}, "argument 'time_resolution' is 0"),
+        ({"time_resolution": "30d"}, "argument 'time_resolution' is '30d'"),
     ],
 )
 def test_the_arguments_are_checked_and_named(kwargs, message):

@@ -128,6 +128,7 @@ def test_a_policy_round_trips_through_to_dict():
         "feature_ranges": {"age": [0.0, 120.0]},
         "target_range": None,
         "tree_sample_fraction": 0.5,
+        "time_resolution": 30.0,
     }
     policy = PrivacyPolicy.from_dict(data, "job.yaml")
     assert policy.to_dict() == data
@@ -254,3 +255,23 @@ def test_grids_merge_to_the_coarser_one_or_are_refused():
             grid_of("site.yaml", step=1, edges={"age": [18, 65]}),
             grid_of("job.yaml", step=1, edges={"age": [20, 60]}),
         )
+
+
+def test_of_two_time_resolutions_the_coarser_applies_and_unnested_ones_are_refused():
+    hospital = PrivacyPolicy.from_dict({"time_resolution": 30}, "local/fedforest.yaml")
+    assert effective_policy(hospital, PrivacyPolicy()).time_resolution == 30
+    job = PrivacyPolicy.from_dict({"time_resolution": 90}, "job.yaml")
+    assert effective_policy(hospital, job).time_resolution == 90
+    assert effective_policy(job, hospital).time_resolution == 90  # a job never loosens it
+    with pytest.raises(ConfigError) as err:
+        effective_policy(hospital, PrivacyPolicy.from_dict({"time_resolution": 45}, "job.yaml"))
+    assert str(err.value).startswith(
+        "local/fedforest.yaml and job.yaml: key 'privacy.time_resolution' is 30 "
+        "(local/fedforest.yaml) and key 'privacy.time_resolution' is 45 (job.yaml)"
+    )
+    for bad in (0, -7, "30d", True, float("nan")):
+        with pytest.raises(ConfigError, match="key 'privacy.time_resolution' is"):
+            PrivacyPolicy.from_dict({"time_resolution": bad}, "site.yaml")
+    # it changes nothing in a job of another task: a hospital's file may set it for all
+    for task in ("classification", "regression"):
+        hospital.check_task(task)

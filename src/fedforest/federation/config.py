@@ -778,6 +778,7 @@ class SiteConfig:
         numeric, categorical = self.feature_kinds(frame)
         policy.check_features(numeric, categorical)
         policy.check_task(self.task)  # DP regression needs the target's public range
+        cs.event_time_resolution(self, policy)  # the YAML's and the policy's must nest
         k = policy.min_leaf_rows
         n_train = split_sizes(len(frame), self.held_validation_fraction, self.test_fraction)[0]
         if 2 * k > n_train:

@@ -24,19 +24,17 @@ import yaml
 
 from ..election.ballot import NORMALIZATIONS
 from ..model.payload_checks import MAX_NODE_SAMPLES, MAX_SEED
+from ..privacy.grids import _GRID_KEYS, MAX_DIGITS, MIN_STEP
 from ..privacy.policy import (
-    _GRID_KEYS,
     _KEYS,
     DEFAULT_DP_MAX_DEPTH,
     DEFAULT_DP_TREES,
     JOB_MIN_LEAF_ROWS,
     JOB_TREE_SAMPLE_FRACTION,
-    MAX_DIGITS,
     MAX_DP_DEPTH,
     MAX_EPSILON,
     MIN_EPSILON,
     MIN_SAMPLE_LEAVES,
-    MIN_STEP,
     NOT_DP,
     SHARE_KEYS,
     PrivacyPolicy,
@@ -429,7 +427,8 @@ SITE_KEYS: dict[str, Key] = {
     ),
     "time_resolution": Key(
         "A survival job: the site's event-time quantiles, sent to agree the time grid, are "
-        "rounded to multiples of this (`null`: to 2 significant digits). A site with fewer "
+        "rounded to multiples of this (`null`: to 2 significant digits; with "
+        "`privacy.time_resolution` too, the coarser). A site with fewer "
         f"than {MIN_QUANTILE_EVENTS} events (or `privacy.min_leaf_rows`) sends none.",
         "a number > 0 in the unit of the time column; only in a survival job",
         nullable=True,
@@ -623,6 +622,15 @@ PRIVACY_KEYS: dict[str, Key] = {
     "target_range": Key(
         "Public bounds of a regression target, for the DP trees' noisy leaf means.",
         "`[low, high]`, low < high; only with `dp_epsilon`, and required there in a regression job",
+        nullable=True,
+    ),
+    "time_resolution": Key(
+        "A survival job: the event-time quantiles the site sends to agree the time grid are "
+        "multiples of this (the coarser of it and the site's own `time_resolution`; of two "
+        "blocks', the coarser). A FLARE privacy filter with the key rounds them in the "
+        "schema reply. Changes nothing in a job of another task.",
+        "a number > 0 in the unit of the time column; of two resolutions given, one an "
+        "integer multiple of the other",
         nullable=True,
     ),
 }

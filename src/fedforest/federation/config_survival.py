@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..privacy.grids import coarser_resolution
 from ..validation import ConfigChecker
 from ..vocabulary import (
     AUTO_METRICS,
@@ -202,3 +203,21 @@ def survival_horizons(
             "known on the grid only)",
         )
     return tuple(float(t) for t in out)
+
+
+def event_time_resolution(site, policy) -> float | None:
+    """What a survival site's event-time quantiles are rounded to: the coarser of its
+    ``time_resolution`` (``site``, a :class:`~fedforest.federation.config.SiteConfig`)
+    and ``policy``'s (``None``: neither sets one).
+
+    Raises
+    ------
+    ConfigError
+        When neither is a multiple of the other, naming both files and keys.
+    """
+    return coarser_resolution(
+        site.time_resolution,
+        policy.time_resolution,
+        (site.source, "time_resolution"),
+        (policy.source, "privacy.time_resolution"),
+    )

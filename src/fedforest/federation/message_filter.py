@@ -17,7 +17,8 @@ payload                    what leaves
 ``fedforest/site-models``  read as the server reads it; rewritten from its parts by
 (train)                    :func:`~fedforest.privacy.outgoing.tighten_models`
 ``fedforest/site-schema``  read; passed unchanged when it is the sender's (rare levels
-(schema)                   need the rows: only the site can hide them)
+(schema)                   need the rows: only the site can hide them), its event-time
+                           quantiles rounded to multiples of ``time_resolution``
 ``fedforest/site-vote``    read; refused when computed on fewer than k rows or, in DP
 (vote)                     mode, when it is not the ``none`` selector's; ``{}``
                            (election off) passes
@@ -42,6 +43,7 @@ passes unchanged leaves as the very object the site wrote.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from .. import protocol
@@ -57,6 +59,7 @@ from ..privacy.outgoing import (
 )
 from ..privacy.policy import PrivacyPolicy
 from .messages import MAX_REASON, SiteModelsReply, read_message
+from .time_grid import round_times
 
 #: The payload format each task's reply carries (swarm mode's status task included).
 REPLY_FORMATS: dict[str, str] = {
@@ -147,9 +150,21 @@ def _check_site(found: str, sender: str | None) -> None:
 
 
 def _schema(policy, payload, sender, notes):
+    """A schema reply: passed as the site wrote it, its event-time quantiles rounded to
+    multiples of ``privacy.time_resolution`` when they are not."""
     schema = read_message(payload, sender, protocol.SITE_SCHEMA)
     _check_site(schema.site, sender)
-    return payload
+    resolution = policy.time_resolution
+    if resolution is None or not schema.event_times:
+        return payload
+    rounded = sorted({float(t) for t in round_times(schema.event_times, resolution) if t >= 0})
+    if rounded == sorted(schema.event_times):
+        return payload
+    notes.append(
+        f"{len(schema.event_times)} event-time quantile(s) rounded to multiples of "
+        f"privacy.time_resolution {resolution:g} ({len(rounded)} distinct)"
+    )
+    return replace(schema, event_times=rounded).to_payload()
 
 
 def _vote(policy, payload, sender, notes):

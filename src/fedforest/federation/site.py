@@ -67,6 +67,7 @@ from ..privacy.policy import PrivacyPolicy
 from ..validation import PayloadReader
 from ..vocabulary import DEFAULT_AUTO_METRIC, METRICS
 from .config import JobConfig, SiteConfig, check_job_against_sites
+from .config_survival import event_time_resolution
 from .evaluation import evaluate_strategies
 from .messages import read_message
 from .model_input import model_input, site_inputs
@@ -333,8 +334,8 @@ class SiteRunner:
         With ``time_quantiles`` (a survival job that agrees its time grid) the
         payload also holds the site's coarse event-time quantiles
         (:func:`~fedforest.federation.time_grid.site_time_quantiles`: rounded to
-        its ``time_resolution``, none with fewer events than its
-        ``privacy.min_leaf_rows``).
+        the coarser of its ``time_resolution`` and ``privacy.time_resolution``,
+        none with fewer events than its ``privacy.min_leaf_rows``).
         """
         if self.frame is None:
             self.load()
@@ -343,7 +344,7 @@ class SiteRunner:
             event_times = site_time_quantiles(
                 self.frame[self.config.time].to_numpy(dtype=np.float64),
                 self.frame[self.config.target].to_numpy() == 1,
-                resolution=self.config.time_resolution,
+                resolution=event_time_resolution(self.config, self.policy),
                 min_events=self.policy.min_leaf_rows,
             )
             logger.info(

@@ -117,6 +117,9 @@ class PrivacyPolicyFilter(Filter):
     policy_file : str, optional
         A YAML file with a ``privacy:`` block (the site's ``local/fedforest.yaml``
         for instance); combined with the arguments above, the stricter per key.
+    time_resolution : float, optional
+        A survival job's event-time quantiles (the schema reply) leave as
+        multiples of it: the filter rounds them.
 
     Raises
     ------
@@ -132,6 +135,7 @@ class PrivacyPolicyFilter(Filter):
         count_noise_epsilon: float | None = None,
         share: Mapping | None = None,
         policy_file: str | None = None,
+        time_resolution: float | None = None,
     ):
         super().__init__()
         # stored under their own names: FLARE's job export writes them to the job's JSON
@@ -140,8 +144,15 @@ class PrivacyPolicyFilter(Filter):
         self.count_noise_epsilon = count_noise_epsilon
         self.share = None if share is None else plain(share)
         self.policy_file = None if policy_file is None else os.fspath(policy_file)
+        self.time_resolution = time_resolution
         self.policy = filter_policy(
-            min_leaf_rows, threshold_grid, count_noise_epsilon, share, policy_file, SOURCE
+            min_leaf_rows,
+            threshold_grid,
+            count_noise_epsilon,
+            share,
+            policy_file,
+            SOURCE,
+            time_resolution=time_resolution,
         )
         not_here = [
             key

@@ -62,6 +62,7 @@ def filter_policy(
     share=None,
     policy_file=None,
     source: str = "privacy filter",
+    time_resolution=None,
 ) -> PrivacyPolicy:
     """A filter's policy from its arguments and/or a YAML file (the stricter per key).
 
@@ -84,6 +85,7 @@ def filter_policy(
             ("threshold_grid", threshold_grid),
             ("count_noise_epsilon", count_noise_epsilon),
             ("share", share),
+            ("time_resolution", time_resolution),
         )
         if value is not None
     }

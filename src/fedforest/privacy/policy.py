@@ -18,13 +18,15 @@ in ``job.yaml``). Every key is optional, and the defaults change nothing::
       dp_max_depth: null          # depth in DP mode (null: DEFAULT_DP_MAX_DEPTH = 4)
       feature_ranges: {age: [0, 120], bmi: [10, 70]}   # public ranges (DP mode)
       target_range: [0, 300]      # public range of a regression target (DP mode; required there)
+      time_resolution: 30         # a survival job's event-time quantiles sent as multiples of 30
 
 **Which policy applies.** :func:`effective_policy` combines the hospital's
 policy with the job's, key by key, so that a job can tighten a hospital's
 policy but never loosen it: the larger ``min_leaf_rows`` and
 ``min_level_rows``, the smaller ``count_noise_epsilon`` and ``dp_epsilon``
-(``null`` counts as infinity), and a ``share`` switch stays on only if both
-have it on. Two threshold grids are combined feature by feature: equal rules
+(``null`` counts as infinity), a ``share`` switch stays on only if both
+have it on, and of two ``time_resolution`` the coarser (one must be an
+integer multiple of the other, as for grids). Two threshold grids are combined feature by feature: equal rules
 stay, otherwise the coarser one wins when its points are a subset of the
 other's (a step that is an integer multiple of the other step, fewer
 significant digits, edges that all lie on the other rule). Any other
@@ -38,7 +40,12 @@ it sets them, otherwise from the site.
 ``count_noise_epsilon`` are refused (:meth:`PrivacyPolicy.check_task`): each
 recomputes leaves from counts, and a survival leaf's curves are not counts;
 ``min_leaf_rows`` counts a survival leaf's rows and its events alike
-(:mod:`fedforest.privacy.survival`).
+(:mod:`fedforest.privacy.survival`). ``time_resolution`` rounds the coarse
+event-time quantiles a survival site sends to agree the time grid to its
+multiples (with the site YAML's own ``time_resolution``, the coarser of the
+two; a FLARE filter with the key rounds them in the schema reply); it changes
+nothing in a job of another task, so a hospital's file may set it for every
+job of its scope.
 
 **Regression jobs.** ``target_range`` may only be set in a block that sets
 ``dp_epsilon`` (nothing else uses it), and DP mode of a regression job
@@ -55,10 +62,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
 from ..model.payload_checks import MAX_NODE_SAMPLES
 from ..validation import ConfigChecker
 from ..vocabulary import TASKS
+from .grids import MAX_RANGE, ThresholdGrid, coarser_resolution, merge_grids
 
 #: ``tree_sample_fraction`` of a job's site that sets none (outside DP mode): each tree
 #: grows on a bootstrap sample of 30% of the site's training rows.
@@ -79,16 +86,10 @@ DEFAULT_DP_TREES = 10
 DEFAULT_DP_MAX_DEPTH = 4
 #: Largest DP tree depth (a full tree of depth d has 2**(d + 1) - 1 nodes).
 MAX_DP_DEPTH = 16
-#: Largest number of significant digits of a threshold grid.
-MAX_DIGITS = 15
 #: The range of a noise budget (``count_noise_epsilon``, ``dp_epsilon``): below it the
 #: noise scale (a multiple of 1 / epsilon) overflows or drowns every count; above it
 #: the noise is nil and the key only pretends to protect.
 MIN_EPSILON, MAX_EPSILON = 1e-6, 1e6
-#: The range of a threshold grid's step (smaller steps overflow threshold / step).
-MIN_STEP = 1e-9
-#: The largest magnitude of a public range's bound (trees split on float32).
-MAX_RANGE = float(np.finfo(np.float32).max)
 
 _KEYS = (
     "min_leaf_rows",
@@ -102,226 +103,8 @@ _KEYS = (
     "feature_ranges",
     "target_range",
     "tree_sample_fraction",
+    "time_resolution",
 )
-_GRID_KEYS = ("step", "significant_digits", "steps", "edges")
-
-
-# =========================================================================== grid
-Rule = tuple  # ("step", float) | ("digits", int) | ("edges", tuple[float, ...])
-
-
-def _rule_text(rule: Rule | None) -> str:
-    if rule is None:
-        return "no grid (thresholds as trained)"
-    kind, p = rule
-    if kind == "step":
-        return f"step {p:g}"
-    if kind == "digits":
-        return f"{p} significant digits"
-    return f"edges {list(p)}"
-
-
-def _is_multiple(a: float, b: float) -> bool:
-    """Whether ``a`` is an integer multiple of ``b`` (both > 0)."""
-    r = a / b
-    return round(r) >= 1 and abs(r - round(r)) <= 1e-9 * max(1.0, abs(r))
-
-
-def _round_digits(values: np.ndarray, digits: int) -> np.ndarray:
-    return np.array([float(f"{v:.{digits - 1}e}") for v in np.asarray(values, float)])
-
-
-def _snap_rule(rule: Rule, t: np.ndarray) -> np.ndarray:
-    kind, p = rule
-    t = np.asarray(t, dtype=np.float64)
-    if kind == "step":
-        return np.round(t / p) * p
-    if kind == "digits":
-        return _round_digits(t, p)
-    edges = np.asarray(p, dtype=np.float64)
-    i = np.clip(np.searchsorted(edges, t), 1, edges.size - 1) if edges.size > 1 else None
-    if i is None:
-        return np.full(t.shape, edges[0])
-    lo, hi = edges[i - 1], edges[i]
-    return np.where(np.abs(t - lo) <= np.abs(hi - t), lo, hi)
-
-
-def _on_rule(rule: Rule | None, t: np.ndarray) -> np.ndarray:
-    """Which values of ``t`` are points of ``rule`` (every value for ``None``)."""
-    t = np.asarray(t, dtype=np.float64)
-    if rule is None:
-        return np.ones(t.shape, bool)
-    kind, p = rule
-    if kind == "step":
-        r = t / p
-        return np.abs(r - np.round(r)) <= 1e-9 * np.maximum(1.0, np.abs(r))
-    if kind == "digits":
-        return _round_digits(t, p) == t
-    return np.isin(t, np.asarray(p, dtype=np.float64))
-
-
-def _subset(a: Rule | None, b: Rule | None) -> bool:
-    """Whether every point of rule ``a`` is a point of rule ``b`` (``None``: all reals)."""
-    if b is None:
-        return True
-    if a is None:
-        return False
-    if a[0] == "edges":
-        return bool(_on_rule(b, np.asarray(a[1])).all())
-    if a[0] == b[0] == "step":
-        return _is_multiple(a[1], b[1])
-    if a[0] == b[0] == "digits":
-        return a[1] <= b[1]
-    return False
-
-
-@dataclass(frozen=True)
-class ThresholdGrid:
-    """Public points that thresholds are snapped to.
-
-    Attributes
-    ----------
-    default : tuple or None
-        The rule of every numeric feature not in ``features``: ``("step", s)``
-        (the multiples of ``s``), ``("digits", n)`` (numbers with ``n``
-        significant digits), or ``None`` (no default: a numeric feature not in
-        ``features`` is refused by :func:`~fedforest.privacy.transforms.snap_thresholds`, because its
-        thresholds would be sent as trained).
-    features : dict of str to tuple
-        Per-feature rules: ``("step", s)`` or ``("edges", (e1, e2, ...))``
-        (the edges themselves, strictly increasing).
-
-    Thresholds are snapped to the nearest point (ties: the lower edge; for a
-    step, ``numpy.round``). Categorical features always use the half-integer
-    cuts between level codes and may not appear in a grid.
-    """
-
-    default: Rule | None = None
-    features: Mapping[str, Rule] = field(default_factory=dict)
-
-    def rule(self, feature: str) -> Rule | None:
-        """The rule that applies to ``feature``."""
-        return self.features.get(feature, self.default)
-
-    def snap(self, feature: str, values) -> np.ndarray:
-        """``values`` snapped to the grid of ``feature`` (a ``ValueError`` if it has none)."""
-        rule = self.rule(feature)
-        if rule is None:
-            raise ValueError(f"the threshold grid has no rule for numeric feature {feature!r}")
-        return _snap_rule(rule, values)
-
-    def on_grid(self, feature: str, values) -> np.ndarray:
-        """Which ``values`` are points of the grid of ``feature``."""
-        rule = self.rule(feature)
-        if rule is None:
-            return np.zeros(np.shape(values), bool)
-        return _on_rule(rule, values)
-
-    def uncovered(self, features: Sequence[str]) -> list[str]:
-        """The ``features`` that no rule covers."""
-        return [f for f in features if self.rule(f) is None]
-
-    def to_dict(self) -> dict:
-        """The YAML shape (``step`` or ``significant_digits``, ``steps``, ``edges``)."""
-        out: dict[str, Any] = {}
-        if self.default is not None:
-            out["step" if self.default[0] == "step" else "significant_digits"] = self.default[1]
-        steps = {f: r[1] for f, r in sorted(self.features.items()) if r[0] == "step"}
-        edges = {f: list(r[1]) for f, r in sorted(self.features.items()) if r[0] == "edges"}
-        if steps:
-            out["steps"] = steps
-        if edges:
-            out["edges"] = edges
-        return out
-
-    @classmethod
-    def from_dict(
-        cls, data: Any, source: str = "job.yaml", key: str = "privacy.threshold_grid"
-    ) -> ThresholdGrid:
-        """Read the YAML shape; errors name ``source``, the key, the value and what is allowed."""
-        c = ConfigChecker(source)
-        shape = (
-            "a mapping with step (a number > 0) or significant_digits (an integer in "
-            f"[1, {MAX_DIGITS}]), and/or steps {{feature: step}} and edges "
-            "{feature: [increasing numbers]}"
-        )
-        if not isinstance(data, Mapping) or not data:
-            c.refuse(key, data, shape)
-        for k in data:
-            if k not in _GRID_KEYS:
-                c.refuse(f"{key}.{k}", data[k], "one of the known keys " + ", ".join(_GRID_KEYS))
-        default = None
-        if data.get("step") is not None and data.get("significant_digits") is not None:
-            c.refuse(
-                f"{key}.significant_digits",
-                data["significant_digits"],
-                f"null when {key}.step is set (one default rule at most)",
-            )
-        if data.get("step") is not None:
-            default = ("step", c.number(f"{key}.step", data["step"], MIN_STEP, MAX_RANGE))
-        elif data.get("significant_digits") is not None:
-            n = c.integer(f"{key}.significant_digits", data["significant_digits"], 1, MAX_DIGITS)
-            default = ("digits", n)
-        features: dict[str, Rule] = {}
-        for part in ("steps", "edges"):
-            entries = data.get(part)
-            if entries is None:
-                continue
-            if not isinstance(entries, Mapping):
-                c.refuse(f"{key}.{part}", entries, "a mapping of feature names to values")
-            for name, value in entries.items():
-                where = f"{key}.{part}.{name}"
-                if not isinstance(name, str) or not name.strip():
-                    c.refuse(f"{key}.{part}", entries, "feature names as non-empty strings")
-                if name in features:
-                    c.refuse(where, value, f"a feature under only one of {key}.steps and .edges")
-                if part == "steps":
-                    features[name] = ("step", c.number(where, value, MIN_STEP, MAX_RANGE))
-                else:
-                    features[name] = ("edges", _read_edges(c, where, value))
-        if default is None and not features:
-            c.refuse(key, data, shape)
-        return cls(default, features)
-
-
-def _read_edges(c: ConfigChecker, key: str, value) -> tuple[float, ...]:
-    allowed = "a non-empty list of finite, strictly increasing numbers"
-    if not isinstance(value, (list, tuple)) or not value:
-        c.refuse(key, value, allowed)
-    edges = tuple(c.number(key, v) for v in value)
-    if any(b <= a for a, b in zip(edges[:-1], edges[1:], strict=True)):
-        c.refuse(key, list(value), allowed)
-    return edges
-
-
-def _merge_grids(
-    a: ThresholdGrid | None, b: ThresholdGrid | None, source_a: str, source_b: str
-) -> ThresholdGrid | None:
-    if a is None or b is None:
-        return a if b is None else b
-
-    def merge(ra: Rule | None, rb: Rule | None, what: str) -> Rule | None:
-        if ra == rb or _subset(ra, rb):
-            return ra
-        if _subset(rb, ra):
-            return rb
-        raise ConfigError(
-            f"{source_a} and {source_b}: key 'privacy.threshold_grid' disagrees for {what}: "
-            f"{_rule_text(ra)} ({source_a}) against {_rule_text(rb)} ({source_b}); allowed: "
-            "the same grid, or one whose points are all points of the other (a step that is an "
-            "integer multiple of the other step, fewer significant digits, or edges that lie "
-            "on the other grid). Make the two files agree"
-        )
-
-    default = merge(a.default, b.default, "the numeric features not listed")
-    features = {
-        f: merge(a.rule(f), b.rule(f), f"feature {f!r}")
-        for f in sorted(set(a.features) | set(b.features))
-    }
-    odd = [f for f, r in features.items() if r is not None and r[0] == "digits"]
-    if odd:  # cannot happen: a listed feature's rule is a step or edges on one side
-        raise ConfigError(f"{source_a} and {source_b}: cannot combine the grids of {odd}")
-    return ThresholdGrid(default, {f: r for f, r in features.items() if r is not None})
 
 
 # ========================================================================= policy
@@ -369,6 +152,11 @@ class PrivacyPolicy:
         site's trees can still split): a row is in fewer trees, so the trees
         tell less about who was in the training rows. ``None``: every tree
         draws as many rows as the site has. Not used in DP mode.
+    time_resolution : float or None
+        A survival job's event-time quantiles (the schema reply's
+        ``event_times``) are sent as multiples of it (:func:`coarser_resolution`
+        with the site YAML's ``time_resolution``). ``None``: as the site's
+        YAML says.
     source : str
         The file(s) the policy came from, named in error messages (not part
         of the policy: ignored by ``==``).
@@ -385,6 +173,7 @@ class PrivacyPolicy:
     feature_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     target_range: tuple[float, float] | None = None
     tree_sample_fraction: float | None = None
+    time_resolution: float | None = None
     source: str = field(default="(default policy)", compare=False)
 
     def __post_init__(self):
@@ -552,6 +341,17 @@ class PrivacyPolicy:
                     open_lo=True,
                 )
             ),
+            time_resolution=(
+                None
+                if data.get("time_resolution") is None
+                else c.number(
+                    prefix + "time_resolution",
+                    data["time_resolution"],
+                    0,
+                    MAX_RANGE,
+                    open_lo=True,
+                )
+            ),
             source=source,
         )
 
@@ -571,6 +371,7 @@ class PrivacyPolicy:
             "feature_ranges": {f: [lo, hi] for f, (lo, hi) in sorted(self.feature_ranges.items())},
             "target_range": None if self.target_range is None else list(self.target_range),
             "tree_sample_fraction": self.tree_sample_fraction,
+            "time_resolution": self.time_resolution,
         }
 
     def tree_rows(self, n_rows: int) -> int | None:
@@ -750,14 +551,14 @@ def effective_policy(site_policy: PrivacyPolicy, job_policy: PrivacyPolicy) -> P
     :class:`~fedforest.errors.ConfigError` naming both files. ``dp_trees``,
     ``dp_max_depth``, each entry of ``feature_ranges`` and ``target_range``
     (they do not change the guarantee): the job's when it sets them, else the
-    site's.
+    site's. ``time_resolution``: the coarser (:func:`coarser_resolution`).
 
     So a job can tighten a hospital's policy, but never loosen it.
     """
     a, b = site_policy, job_policy
     return PrivacyPolicy(
         min_leaf_rows=max(a.min_leaf_rows, b.min_leaf_rows),
-        threshold_grid=_merge_grids(a.threshold_grid, b.threshold_grid, a.source, b.source),
+        threshold_grid=merge_grids(a.threshold_grid, b.threshold_grid, a.source, b.source),
         count_noise_epsilon=_stricter_epsilon(a.count_noise_epsilon, b.count_noise_epsilon),
         min_level_rows=max(a.min_level_rows, b.min_level_rows),
         share={k: bool(a.share[k] and b.share[k]) for k in SHARE_KEYS},
@@ -767,6 +568,12 @@ def effective_policy(site_policy: PrivacyPolicy, job_policy: PrivacyPolicy) -> P
         feature_ranges={**a.feature_ranges, **b.feature_ranges},
         target_range=b.target_range if b.target_range is not None else a.target_range,
         tree_sample_fraction=_smaller(a.tree_sample_fraction, b.tree_sample_fraction),
+        time_resolution=coarser_resolution(
+            a.time_resolution,
+            b.time_resolution,
+            (a.source, "privacy.time_resolution"),
+            (b.source, "privacy.time_resolution"),
+        ),
         source=f"{a.source} + {b.source}",
     )
 

@@ -1,5 +1,5 @@
-"""Checks of single configuration values (federation/config_values.py): a regression job's
-defaults, a site's privacy block, the label_map and the selector's parameters."""
+"""Checks of single configuration values (federation/config_values.py): a site's privacy
+block, the label_map and the selector's parameters."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from fedforest.errors import ConfigError
 from fedforest.federation import config_values as cv
 from fedforest.privacy.policy import JOB_MIN_LEAF_ROWS, JOB_TREE_SAMPLE_FRACTION
 from fedforest.validation import ConfigChecker
-from fedforest.vocabulary import REGRESSION_AUTO_METRIC, REGRESSION_METRICS
 
 SOURCE = "site_configs/job.yaml"
 
@@ -21,41 +20,6 @@ def refused(match, fn, *args):
         fn(ConfigChecker(SOURCE), *args)
     assert str(info.value).startswith(f"{SOURCE}: key '")
     return str(info.value)
-
-
-# ------------------------------------------------------------------ job.task: regression
-def test_a_regression_job_gets_the_regression_defaults_for_the_keys_it_leaves_out():
-    ev = {"metrics": ["auc"], "auto_metric": "log_loss", "calibration": "sigmoid"}
-    el = {"metric": "log_loss"}
-    cv._regression_defaults(ConfigChecker(SOURCE), {"job": {"task": "regression"}}, ev, el)
-    assert ev == {
-        "metrics": list(REGRESSION_METRICS),
-        "auto_metric": REGRESSION_AUTO_METRIC,
-        "calibration": "none",
-    }
-    assert el == {"metric": REGRESSION_AUTO_METRIC}
-
-
-def test_a_regression_job_keeps_the_keys_it_sets():
-    given = {"evaluation": {"metrics": ["mae"], "auto_metric": "rmse"}, "election": {"metric": "x"}}
-    ev = {"metrics": ["mae"], "auto_metric": "rmse", "calibration": "none"}
-    el = {"metric": "x"}
-    cv._regression_defaults(ConfigChecker(SOURCE), given, ev, el)
-    assert ev["metrics"] == ["mae"] and el == {"metric": "x"}
-
-
-@pytest.mark.parametrize(
-    "section, value, key, allowed",
-    [
-        ({"calibration": "isotonic"}, "isotonic", "evaluation.calibration", "none for job.task"),
-        ({"voting": "hard"}, "hard", "evaluation.voting", "soft for job.task: regression"),
-        ({"metrics": ["rmse", "auc"]}, ["rmse", "auc"], "evaluation.metrics", "regression metrics"),
-    ],
-)
-def test_what_only_classification_has_is_refused_naming_the_task(section, value, key, allowed):
-    ev = {"metrics": list(REGRESSION_METRICS), "calibration": "none", **section}
-    message = refused(rf"key '{key}' is", cv._regression_defaults, {"evaluation": section}, ev, {})
-    assert f"is {value!r}; allowed: {allowed}" in message
 
 
 # ------------------------------------------------------------------ a site's privacy block

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..federation.config_survival import TASK_METRICS
+from ..federation.config_tasks import TASK_RULES
 from ..model.payload_checks import MAX_SEED
 from ..vocabulary import (
     AGGREGATIONS,
@@ -149,7 +149,7 @@ def _run(run_election, tables, files, args, selectors, categorical):
 #: What each outcome option names, in messages.
 OUTCOME_NAMES = {"--target": "target", "--time": "follow-up time", "--event": "event"}
 #: Per ``--task``: the tuning metrics ``--metric`` may name (a job's ``election.metric``).
-TASK_TUNING_METRICS = {task: metrics[2] for task, metrics in TASK_METRICS.items()}
+TASK_TUNING_METRICS = {task: rules.tuning_metrics for task, rules in TASK_RULES.items()}
 
 
 def _outcome_columns(args: argparse.Namespace) -> dict[str, str]:

@@ -11,16 +11,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..federation.config_tasks import TASK_RULES
 from ..vocabulary import (
     AUTO_METRICS,
     CALIBRATIONS,
     EXPERIMENT_METHODS,
-    METRICS,
     PAPER_METHODS,
     POOLING_WEIGHTS,
-    REGRESSION_METRICS,
     SURVIVAL_AUTO_METRICS,
-    SURVIVAL_METRICS,
     TASKS,
     VALIDATIONS,
     VOTING,
@@ -35,11 +33,7 @@ ALL_METHODS = EXPERIMENT_METHODS
 PAPER_SITES = (2, 3, 4, 6)
 PAPER_JACCARDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 #: The metrics each task can score (:data:`~fedforest.vocabulary.TASKS`).
-TASK_METRICS = {
-    "classification": METRICS,
-    "regression": REGRESSION_METRICS,
-    "survival": SURVIVAL_METRICS,
-}
+TASK_METRICS = {task: rules.metrics for task, rules in TASK_RULES.items()}
 #: The metrics scored when none are named: the paper's, RMSE for regression, Harrell's C and
 #: the integrated Brier score for survival.
 DEFAULT_METRICS = {

@@ -162,10 +162,10 @@ from ..vocabulary import (
 from ..yaml_files import read_yaml_file
 from . import config_survival as cs
 from .config_sections import ElectionSettings, ForestParams, SurrogateParams, Timeouts
+from .config_tasks import TASK_RULES, task_defaults
 from .config_values import (
     _check_label_map,
     _check_selector_params,
-    _regression_defaults,
     _site_privacy,
 )
 from .job_sites import check_job_against_sites
@@ -359,15 +359,13 @@ class JobConfig:
                 "election to the server, which swarm mode keeps from it)",
             )
         c.choice("job.task", job["task"], TASKS)
-        regression = job["task"] == "regression"
         survival = job["task"] == "survival"
-        if regression:
-            _regression_defaults(c, data, ev, el)
-        if survival:
-            cs.survival_defaults(c, data, ev, el)
+        task_defaults(c, data, ev, el, job["task"])
         survival_times = cs.survival_grid(c, surv, survival)
         survival_horizons = cs.survival_horizons(c, surv, survival, survival_times)
-        allowed_metrics, auto_metrics, election_metrics = cs.TASK_METRICS[job["task"]]
+        rules = TASK_RULES[job["task"]]
+        allowed_metrics, auto_metrics = rules.metrics, rules.auto_metrics
+        election_metrics = rules.tuning_metrics
         known = strategy_names()
         strategies = c.str_list("evaluation.strategies", ev["strategies"], known)
         if not strategies:

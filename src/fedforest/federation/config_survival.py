@@ -19,9 +19,9 @@ A survival site names two outcome columns instead of ``target``::
 The event column then plays the part of the target where the job needs one
 class per row (the splits are stratified by event; ``SiteConfig.target`` is
 the event column) and the time column is never a feature
-(``SiteConfig.outcomes``). The defaults and refusals of a survival job are
-:func:`survival_defaults`'s; every error names the file, the key, the bad
-value and what is allowed.
+(``SiteConfig.outcomes``). The defaults and refusals of a survival job's
+``evaluation`` and ``election`` sections are :mod:`.config_tasks`'s; every
+error names the file, the key, the bad value and what is allowed.
 """
 
 from __future__ import annotations
@@ -31,70 +31,10 @@ from typing import Any
 
 from ..privacy.grids import coarser_resolution
 from ..validation import ConfigChecker
-from ..vocabulary import (
-    AUTO_METRICS,
-    METRICS,
-    RANKING_METRICS,
-    REGRESSION_AUTO_METRIC,
-    REGRESSION_METRICS,
-    SURVIVAL_AUTO_METRIC,
-    SURVIVAL_AUTO_METRICS,
-    SURVIVAL_METRICS,
-    SURVIVAL_TUNING_METRICS,
-)
 from .time_grid import MAX_GRID_POINTS, MAX_HORIZONS, check_grid
 
-#: Per ``job.task``: the allowed ``evaluation.metrics``, ``evaluation.auto_metric`` and
-#: ``election.metric``.
-TASK_METRICS = {
-    "classification": (METRICS, AUTO_METRICS, RANKING_METRICS),
-    "regression": (REGRESSION_METRICS, (REGRESSION_AUTO_METRIC,), REGRESSION_METRICS),
-    "survival": (SURVIVAL_METRICS, SURVIVAL_AUTO_METRICS, SURVIVAL_TUNING_METRICS),
-}
 #: A site's survival keys and their defaults (``SITE_DEFAULTS`` holds them too).
 SURVIVAL_SITE_DEFAULTS: dict[str, Any] = {"time": None, "event": None, "time_resolution": None}
-
-
-def survival_defaults(c: ConfigChecker, data: Any, ev: dict, el: dict) -> None:
-    """``job.task: survival``: the defaults a survival job needs, and what it refuses.
-
-    The keys a file leaves out get the survival defaults (every survival
-    metric; ``auto`` and the election's tuning by the integrated Brier score;
-    no calibration). ``auto_metric`` may be ``ibs`` (minimised), ``cindex`` or
-    ``uno_cindex``; ``election.metric`` ``ibs`` or ``cindex``. Keys set to
-    what only classification has are refused, naming the task.
-    """
-    given = data if isinstance(data, Mapping) else {}
-    ev_given = given.get("evaluation") if isinstance(given.get("evaluation"), Mapping) else {}
-    el_given = given.get("election") if isinstance(given.get("election"), Mapping) else {}
-    why = "for job.task: survival"
-    if "metrics" not in ev_given:
-        ev["metrics"] = list(SURVIVAL_METRICS)
-    if "auto_metric" not in ev_given:
-        ev["auto_metric"] = SURVIVAL_AUTO_METRIC
-    if "metric" not in el_given:
-        el["metric"] = SURVIVAL_AUTO_METRIC
-    if "calibration" not in ev_given:
-        ev["calibration"] = "none"
-    elif ev["calibration"] != "none":
-        c.fail(
-            "evaluation.calibration",
-            ev["calibration"],
-            f"none {why} (calibration maps class probabilities; a survival curve is not one)",
-        )
-    if ev.get("voting") == "hard":
-        c.fail(
-            "evaluation.voting",
-            "hard",
-            f"soft {why} (the trees' survival curves are averaged; there are no votes)",
-        )
-    bad = [m for m in ev["metrics"] if isinstance(m, str) and m not in SURVIVAL_METRICS]
-    if bad:
-        c.fail(
-            "evaluation.metrics",
-            ev["metrics"],
-            f"survival metrics {', '.join(SURVIVAL_METRICS)} {why} ({bad} are not)",
-        )
 
 
 def survival_site_keys(c: ConfigChecker, d: dict, task: str) -> None:

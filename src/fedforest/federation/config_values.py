@@ -1,9 +1,9 @@
 """Checks of single configuration values for :mod:`fedforest.federation.config`.
 
 What a job's file or a site's file holds, key by key, where the rule needs
-more than a range: the defaults of a regression job (``job.task:
-regression``), a site's privacy block with the job's secure defaults, the
-``label_map`` and the selector's parameters. Every error names the file, the
+more than a range: a site's privacy block with the job's secure defaults,
+the ``label_map`` and the selector's parameters (a job's defaults per task:
+:mod:`.config_tasks`). Every error names the file, the
 key, the bad value and what is allowed (:class:`~fedforest.validation.ConfigChecker`).
 """
 
@@ -19,50 +19,8 @@ import numpy as np
 
 from ..privacy.policy import JOB_MIN_LEAF_ROWS, JOB_TREE_SAMPLE_FRACTION, PrivacyPolicy
 from ..validation import ConfigChecker
-from ..vocabulary import METRICS, REGRESSION_AUTO_METRIC, REGRESSION_METRICS
 
 logger = logging.getLogger(__name__)
-
-
-def _regression_defaults(c: ConfigChecker, data: Any, ev: dict, el: dict) -> None:
-    """``job.task: regression``: the defaults a regression job needs, and what it refuses.
-
-    The keys a file leaves out get the regression defaults (every regression
-    metric; ``auto`` by RMSE; no calibration; the election scores masks by
-    RMSE). Keys set to what only classification has are refused, naming the
-    task.
-    """
-    given = data if isinstance(data, Mapping) else {}
-    ev_given = given.get("evaluation") if isinstance(given.get("evaluation"), Mapping) else {}
-    el_given = given.get("election") if isinstance(given.get("election"), Mapping) else {}
-    why = "for job.task: regression"
-    if "metrics" not in ev_given:
-        ev["metrics"] = list(REGRESSION_METRICS)
-    if "auto_metric" not in ev_given:
-        ev["auto_metric"] = REGRESSION_AUTO_METRIC
-    if "metric" not in el_given:
-        el["metric"] = REGRESSION_AUTO_METRIC
-    if "calibration" not in ev_given:
-        ev["calibration"] = "none"
-    elif ev["calibration"] != "none":
-        c.fail(
-            "evaluation.calibration",
-            ev["calibration"],
-            f"none {why} (calibration maps class probabilities; a predicted number is not one)",
-        )
-    if ev.get("voting") == "hard":
-        c.fail(
-            "evaluation.voting",
-            "hard",
-            f"soft {why} (trees' predictions are averaged; there are no votes to count)",
-        )
-    bad = [m for m in ev["metrics"] if isinstance(m, str) and m in METRICS]
-    if bad:
-        c.fail(
-            "evaluation.metrics",
-            ev["metrics"],
-            f"regression metrics {', '.join(REGRESSION_METRICS)} {why} ({bad} score classes)",
-        )
 
 
 def _site_privacy(block: Any, source: str) -> PrivacyPolicy:

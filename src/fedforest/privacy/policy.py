@@ -230,6 +230,10 @@ class PrivacyPolicy:
                 return None
             return c.number(prefix + key, value, MIN_EPSILON, MAX_EPSILON)
 
+        def optional_positive(key, hi):
+            value = data.get(key)
+            return None if value is None else c.number(prefix + key, value, 0, hi, open_lo=True)
+
         def optional_int(key, lo, hi):
             value = data.get(key)
             return None if value is None else c.integer(prefix + key, value, lo, hi)
@@ -330,28 +334,8 @@ class PrivacyPolicy:
             dp_max_depth=optional_int("dp_max_depth", 1, MAX_DP_DEPTH),
             feature_ranges=feature_ranges,
             target_range=target_range,
-            tree_sample_fraction=(
-                None
-                if data.get("tree_sample_fraction") is None
-                else c.number(
-                    prefix + "tree_sample_fraction",
-                    data["tree_sample_fraction"],
-                    0,
-                    1,
-                    open_lo=True,
-                )
-            ),
-            time_resolution=(
-                None
-                if data.get("time_resolution") is None
-                else c.number(
-                    prefix + "time_resolution",
-                    data["time_resolution"],
-                    0,
-                    MAX_RANGE,
-                    open_lo=True,
-                )
-            ),
+            tree_sample_fraction=optional_positive("tree_sample_fraction", 1),
+            time_resolution=optional_positive("time_resolution", MAX_RANGE),
             source=source,
         )
 

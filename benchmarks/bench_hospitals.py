@@ -33,7 +33,9 @@ for ``local`` (the hospital's own trees), ``mp``, ``intersection``, ``auto``
 ``local`` to pooled data (paired, repetition by repetition). And it checks
 the targets (:func:`targets`): at every hospital the deployed model's
 accuracy and AUC are at least the better of ``local`` and pooled data minus
-0.01, and its Brier score at most the better of them plus 0.01.
+0.01, and its Brier score at most the better of them plus 0.01; each target
+with the paired difference to its reference and the standard error of its
+mean over the repetitions (:func:`target_margins`).
 
 ``--validation`` is what each hospital fits ``auto``'s choice, the
 calibration and ``wmp``'s weight on: ``oob`` (the job's default; every
@@ -270,6 +272,7 @@ def summarise(data: dict) -> dict:
     out = {"summary": summary, "checks": checks, "chosen": picks.to_dict()}
     if distance:
         out["distance"] = distance
+    out["margins"] = target_margins(frame, summary, sites)
     return out
 
 
@@ -297,6 +300,55 @@ def targets(summary: dict, sites) -> dict:
                 name = f"{site}: {NAMES[metric]} >= {against} - {TOLERANCE:g}"
                 checks[name] = bool(deployed[metric][0] >= max(values) - TOLERANCE)
     return checks
+
+
+def target_margins(frame, summary: dict, sites) -> dict:
+    """Per target (:func:`targets`' names): the deployed model minus the reference it is
+    checked against (the better of ``local`` and pooled data by their means), repetition by
+    repetition, and the standard error of that mean: how far a target is met or missed,
+    against how much ten seeds can tell.
+
+    ``{name: {"reference": strategy, "difference": mean, "se": sd / sqrt(n), "n": n}}``
+    (``se`` NaN with one repetition).
+    """
+
+    def runs(cal: str, strategy: str, site: str, metric: str):
+        part = frame[
+            (frame["calibration"] == cal)
+            & (frame["strategy"] == strategy)
+            & (frame["site"] == site)
+        ]
+        return part.set_index("rep")[metric].astype(float)
+
+    margins = {}
+    for site in sites:
+        refs = ["local"] + ([REFERENCE] if REFERENCE in summary["none"][site] else [])
+        against = f"the better of local and {REFERENCE_LABEL}" if len(refs) > 1 else "local"
+        for metric in TARGET_METRICS:
+            lower = metric in LOWER
+            means = {r: summary["none"][site][r][metric][0] for r in refs}
+            best = (min if lower else max)(refs, key=lambda r: means[r])
+            gap = (runs("auto", "auto", site, metric) - runs("none", best, site, metric)).dropna()
+            sign, bound = ("<=", "+") if lower else (">=", "-")
+            name = f"{site}: {NAMES[metric]} {sign} {against} {bound} {TOLERANCE:g}"
+            se = float(gap.std(ddof=1) / np.sqrt(len(gap))) if len(gap) > 1 else float("nan")
+            margins[name] = {
+                "reference": best,
+                "difference": float(gap.mean()),
+                "se": se,
+                "n": int(len(gap)),
+            }
+    return margins
+
+
+def _margin_text(margin: dict | None) -> str:
+    """`` (auto − pooled data -0.015, standard error 0.012 over 10 seeds)``, or nothing."""
+    if not margin:
+        return ""
+    label = REFERENCE_LABEL if margin["reference"] == REFERENCE else margin["reference"]
+    se = margin["se"]
+    spread = f", standard error {se:.3f} over {margin['n']} seeds" if np.isfinite(se) else ""
+    return f" (auto − {label} {margin['difference']:+.3f}{spread})"
 
 
 def reference_distance(frame, sites, metrics) -> dict:
@@ -430,8 +482,20 @@ def markdown(data: dict, result: dict) -> str:
                     f"| {label} | {metric} | {_signed(gap['auto'])} | {_signed(gap['local'])} |"
                 )
                 label = ""
+    margins = result.get("margins") or {}
     lines += ["", "Targets:", ""]
-    lines += [f"- {name}: {'yes' if ok else 'NO'}" for name, ok in result["checks"].items()]
+    lines += [
+        f"- {name}: {'yes' if ok else 'NO'}{_margin_text(margins.get(name))}"
+        for name, ok in result["checks"].items()
+    ]
+    if margins:
+        lines += [
+            "",
+            "Each target's difference is the deployed model's minus the reference's, seed by "
+            "seed, then their mean; its standard error says how much the seeds can tell: a "
+            "target met or missed by less than about two standard errors could go either way "
+            "on other seeds.",
+        ]
     lines += ["", "What `auto` deployed (count over the seeds):", ""]
     lines += [f"- {site}: {picks}" for site, picks in result["chosen"].items()]
     return "\n".join(lines) + "\n"

@@ -144,3 +144,33 @@ def test_holdout_results_go_to_their_own_files(bench, heart_disease_files, tmp_p
     saved = json.loads((out / "hospitals_heart_holdout.json").read_text())
     assert saved["validation"] == "holdout"
     assert "validation rows held out of training" in (out / names[1]).read_text()
+
+
+def test_each_target_says_its_paired_difference_and_standard_error(bench):
+    import pandas as pd
+
+    rows = []
+    for rep, (auto, local, pooled) in enumerate([(0.80, 0.82, 0.85), (0.90, 0.86, 0.87)]):
+        for cal, strategy, auc in (
+            ("auto", "auto", auto),
+            ("none", "local", local),
+            ("none", "pooled_data", pooled),
+        ):
+            rows.append({"rep": rep, "calibration": cal, "site": "A", "strategy": strategy,
+                         "accuracy": auc, "auc": auc, "brier": 1 - auc})  # fmt: skip
+    frame = pd.DataFrame(rows)
+    summary = {
+        cal: {"A": {s: {m: (float(g[m].mean()), 0.0) for m in ("accuracy", "auc", "brier")}
+                    for s, g in frame[frame.calibration == cal].groupby("strategy")}}
+        for cal in ("auto", "none")
+    }  # fmt: skip
+    margins = bench.target_margins(frame, summary, ["A"])
+    auc = margins["A: AUC >= the better of local and pooled data - 0.01"]
+    # pooled data is the better reference by its mean (0.86 against 0.84): -0.05 and +0.03
+    assert auc["reference"] == "pooled_data" and auc["n"] == 2
+    assert auc["difference"] == pytest.approx(-0.01)
+    assert auc["se"] == pytest.approx(np.std([-0.05, 0.03], ddof=1) / np.sqrt(2))
+    assert set(margins) == set(bench.targets(summary, ["A"]))
+    text = bench._margin_text(auc)
+    assert text == f" (auto − pooled data -0.010, standard error {auc['se']:.3f} over 2 seeds)"
+    assert bench._margin_text({**auc, "se": float("nan"), "n": 1}).endswith("-0.010)")

@@ -290,16 +290,21 @@ def targets(summary: dict, sites) -> dict:
         references = [summary["none"][site]["local"]]
         if REFERENCE in summary["none"][site]:
             references.append(summary["none"][site][REFERENCE])
-        against = f"the better of local and {REFERENCE_LABEL}" if len(references) > 1 else "local"
         for metric in TARGET_METRICS:
             values = [r[metric][0] for r in references]
+            name = _target_name(site, metric, len(references) > 1)
             if metric in LOWER:
-                name = f"{site}: {NAMES[metric]} <= {against} + {TOLERANCE:g}"
                 checks[name] = bool(deployed[metric][0] <= min(values) + TOLERANCE)
             else:
-                name = f"{site}: {NAMES[metric]} >= {against} - {TOLERANCE:g}"
                 checks[name] = bool(deployed[metric][0] >= max(values) - TOLERANCE)
     return checks
+
+
+def _target_name(site: str, metric: str, with_pooled: bool) -> str:
+    """A target's name: ``"A: AUC >= the better of local and pooled data - 0.01"``."""
+    against = f"the better of local and {REFERENCE_LABEL}" if with_pooled else "local"
+    sign, bound = ("<=", "+") if metric in LOWER else (">=", "-")
+    return f"{site}: {NAMES[metric]} {sign} {against} {bound} {TOLERANCE:g}"
 
 
 def target_margins(frame, summary: dict, sites) -> dict:
@@ -323,14 +328,12 @@ def target_margins(frame, summary: dict, sites) -> dict:
     margins = {}
     for site in sites:
         refs = ["local"] + ([REFERENCE] if REFERENCE in summary["none"][site] else [])
-        against = f"the better of local and {REFERENCE_LABEL}" if len(refs) > 1 else "local"
         for metric in TARGET_METRICS:
             lower = metric in LOWER
             means = {r: summary["none"][site][r][metric][0] for r in refs}
             best = (min if lower else max)(refs, key=lambda r: means[r])
             gap = (runs("auto", "auto", site, metric) - runs("none", best, site, metric)).dropna()
-            sign, bound = ("<=", "+") if lower else (">=", "-")
-            name = f"{site}: {NAMES[metric]} {sign} {against} {bound} {TOLERANCE:g}"
+            name = _target_name(site, metric, len(refs) > 1)
             se = float(gap.std(ddof=1) / np.sqrt(len(gap))) if len(gap) > 1 else float("nan")
             margins[name] = {
                 "reference": best,

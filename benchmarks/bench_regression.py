@@ -101,18 +101,7 @@ def markdown(summary: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = harness.parser(__doc__)
-    parser.add_argument("--reps", type=harness.at_least(1), default=10)
-    parser.add_argument("--sites", type=harness.at_least(2), default=6)
-    parser.add_argument("--jaccard", type=float, default=0.5)
-    parser.add_argument("--trees", type=harness.at_least(1), default=100)
-    parser.add_argument("--n-jobs", type=harness.at_least(1), default=2)
-    args = parser.parse_args(argv)
-    # the runner's progress line per finished scenario
-    harness.start(logger, verbose=("fedforest.experiments.runner",))
-    summary = run(args.reps, args.sites, args.jaccard, args.trees, args.n_jobs)
-    harness.write_results(args.out, "regression", summary, markdown(summary))
-    logger.info("wrote %s", args.out / "regression.md")
+    harness.grid_main(__doc__, "regression", run, markdown, logger, argv)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ Every ``benchmarks/bench_*.py`` is built the same way::
   ``machine`` when it has none, in :func:`to_json`'s format) and
   ``<out>/<name>.md`` (the benchmark's markdown as given), each written whole or
   not at all;
+* :func:`grid_main`: the whole command line of a benchmark over the
+  experiment runner's grid (``--reps``, ``--sites``, ``--jaccard``,
+  ``--trees``, ``--n-jobs``; ``bench_regression``, ``bench_survival``);
 * :func:`run_job`: the job of a config folder in this process, as the FLARE
   job runs it (:func:`fedforest.federation.offline.run_job`), a failed job an
   error.
@@ -532,6 +535,34 @@ def write_results(
     _write(paths[1], markdown if markdown.endswith("\n") else markdown + "\n")
     (logger or logging.getLogger("benchmarks")).info("wrote %s and %s", *paths)
     return paths
+
+
+def grid_main(
+    doc: str | None,
+    name: str,
+    run: Callable[..., Mapping[str, Any]],
+    markdown: Callable[[Mapping[str, Any]], str],
+    logger: logging.Logger,
+    argv=None,
+) -> None:
+    """The command line of a benchmark that runs the experiment runner's grid.
+
+    ``--reps``, ``--sites``, ``--jaccard``, ``--trees`` and ``--n-jobs`` go to
+    ``run(reps, sites, jaccard, trees, n_jobs)``; its summary is written as
+    ``<out>/<name>.json`` and ``<out>/<name>.md`` (:func:`write_results`, the
+    markdown by ``markdown(summary)``), with the runner's progress line per
+    finished scenario on the console.
+    """
+    parser_ = parser(doc)
+    parser_.add_argument("--reps", type=at_least(1), default=10)
+    parser_.add_argument("--sites", type=at_least(2), default=6)
+    parser_.add_argument("--jaccard", type=float, default=0.5)
+    parser_.add_argument("--trees", type=at_least(1), default=100)
+    parser_.add_argument("--n-jobs", type=at_least(1), default=2)
+    args = parser_.parse_args(argv)
+    start(logger, verbose=("fedforest.experiments.runner",))
+    summary = run(args.reps, args.sites, args.jaccard, args.trees, args.n_jobs)
+    write_results(args.out, name, summary, markdown(summary), logger)
 
 
 def read_results(path) -> dict[str, Any]:

@@ -570,7 +570,8 @@ def test_calibration_and_pooling_weights_reach_the_evaluation(wine, monkeypatch)
 
 
 #: wine, 3 sites, J 0.5, rep 1, 6 trees, calibration sigmoid, pooled data: the rows of
-#: the runner before out-of-bag validation (holdout, the paper's protocol), to the last bit.
+#: the runner before out-of-bag validation (holdout, the paper's protocol), to the last bit
+#: on the machine that wrote them (see :data:`ULPS` for another processor).
 HOLDOUT_ROWS = {
     ("site-1", "local", "auc"): 0.9587542087542088,
     ("site-1", "local", "brier"): 0.24742889664504872,
@@ -605,6 +606,13 @@ HOLDOUT_ROWS = {
 }
 
 
+#: How many units in the last place a pinned value may move on another processor: none for
+#: AUC (a count of ranks); a few for the Brier score, a mean whose last bits depend on the
+#: width of the vector instructions numpy sums with (a processor with AVX-512 adds in
+#: another order than one with AVX2), far below any change of a prediction.
+ULPS = {"auc": 0, "brier": 4}
+
+
 def test_holdout_rows_stay_what_they_were_bit_for_bit(wine):
     rows = run_repetition(
         wine,
@@ -618,7 +626,15 @@ def test_holdout_rows_stay_what_they_were_bit_for_bit(wine):
         pooled_reference=True,
         validation="holdout",
     )
-    assert {(r["site"], r["method"], r["metric"]): r["value"] for r in rows} == HOLDOUT_ROWS
+    got = {(r["site"], r["method"], r["metric"]): r["value"] for r in rows}
+    assert got.keys() == HOLDOUT_ROWS.keys()
+    # AUC counts ranks: the same to the last bit; a mean may differ in its last bits
+    far = {
+        key: (value, HOLDOUT_ROWS[key])
+        for key, value in got.items()
+        if abs(value - HOLDOUT_ROWS[key]) > ULPS[key[2]] * np.spacing(HOLDOUT_ROWS[key])
+    }
+    assert not far, far
     assert {r["test_rows"] for r in rows} == {15}
 
 

@@ -13,6 +13,8 @@ from fedforest import PooledForest, PooledForestClassifier
 from fedforest.metrics import score
 from fedforest.model.calibrator import Calibrator
 from fedforest.prediction.calibration import (
+    _class_maps,
+    _class_maps_by_wrapper,
     _Probabilities,
     check_calibration,
     fit_calibration,
@@ -52,6 +54,20 @@ def test_saved_maps_predict_what_scikit_learn_predicts(method, n_classes):
     assert np.allclose(calibrator.transform(new), reference.predict_proba(new), atol=1e-12)
     again = Calibrator.from_payload(fit.calibrator.to_payload(), classes)
     assert np.array_equal(again.transform(new), fit.calibrator.transform(new))
+
+
+@pytest.mark.parametrize("method", ["sigmoid", "isotonic"])
+@pytest.mark.parametrize("n_classes", [2, 3, 4])
+def test_the_maps_are_the_ones_calibrated_classifier_cv_fits_bit_for_bit(method, n_classes):
+    proba, y = _probabilities(n_classes, seed=7 * n_classes, rows=90)
+    classes = np.arange(n_classes)
+    direct = _class_maps(method, proba, y, classes)
+    wrapped = _class_maps_by_wrapper(method, proba, y, classes)
+    assert len(direct) == len(wrapped) == (1 if n_classes == 2 else n_classes)
+    names = ("a_", "b_") if method == "sigmoid" else ("X_thresholds_", "y_thresholds_")
+    for mine, theirs in zip(direct, wrapped, strict=True):
+        for name in names:
+            assert np.array_equal(getattr(mine, name), getattr(theirs, name)), name
 
 
 def test_prior_shift_is_bayes_rule_on_the_class_priors():

@@ -15,8 +15,8 @@ strategy, with one of :data:`~fedforest.vocabulary.CALIBRATIONS`:
     without changing the order of the rows (two classes);
 ``sigmoid`` / ``isotonic``
     Platt scaling / isotonic regression of each class's probability (one
-    against the rest, then normalised), fitted by scikit-learn's
-    ``CalibratedClassifierCV`` around the frozen probabilities. The isotonic
+    against the rest, then normalised): scikit-learn's maps, fitted as its
+    ``CalibratedClassifierCV`` fits them around the frozen probabilities. The isotonic
     steps are kept within ``[1 / (n + 2), (n + 1) / (n + 2)]`` for ``n``
     validation rows: a step never claims a certainty its rows cannot show;
 ``auto``
@@ -113,15 +113,43 @@ def training_prior(value: np.ndarray, roots: np.ndarray, weights=None) -> np.nda
     return prior / prior.sum()
 
 
-def _fit_one(method, proba, y, classes, train_prior) -> Calibrator:
-    """Fit one method on these rows (every class has rows when needed)."""
-    if method == "none":
-        return Calibrator("none", classes)
-    if method == "prior":
-        counts = np.array([(y == c).sum() for c in classes], dtype=float)
-        site = (counts + 1.0) / (counts.sum() + len(classes))
-        ratio = np.where(train_prior > 0, site / np.maximum(train_prior, 1e-300), 1.0)
-        return Calibrator("prior", classes, {"ratio": np.minimum(ratio, MAX_PRIOR_RATIO)})
+def _class_maps(method: str, proba, y, classes) -> list:
+    """scikit-learn's fitted maps of ``method``, one per class (one for two classes).
+
+    ``CalibratedClassifierCV`` around the frozen probabilities fits, for each
+    class, ``IsotonicRegression(out_of_bounds="clip")`` or its
+    ``_SigmoidCalibration`` on that class's probability against the rest, and
+    nothing else (the frozen estimator is not refitted). The same maps are fitted
+    here directly: a site fits them some 20 times per strategy (a calibrator and
+    its cross-fitted folds), and the wrapper's own input checks cost twice the
+    fit. Where this scikit-learn keeps the sigmoid under another name, the
+    wrapper fits it (:func:`_class_maps_by_wrapper`; the tests compare both).
+    """
+    try:
+        from sklearn.calibration import _SigmoidCalibration
+    except ImportError:  # pragma: no cover - another scikit-learn's private name
+        return _class_maps_by_wrapper(method, proba, y, classes)
+    from sklearn.isotonic import IsotonicRegression
+
+    # as scikit-learn's _fit_calibrator: label_binarize's columns (the positive class's
+    # alone for two classes), the i-th probability against the column of the i-th class
+    # in sorted order (LabelEncoder's code)
+    classes = np.asarray(classes)
+    predictions = proba[:, 1:] if len(classes) == 2 else proba
+    targets = classes[1:] if len(classes) == 2 else classes
+    columns = np.searchsorted(np.sort(classes), classes)
+    maps = []
+    for column, this_pred in zip(columns, predictions.T, strict=False):
+        if method == "isotonic":
+            one = IsotonicRegression(out_of_bounds="clip")
+        else:
+            one = _SigmoidCalibration()
+        maps.append(one.fit(this_pred, (y == targets[column]).astype(int)))
+    return maps
+
+
+def _class_maps_by_wrapper(method: str, proba, y, classes) -> list:
+    """:func:`_class_maps` through scikit-learn's ``CalibratedClassifierCV``."""
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.frozen import FrozenEstimator
 
@@ -132,7 +160,19 @@ def _fit_one(method, proba, y, classes, train_prior) -> Calibrator:
     every_row = np.arange(len(y))
     fitted = CalibratedClassifierCV(frozen, method=method, cv=[(every_row, every_row)])
     fitted.fit(proba, y)
-    maps = fitted.calibrated_classifiers_[0].calibrators
+    return fitted.calibrated_classifiers_[0].calibrators
+
+
+def _fit_one(method, proba, y, classes, train_prior) -> Calibrator:
+    """Fit one method on these rows (every class has rows when needed)."""
+    if method == "none":
+        return Calibrator("none", classes)
+    if method == "prior":
+        counts = np.array([(y == c).sum() for c in classes], dtype=float)
+        site = (counts + 1.0) / (counts.sum() + len(classes))
+        ratio = np.where(train_prior > 0, site / np.maximum(train_prior, 1e-300), 1.0)
+        return Calibrator("prior", classes, {"ratio": np.minimum(ratio, MAX_PRIOR_RATIO)})
+    maps = _class_maps(method, proba, y, classes)
     if method == "sigmoid":
         return Calibrator(
             "sigmoid",

@@ -136,6 +136,8 @@ def _mixes_latin_and_cyrillic(name: str) -> bool:
 def _visible(name: str) -> str:
     """``name`` without invisible characters, every space-like character a plain space, and
     in a name mixing Latin and Cyrillic letters, the Cyrillic look-alikes as Latin ones."""
+    if name.isascii() and name.isprintable():  # no control character, no other space
+        return name
     out = []
     for ch in name:
         if _space_like(ch):

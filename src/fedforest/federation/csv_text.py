@@ -198,19 +198,21 @@ def parse_csv(text: str, names: Sequence[str], keep: Sequence[int] | None = None
     keep = list(range(len(names))) if keep is None else list(keep)
     frame = pd.read_csv(io.StringIO(text), usecols=keep, low_memory=False)
     frame.columns = [names[i] for i in keep]
+    # the columns' types read once (a file may have thousands of columns the model never uses)
     flagged = [
         i
-        for i, col in zip(keep, frame.columns, strict=True)
-        if frame[col].dtype == bool
-        or (frame[col].dtype == object and frame[col].map(type).eq(bool).any())
+        for i, col, dtype in zip(keep, frame.columns, frame.dtypes, strict=True)
+        if dtype.kind == "b" or (dtype.kind == "O" and frame[col].map(type).eq(bool).any())
     ]
     if flagged:
         words = pd.read_csv(io.StringIO(text), usecols=flagged, dtype=str, low_memory=False)
         for i, values in zip(flagged, words.columns, strict=True):
             frame[names[i]] = words[values].astype("string")
-    for col in frame.columns:
+    for col, dtype in zip(list(frame.columns), list(frame.dtypes), strict=True):
+        if pd.api.types.is_numeric_dtype(dtype):
+            continue
         column = frame[col]
-        if not pd.api.types.is_numeric_dtype(column.dtype) and column.notna().any():
+        if column.notna().any():
             # integers of 20 digits or more, which pandas keeps as text
             numbers = pd.to_numeric(column, errors="coerce")
             if not (column.notna() & numbers.isna()).any():

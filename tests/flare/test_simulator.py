@@ -98,15 +98,49 @@ def test_three_sites_with_different_columns(demo_server_run):
         )
 
 
-def test_a_site_failing_in_train_is_dropped_and_named(tmp_path):
-    configs = write_configs(tmp_path, election={"auto_tune": False}, evaluation=UNCALIBRATED)
-    faulty = FailingTrainExecutor(site_config="fedforest_site.yaml")
-    results, _, _ = run(configs, tmp_path, custom=[("site-2", faulty)])
-    assert results["status"] == "finished"
-    assert list(results["dropped_sites"]) == ["site-2"]
-    assert "rehearsed fault" in results["dropped_sites"]["site-2"]
-    assert sorted(results["metrics"]) == ["site-1", "site-3"]
-    assert sorted(results["model"]["owners"]) == ["site-1", "site-3"]
+#: The faulty sites of :func:`faulty_run`, each a copy of a demo site's YAML and data.
+HOSTILE = {f"h-{i}": f"site-{i % 3 + 1}" for i in range(len(ATTACKS))}
+FAILING, MALFORMED = "failing-train", "malformed-trees"
+
+
+@pytest.fixture(scope="module")
+def faulty_run(tmp_path_factory):
+    """One simulator run of three honest sites beside twelve faulty ones.
+
+    Ten hostile sites each send one kind of malformed payload (:data:`ATTACKS`),
+    one site raises in the train phase (:class:`FailingTrainExecutor`) and one
+    sends trees whose leaf flags do not describe trees
+    (:class:`MalformedTreeExecutor`): every fault at once, in one job.
+    """
+    tmp = tmp_path_factory.mktemp("faulty")
+    configs = write_configs(
+        tmp,
+        rows=200,
+        copies={**HOSTILE, FAILING: "site-2", MALFORMED: "site-3"},
+        # fifteen clients start on a machine the rest of the suite also loads: the schema
+        # phase waits for every one of them, so that each fault reaches its own phase
+        job={"min_sites": 3, "timeouts": {"schema": 600}},
+        forest={"n_estimators": 8},
+        election={"auto_tune": False},
+        evaluation=UNCALIBRATED,
+    )
+    faulty = [
+        (site, HostileExecutor(site_config="fedforest_site.yaml", attack=attack))
+        for site, attack in zip(HOSTILE, ATTACKS, strict=True)
+    ]
+    faulty += [
+        (FAILING, FailingTrainExecutor(site_config="fedforest_site.yaml")),
+        (MALFORMED, MalformedTreeExecutor(site_config="fedforest_site.yaml")),
+    ]
+    results, run_dir, _ = run(configs, tmp, custom=faulty)
+    return results, run_dir
+
+
+def test_a_site_failing_in_train_is_dropped_and_named(faulty_run):
+    results, _ = faulty_run
+    assert results["status"] == "finished", results.get("error")
+    assert "rehearsed fault" in results["dropped_sites"][FAILING]
+    assert FAILING not in results["metrics"] and FAILING not in results["model"]["owners"]
 
 
 def test_the_job_fails_clearly_below_min_sites(tmp_path):
@@ -121,47 +155,29 @@ def test_the_job_fails_clearly_below_min_sites(tmp_path):
     assert "**Error:**" in (run_dir / "report.md").read_text()
 
 
-def test_a_malformed_tree_payload_is_refused_and_never_used(tmp_path):
-    configs = write_configs(tmp_path, election={"auto_tune": False}, evaluation=UNCALIBRATED)
-    bad = MalformedTreeExecutor(site_config="fedforest_site.yaml")
-    results, _, _ = run(configs, tmp_path, custom=[("site-3", bad)])
-    assert results["status"] == "finished"
-    reason = results["dropped_sites"]["site-3"]
-    assert "payload from 'site-3' refused" in reason and "leaf_bits" in reason
-    assert sorted(results["model"]["owners"]) == ["site-1", "site-2"]
-    assert sorted(results["metrics"]) == ["site-1", "site-2"]
+def test_a_malformed_tree_payload_is_refused_and_never_used(faulty_run):
+    results, _ = faulty_run
+    assert results["status"] == "finished", results.get("error")
+    reason = results["dropped_sites"][MALFORMED]
+    assert f"payload from '{MALFORMED}' refused" in reason and "leaf_bits" in reason
+    assert MALFORMED not in results["model"]["owners"] and MALFORMED not in results["metrics"]
 
 
-def test_hostile_sites_cost_the_others_nothing(tmp_path):
-    """Ten hostile sites, each sending one kind of malformed payload, beside three honest ones."""
-    hostile = {f"h-{i}": f"site-{i % 3 + 1}" for i in range(len(ATTACKS))}
-    configs = write_configs(
-        tmp_path,
-        rows=200,
-        copies=hostile,
-        # thirteen clients start on a machine the rest of the suite also loads: the schema
-        # phase waits for every one of them, so that each attack reaches its own phase
-        job={"min_sites": 3, "timeouts": {"schema": 600}},
-        forest={"n_estimators": 8},
-        election={"auto_tune": False},
-        evaluation=UNCALIBRATED,
-    )
-    attackers = [
-        (site, HostileExecutor(site_config="fedforest_site.yaml", attack=attack))
-        for site, attack in zip(hostile, ATTACKS, strict=True)
-    ]
-    results, run_dir, _ = run(configs, tmp_path, custom=attackers)
+def test_hostile_sites_cost_the_others_nothing(faulty_run):
+    """Ten hostile sites, each sending one kind of malformed payload, beside three honest ones
+    (and the two other faulty sites of the run)."""
+    results, run_dir = faulty_run
     assert (run_dir / "report.md").is_file()
     assert results["status"] == "finished", results.get("error")
     assert sorted(results["metrics"]) == SITES  # every honest site finished
     # no tree of a site refused before pooling was pooled (a site attacking only in the
     # evaluate phase trained honestly, so its trees count)
     honest_in_train = [
-        s for s, a in zip(hostile, ATTACKS, strict=True) if ATTACKS[a][0] == "evaluate"
+        s for s, a in zip(HOSTILE, ATTACKS, strict=True) if ATTACKS[a][0] == "evaluate"
     ]
     assert sorted(results["model"]["owners"]) == sorted(SITES + honest_in_train)
-    assert sorted(results["dropped_sites"]) == sorted(hostile)
-    for site, attack in zip(hostile, ATTACKS, strict=True):
+    assert sorted(results["dropped_sites"]) == sorted([*HOSTILE, FAILING, MALFORMED])
+    for site, attack in zip(HOSTILE, ATTACKS, strict=True):
         reason = results["dropped_sites"][site]
         phase = protocol.TASK_PHASE[ATTACKS[attack][0]]  # the vote task is the election phase
         assert reason.startswith(phase) and "refused" in reason, (attack, reason)

@@ -319,18 +319,23 @@ def unverified_message(version: str | None = None) -> str | None:
     )
 
 
+#: This process's check of the installed FLARE: its message ("" when verified), once known.
 _checked: list[str] = []
 
 
 def check_version() -> str | None:
     """Warn once per process when the installed FLARE is not in :data:`VERIFIED_FLARE`.
 
-    Returns the warning (``None`` on a verified version).
+    Returns the warning (``None`` on a verified version). The version is read
+    once per process (reading a package's metadata takes milliseconds, and every
+    internal is checked through here when it is used).
     """
+    if _checked:
+        return _checked[0] or None
     message = unverified_message()
-    if message and not _checked:
+    if message:
         logger.warning(message)
-    _checked.append("done")
+    _checked.append(message or "")
     return message
 
 

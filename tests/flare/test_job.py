@@ -13,11 +13,10 @@ import yaml
 from fedforest.cli import main
 from fedforest.errors import ConfigError
 from fedforest.federation.tables import check_data
-from fedforest.flare.environments import simulate
 from fedforest.flare.job import build_job, load_configs
 from fedforest.flare.recipe import FedForestRecipe
 
-from .flare_setup import UNCALIBRATED, write_configs
+from .flare_setup import write_configs
 
 SITES = ["site-1", "site-2", "site-3"]
 
@@ -153,18 +152,6 @@ def test_cli_build_refuses_two_codings_of_the_target(tmp_path, capsys):
 
 
 @pytest.mark.flare
-def test_a_site_whose_data_vanished_is_dropped_with_the_reason(tmp_path):
-    configs = write_configs(tmp_path, election={"auto_tune": False}, evaluation=UNCALIBRATED)
-    recipe = FedForestRecipe(configs)  # validated while the data are there
-    (tmp_path / "data" / "site-3.csv").unlink()
-    run_dir = simulate(recipe, tmp_path / "ws", log_file=tmp_path / "sim.log", timeout=600)
-    results = json.loads((run_dir / "results.json").read_text())
-    assert results["status"] == "finished"
-    reason = results["dropped_sites"]["site-3"]
-    assert "ConfigError" in reason and "key 'data_path'" in reason and "file not found" in reason
-    assert sorted(results["metrics"]) == ["site-1", "site-2"]
-
-
 def test_no_custom_ships_no_code_and_a_job_folder_gives_back_its_recipe(tmp_path):
     configs = write_configs(tmp_path, rows=60)
     job = build_job(configs, tmp_path / "jobs", ship_code=False)

@@ -100,24 +100,26 @@ def test_three_sites_with_different_columns(demo_server_run):
 
 #: The faulty sites of :func:`faulty_run`, each a copy of a demo site's YAML and data.
 HOSTILE = {f"h-{i}": f"site-{i % 3 + 1}" for i in range(len(ATTACKS))}
-FAILING, MALFORMED = "failing-train", "malformed-trees"
+FAILING, MALFORMED, VANISHED = "failing-train", "malformed-trees", "vanished-data"
 
 
 @pytest.fixture(scope="module")
 def faulty_run(tmp_path_factory):
-    """One simulator run of three honest sites beside twelve faulty ones.
+    """One simulator run of three honest sites beside thirteen faulty ones.
 
     Ten hostile sites each send one kind of malformed payload (:data:`ATTACKS`),
-    one site raises in the train phase (:class:`FailingTrainExecutor`) and one
+    one site raises in the train phase (:class:`FailingTrainExecutor`), one
     sends trees whose leaf flags do not describe trees
-    (:class:`MalformedTreeExecutor`): every fault at once, in one job.
+    (:class:`MalformedTreeExecutor`) and one's data file is gone by the time the
+    job starts (it was there when the job was built): every fault at once, in
+    one job.
     """
     tmp = tmp_path_factory.mktemp("faulty")
     configs = write_configs(
         tmp,
         rows=200,
-        copies={**HOSTILE, FAILING: "site-2", MALFORMED: "site-3"},
-        # fifteen clients start on a machine the rest of the suite also loads: the schema
+        copies={**HOSTILE, FAILING: "site-2", MALFORMED: "site-3", VANISHED: "site-1"},
+        # sixteen clients start on a machine the rest of the suite also loads: the schema
         # phase waits for every one of them, so that each fault reaches its own phase
         job={"min_sites": 3, "timeouts": {"schema": 600}},
         forest={"n_estimators": 8},
@@ -132,8 +134,12 @@ def faulty_run(tmp_path_factory):
         (FAILING, FailingTrainExecutor(site_config="fedforest_site.yaml")),
         (MALFORMED, MalformedTreeExecutor(site_config="fedforest_site.yaml")),
     ]
-    results, run_dir, _ = run(configs, tmp, custom=faulty)
-    return results, run_dir
+    recipe = FedForestRecipe(configs, job_custom=faulty)  # validated while the data are there
+    (tmp / "data" / f"{VANISHED}.csv").unlink()
+    run_dir = simulate(recipe, tmp / "ws", log_file=tmp / "sim.log", timeout=600)
+    path = run_dir / "results.json"
+    assert path.is_file(), (tmp / "sim.log").read_text()[-3000:]
+    return json.loads(path.read_text()), run_dir
 
 
 def test_a_site_failing_in_train_is_dropped_and_named(faulty_run):
@@ -141,6 +147,14 @@ def test_a_site_failing_in_train_is_dropped_and_named(faulty_run):
     assert results["status"] == "finished", results.get("error")
     assert "rehearsed fault" in results["dropped_sites"][FAILING]
     assert FAILING not in results["metrics"] and FAILING not in results["model"]["owners"]
+
+
+def test_a_site_whose_data_vanished_is_dropped_with_the_reason(faulty_run):
+    results, _ = faulty_run
+    assert results["status"] == "finished", results.get("error")
+    reason = results["dropped_sites"][VANISHED]
+    assert "ConfigError" in reason and "key 'data_path'" in reason and "file not found" in reason
+    assert VANISHED not in results["metrics"] and VANISHED not in results["model"]["owners"]
 
 
 def test_the_job_fails_clearly_below_min_sites(tmp_path):
@@ -165,7 +179,7 @@ def test_a_malformed_tree_payload_is_refused_and_never_used(faulty_run):
 
 def test_hostile_sites_cost_the_others_nothing(faulty_run):
     """Ten hostile sites, each sending one kind of malformed payload, beside three honest ones
-    (and the two other faulty sites of the run)."""
+    (and the three other faulty sites of the run)."""
     results, run_dir = faulty_run
     assert (run_dir / "report.md").is_file()
     assert results["status"] == "finished", results.get("error")
@@ -176,7 +190,7 @@ def test_hostile_sites_cost_the_others_nothing(faulty_run):
         s for s, a in zip(HOSTILE, ATTACKS, strict=True) if ATTACKS[a][0] == "evaluate"
     ]
     assert sorted(results["model"]["owners"]) == sorted(SITES + honest_in_train)
-    assert sorted(results["dropped_sites"]) == sorted([*HOSTILE, FAILING, MALFORMED])
+    assert sorted(results["dropped_sites"]) == sorted([*HOSTILE, FAILING, MALFORMED, VANISHED])
     for site, attack in zip(HOSTILE, ATTACKS, strict=True):
         reason = results["dropped_sites"][site]
         phase = protocol.TASK_PHASE[ATTACKS[attack][0]]  # the vote task is the election phase
@@ -198,7 +212,7 @@ def test_a_slow_site_is_kept_and_one_past_its_timeout_is_dropped_with_the_reason
     )
     slow = [
         ("site-2", SlowExecutor(site_config="fedforest_site.yaml", task="train", delay=3)),
-        ("site-3", SlowExecutor(site_config="fedforest_site.yaml", task="train", delay=25)),
+        ("site-3", SlowExecutor(site_config="fedforest_site.yaml", task="train", delay=12)),
     ]
     results, _, _ = run(configs, tmp_path, custom=slow)
     assert results["status"] == "finished"

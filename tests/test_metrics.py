@@ -52,6 +52,8 @@ def test_score_multiclass_and_labels():
 def test_the_log_loss_is_scikit_learns_to_the_last_bit(n_classes, labels):
     from sklearn.metrics import log_loss
 
+    from fedforest.metrics import mean_log_loss
+
     rng = np.random.default_rng(n_classes)
     y = rng.integers(0, n_classes, 200)
     proba = rng.dirichlet(np.full(n_classes, 0.3), 200)
@@ -63,6 +65,8 @@ def test_the_log_loss_is_scikit_learns_to_the_last_bit(n_classes, labels):
     assert score("log_loss", y[5:], proba[5:], classes) == log_loss(
         y[5:], proba[5:], labels=classes
     )
+    with pytest.raises(ValueError, match="not in classes"):
+        mean_log_loss(np.r_[y[:3], classes[:1]], proba[:4, 1:], classes[1:])
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])

@@ -138,6 +138,9 @@ def mean_log_loss(y_true, proba: np.ndarray, classes) -> float:
     eps = np.finfo(proba.dtype).eps
     clipped = np.clip(proba, eps, 1 - eps)
     onehot = (np.asarray(y_true)[:, None] == np.asarray(classes)[None, :]).astype(clipped.dtype)
+    if not onehot.any(axis=1).all():  # a label outside classes would score 0
+        unknown = np.setdiff1d(np.asarray(y_true), np.asarray(classes))
+        raise ValueError(f"y_true has labels {unknown.tolist()} that are not in classes")
     return float(np.mean(-np.sum(xlogy(onehot, clipped), axis=1)))
 
 

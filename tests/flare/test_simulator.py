@@ -30,7 +30,11 @@ SITES = ["site-1", "site-2", "site-3"]
 
 def run(configs, tmp_path, custom=None):
     """Run the job's recipe in SimEnv; the results, the server's run folder, the site folders."""
-    recipe = FedForestRecipe(configs, job_custom=custom)
+    return simulated(FedForestRecipe(configs, job_custom=custom), tmp_path)
+
+
+def simulated(recipe, tmp_path):
+    """:func:`run` for a recipe already made."""
     run_dir = simulate(recipe, tmp_path / "ws", log_file=tmp_path / "sim.log", timeout=600)
     path = run_dir / "results.json"
     assert path.is_file(), (tmp_path / "sim.log").read_text()[-3000:]
@@ -136,10 +140,8 @@ def faulty_run(tmp_path_factory):
     ]
     recipe = FedForestRecipe(configs, job_custom=faulty)  # validated while the data are there
     (tmp / "data" / f"{VANISHED}.csv").unlink()
-    run_dir = simulate(recipe, tmp / "ws", log_file=tmp / "sim.log", timeout=600)
-    path = run_dir / "results.json"
-    assert path.is_file(), (tmp / "sim.log").read_text()[-3000:]
-    return json.loads(path.read_text()), run_dir
+    results, run_dir, _ = simulated(recipe, tmp)
+    return results, run_dir
 
 
 def test_a_site_failing_in_train_is_dropped_and_named(faulty_run):

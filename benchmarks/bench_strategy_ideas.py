@@ -19,6 +19,11 @@ whether the tree is the site's own. The ideas:
 * ``site_skill`` / ``site_skill_sq`` -- every site's trees weighted by the
   skill of their average (or its square) on the validation rows.
 * ``site_skill_wmp`` -- ``site_skill`` times ``wmp``'s certainty weights.
+* ``site_weights`` -- every site's trees weighted by a weight fitted to the
+  lowest validation log-loss of their weighted average (the weights of a
+  mixture of the sites' ``mp`` averages: a stacking of the sites' forests);
+  ``site_weights_wmp`` -- those weights times ``wmp``'s certainty weights,
+  ``w`` by Brier score.
 * ``blend`` -- ``a * local + (1 - a) * mp`` with ``a`` in 0, .25, .5, .75, 1
   by validation Brier score; ``blend_wmp`` blends ``local`` with ``wmp``
   (both parameters fitted together), ``blend_skill`` with ``tree_skill``.
@@ -33,7 +38,8 @@ Usage::
 The default takes about 6 minutes on 2 cores. Writes
 ``<out>/strategy_ideas.json`` and ``<out>/strategy_ideas.md``: mean AUPRC per
 number of sites and average ranks over the blocks (dataset x sites x overlap x
-repetition, each the mean over the sites).
+repetition, each the mean over the sites), and the mean Brier score over the
+blocks.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from itertools import product
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import minimize
 
 from benchmarks import harness
 from fedforest import PooledForestClassifier
@@ -64,6 +71,9 @@ logger = logging.getLogger("bench_strategy_ideas")
 DATASETS = ("S-500-Num", "S-500-Cat", "S-500-Mix", "breast_cancer", "wine", "digits")
 BLEND = (0.0, 0.25, 0.5, 0.75, 1.0)
 COARSE = (0.0, 0.1, 0.3, 1.0)
+#: What each idea's test predictions are scored by: AUPRC ranks the ideas; the Brier score
+#: (a proper scoring rule) is reported beside it.
+METRICS = ("auprc", "brier")
 IDEAS = (
     "local",
     "mp",
@@ -78,6 +88,8 @@ IDEAS = (
     "site_skill",
     "site_skill_sq",
     "site_skill_wmp",
+    "site_weights",
+    "site_weights_wmp",
     "blend",
     "blend_wmp",
     "blend_skill",
@@ -138,6 +150,40 @@ def skill(P, y, classes):
     return np.clip(1.0 - b / max(prior, 1e-12), 0.0, None)
 
 
+def mixture_weights(P, groups, y, classes, floor: float = 1e-3) -> np.ndarray:
+    """Each group's weight (largest 1) for the lowest log-loss of the trees' weighted average.
+
+    Every tree of group ``g`` weighs ``a_g``; ``a`` = softmax(``z``) is fitted
+    by L-BFGS from equal weights (``mp``) with :func:`mixture_loss`'s
+    gradient. Deterministic: no random start.
+    """
+    hit = np.asarray(y)[:, None] == np.asarray(classes)[None, :]
+    k = int(groups.max()) + 1
+    # per group: the summed probability of each row's class, and the number of trees
+    S = np.stack([P[groups == g][:, hit].sum(axis=0) for g in range(k)])
+    n = np.bincount(groups, minlength=k).astype(float)
+    z = minimize(mixture_loss, np.zeros(k), (S, n, floor), jac=True, method="L-BFGS-B").x
+    a = np.exp(z - z.max())
+    return a / a.max()
+
+
+def mixture_loss(z, S, n, floor: float = 1e-3):
+    """The mean log-loss of the mixture softmax(``z``) and its gradient in ``z``.
+
+    ``S[g, i]``: the summed probability of row ``i``'s class over group ``g``'s
+    trees; ``n[g]``: their number. Each row's probability is floored at
+    ``floor``, as :func:`criterion` scores it (no gradient where floored).
+    """
+    a = np.exp(z - z.max())
+    a /= a.sum()
+    total = a @ n
+    q = a @ S / total
+    keep = q > floor
+    value = -np.log(np.where(keep, q, floor)).mean()
+    grad_a = (-(S[:, keep] / q[keep]).sum(axis=1) + keep.sum() * n) / (total * len(q))
+    return value, a * (grad_a - a @ grad_a)
+
+
 def ideas_for_site(val, test, own, groups, y_val, classes) -> dict:
     """Test predictions of every idea, parameters fitted on ``val`` only."""
     (Pv, Nv, Cv), (Pt, Nt, Ct) = val, test
@@ -172,6 +218,14 @@ def ideas_for_site(val, test, own, groups, y_val, classes) -> dict:
         classes,
     )
     out["site_skill_wmp"] = weighted(Pt, per_tree_w[:, None] * certainty(Ct, g))
+    sites_w = mixture_weights(Pv, groups, y_val, classes)[groups]
+    out["site_weights"] = weighted(Pt, sites_w[:, None] * ones_t)
+    g = best(
+        {g: weighted(Pv, sites_w[:, None] * certainty(Cv, g)) for g in GUESS_WEIGHTS if g > 0},
+        y_val,
+        classes,
+    )
+    out["site_weights_wmp"] = weighted(Pt, sites_w[:, None] * certainty(Ct, g))
     local_v = Pv[own].mean(axis=0)
     a = best({a: a * local_v + (1 - a) * Pv.mean(axis=0) for a in BLEND}, y_val, classes)
     out["blend"] = a * out["local"] + (1 - a) * out["mp"]
@@ -227,24 +281,27 @@ def run_one(task) -> list[dict]:
         for idea, proba in ideas_for_site(
             val, test, own, groups, np.asarray(y_val), classes
         ).items():
-            rows.append(
-                {
-                    "dataset": name,
-                    "n_sites": n_sites,
-                    "jaccard": jaccard,
-                    "rep": rep,
-                    "site": site,
-                    "method": idea,
-                    "metric": "auprc",
-                    "value": score("auprc", y_te, proba, classes),
-                }
-            )
+            for metric in METRICS:
+                rows.append(
+                    {
+                        "dataset": name,
+                        "n_sites": n_sites,
+                        "jaccard": jaccard,
+                        "rep": rep,
+                        "site": site,
+                        "method": idea,
+                        "metric": metric,
+                        "value": score(metric, y_te, proba, classes),
+                    }
+                )
     return rows
 
 
 def summarise(tidy: pd.DataFrame) -> dict:
     block = ["dataset", "n_sites", "jaccard", "rep"]
-    per_rep = tidy.groupby([*block, "method"])["value"].mean().unstack("method")[list(IDEAS)]
+    means = tidy.groupby(["metric", *block, "method"])["value"].mean()
+    per_rep = means.loc["auprc"].unstack("method")[list(IDEAS)]
+    brier = means.loc["brier"].unstack("method")[list(IDEAS)]
     ranks = per_rep.rank(axis=1, ascending=False).mean().sort_values()
     by_sites = per_rep.groupby(level="n_sites").mean()
     synthetic = per_rep.index.get_level_values("dataset").str.startswith("S-500")
@@ -258,6 +315,7 @@ def summarise(tidy: pd.DataFrame) -> dict:
         .to_dict(),
         "ranks_real": per_rep[~synthetic].rank(axis=1, ascending=False).mean().round(3).to_dict(),
         "mean_by_sites": {int(n): row.round(4).to_dict() for n, row in by_sites.iterrows()},
+        "brier": brier.mean().round(4).to_dict(),
     }
 
 
@@ -269,18 +327,19 @@ def render(summary: dict, config: dict) -> str:
         f"`python benchmarks/bench_strategy_ideas.py` ({' '.join(config['argv']) or 'defaults'}): "
         f"{', '.join(config['datasets'])}; sites {config['sites']}, Jaccard {config['jaccards']}, "
         f"{config['reps']} repetitions, {config['trees']} trees per site; {summary['blocks']} "
-        f"blocks; {config['seconds']:.0f} s. Ranks are within each block (1 = best).",
+        f"blocks; {config['seconds']:.0f} s. Ranks are within each block (1 = best), by "
+        "AUPRC; the Brier score (lower is better) is the mean over the blocks.",
         "",
         "| idea | rank (all) | rank (S-500) | rank (real) | "
         + " | ".join(f"AUPRC, {n} sites" for n in sites)
-        + " |",
-        "|---|---|---|---" + "|---" * len(sites) + "|",
+        + " | Brier (all) |",
+        "|---|---|---|---" + "|---" * len(sites) + "|---|",
     ]
     for idea, rank in summary["ranks"].items():
         means = " | ".join(f"{summary['mean_by_sites'][n][idea]:.4f}" for n in sites)
         lines.append(
             f"| {idea} | {rank:.2f} | {summary['ranks_synthetic'][idea]:.2f} | "
-            f"{summary['ranks_real'][idea]:.2f} | {means} |"
+            f"{summary['ranks_real'][idea]:.2f} | {means} | {summary['brier'][idea]:.4f} |"
         )
     return "\n".join(lines) + "\n"
 

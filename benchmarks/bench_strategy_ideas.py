@@ -197,6 +197,12 @@ def ideas_for_site(val, test, own, groups, y_val, classes) -> dict:
         w = best({g: _wmp(P_v, Cv, g, Pv.mean(0)) for g in grid}, y_val, classes, how)
         return _wmp(P_t, Ct, w, mp)
 
+    def times_wmp(tree_w):
+        # per-tree weights times wmp's certainty weights, w by Brier score
+        fits = {g: weighted(Pv, tree_w[:, None] * certainty(Cv, g)) for g in GUESS_WEIGHTS if g}
+        w = best(fits, y_val, classes)
+        return weighted(Pt, tree_w[:, None] * certainty(Ct, w))
+
     out["wmp"] = wmp(Pv, Pt, GUESS_WEIGHTS, "brier")
     out["wmp_auprc"] = wmp(Pv, Pt, GUESS_WEIGHTS, "auprc")
     out["wmp_logloss"] = wmp(Pv, Pt, GUESS_WEIGHTS, "logloss")
@@ -212,20 +218,10 @@ def ideas_for_site(val, test, own, groups, y_val, classes) -> dict:
     per_tree_w = site_w[groups]
     out["site_skill"] = weighted(Pt, per_tree_w[:, None] * ones_t)
     out["site_skill_sq"] = weighted(Pt, (per_tree_w**2)[:, None] * ones_t)
-    g = best(
-        {g: weighted(Pv, per_tree_w[:, None] * certainty(Cv, g)) for g in GUESS_WEIGHTS if g > 0},
-        y_val,
-        classes,
-    )
-    out["site_skill_wmp"] = weighted(Pt, per_tree_w[:, None] * certainty(Ct, g))
+    out["site_skill_wmp"] = times_wmp(per_tree_w)
     sites_w = mixture_weights(Pv, groups, y_val, classes)[groups]
     out["site_weights"] = weighted(Pt, sites_w[:, None] * ones_t)
-    g = best(
-        {g: weighted(Pv, sites_w[:, None] * certainty(Cv, g)) for g in GUESS_WEIGHTS if g > 0},
-        y_val,
-        classes,
-    )
-    out["site_weights_wmp"] = weighted(Pt, sites_w[:, None] * certainty(Ct, g))
+    out["site_weights_wmp"] = times_wmp(sites_w)
     local_v = Pv[own].mean(axis=0)
     a = best({a: a * local_v + (1 - a) * Pv.mean(axis=0) for a in BLEND}, y_val, classes)
     out["blend"] = a * out["local"] + (1 - a) * out["mp"]

@@ -21,7 +21,16 @@ Each strategy's time with half the features absent is a ratio to its task's
 reference on the same trees, timed in turn with each measurement
 (:func:`benchmarks.bench_inference.paired_times`; one thread on both sides:
 the numba engine with one thread). The target: survival's ratio at most
-twice classification's, for every strategy measured.
+twice classification's on the same forest size, for every strategy measured.
+
+Grown with the same parameters, a survival tree has about twice the nodes of a
+classification tree on the same rows (the log-rank split keeps finding
+differences in time where the events alone are pure), so two pairs of forests
+are measured: the same size, where the survival trees' ``min_samples_leaf``
+(and ``min_samples_split``, twice it) is the one whose forest's node count is
+closest to the classification forest's (:func:`same_size_params`, searched on
+the first site's rows), and the same parameters. The target applies to the
+pair of the same size.
 
 Usage::
 
@@ -70,6 +79,11 @@ STRATEGIES = ("fpv", "pr", "mi", "ipr", "mp", "ss")
 TARGET = 2.0
 ENGINE = "numba_1_thread"
 GUESS_WEIGHT = 0.5
+#: The survival trees' ``min_samples_leaf`` tried for the pair of the same size.
+SURVIVAL_LEAVES = range(FOREST_PARAMS["min_samples_leaf"], 21)
+#: The pairs of forests measured: the target applies to the first.
+PAIRS = ("same_size", "same_params")
+PAIR_TITLES = {"same_size": "Same forest size (the target)", "same_params": "Same parameters"}
 
 
 def survival_rows(n: int, n_times: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
@@ -92,8 +106,49 @@ def survival_rows(n: int, n_times: int, seed: int = 0) -> tuple[pd.DataFrame, np
     return frame, survival_target(recorded, time <= censor)
 
 
-def build(rows: int, n_times: int, seed: int = 0) -> dict:
-    """The survival and classification pooled forests of the same sites, and the test rows."""
+def leaf_params(min_samples_leaf: int) -> dict:
+    """The forests' parameters with ``min_samples_leaf`` (and ``min_samples_split`` twice it)."""
+    return {
+        **FOREST_PARAMS,
+        "min_samples_leaf": min_samples_leaf,
+        "min_samples_split": 2 * min_samples_leaf,
+    }
+
+
+def same_size_params(rows: int, n_times: int, seed: int = 0) -> dict:
+    """The survival forest's parameters whose node count is closest to classification's.
+
+    Searched on the first site's rows of :func:`build`'s table over :data:`SURVIVAL_LEAVES`
+    (the first of equally close ones): the classification forest grown with
+    :data:`FOREST_PARAMS` on the events, a survival forest for each ``min_samples_leaf`` on
+    the times and events, each with the first site's seed.
+    """
+    frame, y = survival_rows(N_SITES * TRAIN_ROWS + rows, n_times, seed)
+    frame, y = frame[:TRAIN_ROWS], y[:TRAIN_ROWS]
+    rf = RandomForestClassifier(**FOREST_PARAMS, random_state=seed)
+    target = _nodes(rf.fit(frame, y["event"].astype(int)))
+    best, gap = FOREST_PARAMS, None
+    for leaf in SURVIVAL_LEAVES:
+        params = leaf_params(leaf)
+        nodes = _nodes(RandomSurvivalForest(**params, random_state=seed).fit(frame, y))
+        if gap is None or abs(nodes - target) < gap:
+            best, gap = params, abs(nodes - target)
+        if nodes <= target:  # node counts only fall as the leaves grow
+            break
+    return best
+
+
+def _nodes(forest) -> int:
+    return sum(tree.tree_.node_count for tree in forest.estimators_)
+
+
+def build(rows: int, n_times: int, seed: int = 0, survival_params: dict | None = None) -> dict:
+    """The survival and classification pooled forests of the same sites, and the test rows.
+
+    The classification trees are grown with :data:`FOREST_PARAMS`, the survival trees with
+    ``survival_params`` (:data:`FOREST_PARAMS` when not given).
+    """
+    survival_params = FOREST_PARAMS if survival_params is None else survival_params
     frame, y = survival_rows(N_SITES * TRAIN_ROWS + rows, n_times, seed)
     names = list(frame.columns)
     shared, absent = names[:10], names[10:]
@@ -104,7 +159,7 @@ def build(rows: int, n_times: int, seed: int = 0) -> dict:
         part = slice(s * TRAIN_ROWS, (s + 1) * TRAIN_ROWS)
         Xs, ys = frame[part], y[part]
         owner = f"site-{s + 1}"
-        rsf = RandomSurvivalForest(**FOREST_PARAMS, random_state=seed + s).fit(Xs, ys)
+        rsf = RandomSurvivalForest(**survival_params, random_state=seed + s).fit(Xs, ys)
         if not np.array_equal(rsf.unique_times_, grid):
             raise SystemExit(f"site {s + 1} has no row at some of the {n_times} times")
         survival_trees.extend(rsf.estimators_)
@@ -131,6 +186,7 @@ def build(rows: int, n_times: int, seed: int = 0) -> dict:
         "test": test,
         "half": test[shared],
         "grid": grid,
+        "survival_params": survival_params,
     }
 
 
@@ -182,12 +238,8 @@ def time_half_absent(setup: dict, task: str, strategy: str, sk_fn) -> dict:
     }
 
 
-def run(rows: int, n_times: int, out: Path) -> dict:
-    kernels, _ = load_kernels()
-    if kernels is None:
-        raise SystemExit("numba cannot be imported: the targets apply to its one-thread engine")
-    kernels.MAX_THREADS = ENGINES[ENGINE][1]
-    setup = build(rows, n_times)
+def measure_pair(setup: dict) -> dict:
+    """Every strategy's ratios on one pair of forests, and the pair's sizes."""
     X_np = setup["test"].to_numpy()
     calls = {task: reference_call(task, f, X_np) for task, f in setup["references"].items()}
     # with every feature present the pooled survival forest is scikit-survival
@@ -205,25 +257,49 @@ def run(rows: int, n_times: int, out: Path) -> dict:
         row["met"] = row["ratio_of_ratios"] <= TARGET
         rows_out[strategy] = row
         progress.step(f"{strategy}: survival / classification {row['ratio_of_ratios']:.2f}x")
+    return {
+        "forest_params": {"survival": setup["survival_params"], "classification": FOREST_PARAMS},
+        "nodes": {task: f.n_nodes for task, f in setup["forests"].items()},
+        "mean_depth": {
+            task: float(np.mean([t.tree_.max_depth for t in forest.estimators_]))
+            for task, forest in setup["references"].items()
+        },
+        "strategies": rows_out,
+    }
+
+
+def run(rows: int, n_times: int, out: Path) -> dict:
+    kernels, _ = load_kernels()
+    if kernels is None:
+        raise SystemExit("numba cannot be imported: the targets apply to its one-thread engine")
+    kernels.MAX_THREADS = ENGINES[ENGINE][1]
+    params = {"same_size": same_size_params(rows, n_times), "same_params": FOREST_PARAMS}
+    pairs = {}
+    for pair in PAIRS:
+        logger.info("%s: survival trees grown with %s", pair, _params_text(params[pair]))
+        setup = build(rows, n_times, survival_params=params[pair])
+        pairs[pair] = measure_pair(setup)
     kernels.MAX_THREADS = None
-    forests = setup["forests"]
     results = {
         "setup": {
             "rows": rows,
-            "trees": forests["survival"].n_trees,
-            "nodes": {task: f.n_nodes for task, f in forests.items()},
+            "trees": setup["forests"]["survival"].n_trees,
             "features": N_FEATURES,
             "absent": N_FEATURES // 2,
             "times": int(setup["grid"].shape[0]),
             "train_rows_per_site": TRAIN_ROWS,
-            "forest_params": FOREST_PARAMS,
             "engine": ENGINE,
         },
         "target": TARGET,
-        "strategies": rows_out,
+        "target_pair": PAIRS[0],
+        "pairs": pairs,
     }
     harness.write_results(out, "inference_survival", results, markdown(results), logger)
     return results
+
+
+def _params_text(params: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in params.items())
 
 
 def markdown(results: dict) -> str:
@@ -232,37 +308,54 @@ def markdown(results: dict) -> str:
         "# Survival inference against classification, same forest size",
         "",
         f"Forests: {s['trees']} trees of {s['features']} features from {N_SITES} sites of "
-        f"{s['train_rows_per_site']} rows, grown with the same parameters "
-        f"({', '.join(f'{k}={v!r}' for k, v in s['forest_params'].items())}): "
-        f"{s['nodes']['survival']} survival nodes (curves on {s['times']} time points) and "
-        f"{s['nodes']['classification']} classification nodes. {s['rows']} rows predicted "
-        f"with {s['absent']} of the features absent; numba on one thread. Each task's ratio "
-        "is to its reference on the same trees with every feature present (one thread), "
-        "timed in turn with the measurement: scikit-survival's "
-        "`predict_cumulative_hazard_function` (survival; the pooled forest with every "
+        f"{s['train_rows_per_site']} rows each; {s['rows']} rows predicted with "
+        f"{s['absent']} of the features absent; numba on one thread. Each task's ratio is to "
+        "its reference on the same trees with every feature present (one thread), timed in "
+        "turn with the measurement: scikit-survival's `predict_cumulative_hazard_function` "
+        f"(survival, curves on {s['times']} time points; the pooled forest with every "
         "feature present gives its numbers, checked) and scikit-learn's `predict_proba` "
-        "(classification).",
-        "",
-        "| strategy | survival | classification | survival / classification | target | "
-        "rows falling back to mp (survival / classification) |",
-        "|---|---|---|---|---|---|",
+        "(classification). Two pairs of forests: the survival trees grown to the "
+        "classification forest's node count (their `min_samples_leaf` searched on the first "
+        "site's rows), where the target applies, and both grown with the same parameters.",
     ]
-    for name, row in results["strategies"].items():
-        lines.append(
-            f"| {name} | {row['survival']['ratio']:.2f}x | "
-            f"{row['classification']['ratio']:.2f}x | {row['ratio_of_ratios']:.2f}x | "
-            f"≤ {results['target']:g}x: {'met' if row['met'] else 'missed'} | "
-            f"{row['survival']['fallback_rows']} / {row['classification']['fallback_rows']} |"
-        )
-    met = sum(r["met"] for r in results["strategies"].values())
+    for pair, p in results["pairs"].items():
+        lines += [
+            "",
+            f"## {PAIR_TITLES[pair]}",
+            "",
+            f"Survival trees: {_params_text(p['forest_params']['survival'])}; "
+            f"{p['nodes']['survival']} nodes, mean depth {p['mean_depth']['survival']:.1f}. "
+            f"Classification trees: {_params_text(p['forest_params']['classification'])}; "
+            f"{p['nodes']['classification']} nodes, mean depth "
+            f"{p['mean_depth']['classification']:.1f}.",
+            "",
+            "| strategy | survival | classification | survival / classification | target | "
+            "rows falling back to mp (survival / classification) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, row in p["strategies"].items():
+            verdict = "met" if row["met"] else "missed"
+            if pair != results["target_pair"]:
+                verdict = f"({verdict}; not the target's pair)"
+            lines.append(
+                f"| {name} | {row['survival']['ratio']:.2f}x | "
+                f"{row['classification']['ratio']:.2f}x | {row['ratio_of_ratios']:.2f}x | "
+                f"≤ {results['target']:g}x: {verdict} | "
+                f"{row['survival']['fallback_rows']} / "
+                f"{row['classification']['fallback_rows']} |"
+            )
+        met = sum(r["met"] for r in p["strategies"].values())
+        lines += [
+            "",
+            f"{PAIR_TITLES[pair]}: survival within {results['target']:g}x of classification "
+            f"for {met} of {len(p['strategies'])} strategies.",
+        ]
     lines += [
         "",
-        f"Target met for {met} of {len(results['strategies'])} strategies.",
-        "",
         "A row whose every kept tree is discarded falls back to `mp` over all the trees "
-        "(the costliest strategy); the last column counts those rows. A strategy whose "
-        "survival trees (deeper than the classification trees grown with the same "
-        "parameters) discard more rows' trees pays `mp`'s price on more rows.",
+        "(the costliest strategy); the last column counts those rows. Grown with the same "
+        "parameters, the survival trees are deeper than the classification trees, so `fpv` "
+        "discards more rows' trees and pays `mp`'s price on more rows.",
     ]
     return "\n".join(lines)
 

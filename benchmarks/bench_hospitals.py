@@ -17,7 +17,9 @@ Each repetition runs the job's own phase driver in this process
 :class:`~fedforest.federation.driver.InProcessExchange`: the same code as the
 FLARE job, which the tests check gives the same results) with ``job.seed`` =
 the repetition, twice: with the job's defaults (``calibration: auto``,
-``auto_metric: log_loss``) and with ``calibration: none``. Beside them, the
+``auto_metric: log_loss``) and with ``calibration: none``; the election is
+``site_configs/job.yaml``'s (the freedom degree hill-climbed on the
+hospitals' scores, as users run it). Beside them, the
 reference no federation can beat by much, *pooled data*
 (:mod:`fedforest.experiments.reference`): one scikit-learn random forest with
 the job's forest settings and seed, trained on every hospital's training and
@@ -125,10 +127,12 @@ def job_settings(
     weights: str,
     validation: str = "oob",
 ) -> dict:
-    """The job YAML of one run: the four strategies, :data:`JOB_METRICS`, the calibration
-    and the validation mode (``oob`` or ``holdout``)."""
+    """The job YAML of one run: the four strategies, :data:`JOB_METRICS`, the calibration,
+    the validation mode (``oob`` or ``holdout``) and ``site_configs/job.yaml``'s election
+    (:func:`benchmarks.harness.shipped_sections`: the election users run, tuned)."""
     return {
         "job": {"name": name, "sites": list(sites), "seed": seed},
+        **harness.shipped_sections("election"),
         "evaluation": {
             "strategies": STRATEGIES,
             "metrics": JOB_METRICS,

@@ -14,7 +14,7 @@ seeds), ten seeds, twice a seed: once with ``validation: oob`` and once with
 ``validation: holdout`` (the same test rows; the holdout sites train on fewer
 rows, their validation rows held out), both with the job's defaults
 (``calibration: auto``, ``auto_metric: log_loss``, the secure default's
-trees). Each site saves its model with what it deploys; the benchmark then
+trees) and ``site_configs/job.yaml``'s election (tuned). Each site saves its model with what it deploys; the benchmark then
 scores, at each hospital and on its test rows:
 
 * ``auto`` (deployed): what the site deploys (``fedforest predict --model``'s
@@ -581,7 +581,7 @@ def markdown(data: dict, result: dict) -> str:
         f"`python benchmarks/bench_oob_calibration.py --reps {data['reps']} --trees "
         f"{data['trees']}`: the four hospitals of `bench_hospitals.py`, the job in process "
         f"with `validation: oob` and with `validation: holdout` (the same test rows), job "
-        f"defaults otherwise (`calibration: auto`), {data['reps']} seeds. Scored on each "
+        f"defaults otherwise (`calibration: auto`; `site_configs/job.yaml`'s election), {data['reps']} seeds. Scored on each "
         "hospital's test rows: calibration-in-the-large (mean predicted risk − observed "
         "rate), calibration slope (logistic regression of the outcome on logit(p); 1 is "
         "calibrated, above 1 risks pulled toward the base rate), Brier score, log-loss.",

@@ -61,7 +61,6 @@ of training; results go to ``scale_holdout.json`` and ``scale_holdout.md``).
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -144,9 +143,7 @@ def make_job(
     )
     job_path = info["job"]
     job = yaml.safe_load(job_path.read_text())
-    reference = yaml.safe_load((ROOT / "site_configs" / "job.yaml").read_text())
-    for section in ("evaluation", "election", "surrogates", "forest"):
-        job[section] = copy.deepcopy(reference[section])
+    job.update(harness.shipped_sections("evaluation", "election", "surrogates", "forest"))
     job["forest"]["n_estimators"] = trees
     if auto_tune is not None:
         job["election"]["auto_tune"] = auto_tune

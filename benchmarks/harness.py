@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import logging
 import math
@@ -67,6 +68,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from data_prep.arguments import integer as at_least  # noqa: F401  (an argparse type: an integer >= low)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,6 +77,21 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 #: The loggers that stay at warnings while a benchmark runs (per-site and per-phase lines).
 QUIET = ("fedforest", "nvflare", "data_prep", "make_demo_data", "jaccard_split")
+#: The job YAML a user starts from: the benchmarks run its settings.
+SHIPPED_JOB = ROOT / "site_configs" / "job.yaml"
+
+
+def shipped_sections(*names: str) -> dict[str, Any]:
+    """Copies of the named sections of :data:`SHIPPED_JOB` (``election``, ``evaluation``...).
+
+    A benchmark that writes its own job YAML takes these from the file users edit, so it
+    measures the job as it ships rather than the schema's bare defaults.
+    """
+    shipped = yaml.safe_load(SHIPPED_JOB.read_text())
+    missing = [n for n in names if n not in shipped]
+    if missing:
+        raise KeyError(f"{SHIPPED_JOB} has no sections {missing}")
+    return {n: copy.deepcopy(shipped[n]) for n in names}
 
 
 # ------------------------------------------------------------------ options

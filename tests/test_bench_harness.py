@@ -210,3 +210,13 @@ def test_committed_results_render_as_their_report(name):
     text = render(*args(harness.read_results(path)))
     assert headings(text) == headings(path.with_suffix(".md").read_text())
     assert text.count("\n|") >= 2  # its tables
+
+
+def test_shipped_sections_are_copies_of_the_job_users_edit():
+    shipped = yaml.safe_load(harness.SHIPPED_JOB.read_text())
+    sections = harness.shipped_sections("election", "forest")
+    assert sections == {"election": shipped["election"], "forest": shipped["forest"]}
+    sections["election"]["always_keep"].append("age")
+    assert harness.shipped_sections("election")["election"] == shipped["election"]
+    with pytest.raises(KeyError, match="no sections \\['nonsense'\\]"):
+        harness.shipped_sections("election", "nonsense")

@@ -174,3 +174,19 @@ def test_each_target_says_its_paired_difference_and_standard_error(bench):
     text = bench._margin_text(auc)
     assert text == f" (auto − pooled data -0.010, standard error {auc['se']:.3f} over 2 seeds)"
     assert bench._margin_text({**auc, "se": float("nan"), "n": 1}).endswith("-0.010)")
+
+
+def test_the_jobs_run_the_shipped_election(bench, tmp_path):
+    import yaml
+
+    from fedforest.federation.config import JobConfig
+
+    shipped = yaml.safe_load((ROOT / "site_configs" / "job.yaml").read_text())["election"]
+    settings = bench.job_settings("h", bench.HOSPITALS, 3, 10, "none", "equal", "holdout")
+    assert settings["election"] == shipped and settings["election"]["auto_tune"] is True
+    # a copy: the next run's settings do not share the dict
+    settings["election"]["freedom_degree"] = 0.9
+    assert bench.job_settings("h", bench.HOSPITALS, 3, 10, "none", "equal")["election"] == shipped
+    config = bench.write_job(tmp_path, 3, 10, "none", "equal")
+    job = JobConfig.load(config / "job.yaml")
+    assert job.election.auto_tune and job.election.tolerance == shipped["tolerance"]

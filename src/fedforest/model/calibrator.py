@@ -5,7 +5,10 @@
 isotonic maps there) and reads and writes it as plain arrays, so that a saved
 model carries its site's calibrator without pickle. Its
 :meth:`~Calibrator.transform` gives what scikit-learn's
-``CalibratedClassifierCV.predict_proba`` gives for the same map (tested).
+``CalibratedClassifierCV.predict_proba`` gives for the same map (tested), but
+for the isotonic map's tie-break: 1e-6 of each row's own probability
+(:data:`ISOTONIC_TIE_BREAK`), so that rows the trees ranked apart are not tied
+by a flat step.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ MAX_PRIOR_RATIO = 1e6
 #: Smallest prior ratio: the site's prior is smoothed (``(n_c + 1) / (n + K)``), so no class
 #: gets a ratio of 0 (a class made impossible), nor one below ``1 / (MAX_ROWS + K)``.
 MIN_PRIOR_RATIO = 1.0 / (MAX_ROWS + 1e6)
+#: Share of the uncalibrated probability in an isotonic map's output: the step function's
+#: flat blocks give every row of a block one risk, and this much of the row's own
+#: probability keeps the rows in the trees' order (a strictly increasing map, so the
+#: calibration never ties two rows the trees ranked apart; risks move by at most this).
+ISOTONIC_TIE_BREAK = 1e-6
 #: Largest ``|a|`` and ``|b|`` of a sigmoid map a site keeps (its fit skips a steeper one): a
 #: map this steep turns risks within 1e-3 of each other into 0 and 1.
 MAX_SIGMOID_PARAMETER = 1e4
@@ -43,7 +51,9 @@ class Calibrator:
         ``prior``: ``ratio`` (n_classes,), ``π_site / π_train``.
         ``sigmoid``: ``a`` and ``b`` (one per calibrated column).
         ``isotonic``: ``x`` and ``y`` (breakpoints, concatenated) and
-        ``offsets`` (where each calibrated column's breakpoints start).
+        ``offsets`` (where each calibrated column's breakpoints start); the map
+        is the step function with :data:`ISOTONIC_TIE_BREAK` of the
+        probability itself mixed in, so it is strictly increasing.
         Two classes calibrate one column (the second class), more calibrate
         each.
 
@@ -89,7 +99,9 @@ class Calibrator:
             with np.errstate(over="ignore"):  # exp overflows to inf: the risk is 0, exactly
                 return 1.0 / (1.0 + np.exp(-z))
         start, stop = self.params["offsets"][k], self.params["offsets"][k + 1]
-        return np.interp(values, self.params["x"][start:stop], self.params["y"][start:stop])
+        steps = np.interp(values, self.params["x"][start:stop], self.params["y"][start:stop])
+        # ties broken by the trees' own order (ISOTONIC_TIE_BREAK)
+        return (1.0 - ISOTONIC_TIE_BREAK) * steps + ISOTONIC_TIE_BREAK * values
 
     # ------------------------------------------------------------ payload
     def to_payload(self) -> dict:

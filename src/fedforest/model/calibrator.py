@@ -32,6 +32,9 @@ MIN_PRIOR_RATIO = 1.0 / (MAX_ROWS + 1e6)
 #: probability keeps the rows in the trees' order (a strictly increasing map, so the
 #: calibration never ties two rows the trees ranked apart; risks move by at most this).
 ISOTONIC_TIE_BREAK = 1e-6
+#: Largest tie-break a saved isotonic calibrator may carry (the fit writes
+#: :data:`ISOTONIC_TIE_BREAK`; a larger share would move risks visibly).
+MAX_ISOTONIC_TIE_BREAK = 1e-3
 #: Largest ``|a|`` and ``|b|`` of a sigmoid map a site keeps (its fit skips a steeper one): a
 #: map this steep turns risks within 1e-3 of each other into 0 and 1.
 MAX_SIGMOID_PARAMETER = 1e4
@@ -51,9 +54,12 @@ class Calibrator:
         ``prior``: ``ratio`` (n_classes,), ``π_site / π_train``.
         ``sigmoid``: ``a`` and ``b`` (one per calibrated column).
         ``isotonic``: ``x`` and ``y`` (breakpoints, concatenated) and
-        ``offsets`` (where each calibrated column's breakpoints start); the map
-        is the step function with :data:`ISOTONIC_TIE_BREAK` of the
-        probability itself mixed in, so it is strictly increasing.
+        ``offsets`` (where each calibrated column's breakpoints start), and
+        ``tie_break`` (one number, :data:`ISOTONIC_TIE_BREAK` from the fit):
+        the map is the step function with that share of the probability itself
+        mixed in, so it is strictly increasing. Without ``tie_break`` (a
+        calibrator saved before it) the map is the step function alone, as it
+        was written.
         Two classes calibrate one column (the second class), more calibrate
         each.
 
@@ -100,8 +106,12 @@ class Calibrator:
                 return 1.0 / (1.0 + np.exp(-z))
         start, stop = self.params["offsets"][k], self.params["offsets"][k + 1]
         steps = np.interp(values, self.params["x"][start:stop], self.params["y"][start:stop])
+        tie_break = self.params.get("tie_break")
+        if tie_break is None:  # saved before the tie-break: the steps, as they were
+            return steps
         # ties broken by the trees' own order (ISOTONIC_TIE_BREAK)
-        return (1.0 - ISOTONIC_TIE_BREAK) * steps + ISOTONIC_TIE_BREAK * values
+        share = float(tie_break[0])
+        return (1.0 - share) * steps + share * values
 
     # ------------------------------------------------------------ payload
     def to_payload(self) -> dict:
@@ -131,10 +141,12 @@ class Calibrator:
             "sigmoid": {"a", "b"},
             "isotonic": {"x", "y", "offsets"},
         }[method]
-        if set(raw) != expected:
+        optional = {"tie_break"} if method == "isotonic" else set()
+        if not expected <= set(raw) <= expected | optional:
+            also = f" (and optionally {sorted(optional)})" if optional else ""
             raise ValueError(
-                f"{where}.params has {sorted(raw)}; a {method} calibrator has {sorted(expected)}, "
-                "expected those"
+                f"{where}.params has {sorted(raw)}; a {method} calibrator has {sorted(expected)}"
+                f"{also}, expected those"
             )
         params = {}
         for name, value in raw.items():
@@ -206,5 +218,15 @@ class Calibrator:
                     f"{where}.params.y must lie strictly between 0 and 1 (a site's fit keeps its "
                     "steps within [1 / (n + 2), (n + 1) / (n + 2)] for n validation rows; a "
                     "step at 0 or 1 makes a risk certain)"
+                )
+            tie_break = params.get("tie_break")
+            if tie_break is not None and (
+                tie_break.shape != (1,) or not 0 <= tie_break[0] <= MAX_ISOTONIC_TIE_BREAK
+            ):
+                raise ValueError(
+                    f"{where}.params.tie_break is {tie_break.tolist()!r}; expected one number in "
+                    f"[0, {MAX_ISOTONIC_TIE_BREAK:g}] (a site's fit writes "
+                    f"{ISOTONIC_TIE_BREAK:g}: the share of each risk kept to break the steps' "
+                    "ties)"
                 )
         return cls(method, classes, params)

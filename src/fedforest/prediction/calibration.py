@@ -53,7 +53,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..metrics import best_first, row_losses, score
-from ..model.calibrator import MAX_PRIOR_RATIO, MAX_SIGMOID_PARAMETER, Calibrator
+from ..model.calibrator import (
+    ISOTONIC_TIE_BREAK,
+    MAX_PRIOR_RATIO,
+    MAX_SIGMOID_PARAMETER,
+    Calibrator,
+)
 from ..vocabulary import CALIBRATION_METHODS, CALIBRATIONS
 
 logger = logging.getLogger(__name__)
@@ -189,9 +194,14 @@ def _fit_one(method, proba, y, classes, train_prior) -> Calibrator:
     margin = 1.0 / (len(y) + 2)
     ys = [np.clip(np.asarray(m.y_thresholds_, float), margin, 1 - margin) for m in maps]
     offsets = np.r_[0, np.cumsum([len(x) for x in xs])].astype(np.int64)
-    return Calibrator(
-        "isotonic", classes, {"x": np.concatenate(xs), "y": np.concatenate(ys), "offsets": offsets}
-    )
+    params = {
+        "x": np.concatenate(xs),
+        "y": np.concatenate(ys),
+        "offsets": offsets,
+        # rows on one step keep the trees' order (ISOTONIC_TIE_BREAK)
+        "tie_break": np.array([ISOTONIC_TIE_BREAK]),
+    }
+    return Calibrator("isotonic", classes, params)
 
 
 def _folds(y: np.ndarray, classes: np.ndarray, random_state) -> list | None:

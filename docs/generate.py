@@ -259,7 +259,9 @@ def write_demo(console: str, readme: Path = ROOT / "README.md") -> None:
 def run_demo() -> str:
     import subprocess
 
-    done = subprocess.run(["make", "demo"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "demo"], cwd=ROOT, capture_output=True, text=True
+    )
     if done.returncode:
         raise SystemExit(f"make demo failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     return done.stdout

@@ -9,6 +9,7 @@ sessions.
 from __future__ import annotations
 
 import getpass
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -34,6 +35,22 @@ except Exception:  # noqa: BLE001 - no user name in this environment
 os.environ.setdefault(
     "FEDFOREST_KERNEL_CACHE", str(Path(tempfile.gettempdir()) / f"fedforest-kernels-{_user}")
 )
+
+
+@pytest.fixture(autouse=True)
+def _logger_levels():
+    """Every logger's level as it was before the test: a test that configures logging (a
+    benchmark's ``main`` sets ``fedforest`` to warnings) leaves no level behind for the tests
+    that run after it in the same worker and read the library's info lines."""
+    manager = logging.root.manager
+    before = {name: logger.level for name, logger in manager.loggerDict.items()
+              if isinstance(logger, logging.Logger)}  # fmt: skip
+    root = logging.root.level
+    yield
+    logging.root.setLevel(root)
+    for name, logger in list(manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger):
+            logger.setLevel(before.get(name, logging.NOTSET))
 
 
 def make_tree_forest(

@@ -240,3 +240,29 @@ def test_survival_options_are_refused_for_another_task(tmp_path, capsys):
     )
     assert main(["elect", one.as_posix(), other.as_posix()]) == 1
     assert "--task classification needs --target" in capsys.readouterr().err
+
+
+def test_tuning_scores_every_feature_unless_told_not_to(tmp_path, capsys):
+    paths = [write(tmp_path / f"{s}.csv", n=120, seed=i) for i, s in enumerate(("north", "south"))]
+    argv = ["elect", *map(str, paths), "--target", "y", "--selector", "f_classif", "--auto-tune"]
+    assert main([*argv, "--tuning-rounds", "2"]) == 0
+    history = capsys.readouterr().out.split("tuning history")[1]
+    assert "\n   every  " in history  # the second row: every feature
+    assert main([*argv, "--tuning-rounds", "2", "--no-tune-every-feature"]) == 0
+    assert "every" not in capsys.readouterr().out.split("tuning history")[1]
+
+
+def test_the_table_says_when_tuning_kept_every_feature():
+    from types import SimpleNamespace
+
+    from fedforest.cli.elect import format_election
+    from fedforest.election.ballot import Ballot, SiteVote
+    from fedforest.election.tuning import hill_climb
+
+    votes = [SiteVote(s, ["age", "bmi"], [True, False], [0.9, 0.1], 50) for s in ("a", "b")]
+    tuning = hill_climb(Ballot(votes), len, rounds=2, every_feature=True)
+    out = SimpleNamespace(votes=votes, election=tuning.election, tuning=tuning, metric="auprc")
+    text = format_election(out, "oob")
+    assert "bmi" in text.split("kept (every feature)")[0].splitlines()[-1]
+    assert "kept 2 with every feature (tuning scored it best)" in text
+    assert "   every     2  2.0000" in text

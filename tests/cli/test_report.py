@@ -244,7 +244,7 @@ def regression_job(tmp_path_factory) -> Path:
 
 def test_a_small_jobs_results_carry_counts_intervals_and_warnings(small_job, capsys):
     data = json.loads(small_job.read_text())
-    assert data["version"] == 8
+    assert data["version"] == 9
     assert data["validation"] == dict.fromkeys(data["metrics"], "holdout")
     assert set(data["sample_warnings"]) == set(data["sites"])  # about 30 test rows each
     for site in data["sites"]:

@@ -430,3 +430,16 @@ def test_a_vote_with_a_key_that_is_not_a_string_is_refused(key):
     payload[key] = "a"
     with pytest.raises(PayloadError, match="field names must be strings"):
         SiteVote.from_payload(payload, sender="site-3", features=["age", "bmi", "hba1c"])
+
+
+def test_every_feature_keeps_each_column_and_reports_the_vote_as_counted():
+    a = SiteVote("a", ["age", "bmi", "hba1c"], [True, False, False], [0.9, 0.1, 0.2], 60)
+    b = SiteVote("b", ["age", "bmi"], [True, False], [0.8, 0.3], 40)
+    ballot = Ballot([a, b], always_keep=["bmi"])
+    every, counted = ballot.every_feature(), ballot.count(1.0)
+    assert every.selected == ["age", "bmi", "hba1c"] and every.mask.all()
+    assert every.freedom_degree is None and every.to_dict()["freedom_degree"] is None
+    assert counted.selected == ["age", "bmi"]  # the union and always_keep: no hba1c
+    for field in ("features", "intersection", "union", "disputed", "votes", "sites_with"):
+        assert getattr(every, field) == getattr(counted, field)
+    assert every.stats == {**counted.stats, "kept": 3}

@@ -515,3 +515,82 @@ def test_hill_climb_minimises_ibs():
     result = hill_climb(ballot, lambda f: abs(len(f) - 9) / 100 + 0.1, rounds=8, metric="ibs")
     assert len(result.election.selected) == 9
     assert result.score == pytest.approx(0.1)
+
+
+# ------------------------------------------------------------------ every feature
+def ballot_with_unselected() -> Ballot:
+    """Two sites; ``u0``..``u2`` no site's selector keeps, so no freedom degree reaches them."""
+    feats = ["core", "d0", "d1", "u0", "u1", "u2"]
+    a = SiteVote("a", feats, [1, 1, 0, 0, 0, 0], [3, 2, 1, 0.5, 0.4, 0.3], 100)
+    b = SiteVote("b", feats, [1, 0, 1, 0, 0, 0], [3, 1, 2, 0.5, 0.4, 0.3], 100)
+    return Ballot([a, b])
+
+
+def test_every_feature_is_scored_second_within_the_rounds_and_wins_when_best():
+    ballot = ballot_with_unselected()
+    calls = []
+
+    def score(features):
+        calls.append(tuple(features))
+        return len(features) / 6  # more columns, better
+
+    result = hill_climb(ballot, score, start=0.5, rounds=4, every_feature=True)
+    assert calls[0] == tuple(ballot.count(0.5).selected)
+    assert calls[1] == tuple(ballot.features)  # second, after the start
+    assert len(calls) <= 4 and len(set(calls)) == len(calls)
+    assert result.freedom_degree is None and result.score == 1.0
+    assert result.election.selected == ballot.features
+    assert result.election.freedom_degree is None
+    assert [h.freedom_degree for h in result.history][:2] == [0.5, None]
+    assert result.to_dict()["history"][1] == {
+        "freedom_degree": None,
+        "kept": 6,
+        "score": 1.0,
+        "reused": False,
+    }
+    # without the candidate the union is the most the tuner can keep
+    plain = hill_climb(ballot, score, start=0.5, rounds=4)
+    assert plain.election.selected == ["core", "d0", "d1"]
+
+
+def test_every_feature_within_tolerance_of_a_smaller_mask_loses():
+    ballot = ballot_with_unselected()
+    result = hill_climb(
+        ballot, lambda f: 0.80 + 0.001 * len(f), rounds=5, tolerance=0.005, every_feature=True
+    )
+    assert None in [h.freedom_degree for h in result.history]
+    assert result.freedom_degree is not None
+    assert len(result.election.selected) == min(h.n_features for h in result.history)
+
+
+def test_one_round_scores_only_the_start():
+    calls = []
+    hill_climb(
+        ballot_with_unselected(), lambda f: calls.append(f) or 1.0, rounds=1, every_feature=True
+    )
+    assert len(calls) == 1
+
+
+def test_when_the_union_is_every_feature_the_freedom_degree_keeps_it():
+    """Every site keeps every column: fd 1 and every feature are one mask, scored once; the
+    tie goes to the freedom degree, which says how the vote reached it."""
+    feats = ["x", "y", "z"]
+    ballot = Ballot([SiteVote(s, feats, [1, 1, 1], [3, 2, 1], 10) for s in "ab"])
+    calls = []
+    result = hill_climb(ballot, lambda f: calls.append(f) or 1.0, rounds=3, every_feature=True)
+    assert len(calls) == 1  # one mask, whatever the candidate
+    assert result.freedom_degree == 0.5 and result.election.selected == feats
+
+
+def test_every_feature_minimises_a_lower_is_better_metric():
+    ballot = ballot_with_unselected()
+    result = hill_climb(
+        ballot, lambda f: 10.0 - len(f), metric="rmse", rounds=3, every_feature=True
+    )
+    assert result.freedom_degree is None and result.score == 4.0
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_every_feature_must_be_true_or_false(value):
+    with pytest.raises(ValueError, match="every_feature=.* must be true or false"):
+        hill_climb(ballot_with_unselected(), len, every_feature=value)

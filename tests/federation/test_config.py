@@ -112,6 +112,7 @@ def test_shipped_job_yaml_loads():
     assert cfg.surrogates == SurrogateParams(min_agreement=0.25, min_rows=6)
     assert cfg.election.auto_tune is True and cfg.election.tolerance == 0.005
     assert cfg.election.tuning_rounds == 5 and cfg.election.always_keep == ()
+    assert cfg.election.tune_every_feature is True
     assert cfg.election.normalization == "all"
 
 
@@ -307,6 +308,7 @@ JOB_ERRORS = [
     ("surrogates.min_rows", 0, "surrogates.min_rows", 0, "an integer >= 1"),
     ("election.enabled", "sometimes", "election.enabled", "sometimes", "true or false"),
     ("election.auto_tune", 1, "election.auto_tune", 1, "true or false"),
+    ("election.tune_every_feature", "no", "election.tune_every_feature", "no", "true or false"),
     ("election.freedom_degree", 1.5, "election.freedom_degree", 1.5, "a finite number in [0, 1]"),
     ("election.freedom_degree", -0.1, "election.freedom_degree", -0.1, "a finite number in [0, 1]"),
     ("election.freedom_degree", NAN, "election.freedom_degree", NAN, "a finite number in [0, 1]"),

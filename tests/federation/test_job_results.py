@@ -18,6 +18,7 @@ from fedforest.federation.job_results import (
     SwarmSummary,
     as_results,
 )
+from fedforest.federation.results import render_report
 from fedforest.privacy.policy import PrivacyPolicy
 
 #: A site's policy as its metrics reply reports it (``PrivacyPolicy.to_dict``).
@@ -244,7 +245,7 @@ def version_4() -> dict:
 
 def test_version_4_counts_warns_and_round_trips():
     data = version_4()
-    assert data["version"] == RESULTS_VERSION == 8
+    assert data["version"] == RESULTS_VERSION == 9
     assert data["test_events"] == {"site-1": 20, "site-2": 6}
     assert list(data["sample_warnings"]) == ["site-2"]  # 30 rows and 6 events
     assert (
@@ -332,8 +333,13 @@ def test_a_version_7_survival_file_reads_its_one_calibration_as_its_only_horizon
     no time-dependent AUC at a horizon: it reads as one horizon without an AUC."""
     job, _ = survival_job
     data = copy.deepcopy(job.results.to_dict())
-    assert data["version"] == RESULTS_VERSION == 8
+    assert data["version"] == RESULTS_VERSION == 9
     data["version"] = 7
+    # a version 7 file never held a null freedom degree (every feature kept: version 9)
+    tuning = data["tuning"]
+    tuning["history"] = [h for h in tuning["history"] if h["freedom_degree"] is not None]
+    if tuning["freedom_degree"] is None:
+        tuning["freedom_degree"] = data["election"]["freedom_degree"] = 1.0
     for per in data["metrics"].values():
         for row in per.values():
             curves = row["survival_curves"]
@@ -347,3 +353,29 @@ def test_a_version_7_survival_file_reads_its_one_calibration_as_its_only_horizon
     mixed = {**copy.deepcopy(job.results.to_dict()), "version": 7}
     with pytest.raises(ValueError, match="horizons' belongs to version 8"):
         JobResults.from_dict(mixed, "mixed/results.json")
+
+
+def test_a_freedom_degree_is_null_only_from_version_9():
+    """Version 9: the election kept every feature (the tuner's candidate); the election's,
+    the tuning's and that step's freedom degree are null. A version 8 file's are numbers."""
+    data = versioned(copy.deepcopy(SERVER_UNVERSIONED))
+    data["election"]["freedom_degree"] = None
+    data["tuning"]["freedom_degree"] = None
+    data["tuning"]["history"].append(
+        {"freedom_degree": None, "kept": 2, "score": 0.9, "reused": False}
+    )
+    read = JobResults.from_dict(copy.deepcopy(data), "run/results.json")
+    assert read.election["freedom_degree"] is None
+    assert read.to_dict()["tuning"]["history"][-1]["freedom_degree"] is None
+    report = render_report(read)
+    assert "at every feature, which tuning scored best" in report
+    assert "| every feature | 2 | 0.9000 |" in report
+    data["version"] = 8
+    with pytest.raises(ValueError, match=r"field 'election.freedom_degree' is None"):
+        JobResults.from_dict(data, "run/results.json")
+    data["version"] = 9
+    data["tuning"]["history"][-1]["freedom_degree"] = "all"
+    with pytest.raises(ValueError) as err:
+        JobResults.from_dict(data, "run/results.json")
+    assert "'tuning.history[1].freedom_degree' is 'all'" in str(err.value)
+    assert "null (every feature kept) or a finite number in [0, 1]" in str(err.value)

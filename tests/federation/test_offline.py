@@ -136,6 +136,7 @@ def test_the_offline_election_equals_the_jobs_election(tmp_path):
         aggregation=el.aggregation,
         auto_tune=el.auto_tune,
         tuning_rounds=el.tuning_rounds,
+        tune_every_feature=el.tune_every_feature,
         tolerance=el.tolerance,
         metric=el.metric,
         random_state=config.seed,

@@ -86,6 +86,10 @@ def test_election_was_tuned_with_the_sites_scores(job):
         assert min(scores) <= JobServer.weighted_score(read) <= max(scores)
     history = server.tuning.to_dict()["history"]
     assert history[0]["freedom_degree"] == job.config.election.freedom_degree
+    # then the mask of every feature (election.tune_every_feature, on by default)
+    assert job.config.election.tune_every_feature and job.config.election.tuning_rounds >= 2
+    assert history[1]["freedom_degree"] is None
+    assert history[1]["kept"] == len(server.election.features)
     assert sum(not h["reused"] for h in history) <= job.config.election.tuning_rounds
     assert server.tuning.score == max(h["score"] for h in history) or (
         max(h["score"] for h in history) - server.tuning.score <= job.config.election.tolerance

@@ -96,11 +96,17 @@ def test_tensorboard_gets_every_site_metric_and_the_tuning_history(tmp_path):
         "election/tuning/features_kept": [h["kept"] for h in history],
         "election/tuning/validation_auprc": [h["score"] for h in history],
     }
+    # the second step scored every feature: it has no freedom degree, and logs none
+    assert history[1]["freedom_degree"] is None
     for tag, values in expected_history.items():
-        assert logged[tag] == {i: f32(v) for i, v in enumerate(values)}, (tag, logged[tag])
-    assert logged["election/freedom_degree"] == {0: f32(results["tuning"]["freedom_degree"])}
+        steps = {i: f32(v) for i, v in enumerate(values) if v is not None}
+        assert logged[tag] == steps, (tag, logged[tag])
+    outcome = {"election/features_kept"}
     assert logged["election/features_kept"] == {0: len(results["election"]["selected"])}
-    assert set(logged) == {*expected_history, "election/freedom_degree", "election/features_kept"}
+    if results["tuning"]["freedom_degree"] is not None:
+        outcome.add("election/freedom_degree")
+        assert logged["election/freedom_degree"] == {0: f32(results["tuning"]["freedom_degree"])}
+    assert set(logged) == {*expected_history, *outcome}
 
 
 # --------------------------------------------------------------------------- building the job
@@ -186,6 +192,7 @@ def test_election_records_give_the_history_by_step_and_the_outcome():
         "history": [
             {"freedom_degree": 0.5, "kept": 6, "score": 0.81, "reused": False},
             {"freedom_degree": 0.6, "kept": 4, "score": float("nan"), "reused": False},
+            {"freedom_degree": None, "kept": 9, "score": 0.83, "reused": False},
         ]
     }
     election = {"freedom_degree": 0.5, "selected": ["a", "b", "c"]}
@@ -197,6 +204,9 @@ def test_election_records_give_the_history_by_step_and_the_outcome():
         Record("election/tuning/freedom_degree", 0.6, 1),
         Record("election/tuning/features_kept", 4.0, 1),
         # a score that is not a number is left out
+        # every feature: no freedom degree
+        Record("election/tuning/features_kept", 9.0, 2),
+        Record("election/tuning/validation_auc", 0.83, 2),
         Record("election/freedom_degree", 0.5, 0),
         Record("election/features_kept", 3.0, 0),
     ]

@@ -136,6 +136,7 @@ def _run(run_election, tables, files, args, selectors, categorical):
         normalization=args.normalization,
         auto_tune=args.auto_tune,
         tuning_rounds=args.tuning_rounds,
+        tune_every_feature=args.tune_every_feature,
         tolerance=args.tolerance,
         metric=args.metric,
         random_state=args.seed,
@@ -228,17 +229,24 @@ def format_election(out, validation: str | None = None) -> str:
             decision = "kept (every site that has it)"
         elif f in chosen and f in e.always_keep:
             decision = "kept (always_keep)"
+        elif f in chosen and e.freedom_degree is None:
+            decision = "kept (every feature)"
         elif f in chosen:
             decision = "kept (vote)"
         else:
             decision = "dropped"
         lines.append(f"{f:<{width}}  " + "  ".join(marks) + f"  {e.votes[f]:8.3f}  {decision}")
     st = e.stats
+    kept_at = (
+        "with every feature (tuning scored it best)"
+        if e.freedom_degree is None
+        else f"at freedom degree {e.freedom_degree:.4g}"
+    )
     lines += [
         "",
         f"sites: {', '.join(sites)}   '-' = the site does not have the column (abstains)",
         f"intersection {st['intersection']}, union {st['union']}, disputed {st['disputed']}, "
-        f"kept {st['kept']} at freedom degree {e.freedom_degree:.4g} ({e.aggregation} votes, scores normalised over {e.normalization} columns)",
+        f"kept {st['kept']} {kept_at} ({e.aggregation} votes, scores normalised over {e.normalization} columns)",
     ]
     if out.tuning is not None:
         scored = f", scored on {SCORED_ON[validation]}" if validation else ""
@@ -246,7 +254,8 @@ def format_election(out, validation: str | None = None) -> str:
         lines.append(f"tuning history (freedom degree, features kept, {score}{scored}):")
         for h in out.tuning.history:
             note = "  same mask as before" if h.reused else ""
-            lines.append(f"  {h.freedom_degree:.4f}  {h.n_features:4d}  {h.score:.4f}{note}")
+            fd = "every" if h.freedom_degree is None else f"{h.freedom_degree:.4f}"
+            lines.append(f"  {fd:>6}  {h.n_features:4d}  {h.score:.4f}{note}")
     lines.append("elected: " + ", ".join(e.selected))
     return "\n".join(lines)
 
@@ -309,6 +318,12 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--auto-tune", action="store_true", help="hill-climb the freedom degree")
     p.add_argument("--tuning-rounds", type=integer(1, 100), default=5)
+    p.add_argument(
+        "--tune-every-feature",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="tuning also scores the mask of every feature (default: yes)",
+    )
     p.add_argument(
         "--tolerance",
         type=number(0),

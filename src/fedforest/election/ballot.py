@@ -161,7 +161,9 @@ class ElectionResult:
         S_f: the sites that have each feature.
     selected_by : dict of str to list of str
         The sites whose selector kept each feature.
-    freedom_degree : float
+    freedom_degree : float or None
+        The freedom degree counted; ``None`` when every feature was kept
+        whatever the vote (:meth:`Ballot.every_feature`).
     aggregation : str
     always_keep : list of str
     normalization : str
@@ -176,7 +178,7 @@ class ElectionResult:
     votes: dict[str, float]
     sites_with: dict[str, list[str]]
     selected_by: dict[str, list[str]]
-    freedom_degree: float
+    freedom_degree: float | None
     aggregation: str
     always_keep: list[str] = field(default_factory=list)
     normalization: str = "all"
@@ -380,6 +382,30 @@ class Ballot:
             keep[self.disputed_order[:k]] = True
         for f in self.always_keep:
             keep[self.features.index(f)] = True
+        return self._result(keep, fd)
+
+    def every_feature(self) -> ElectionResult:
+        """The result that keeps every feature some site has, whatever the vote.
+
+        The votes, the intersection and the union are reported as counted, but
+        none of them removes a column. This is what the tuner proposes beside
+        the freedom degrees (``election.tune_every_feature``): the vote can only
+        reach the union, the features some site's selector kept, and a
+        selector may keep fewer columns than a forest uses well. Its
+        ``freedom_degree`` is ``None``: no freedom degree gives this mask
+        unless the union holds every feature.
+
+        Examples
+        --------
+        >>> a = SiteVote("a", ["age", "bmi"], [True, False], [0.9, 0.1], 50)
+        >>> b = SiteVote("b", ["age", "bmi"], [True, False], [0.8, 0.2], 50)
+        >>> ballot = Ballot([a, b])
+        >>> ballot.count(1.0).selected, ballot.every_feature().selected
+        (['age'], ['age', 'bmi'])
+        """
+        return self._result(np.ones(len(self.features), dtype=bool), None)
+
+    def _result(self, keep: np.ndarray, fd: float | None) -> ElectionResult:
         names = self.features
         return ElectionResult(
             features=list(names),

@@ -78,9 +78,9 @@ GRID_QUANTILES = np.linspace(0.1, 0.9, 17)
 
 @dataclass
 class TuningStep:
-    """One evaluated freedom degree."""
+    """One evaluated freedom degree (``None``: the mask of every feature)."""
 
-    freedom_degree: float
+    freedom_degree: float | None
     n_features: int
     score: float
     reused: bool = False  # the mask was already scored at another freedom degree
@@ -88,9 +88,10 @@ class TuningStep:
 
 @dataclass
 class TuningResult:
-    """The chosen freedom degree, its election and the search history."""
+    """The chosen freedom degree (``None``: every feature), its election and the search
+    history."""
 
-    freedom_degree: float
+    freedom_degree: float | None
     score: float
     election: ElectionResult
     history: list[TuningStep] = field(default_factory=list)
@@ -121,6 +122,7 @@ def hill_climb(
     tolerance: float = 0.0,
     min_step: float = 0.0125,
     metric: str | None = None,
+    every_feature: bool = False,
 ) -> TuningResult:
     """Tune the freedom degree of ``ballot`` by hill-climbing ``score``.
 
@@ -147,6 +149,13 @@ def hill_climb(
         metric of :data:`fedforest.vocabulary.LOWER_IS_BETTER` (``rmse``,
         ``mae``, ``brier``, ``log_loss``, ``ece``, ``ibs``) is minimised; ``None`` or
         any other metric is maximised.
+    every_feature : bool, default=False
+        Also score the mask of every feature (:meth:`Ballot.every_feature`),
+        second, after ``start``, within the ``rounds``. The vote reaches at most
+        the union of what the sites' selectors kept; with this candidate the
+        election drops a column only when the scores say dropping it is no
+        worse (the usual ``tolerance`` and fewest-features rule decide). When
+        it wins, the result's ``freedom_degree`` is ``None``.
 
     Returns
     -------
@@ -164,6 +173,17 @@ def hill_climb(
     >>> hill_climb(Ballot(votes), lambda feats: rmse[tuple(feats)], metric="rmse",
     ...            rounds=4).election.selected     # the lowest RMSE wins
     ['x', 'y']
+
+    Every feature as a candidate: no site's selector kept ``w``, so no
+    freedom degree reaches it.
+
+    >>> votes = [SiteVote(s, ["w", "x"], [0, 1], [1, 3], 50) for s in "ab"]
+    >>> by_size = lambda feats: float(len(feats))
+    >>> hill_climb(Ballot(votes), by_size, rounds=3).election.selected
+    ['x']
+    >>> chosen = hill_climb(Ballot(votes), by_size, rounds=3, every_feature=True)
+    >>> chosen.election.selected, chosen.freedom_degree
+    (['w', 'x'], None)
     """
     start = check_freedom_degree(start, "start")
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
@@ -176,20 +196,24 @@ def hill_climb(
         )
     if metric is not None and (not isinstance(metric, str) or metric not in TUNING_METRICS):
         raise ValueError(f"metric={metric!r} must be None or one of {list(TUNING_METRICS)}")
+    if not isinstance(every_feature, (bool, np.bool_)):
+        raise ValueError(f"every_feature={every_feature!r} must be true or false")
     lower = metric in LOWER_IS_BETTER
 
-    by_fd: dict[float, float] = {}
+    # a candidate is a freedom degree, or None: every feature
+    by_fd: dict[float | None, float] = {}
     by_mask: dict[tuple, float] = {}
-    elections: dict[float, ElectionResult] = {}
+    elections: dict[float | None, ElectionResult] = {}
     history: list[TuningStep] = []
     scored = 0
 
-    def evaluate(fd: float) -> float:
+    def evaluate(fd: float | None) -> float:
         nonlocal scored
-        fd = round(fd, 6)
+        if fd is not None:
+            fd = round(fd, 6)
         if fd in by_fd:
             return by_fd[fd]
-        result = ballot.count(fd)
+        result = ballot.every_feature() if fd is None else ballot.count(fd)
         key = tuple(result.selected)
         reused = key in by_mask
         if not reused:
@@ -200,8 +224,8 @@ def hill_climb(
         elections[fd] = result
         history.append(TuningStep(fd, len(result.selected), s, reused))
         logger.info(
-            "tuning: freedom degree %.4f keeps %d features, score %.4f%s",
-            fd,
+            "tuning: %s keeps %d features, score %.4f%s",
+            "every feature" if fd is None else f"freedom degree {fd:.4f}",
             len(result.selected),
             s,
             " (same mask as before)" if reused else "",
@@ -210,6 +234,8 @@ def hill_climb(
 
     fd = round(start, 6)
     current = evaluate(fd)
+    if every_feature and scored < rounds:
+        evaluate(None)
     direction = 1.0
     moves = 0
     while scored < rounds and step >= min_step and moves < 64:
@@ -230,7 +256,17 @@ def hill_climb(
     else:
         best = max(by_fd.values())
         good = [f for f, s in by_fd.items() if s >= best - tolerance]
-    chosen = min(good, key=lambda f: (len(elections[f].selected), best_first(metric, by_fd[f]), f))
+    # fewest features, then the better score, then the smaller freedom degree (a freedom
+    # degree before every feature, which only ties it when the union is every feature)
+    chosen = min(
+        good,
+        key=lambda f: (
+            len(elections[f].selected),
+            best_first(metric, by_fd[f]),
+            f is None,
+            0.0 if f is None else f,
+        ),
+    )
     return TuningResult(chosen, by_fd[chosen], elections[chosen], history)
 
 

@@ -44,6 +44,7 @@ The job file (``site_configs/job.yaml``)::
       freedom_degree: 0.5
       auto_tune: true
       tuning_rounds: 5
+      tune_every_feature: true          # tuning also scores keeping every feature
       tolerance: 0.005
       aggregation: weighted
       normalization: all                # all: the Feature Election paper's reference rule;
@@ -404,6 +405,7 @@ class JobConfig:
         c.number("election.freedom_degree", el["freedom_degree"], 0, 1)
         c.boolean("election.auto_tune", el["auto_tune"])
         c.integer("election.tuning_rounds", el["tuning_rounds"], 1, 100)
+        c.boolean("election.tune_every_feature", el["tune_every_feature"])
         c.number("election.tolerance", el["tolerance"], 0)
         c.choice("election.aggregation", el["aggregation"], AGGREGATIONS)
         c.choice("election.normalization", el["normalization"], NORMALIZATIONS)

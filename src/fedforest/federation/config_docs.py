@@ -339,6 +339,14 @@ JOB_KEYS: dict[str, Key] = {
         hi=100,
         integer=True,
     ),
+    "election.tune_every_feature": Key(
+        "Tuning also scores the mask of every feature (second, after the starting freedom "
+        "degree, within `tuning_rounds`). The vote reaches at most the union of what the "
+        "sites' selectors kept; with this candidate a column is dropped only when the "
+        "scores say the smaller mask is no worse "
+        "([election.md](election.md#tuning-the-freedom-degree)).",
+        boolean=True,
+    ),
     "election.tolerance": Key(
         "Masks scoring within this of the best count as equally good, and the smallest of "
         "them wins (in the metric's unit).",

@@ -121,6 +121,9 @@ class ElectionSettings:
         Tune the freedom degree by hill-climbing on the sites' mask scores.
     tuning_rounds : int
         The most mask scores tuning asks for, in [1, 100].
+    tune_every_feature : bool
+        Tuning also scores the mask of every feature, which no freedom degree
+        reaches unless some site's selector kept every feature.
     tolerance : float
         A smaller mask within this much of the best score wins (>= 0).
     aggregation : str
@@ -138,6 +141,7 @@ class ElectionSettings:
     freedom_degree: float = 0.5
     auto_tune: bool = False
     tuning_rounds: int = 5
+    tune_every_feature: bool = True
     tolerance: float = 0.0
     aggregation: str = "weighted"
     normalization: str = "all"

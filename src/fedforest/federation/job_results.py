@@ -62,8 +62,10 @@ RESULTS_FORMAT = "fedforest/results"
 #: 7: a survival job's rows hold the survival metrics, as site-metrics version 7 reports them,
 #: and the schema may carry a time grid; a version 6 file has neither;
 #: 8: a survival row's time-dependent AUC and calibration at each horizon, as site-metrics
-#: version 8 reports them; a version 7 row's one calibration reads as its only horizon).
-RESULTS_VERSION = 8
+#: version 8 reports them; a version 7 row's one calibration reads as its only horizon;
+#: 9: the election's, the tuning's and a tuning step's ``freedom_degree`` may be null, every
+#: feature kept (``election.tune_every_feature``); a version 8 file's are numbers).
+RESULTS_VERSION = 9
 #: The version that added ``validation``.
 VALIDATION_VERSION = 6
 #: The status of a job.

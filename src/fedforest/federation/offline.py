@@ -152,6 +152,7 @@ def run_election(
     normalization: str = "all",
     auto_tune: bool = False,
     tuning_rounds: int = 5,
+    tune_every_feature: bool = True,
     tolerance: float = 0.0,
     metric: str | None = None,
     validation_fraction: float = 0.2,
@@ -185,8 +186,8 @@ def run_election(
     auto_tune : bool
         Tune the freedom degree by hill-climbing, each site scoring proposed
         masks on its validation rows (:func:`fedforest.election.tuning.hill_climb`).
-    tuning_rounds, tolerance, metric
-        Tuning settings (``metric=None``: the task's default, as in a job:
+    tuning_rounds, tune_every_feature, tolerance, metric
+        Tuning settings, as the job's ``election`` keys (``metric=None``: the task's default, as in a job:
         ``auprc``, ``rmse`` or ``ibs``).
     validation_fraction, test_fraction : float
         Each site's held-out shares, as in a site's YAML (the job's defaults).
@@ -242,6 +243,7 @@ def run_election(
         "normalization": normalization,
         "auto_tune": auto_tune,
         "tuning_rounds": tuning_rounds,
+        "tune_every_feature": tune_every_feature,
         "tolerance": tolerance,
     }
     if metric is not None:

@@ -131,19 +131,22 @@ def render_report(results: JobResults | Mapping) -> str:
         lines += _survival_curves(r)
     if r.election:
         st = r.election["stats"]
+        fd = r.election["freedom_degree"]
+        kept_at = (
+            "every feature, which tuning scored best" if fd is None else f"freedom degree {fd:.4g}"
+        )
         lines += [
             "## Feature election",
             "",
             f"Kept {st['kept']} features (intersection {st['intersection']}, union "
-            f"{st['union']}, disputed {st['disputed']}) at freedom degree "
-            f"{r.election['freedom_degree']:.4g}: "
+            f"{st['union']}, disputed {st['disputed']}) at {kept_at}: "
             + markdown_text(", ".join(map(str, r.election["selected"]))),
             "",
         ]
     if r.tuning:
         lines += ["| freedom degree | features kept | validation score |", "|---|---|---|"]
         lines += [
-            f"| {h['freedom_degree']:.4f} | {h['kept']} | {h['score']:.4f} |"
+            f"| {_freedom_text(h['freedom_degree'])} | {h['kept']} | {h['score']:.4f} |"
             for h in r.tuning["history"]
         ]
         lines.append("")
@@ -185,6 +188,11 @@ def render_report(results: JobResults | Mapping) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def _freedom_text(fd) -> str:
+    """A tuning step's freedom degree; ``None`` is the mask of every feature."""
+    return "every feature" if fd is None else f"{fd:.4f}"
 
 
 def _code(name) -> str:

@@ -59,7 +59,10 @@ MAX_ENTRIES = 100_000
 #: before version 5 is read as site-metrics version 2 rows (version 1 when the site's policy
 #: is unknown), whose upgrades fill in what the file's rows may lack (calibration, bins,
 #: events, intervals) and keep what they hold; version 5 rows are read as version 5's.
-METRICS_VERSION = {1: 2, 2: 2, 3: 2, 4: 2, 5: 5, 6: 6, 7: 7, 8: 8}
+METRICS_VERSION = {1: 2, 2: 2, 3: 2, 4: 2, 5: 5, 6: 6, 7: 7, 8: 8, 9: 8}
+#: The results version from which a freedom degree may be null: every feature kept, the
+#: tuner's candidate of ``election.tune_every_feature``.
+EVERY_FEATURE_VERSION = 9
 #: The states a swarm site reports.
 SWARM_STATES = protocol.SWARM_STATES
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -212,9 +215,9 @@ def check_results_fields(data: Mapping, version: int, source: str) -> dict:
     if data.get("schema") is not None:
         _schema(source, data["schema"])
     if data.get("election") is not None:
-        _election(source, data["election"])
+        _election(source, data["election"], version)
     if data.get("tuning") is not None:
-        _tuning(source, data["tuning"])
+        _tuning(source, data["tuning"], version)
     _timings(source, data.get("phase_seconds"))
     for site, sizes in mapping(source, "payload_bytes", data.get("payload_bytes"), True).items():
         for part, size in mapping(source, f"payload_bytes.{site}", sizes).items():
@@ -333,7 +336,7 @@ _ELECTION_KEYS = (
 _STATS = ("intersection", "union", "disputed", "kept")
 
 
-def _election(source: str, value: Any) -> None:
+def _election(source: str, value: Any, version: int) -> None:
     value = mapping(source, "election", value)
     _keys(source, "election", value, _ELECTION_KEYS, ("selected", "stats", "freedom_degree"))
     names(source, "election.selected", value["selected"])
@@ -341,7 +344,7 @@ def _election(source: str, value: Any) -> None:
     _keys(source, "election.stats", stats, _STATS, _STATS)
     for k in _STATS:
         whole(source, f"election.stats.{k}", stats[k])
-    number(source, "election.freedom_degree", value["freedom_degree"], 0, 1)
+    _freedom_degree(source, "election.freedom_degree", value["freedom_degree"], version)
     if "aggregation" in value and value["aggregation"] not in AGGREGATIONS:
         fail(source, "election.aggregation", value["aggregation"], ", ".join(AGGREGATIONS))
     if "normalization" in value and value["normalization"] not in NORMALIZATIONS:
@@ -356,11 +359,24 @@ def _election(source: str, value: Any) -> None:
             names(source, f"election.{k}.{f}", who)
 
 
-def _tuning(source: str, value: Any) -> None:
+def _freedom_degree(source: str, key: str, value: Any, version: int) -> None:
+    """A freedom degree in [0, 1]; from :data:`EVERY_FEATURE_VERSION` on, or null: every
+    feature kept (the tuner's candidate)."""
+    if version < EVERY_FEATURE_VERSION:
+        number(source, key, value, 0, 1)
+    elif value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and 0 <= value <= 1)
+    ):
+        fail(source, key, value, "null (every feature kept) or a finite number in [0, 1]")
+
+
+def _tuning(source: str, value: Any, version: int) -> None:
     value = mapping(source, "tuning", value)
     fields = ("freedom_degree", "score", "kept", "history")
     _keys(source, "tuning", value, fields, fields)
-    number(source, "tuning.freedom_degree", value["freedom_degree"], 0, 1)
+    _freedom_degree(source, "tuning.freedom_degree", value["freedom_degree"], version)
     number(source, "tuning.score", value["score"])
     whole(source, "tuning.kept", value["kept"])
     history = value["history"]
@@ -371,7 +387,7 @@ def _tuning(source: str, value: Any) -> None:
         key = f"tuning.history[{i}]"
         h = mapping(source, key, h)
         _keys(source, key, h, step, step[:3])
-        number(source, f"{key}.freedom_degree", h["freedom_degree"], 0, 1)
+        _freedom_degree(source, f"{key}.freedom_degree", h["freedom_degree"], version)
         whole(source, f"{key}.kept", h["kept"])
         number(source, f"{key}.score", h["score"])
         if "reused" in h and not isinstance(h["reused"], bool):

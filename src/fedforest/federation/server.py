@@ -226,6 +226,7 @@ class JobServer:
                 score,
                 start=el.freedom_degree,
                 rounds=el.tuning_rounds,
+                every_feature=el.tune_every_feature,
                 tolerance=el.tolerance,
                 # a lower-is-better metric (rmse, a regression job's) is minimised
                 metric=el.metric if el.metric in LOWER_IS_BETTER else None,

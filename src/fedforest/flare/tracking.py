@@ -102,7 +102,8 @@ def election_records(
     (``ElectionResult.to_dict()``). Step ``i`` of the history gives
     ``election/tuning/freedom_degree``, ``election/tuning/features_kept`` and
     ``election/tuning/validation_<metric>`` at step ``i``; the outcome is
-    ``election/freedom_degree`` and ``election/features_kept`` at step 0.
+    ``election/freedom_degree`` and ``election/features_kept`` at step 0. A null
+    freedom degree (every feature kept: the tuner's candidate) logs no freedom degree.
 
     Examples
     --------

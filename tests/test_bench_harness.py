@@ -178,6 +178,7 @@ RENDERED = {
     "experiment": ("bench_experiment", "markdown", lambda d: [d]),
     "payload": ("bench_payload", "markdown", lambda d: [d]),
     "scale": ("bench_scale", "markdown", lambda d: [d]),
+    "scale_seeds": ("bench_scale_seeds", "markdown", lambda d: [d]),
     "inference": ("bench_inference", "markdown", lambda d: [d]),
     "inference_regression": ("bench_inference", "markdown", lambda d: [d]),
     "strategy_ideas": ("bench_strategy_ideas", "render", lambda d: [d, d["config"]]),

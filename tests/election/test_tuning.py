@@ -594,3 +594,14 @@ def test_every_feature_minimises_a_lower_is_better_metric():
 def test_every_feature_must_be_true_or_false(value):
     with pytest.raises(ValueError, match="every_feature=.* must be true or false"):
         hill_climb(ballot_with_unselected(), len, every_feature=value)
+
+
+def test_the_modules_examples_run():
+    import doctest
+
+    import fedforest.election.ballot
+    import fedforest.election.tuning
+
+    for module in (fedforest.election.tuning, fedforest.election.ballot):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted >= 5, (module.__name__, result)

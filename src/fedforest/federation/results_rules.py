@@ -364,12 +364,11 @@ def _freedom_degree(source: str, key: str, value: Any, version: int) -> None:
     feature kept (the tuner's candidate)."""
     if version < EVERY_FEATURE_VERSION:
         number(source, key, value, 0, 1)
-    elif value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (math.isfinite(value) and 0 <= value <= 1)
-    ):
-        fail(source, key, value, "null (every feature kept) or a finite number in [0, 1]")
+    elif value is not None:
+        try:
+            number(source, key, value, 0, 1)
+        except ValueError:
+            fail(source, key, value, "null (every feature kept) or a finite number in [0, 1]")
 
 
 def _tuning(source: str, value: Any, version: int) -> None:

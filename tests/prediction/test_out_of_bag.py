@@ -245,7 +245,27 @@ def test_auto_chooses_on_the_out_of_bag_scores(site):
     assert in_sample.selection_scores_["local"] < clf.selection_scores_["local"]
 
 
-def test_the_regressor_fits_auto_and_wmp_out_of_bag():
+def test_out_of_bag_the_lowest_score_wins(site, monkeypatch):
+    """A tie within one standard error is for a few held-out rows; scored out of bag, every
+    training row counts and the lowest score wins."""
+    from fedforest.prediction import classifier as classifier_module
+
+    X, y, bag = site["lacking"], site["y"], site["bag"]
+    asked = []
+    original = classifier_module.choose_calibrated
+    monkeypatch.setattr(
+        classifier_module,
+        "choose_calibrated",
+        lambda *a, **k: asked.append(k["standard_error_ties"]) or original(*a, **k),
+    )
+    candidates = ["fpv", "mp", "node", "local"]
+    clf = classifier(site, "auto", auto_candidates=candidates).fit(X, y, in_bag=bag)
+    classifier(site, "auto", auto_candidates=candidates).fit(X, y)
+    assert asked == [False, True]  # out of bag, then held out
+    assert clf.selection_scores_[clf.strategy_] == min(clf.selection_scores_.values())
+
+
+def test_the_regressor_fits_auto_and_wmp_out_of_bag(monkeypatch):
     rng = np.random.RandomState(2)
     X = pd.DataFrame(rng.normal(size=(180, 3)), columns=["a", "b", "c"])
     y = X["a"] - 2 * X["c"] + rng.normal(scale=0.3, size=180)
@@ -254,12 +274,26 @@ def test_the_regressor_fits_auto_and_wmp_out_of_bag():
     bag = InBag(sample_counts(rf, 180) > 0)
     keep = (~bag.forest).any(axis=0)
     Xm = X[["a", "b"]]
+    from fedforest.prediction import pooled as pooled_module
+
+    ties = []
+    original = pooled_module.choose_variant
+    monkeypatch.setattr(
+        pooled_module,
+        "choose_variant",
+        lambda scores, metric, preference, losses: (
+            ties.append(losses is not None) or original(scores, metric, preference, losses)
+        ),
+    )
     reg = PooledForestRegressor(forest, strategy="auto", auto_candidates=["fpv", "mp"])
     reg.fit(Xm, y, in_bag=bag)
+    PooledForestRegressor(forest, strategy="auto", auto_candidates=["fpv", "mp"]).fit(Xm, y)
+    assert ties == [False, True]  # out of bag the lowest wins; held out, ties count
     for name in ("fpv", "mp"):
         oob = reg._predict_values(Xm, name, in_bag=bag)[0][:, 0]
         rmse = float(np.sqrt(np.mean((y[keep] - oob[keep]) ** 2)))
         assert reg.selection_scores_[name] == pytest.approx(rmse, abs=1e-12)
+    assert reg.selection_scores_[reg.strategy_] == min(reg.selection_scores_.values())
     wmp = PooledForestRegressor(forest, strategy="wmp").fit(Xm, y, in_bag=bag)
     assert wmp.guess_weight_ in (0.0, 0.03, 0.1, 0.2, 0.3, 0.5, 1.0)
 

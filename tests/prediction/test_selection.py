@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fedforest import PooledForestClassifier
@@ -45,3 +46,21 @@ def test_classifier_and_evaluation_try_the_same_candidates(two_site_forest, tabl
     )
     assert list(scored["auto"]["validation"]) == list(clf.selection_scores_)
     assert scored["auto"]["chosen"] == clf.strategy_
+
+
+def test_a_tie_within_one_standard_error_is_for_held_out_rows():
+    from fedforest.prediction.selection import choose_calibrated
+
+    y = np.array([0, 1] * 4)
+    mp = np.full((8, 2), 0.5)
+    right = np.where(y == 1, 0.8, 0.2)
+    wrong = np.where(y == 1, 0.3, 0.7)
+    fpv_1 = np.where(np.arange(8) < 5, right, wrong)  # five rows right, three wrong
+    fpv = np.column_stack([1 - fpv_1, fpv_1])
+    fixed = {"mp": mp, "fpv": fpv}.get
+    tied = choose_calibrated(fixed, ["fpv", "mp"], y, [0, 1])
+    lowest = choose_calibrated(fixed, ["fpv", "mp"], y, [0, 1], standard_error_ties=False)
+    # fpv's log-loss is lower, by less than one standard error of the paired row losses
+    assert tied.scores == lowest.scores and tied.scores["fpv"] < tied.scores["mp"]
+    assert (tied.best, tied.runner_up) == ("mp", "fpv")  # the preferred candidate
+    assert (lowest.best, lowest.runner_up) == ("fpv", "mp")  # the lowest score

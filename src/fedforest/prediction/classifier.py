@@ -312,6 +312,7 @@ class PooledForestClassifier(ClassifierMixin, PooledForestBase):
             self._training_prior,
             self._seed(),
             fit_for=lambda name: self._calibration_fit(X, y, name, memo, in_bag),
+            standard_error_ties=in_bag is None,
         )
         self.strategy_ = chosen.best
         self.runner_up_ = chosen.runner_up

@@ -291,7 +291,8 @@ class PooledForestBase(BaseEstimator):
         ``score_candidates(values)`` maps each candidate's predicted values to
         ``(scores, losses)``: its ``metric`` and, where the metric is a mean of
         per-row losses, those losses (:func:`~.calibration.choose_variant`'s
-        ties within one standard error), else ``None``.
+        ties within one standard error), else ``None``. Out of bag (``in_bag``
+        given) the lowest score wins: the ties are for a few held-out rows.
         """
         candidates = self.auto_candidates
         if candidates is None:
@@ -305,6 +306,8 @@ class PooledForestBase(BaseEstimator):
         scores, losses = score_candidates(values)
         for name, value in scores.items():
             logger.info("candidate %s: validation %s = %.4f", name, metric, value)
+        if in_bag is not None:
+            losses = None
         best, runner_up = choose_variant(scores, metric, candidate_preference(), losses)
         self.strategy_, self.runner_up_, self.selection_scores_ = best, runner_up, scores
         return self

@@ -3,9 +3,11 @@
 Each candidate (a strategy, or the intersection forest) is calibrated as the
 classifier's ``calibration`` says and scored on cross-fitted validation
 probabilities (:func:`choose_calibrated`). The choice is a pure function of
-these scores: the best wins, and ties (for log-loss and Brier, differences
-within one standard error of the per-row losses) go to the first candidate in
-the registry's preference order (:func:`fedforest.rules.preference`). It
+these scores: the best wins, and ties go to the first candidate in the
+registry's preference order (:func:`fedforest.rules.preference`). On held-out
+validation rows a tie, for log-loss and Brier, is a difference within one
+standard error of the per-row losses; out of bag (every training row scored)
+the lowest score wins. It
 knows nothing of the classifier; :meth:`fedforest.PooledForestClassifier.fit` hands it one predict
 function that reuses the compiled forest for every candidate. The default
 candidates (:func:`default_candidates`) are the same for the classifier and
@@ -104,6 +106,7 @@ def choose_calibrated(
     train_prior: Callable[[str], np.ndarray] | None = None,
     random_state=0,
     fit_for: Callable[[str], object] | None = None,
+    standard_error_ties: bool = True,
 ) -> Selection:
     """Score every candidate, calibrated as asked, on validation rows; keep the best.
 
@@ -133,6 +136,13 @@ def choose_calibrated(
         ``fit_for(candidate)`` gives the candidate's
         :class:`~fedforest.prediction.calibration.CalibrationFit` when the
         caller already has it (the same as the one fitted here would be).
+    standard_error_ties : bool, default=True
+        Whether, for a metric that is a mean of per-row losses, a candidate
+        within one standard error of the lowest counts as tied with it (the
+        first tied candidate in the preference order wins:
+        :func:`~fedforest.prediction.calibration.choose_variant`), as on a few
+        held-out validation rows. ``False``: the lowest score wins, as on
+        every training row scored out of bag.
 
     Returns
     -------
@@ -169,7 +179,7 @@ def choose_calibrated(
             scores[name],
         )
     losses = None
-    if metric in ROW_LOSSES:
+    if standard_error_ties and metric in ROW_LOSSES:
         losses = {n: row_losses(metric, y_val, f.cross_fitted, classes) for n, f in fits.items()}
     best, runner_up = choose_variant(scores, metric, candidate_preference(), losses)
     return Selection(best, runner_up, scores, fits)

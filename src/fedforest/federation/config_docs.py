@@ -272,9 +272,11 @@ JOB_KEYS: dict[str, Key] = {
         "What each site tunes the election's masks, chooses `auto`'s strategy, fits the "
         "calibration and `wmp`'s weight on. `oob`: its training rows, each scored by the trees "
         "that did not train on it; no validation rows are held out, so the trees train on "
-        "every row but the test rows. `holdout`: `validation_fraction` of its rows, held out "
-        "of training. A site's own `validation` replaces it; a site in DP mode always holds "
-        "out ([below](#validation-modes)).",
+        "every row but the test rows, and `auto`'s lowest score wins. `holdout`: "
+        "`validation_fraction` of its rows, held out of training; a candidate within one "
+        "standard error of `auto`'s lowest ties with it and the preferred wins. A site's own "
+        "`validation` replaces it; a site in DP mode always holds out "
+        "([below](#validation-modes)).",
         choices=VALIDATIONS,
     ),
     "pooling.weights": Key(

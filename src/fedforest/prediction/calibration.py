@@ -369,7 +369,10 @@ def choose_variant(
     paired difference from the lowest counts as tied with it: the validation
     rows cannot tell them apart, and the first of the tied candidates in
     ``preference`` wins. With few validation rows this keeps ``auto`` from
-    chasing noise among many candidates. The runner-up is the best-scoring
+    chasing noise among many candidates; ``auto``'s strategy fitted out of
+    bag, on every training row, passes no ``losses`` and the lowest score
+    wins (:func:`~fedforest.prediction.selection.choose_calibrated`'s
+    ``standard_error_ties``). The runner-up is the best-scoring
     other candidate. Returns ``(best, runner_up)``; ``runner_up`` is ``None``
     with one finite candidate.
 

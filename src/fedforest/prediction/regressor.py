@@ -44,8 +44,9 @@ class PooledForestRegressor(RegressorMixin, PooledForestBase):
     ``wmp``    ``mp`` with trees that guessed weighted ``guess_weight``
                (fitted on validation rows by squared error)
     ``park``, ``local``, ``intersection``: as for the classifier
-    ``auto``   the candidate with the lowest validation RMSE (ties within one
-               standard error of the per-row squared errors: the preferred)
+    ``auto``   the candidate with the lowest validation RMSE (on held-out
+               rows, ties within one standard error of the per-row
+               squared errors: the preferred; out of bag the lowest)
     ========== ============================================================
 
     With every feature present, every strategy gives

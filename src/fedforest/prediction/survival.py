@@ -68,7 +68,8 @@ class PooledForestSurvival(PooledForestBase):
     auto_metric : {"ibs", "cindex", "uno_cindex"}, default="ibs"
         What ``auto`` optimises (:data:`fedforest.vocabulary.SURVIVAL_AUTO_METRICS`);
         ``ibs`` compares candidates by their per-row integrated Brier scores,
-        ties within one standard error going to the preferred.
+        ties within one standard error going to the preferred on held-out
+        rows (out of bag the lowest wins).
 
     The parameters mean what they mean for
     :class:`~fedforest.PooledForestClassifier`; a survival estimator has no

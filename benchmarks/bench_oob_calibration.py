@@ -31,7 +31,9 @@ scores, at each hospital and on its test rows:
   scored by the *out-of-bag mixture* of trees (:func:`borrowed_in_bag`: each
   validation row leaves out the own trees a random training row is in bag
   for). Against the same calibrators fitted on the validation rows scored by
-  every tree, only the mixture differs: the mechanism alone.
+  every tree, only the mixture differs: the mechanism alone (for ``auto``, its
+  rule differs too: scored out of bag the lowest score wins, on held-out rows
+  a candidate within one standard error ties with it).
 
 For each it reports reliability: *calibration-in-the-large* (mean predicted
 risk minus the observed rate; negative: risks too low) and the *calibration

@@ -16,6 +16,8 @@ from fedforest import PooledForest, PooledForestClassifier, PooledForestRegresso
 from fedforest.model.imputers import fit_imputers
 from fedforest.model.in_bag import InBagRecord, sample_counts
 from fedforest.model.surrogates import fit_surrogates
+from fedforest.prediction import classifier as classifier_module
+from fedforest.prediction import pooled as pooled_module
 from fedforest.prediction.calibration import fit_calibration
 from fedforest.prediction.out_of_bag import InBag, check_in_bag
 from fedforest.prediction.weighting import fit_guess_weight
@@ -248,8 +250,6 @@ def test_auto_chooses_on_the_out_of_bag_scores(site):
 def test_out_of_bag_the_lowest_score_wins(site, monkeypatch):
     """A tie within one standard error is for a few held-out rows; scored out of bag, every
     training row counts and the lowest score wins."""
-    from fedforest.prediction import classifier as classifier_module
-
     X, y, bag = site["lacking"], site["y"], site["bag"]
     asked = []
     original = classifier_module.choose_calibrated
@@ -274,8 +274,6 @@ def test_the_regressor_fits_auto_and_wmp_out_of_bag(monkeypatch):
     bag = InBag(sample_counts(rf, 180) > 0)
     keep = (~bag.forest).any(axis=0)
     Xm = X[["a", "b"]]
-    from fedforest.prediction import pooled as pooled_module
-
     ties = []
     original = pooled_module.choose_variant
     monkeypatch.setattr(

@@ -8,7 +8,7 @@ import pytest
 from fedforest import PooledForestClassifier
 from fedforest.federation.evaluation import evaluate_strategies
 from fedforest.model.pooled_model import PooledModel
-from fedforest.prediction.selection import default_candidates
+from fedforest.prediction.selection import choose_calibrated, default_candidates
 from fedforest.vocabulary import FITTED_STRATEGIES, STRATEGIES, TREE_SELECTION
 
 SITE_A = ["x0", "x1", "x2", "x3"]
@@ -49,8 +49,6 @@ def test_classifier_and_evaluation_try_the_same_candidates(two_site_forest, tabl
 
 
 def test_a_tie_within_one_standard_error_is_for_held_out_rows():
-    from fedforest.prediction.selection import choose_calibrated
-
     y = np.array([0, 1] * 4)
     mp = np.full((8, 2), 0.5)
     right = np.where(y == 1, 0.8, 0.2)

@@ -50,7 +50,9 @@ pooled data). Its tidy scores go to ``<out>/quality_noniid_results.csv.gz``
 And the targets (:func:`noniid_targets`): at every number of sites and alpha,
 the deployed model (calibrated ``auto``) has a mean Brier score at most
 ``local``'s and a mean AUC at least ``local``'s, and is within 0.01 of pooled
-data (Brier at most pooled data's + 0.01, AUC at least pooled data's - 0.01).
+data (Brier at most pooled data's + 0.01, AUC at least pooled data's - 0.01);
+each with the paired difference to its reference, repetition by repetition, and
+its standard error over the repetitions.
 
 ``--validation`` (``--noniid`` only) is what each site fits ``auto``'s choice
 and the calibration on: ``oob`` (the default, a job's; no validation rows
@@ -359,6 +361,9 @@ DEPLOYED = "Auto, calibrated"
 POOLED_TOLERANCE = 0.01
 #: Metrics of the non-iid targets, and whether lower is better.
 TARGET_METRICS = {"brier": True, "auc": False}
+#: The label-skew table's column of each target reference's per-repetition gap (deployed
+#: minus it), from :data:`LABEL_DIFFERENCES`.
+TARGET_GAPS = {ref: name for name, (dep, ref) in LABEL_DIFFERENCES.items() if dep == DEPLOYED}
 
 
 def noniid_targets(label_skew: dict) -> list[dict]:
@@ -370,16 +375,24 @@ def noniid_targets(label_skew: dict) -> list[dict]:
     :data:`POOLED_TOLERANCE` of ``Pooled data`` (Brier at most its + 0.01, AUC at
     least its - 0.01). Each entry: ``n_sites``, ``alpha``, ``metric``, ``against``
     (``Local`` or ``Pooled data``), ``deployed`` and ``reference`` (the means),
-    ``bound`` (what the deployed mean is held to) and ``met``. A reference the table
-    lacks (results before pooled data) has no entries.
+    ``bound`` (what the deployed mean is held to) and ``met``; where the table has the
+    pair's per-repetition gap (:data:`TARGET_GAPS`), also ``difference`` (its mean,
+    deployed minus reference), ``se`` (its standard error, sd / sqrt(reps); NaN with one
+    repetition) and ``reps``: how far the target is met or missed against how much the
+    repetitions can tell. A reference the table lacks (results before pooled data) has
+    no entries.
 
     Examples
     --------
-    >>> row = {"n_sites": 3, "concentration": 0.3, "reps": 2, "values": {
-    ...     "brier": {"Local": [0.10, 0.0], "Auto, calibrated": [0.08, 0.0]},
+    >>> row = {"n_sites": 3, "concentration": 0.3, "reps": 4, "values": {
+    ...     "brier": {"Local": [0.10, 0.0], "Auto, calibrated": [0.08, 0.0],
+    ...               "difference": [-0.02, 0.01]},
     ...     "auc": {"Local": [0.90, 0.0], "Auto, calibrated": [0.89, 0.0]}}}
     >>> [(t["metric"], t["met"]) for t in noniid_targets({"rows": [row]})]
     [('brier', True), ('auc', False)]
+    >>> brier = noniid_targets({"rows": [row]})[0]
+    >>> round(brier["difference"], 3), round(brier["se"], 3), brier["reps"]
+    (-0.02, 0.005, 4)
     """
     out = []
     for row in label_skew.get("rows", []):
@@ -394,19 +407,23 @@ def noniid_targets(label_skew: dict) -> list[dict]:
                 reference = cells[against][0]
                 bound = reference + tolerance if lower else reference - tolerance
                 met = deployed <= bound if lower else deployed >= bound
-                out.append(
-                    {
-                        "n_sites": int(row["n_sites"]),
-                        "alpha": float(row["concentration"]),
-                        "metric": metric,
-                        "against": against,
-                        "tolerance": tolerance,
-                        "deployed": float(deployed),
-                        "reference": float(reference),
-                        "bound": float(bound),
-                        "met": bool(met),
-                    }
-                )
+                target = {
+                    "n_sites": int(row["n_sites"]),
+                    "alpha": float(row["concentration"]),
+                    "metric": metric,
+                    "against": against,
+                    "tolerance": tolerance,
+                    "deployed": float(deployed),
+                    "reference": float(reference),
+                    "bound": float(bound),
+                    "met": bool(met),
+                }
+                gap = cells.get(TARGET_GAPS[against])
+                if gap is not None:
+                    reps = int(row["reps"])
+                    se = gap[1] / math.sqrt(reps) if reps > 1 else float("nan")
+                    target.update(difference=float(gap[0]), se=float(se), reps=reps)
+                out.append(target)
     return out
 
 
@@ -420,9 +437,15 @@ def _target_line(target: dict) -> str:
     shown = f"{against} {target['reference']:.4f}"
     if tolerance:
         shown += f" {'+' if lower else '-'} {tolerance:g}"
+    margin = ""
+    if "difference" in target:
+        margin = f" (deployed − {against} {target['difference']:+.4f}"
+        if math.isfinite(target["se"]):
+            margin += f", standard error {target['se']:.4f} over {target['reps']} repetitions"
+        margin += ")"
     return (
         f"- {target['n_sites']} sites, alpha {target['alpha']:g}: deployed {name} "
-        f"{target['deployed']:.4f} {sign} {shown}: {'yes' if target['met'] else 'NO'}"
+        f"{target['deployed']:.4f} {sign} {shown}: {'yes' if target['met'] else 'NO'}{margin}"
     )
 
 
@@ -537,6 +560,11 @@ def render_noniid(result: dict) -> str:
             f"above); {met} of {len(targets)} met:",
             "",
             *(_target_line(t) for t in targets),
+            "",
+            "Each difference is the deployed model's mean minus the reference's, repetition by "
+            "repetition, then their mean; its standard error says how much the repetitions can "
+            "tell: a target met or missed by less than about two standard errors could go either "
+            "way on other repetitions.",
             "",
         ]
     lines += [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -246,6 +247,10 @@ def test_noniid_settings_are_added_to_the_report_of_a_run(bench, tmp_path, capsy
     assert "## Non-iid sites: targets" in text
     for target in noniid["targets"]:
         assert bench._target_line(target) in text
+        # each target's paired gap, repetition by repetition, with its standard error
+        assert target["difference"] == pytest.approx(target["deployed"] - target["reference"])
+        assert target["reps"] == 2 and target["se"] >= 0
+        assert f"standard error {target['se']:.4f} over 2 repetitions" in bench._target_line(target)
     tidy = pd.read_csv(out / "quality_noniid_results.csv.gz")
     assert set(tidy["setting"]) == {"dirichlet/none", "dirichlet/auto", "quantity/equal",
                                     "quantity/rows"}  # fmt: skip
@@ -372,6 +377,34 @@ def test_noniid_targets_hold_the_deployed_model_to_local_and_pooled_data(bench):
 
 #: The label-skew columns the targets read, in the order of the test's tuples.
 COLUMNS_OF_TARGETS = ("Local", "Auto, calibrated", "Pooled data")
+
+
+def test_noniid_targets_give_the_paired_gap_and_its_standard_error(bench):
+    cells = {
+        "Local": [0.030, 0.01],
+        "Auto, calibrated": [0.031, 0.01],
+        "Pooled data": [0.025, 0.01],
+        "difference": [0.001, 0.004],  # deployed - local, repetition by repetition
+        "Auto, calibrated − Pooled data": [0.006, 0.002],
+    }
+    row = {"n_sites": 3, "concentration": 0.3, "reps": 4, "values": {"brier": cells}}
+    local, pooled = bench.noniid_targets({"rows": [row]})
+    assert (local["difference"], local["se"], local["reps"]) == (0.001, 0.002, 4)
+    assert (pooled["difference"], pooled["se"]) == (0.006, 0.001)
+    assert bench._target_line(local) == (
+        "- 3 sites, alpha 0.3: deployed Brier 0.0310 <= local 0.0300: NO "
+        "(deployed − local +0.0010, standard error 0.0020 over 4 repetitions)"
+    )
+    # one repetition: the gap without a standard error
+    row["reps"] = 1
+    local = bench.noniid_targets({"rows": [row]})[0]
+    assert math.isnan(local["se"])
+    assert bench._target_line(local).endswith("NO (deployed − local +0.0010)")
+    # a table without the gap columns (older results): no gap, the line as before
+    for name in bench.TARGET_GAPS.values():
+        del cells[name]
+    local = bench.noniid_targets({"rows": [row]})[0]
+    assert "difference" not in local and bench._target_line(local).endswith(": NO")
 
 
 def test_analyse_noniid_means_sds_and_the_paired_difference(bench):

@@ -84,7 +84,7 @@ def test_results_with_calibration_get_diagrams_tables_and_the_chart(new_results,
     assert "| strategy | calibration | Brier | log-loss | ECE |" in text
     # strategies spelled out; the Brier score with its interval when the rows carry one
     assert re.search(
-        r"\| Auto \(chosen on validation rows\) → Local trees \| \w+ \| [^|]+ \| \S+ \| \S+ \|",
+        r"\| Auto \(each site's choice\) → Local trees \| \w+ \| [^|]+ \| \S+ \| \S+ \|",
         text,
     )
     assert "Runner-up: Marginal prediction (validation score 0.4812)" in text

@@ -353,9 +353,9 @@ def _margin_text(margin: dict | None) -> str:
     if not margin:
         return ""
     label = REFERENCE_LABEL if margin["reference"] == REFERENCE else margin["reference"]
-    se = margin["se"]
-    spread = f", standard error {se:.3f} over {margin['n']} seeds" if np.isfinite(se) else ""
-    return f" (auto − {label} {margin['difference']:+.3f}{spread})"
+    return harness.paired_margin(
+        "auto", label, margin["difference"], margin["se"], margin["n"], "seeds"
+    )
 
 
 def reference_distance(frame, sites, metrics) -> dict:
@@ -498,10 +498,7 @@ def markdown(data: dict, result: dict) -> str:
     if margins:
         lines += [
             "",
-            "Each target's difference is the deployed model's minus the reference's, seed by "
-            "seed, then their mean; its standard error says how much the seeds can tell: a "
-            "target met or missed by less than about two standard errors could go either way "
-            "on other seeds.",
+            harness.margins_note("seed by seed", "seeds"),
         ]
     lines += ["", "What `auto` deployed (count over the seeds):", ""]
     lines += [f"- {site}: {picks}" for site, picks in result["chosen"].items()]

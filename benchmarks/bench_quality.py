@@ -439,10 +439,15 @@ def _target_line(target: dict) -> str:
         shown += f" {'+' if lower else '-'} {tolerance:g}"
     margin = ""
     if "difference" in target:
-        margin = f" (deployed − {against} {target['difference']:+.4f}"
-        if math.isfinite(target["se"]):
-            margin += f", standard error {target['se']:.4f} over {target['reps']} repetitions"
-        margin += ")"
+        margin = harness.paired_margin(
+            "deployed",
+            against,
+            target["difference"],
+            target["se"],
+            target["reps"],
+            "repetitions",
+            digits=4,
+        )
     return (
         f"- {target['n_sites']} sites, alpha {target['alpha']:g}: deployed {name} "
         f"{target['deployed']:.4f} {sign} {shown}: {'yes' if target['met'] else 'NO'}{margin}"
@@ -561,10 +566,7 @@ def render_noniid(result: dict) -> str:
             "",
             *(_target_line(t) for t in targets),
             "",
-            "Each difference is the deployed model's mean minus the reference's, repetition by "
-            "repetition, then their mean; its standard error says how much the repetitions can "
-            "tell: a target met or missed by less than about two standard errors could go either "
-            "way on other repetitions.",
+            harness.margins_note("repetition by repetition", "repetitions"),
             "",
         ]
     lines += [

@@ -206,6 +206,42 @@ def fitted(validation: str, who: str = "site") -> str:
     raise ValueError(f"validation={validation!r}: oob or holdout")
 
 
+def paired_margin(
+    who: str, against: str, difference: float, se: float, n: int, unit: str, digits: int = 3
+) -> str:
+    """A target's paired difference and its standard error, as a report line ends.
+
+    ``difference`` is ``who`` minus ``against``, run by run, then their mean; ``se``
+    its standard error over the ``n`` runs (NaN: left out), ``unit`` what a run is.
+
+    Examples
+    --------
+    >>> paired_margin("auto", "pooled data", -0.015, 0.012, 10, "seeds")
+    ' (auto − pooled data -0.015, standard error 0.012 over 10 seeds)'
+    >>> paired_margin("deployed", "local", 0.0007, float("nan"), 1, "repetitions", 4)
+    ' (deployed − local +0.0007)'
+    """
+    spread = f", standard error {se:.{digits}f} over {n} {unit}" if math.isfinite(se) else ""
+    return f" ({who} − {against} {difference:+.{digits}f}{spread})"
+
+
+def margins_note(runs: str, unit: str) -> str:
+    """What the differences of :func:`paired_margin` are and what their standard errors
+    tell; ``runs`` says how they are paired (``"seed by seed"``), ``unit`` what a run is.
+
+    Examples
+    --------
+    >>> margins_note("seed by seed", "seeds").endswith("could go either way on other seeds.")
+    True
+    """
+    return (
+        f"Each target's difference is the deployed model's minus the reference's, {runs}, "
+        f"then their mean; its standard error says how much the {unit} can tell: a target "
+        "met or missed by less than about two standard errors could go either way on other "
+        f"{unit}."
+    )
+
+
 def command(script: str, argv) -> str:
     """The command line a run was started with (``python benchmarks/<script> ...``)."""
     return " ".join(["python", f"benchmarks/{script}", *map(str, argv)])

@@ -10,6 +10,7 @@ format and render as their reports.
 from __future__ import annotations
 
 import argparse
+import doctest
 import importlib
 import json
 import logging
@@ -221,3 +222,21 @@ def test_shipped_sections_are_copies_of_the_job_users_edit():
     assert harness.shipped_sections("election")["election"] == shipped["election"]
     with pytest.raises(KeyError, match="no sections \\['nonsense'\\]"):
         harness.shipped_sections("election", "nonsense")
+
+
+def test_a_targets_margin_names_both_sides_and_its_runs():
+    text = harness.paired_margin("auto", "local", -0.0123, 0.0046, 10, "seeds")
+    assert text == " (auto − local -0.012, standard error 0.005 over 10 seeds)"
+    assert harness.paired_margin("deployed", "local", 0.0007, 0.001, 4, "repetitions", 4) == (
+        " (deployed − local +0.0007, standard error 0.0010 over 4 repetitions)"
+    )
+    # one run: no standard error to give
+    assert harness.paired_margin("auto", "local", 0.0, float("nan"), 1, "seeds") == (
+        " (auto − local +0.000)"
+    )
+    note = harness.margins_note("repetition by repetition", "repetitions")
+    assert "repetition by repetition, then their mean" in note
+    assert note.endswith("on other repetitions.")
+    # and the harness's examples
+    result = doctest.testmod(harness)
+    assert result.failed == 0 and result.attempted >= 5

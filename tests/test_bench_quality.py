@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import importlib
 import json
 import math
@@ -405,6 +406,9 @@ def test_noniid_targets_give_the_paired_gap_and_its_standard_error(bench):
         del cells[name]
     local = bench.noniid_targets({"rows": [row]})[0]
     assert "difference" not in local and bench._target_line(local).endswith(": NO")
+    # the module's examples (noniid_targets' among them) hold
+    result = doctest.testmod(bench)
+    assert result.failed == 0 and result.attempted >= 4
 
 
 def test_analyse_noniid_means_sds_and_the_paired_difference(bench):
